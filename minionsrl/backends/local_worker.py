@@ -1,0 +1,34 @@
+"""Body of a ``local`` backend instance: a process that serves invocations one at a time.
+
+Kept apart from :mod:`minionsrl.backends.local` so that the fork server preloads only what a
+function needs (NumPy, Gymnasium, the rollout function) and never torch.
+"""
+
+from __future__ import annotations
+
+import signal
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from minionsrl import rollout
+
+READY = b"ready"
+STOP = b"stop"
+
+
+def _read_policy(ref: str) -> bytes:
+    return Path(ref).read_bytes()
+
+
+def serve(conn: Connection, key: bytes) -> None:
+    """Announce readiness, then answer request bytes with reply bytes until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
+    conn.send_bytes(READY)
+    while True:
+        try:
+            request = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        if request == STOP:
+            return
+        conn.send_bytes(rollout.handle(request, _read_policy, key))

@@ -1,0 +1,53 @@
+"""Checkpoints: written atomically (temporary file, fsync, rename), read with weights-only loading.
+
+Only tensors and plain containers of numbers and strings go in, so ``torch.load(weights_only=True)``
+can read them back without unpickling arbitrary objects.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+LATEST = "latest.pt"
+
+
+def save(directory: str | Path, state: dict[str, Any]) -> Path:
+    """Write ``state`` to ``directory/latest.pt`` so that a crash leaves the previous one intact."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / LATEST
+    tmp = directory / f".{LATEST}.tmp"
+    with open(tmp, "wb") as fh:
+        torch.save(state, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)
+    return path
+
+
+def load(directory: str | Path) -> dict[str, Any] | None:
+    """Read the latest checkpoint in ``directory``, or None if there is none."""
+    path = Path(directory) / LATEST
+    if not path.exists():
+        return None
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def to_tensors(state: dict[str, Any]) -> dict[str, Any]:
+    """Convert NumPy arrays in a flat dict to tensors (weights-only loading refuses NumPy objects)."""
+    return {k: torch.from_numpy(np.asarray(v).copy()) if isinstance(v, np.ndarray) else v for k, v in state.items()}
+
+
+def to_arrays(state: dict[str, Any]) -> dict[str, Any]:
+    """Inverse of :func:`to_tensors`."""
+    return {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in state.items()}

@@ -1,0 +1,213 @@
+"""The run configuration: one flat dataclass, reachable from the CLI (``--kebab-case``) and YAML.
+
+Resolution order: field defaults ← YAML file (``--config``) ← command-line flags ← preset (fills
+whatever is still unset, chosen from the environment's family). ``config.yaml`` in the run
+directory holds the fully resolved result. Every field is validated before any work starts; a bad
+one raises a one-line :class:`~minionsrl.errors.ConfigError` naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from minionsrl.errors import ConfigError
+from minionsrl.ppo import PPOParams
+
+BACKENDS = ("local",)
+SCALERS = ("fixed",)
+PRESET_NAMES = ("auto", "classic", "mujoco")
+
+# CleanRL's defaults: ppo.py (classic control) and ppo_continuous_action.py (MuJoCo). Fragment
+# length and evaluation cadence are ours (SPEC §1: T = 128 for classic control, 512 for MuJoCo).
+PRESETS: dict[str, dict[str, Any]] = {
+    "classic": dict(total_timesteps=500_000, fragment_length=128, eval_every=5, learning_rate=2.5e-4,
+                    anneal_lr=True, gamma=0.99, gae_lambda=0.95, update_epochs=4, minibatch_size=128,
+                    norm_adv=True, clip_coef=0.2, clip_vloss=True, ent_coef=0.01, vf_coef=0.5,
+                    max_grad_norm=0.5, normalize_obs=False, normalize_reward=False),
+    "mujoco": dict(total_timesteps=1_000_000, fragment_length=512, eval_every=10, learning_rate=3e-4,
+                   anneal_lr=True, gamma=0.99, gae_lambda=0.95, update_epochs=10, minibatch_size=64,
+                   norm_adv=True, clip_coef=0.2, clip_vloss=True, ent_coef=0.0, vf_coef=0.5,
+                   max_grad_norm=0.5, normalize_obs=True, normalize_reward=True),
+}
+
+
+def _f(default: Any = None, help: str = "", **rules: Any) -> Any:
+    """A config field with its help text and validation rules (min, max, choices, positive)."""
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": help, **rules})
+    return field(default=default, metadata={"help": help, **rules})
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a training run. ``None`` means "from the preset" where one applies."""
+
+    env_id: str = _f("CartPole-v1", "Gymnasium id or custom entry point package.module:ClassName")
+    env_kwargs: dict = _f({}, "keyword arguments for the environment constructor (JSON on the CLI)")
+    preset: str = _f("auto", "hyper-parameter preset: auto picks by env family", choices=PRESET_NAMES)
+    total_timesteps: int | None = _f(None, "stop after this many environment steps", min=1)
+    max_rounds: int | None = _f(None, "stop after this many rounds", min=1)
+    target_return: float | None = _f(None, "stop once the mean evaluation return reaches this")
+    seed: int = _f(1, "seed of the run (weights, actor seeds, minibatch order)", min=0)
+    scaler: str = _f("fixed", "how many actors each round gets", choices=SCALERS)
+    actors: int = _f(8, "number of actors per round (fixed scaler)", min=1, max=4096)
+    backend: str = _f("local", "where rollout functions run", choices=BACKENDS)
+    fragment_length: int | None = _f(None, "steps per rollout function (T)", min=1, max=1_000_000)
+    carry_episodes: bool = _f(True, "continue episodes across rounds by sending the env state with the "
+                              "request (MuJoCo, classic control); off: every fragment starts an episode")
+    eval_every: int | None = _f(None, "evaluate every this many rounds (0: only at the end)", min=0)
+    eval_episodes: int = _f(10, "episodes per evaluation (deterministic policy)", min=1)
+    run_dir: str | None = _f(None, "output directory (default runs/<env>__<seed>__<time>)")
+    learning_rate: float | None = _f(None, "Adam learning rate", positive=True)
+    anneal_lr: bool | None = _f(None, "anneal the learning rate linearly to 0 over total_timesteps")
+    gamma: float | None = _f(None, "discount factor", min=0.0, max=1.0)
+    gae_lambda: float | None = _f(None, "GAE lambda", min=0.0, max=1.0)
+    update_epochs: int | None = _f(None, "epochs over each round's batch", min=1)
+    minibatch_size: int | None = _f(None, "minibatch size (the count follows the round's batch)", min=1)
+    norm_adv: bool | None = _f(None, "normalise advantages per minibatch")
+    clip_coef: float | None = _f(None, "surrogate clipping coefficient", positive=True)
+    clip_vloss: bool | None = _f(None, "clip the value loss")
+    ent_coef: float | None = _f(None, "entropy bonus coefficient", min=0.0)
+    vf_coef: float | None = _f(None, "value loss coefficient", min=0.0)
+    max_grad_norm: float | None = _f(None, "gradient clipping norm", positive=True)
+    target_kl: float | None = _f(None, "stop the epochs early above this approx KL", positive=True)
+    normalize_obs: bool | None = _f(None, "normalise observations with running statistics")
+    normalize_reward: bool | None = _f(None, "scale rewards by the std of discounted returns")
+    clip_obs: float = _f(10.0, "clip normalised observations to +-this", positive=True)
+    clip_reward: float = _f(10.0, "clip scaled rewards to +-this", positive=True)
+    hidden_sizes: list = _f([64, 64], "hidden layer sizes of actor and critic")
+    max_concurrency: int | None = _f(None, "local backend: concurrent instances (default: CPU count)", min=1)
+    idle_timeout_s: float = _f(300.0, "local backend: reap instances idle this long", positive=True)
+    invocation_timeout_s: float | None = _f(None, "fail an invocation running longer than this", positive=True)
+    torch_threads: int = _f(1, "torch threads for the learner", min=1)
+    checkpoint_every: int = _f(1, "write a checkpoint every this many rounds", min=1)
+    tensorboard: bool = _f(True, "write TensorBoard event files")
+    progress: bool = _f(True, "show a live progress display")
+
+    # -- derived views ---------------------------------------------------------------------------
+    def ppo_params(self) -> PPOParams:
+        return PPOParams(**{f.name: getattr(self, f.name) for f in dataclasses.fields(PPOParams)})
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def learning_fields(self) -> dict[str, Any]:
+        """Fields that change what is learned (a resumed run must keep them)."""
+        ignore = {"total_timesteps", "max_rounds", "target_return", "run_dir", "progress", "tensorboard",
+                  "max_concurrency", "idle_timeout_s", "invocation_timeout_s", "checkpoint_every", "eval_every",
+                  "eval_episodes"}
+        return {k: v for k, v in self.to_dict().items() if k not in ignore}
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config file into a dict of field values (unknown keys are an error)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist; pass an existing YAML file to --config")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "parse error"
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {first}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping of field: value")
+    return {k.replace("-", "_") if isinstance(k, str) else k: v for k, v in data.items()}
+
+
+def build(overrides: dict[str, Any]) -> TrainConfig:
+    """Make a config from field values, checking names and types (presets are applied later)."""
+    values: dict[str, Any] = {}
+    for name, value in overrides.items():
+        if name not in FIELDS:
+            close = difflib.get_close_matches(str(name), list(FIELDS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"unknown config field {name!r}{hint}")
+        values[name] = _coerce(name, value)
+    return TrainConfig(**values)
+
+
+def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
+    """Fill unset fields from the preset (``auto``: by env family) and a default run dir; validate."""
+    preset = PRESETS["mujoco" if family == "mujoco" else "classic"] if cfg.preset == "auto" else PRESETS[cfg.preset]
+    filled = {k: v for k, v in preset.items() if getattr(cfg, k) is None}
+    cfg = dataclasses.replace(cfg, **filled)
+    if cfg.run_dir is None:
+        safe_env = cfg.env_id.replace("/", "_").replace(":", "_")
+        cfg = dataclasses.replace(cfg, run_dir=f"runs/{safe_env}__{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}")
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Check every field against its rules; raise a one-line ConfigError for the first bad one."""
+    for name, f in FIELDS.items():
+        value = getattr(cfg, name)
+        if value is None:
+            continue
+        rules = f.metadata
+        if "choices" in rules and value not in rules["choices"]:
+            raise ConfigError(f"{name}: {value!r} is not one of {', '.join(rules['choices'])}")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                raise ConfigError(f"{name}: {value!r} must be a finite number")
+            if "min" in rules and value < rules["min"]:
+                raise ConfigError(f"{name}: {value!r} is below the minimum {rules['min']}; use a value >= {rules['min']}")
+            if "max" in rules and value > rules["max"]:
+                raise ConfigError(f"{name}: {value!r} is above the maximum {rules['max']}; use a value <= {rules['max']}")
+            if rules.get("positive") and value <= 0:
+                raise ConfigError(f"{name}: {value!r} must be > 0")
+    if not cfg.hidden_sizes or any(not isinstance(h, int) or isinstance(h, bool) or h < 1 for h in cfg.hidden_sizes):
+        raise ConfigError(f"hidden_sizes: {cfg.hidden_sizes!r} must be a non-empty list of positive integers")
+    if cfg.total_timesteps is None and cfg.max_rounds is None and cfg.target_return is None:
+        raise ConfigError("set total_timesteps, max_rounds or target_return so that the run can end")
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Check a YAML/CLI value against the field's annotated type; convert ints to floats where due."""
+    if value is None:
+        return None
+    kind = FIELDS[name].type
+    want = str(kind)
+    if "bool" in want:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{name}: {value!r} must be true or false")
+    if want.startswith("int"):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ConfigError(f"{name}: {value!r} must be an integer")
+    if want.startswith("float"):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{name}: {value!r} must be a number")
+    if want.startswith("str"):
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{name}: {value!r} must be a string")
+    if want == "list":
+        if isinstance(value, list):
+            return value
+        raise ConfigError(f"{name}: {value!r} must be a list")
+    if want == "dict":
+        if isinstance(value, dict):
+            return value
+        raise ConfigError(f"{name}: {value!r} must be a mapping")
+    return value
+
+
+def dump(cfg: TrainConfig, path: str | Path) -> None:
+    """Write the resolved config as YAML (readable back with ``--config``)."""
+    Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -1,0 +1,187 @@
+"""Environment factory: Gymnasium ids and custom ``package.module:ClassName`` entry points.
+
+This module is imported inside rollout functions, so it must stay free of torch.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from minionsrl.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """What the learner needs to know about an environment to build a policy for it."""
+
+    obs_shape: tuple[int, ...]
+    discrete: bool
+    action_dim: int  # number of actions (discrete) or action vector size (continuous)
+    action_low: tuple[float, ...] = ()
+    action_high: tuple[float, ...] = ()
+    family: str = "classic"  # "classic" | "mujoco" | "other": picks the PPO preset
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """A serialisable description of an environment: an id or entry point plus keyword args."""
+
+    env_id: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.env_id, "kwargs": dict(self.kwargs)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EnvSpec:
+        return cls(env_id=str(data["id"]), kwargs=dict(data.get("kwargs", {})))
+
+
+def is_entry_point(env_id: str) -> bool:
+    """``package.module:ClassName`` names a custom environment class rather than a registered id."""
+    return ":" in env_id
+
+
+def check_env_id(env_id: str) -> None:
+    """Raise a one-line :class:`ConfigError` if ``env_id`` cannot be built, suggesting close matches."""
+    if is_entry_point(env_id):
+        module_name, _, attr = env_id.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ConfigError(
+                f"env_id {env_id!r}: cannot import module {module_name!r} ({exc}); "
+                "make it importable (pip install it or add it to PYTHONPATH)"
+            ) from exc
+        if not hasattr(module, attr):
+            raise ConfigError(f"env_id {env_id!r}: module {module_name!r} has no attribute {attr!r}")
+        return
+    _register_optional_envs()
+    if env_id in gym.registry:
+        return
+    matches = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(matches)}?" if matches else "; see gymnasium.pprint_registry()"
+    raise ConfigError(f"env_id {env_id!r} is not a registered Gymnasium environment{hint}")
+
+
+def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env:
+    """Build the environment described by ``spec`` (time limits included, no env checker)."""
+    if is_entry_point(spec.env_id):
+        module_name, _, attr = spec.env_id.partition(":")
+        cls = getattr(importlib.import_module(module_name), attr)
+        kwargs = dict(spec.kwargs)
+        if render_mode is not None:
+            kwargs["render_mode"] = render_mode
+        env = cls(**kwargs)
+        if env.spec is not None and env.spec.max_episode_steps:
+            env = gym.wrappers.TimeLimit(env, env.spec.max_episode_steps)
+        return env
+    _register_optional_envs()
+    return gym.make(spec.env_id, render_mode=render_mode, disable_env_checker=True, **spec.kwargs)
+
+
+def env_info(spec: EnvSpec) -> EnvInfo:
+    """Inspect the spaces of the environment once, and close it."""
+    env = make_env(spec)
+    try:
+        obs_space, act_space = env.observation_space, env.action_space
+        if not isinstance(obs_space, gym.spaces.Box):
+            raise ConfigError(
+                f"env_id {spec.env_id!r}: observation space {obs_space} is not a Box; "
+                "wrap it so observations are arrays (e.g. FlattenObservation)"
+            )
+        if isinstance(act_space, gym.spaces.Discrete):
+            return EnvInfo(tuple(obs_space.shape), True, int(act_space.n), family=_family(env))
+        if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
+            return EnvInfo(
+                tuple(obs_space.shape),
+                False,
+                int(act_space.shape[0]),
+                tuple(float(x) for x in np.asarray(act_space.low, dtype=np.float64)),
+                tuple(float(x) for x in np.asarray(act_space.high, dtype=np.float64)),
+                family=_family(env),
+            )
+        raise ConfigError(
+            f"env_id {spec.env_id!r}: action space {act_space} is not supported; "
+            "use Discrete or a 1-D Box"
+        )
+    finally:
+        env.close()
+
+
+def _family(env: gym.Env) -> str:
+    module = type(env.unwrapped).__module__
+    if "mujoco" in module:
+        return "mujoco"
+    if "classic_control" in module or "box2d" in module:
+        return "classic"
+    return "classic" if isinstance(env.action_space, gym.spaces.Discrete) else "mujoco"
+
+
+_OPTIONAL_REGISTERED = False
+
+
+def _register_optional_envs() -> None:
+    """Register ALE ids when ale-py is installed (it is an optional extra)."""
+    global _OPTIONAL_REGISTERED
+    if _OPTIONAL_REGISTERED:
+        return
+    _OPTIONAL_REGISTERED = True
+    try:
+        import ale_py
+
+        gym.register_envs(ale_py)
+    except ImportError:
+        pass
+
+
+def _time_limit(env: gym.Env) -> gym.wrappers.TimeLimit | None:
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.TimeLimit):
+            return env
+        env = env.env
+    return None
+
+
+def capture_episode(env: gym.Env) -> dict[str, Any] | None:
+    """The simulator state needed to continue the current episode elsewhere, or None if unsupported.
+
+    Supported: MuJoCo envs (qpos, qvel) and classic-control envs (their ``state`` array), plus the
+    time limit's step count. Rollout functions return it so the next round can continue the episode
+    on any instance: the functions stay stateless and episodes keep their full length.
+    """
+    u = env.unwrapped
+    if hasattr(u, "set_state") and hasattr(u, "data"):
+        state: dict[str, Any] = {"qpos": u.data.qpos.tolist(), "qvel": u.data.qvel.tolist()}
+    elif isinstance(getattr(u, "state", None), np.ndarray):
+        state = {"state": u.state.tolist()}
+    else:
+        return None
+    limit = _time_limit(env)
+    state["elapsed"] = int(limit._elapsed_steps) if limit is not None else 0
+    return state
+
+
+def restore_episode(env: gym.Env, state: dict[str, Any]) -> None:
+    """Put a freshly reset ``env`` into the state captured by :func:`capture_episode`."""
+    u = env.unwrapped
+    if "qpos" in state:
+        qpos, qvel = np.asarray(state["qpos"], dtype=np.float64), np.asarray(state["qvel"], dtype=np.float64)
+        if qpos.shape != u.data.qpos.shape or qvel.shape != u.data.qvel.shape:
+            raise ValueError("carried MuJoCo state does not match this environment")
+        u.set_state(qpos, qvel)
+    else:
+        current = u.state
+        new = np.asarray(state["state"], dtype=current.dtype)
+        if new.shape != current.shape:
+            raise ValueError("carried state does not match this environment")
+        u.state = new
+    limit = _time_limit(env)
+    if limit is not None:
+        limit._elapsed_steps = int(state["elapsed"])

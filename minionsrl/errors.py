@@ -1,0 +1,9 @@
+"""Exceptions shared across modules; each carries a one-line message meant for the user."""
+
+
+class ConfigError(ValueError):
+    """Bad input (config field, env id, file): raised before any work starts."""
+
+
+class InvocationError(RuntimeError):
+    """A rollout function failed and the backend could not recover the invocation."""

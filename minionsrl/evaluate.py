@@ -1,0 +1,60 @@
+"""``minionsrl eval``: run a trained run's policy for some episodes, optionally recording MP4 video."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from minionsrl import checkpoint, config
+from minionsrl.envs import EnvSpec, env_info, make_env
+from minionsrl.errors import ConfigError
+from minionsrl.normalization import RunningMeanStd
+from minionsrl.numpy_policy import PolicyArch
+from minionsrl.policy import ActorCritic, snapshot_of
+from minionsrl.rollout import evaluate
+
+
+def evaluate_run(run_dir: str | Path, episodes: int = 10, seed: int = 10_000,
+                 capture_video: bool = False) -> dict[str, Any]:
+    """Load the latest checkpoint of ``run_dir`` and evaluate its deterministic policy."""
+    run_dir = Path(run_dir)
+    if episodes < 1:
+        raise ConfigError(f"--episodes: {episodes} must be >= 1")
+    cfg_path = run_dir / "config.yaml"
+    if not cfg_path.exists():
+        raise ConfigError(f"--run-dir: {str(run_dir)!r} holds no run (no config.yaml)")
+    cfg = config.build(config.load_yaml(cfg_path))
+    state = checkpoint.load(run_dir / "checkpoints")
+    if state is None:
+        raise ConfigError(f"--run-dir: {str(run_dir)!r} has no checkpoint yet")
+    spec = EnvSpec(cfg.env_id, cfg.env_kwargs)
+    info = env_info(spec)
+    policy = ActorCritic(PolicyArch(int(np.prod(info.obs_shape)), info.action_dim, info.discrete,
+                                    tuple(cfg.hidden_sizes)))
+    policy.load_state_dict(state["policy"])
+    obs_rms = None
+    if state.get("obs_rms") is not None:
+        obs_rms = RunningMeanStd(info.obs_shape)
+        obs_rms.load_state_dict(checkpoint.to_arrays(state["obs_rms"]))
+    snapshot = snapshot_of(policy, obs_rms, int(state["round"]), cfg.clip_obs)
+
+    env = make_env(spec, render_mode="rgb_array" if capture_video else None)
+    video_dir = run_dir / "videos"
+    if capture_video:
+        env = gym.wrappers.RecordVideo(env, str(video_dir), episode_trigger=lambda _: True,
+                                       name_prefix=f"eval-round{state['round']}", disable_logger=True)
+    try:
+        returns, lengths = evaluate(env, snapshot, snapshot.numpy_policy(), episodes, seed)
+    finally:
+        env.close()
+    result: dict[str, Any] = {
+        "run_dir": str(run_dir), "round": int(state["round"]), "episodes": episodes,
+        "return_mean": float(returns.mean()), "return_std": float(returns.std()),
+        "length_mean": float(lengths.mean()), "returns": returns.tolist(),
+    }
+    if capture_video:
+        result["videos"] = sorted(str(p) for p in video_dir.glob("*.mp4"))
+    return result

@@ -1,0 +1,150 @@
+"""What crosses the wire each round: the published policy snapshot and the fragments that come back.
+
+Both are encoded with :mod:`minionsrl.wire` (safetensors + HMAC). Decoding validates every array's
+name, dtype and shape against the request, so a malformed reply is an error, never a silent batch.
+Torch-free: rollout functions import this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from minionsrl import wire
+from minionsrl.normalization import Moments
+from minionsrl.numpy_policy import NumpyPolicy, PolicyArch
+
+
+@dataclass
+class PolicySnapshot:
+    """Everything a rollout function needs to act: weights plus observation-normalisation stats."""
+
+    version: int
+    arch: PolicyArch
+    params: dict[str, np.ndarray]
+    obs_mean: np.ndarray | None  # None: observations are not normalised
+    obs_var: np.ndarray | None
+    clip_obs: float = 10.0
+
+    def encode(self, key: bytes) -> bytes:
+        arrays = {f"param/{k}": v for k, v in self.params.items()}
+        if self.obs_mean is not None:
+            arrays["obs_mean"] = self.obs_mean.astype(np.float64)
+            arrays["obs_var"] = self.obs_var.astype(np.float64)
+        meta = {"type": "policy", "version": self.version, "arch": self.arch.to_json(), "clip_obs": self.clip_obs}
+        return wire.encode(arrays, meta, key)
+
+    @classmethod
+    def decode(cls, data: bytes, key: bytes) -> PolicySnapshot:
+        arrays, meta = wire.decode(data, key)
+        if meta.get("type") != "policy":
+            raise wire.WireError("expected a policy snapshot")
+        params = {k.removeprefix("param/"): v for k, v in arrays.items() if k.startswith("param/")}
+        return cls(int(meta["version"]), PolicyArch.from_json(meta["arch"]), params,
+                   arrays.get("obs_mean"), arrays.get("obs_var"), float(meta["clip_obs"]))
+
+    def numpy_policy(self) -> NumpyPolicy:
+        return NumpyPolicy(self.arch, self.params)
+
+
+@dataclass
+class Timings:
+    """A function's own account of where its time went."""
+
+    init_s: float = 0.0  # building the env and loading the policy (0 when both were warm)
+    run_s: float = 0.0  # stepping the env with the policy
+    cpu_s: float = 0.0  # process CPU time over the whole invocation
+
+    def to_json(self) -> dict[str, float]:
+        return {"init_s": self.init_s, "run_s": self.run_s, "cpu_s": self.cpu_s}
+
+
+@dataclass
+class Fragment:
+    """``T`` consecutive steps from one actor, with everything PPO and the normalisers need.
+
+    ``obs`` are normalised with the round's published statistics (what the policy saw).
+    ``trunc_values[t]`` is V(final observation) where an episode was truncated by a time limit at
+    step ``t``; ``last_value`` is V of the observation after the fragment's last step (the cut).
+    """
+
+    obs: np.ndarray  # (T, *obs_shape) float32
+    actions: np.ndarray  # (T,) int64 or (T, action_dim) float32
+    logprobs: np.ndarray  # (T,) float32
+    values: np.ndarray  # (T,) float32
+    rewards: np.ndarray  # (T,) float32, raw environment rewards
+    terminated: np.ndarray  # (T,) bool
+    truncated: np.ndarray  # (T,) bool, time-limit truncation inside the fragment
+    trunc_values: np.ndarray  # (T,) float32
+    last_value: float
+    episode_returns: np.ndarray  # finished episodes, raw rewards
+    episode_lengths: np.ndarray
+    obs_moments: Moments | None  # raw observations seen
+    ret_moments: Moments | None  # discounted returns seen (for reward scaling)
+    policy_version: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    _STEP_ARRAYS = ("obs", "actions", "logprobs", "values", "rewards", "terminated", "truncated", "trunc_values")
+
+    def encode(self, meta: dict[str, Any], key: bytes) -> bytes:
+        arrays = {name: getattr(self, name) for name in self._STEP_ARRAYS}
+        arrays["last_value"] = np.array([self.last_value], dtype=np.float32)
+        arrays["episode_returns"] = self.episode_returns.astype(np.float64)
+        arrays["episode_lengths"] = self.episode_lengths.astype(np.int64)
+        for prefix, m in (("obs_m", self.obs_moments), ("ret_m", self.ret_moments)):
+            if m is not None:
+                arrays[f"{prefix}/mean"] = np.asarray(m.mean, dtype=np.float64).reshape(-1)
+                arrays[f"{prefix}/var"] = np.asarray(m.var, dtype=np.float64).reshape(-1)
+                arrays[f"{prefix}/count"] = np.array([m.count], dtype=np.float64)
+        return wire.encode(arrays, {**meta, "type": "fragment", "policy_version": self.policy_version}, key)
+
+    @classmethod
+    def from_wire(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any], steps: int,
+                  arch: PolicyArch) -> Fragment:
+        """Build a fragment from decoded arrays, checking names, dtypes and shapes against the request."""
+        obs_shape = (steps, arch.obs_dim)
+        act_shape = (steps,) if arch.discrete else (steps, arch.action_dim)
+        expected = {
+            "obs": (np.float32, obs_shape), "actions": (np.int64 if arch.discrete else np.float32, act_shape),
+            "logprobs": (np.float32, (steps,)), "values": (np.float32, (steps,)),
+            "rewards": (np.float32, (steps,)), "terminated": (np.bool_, (steps,)),
+            "truncated": (np.bool_, (steps,)), "trunc_values": (np.float32, (steps,)),
+            "last_value": (np.float32, (1,)),
+        }
+        for name, (dtype, shape) in expected.items():
+            arr = arrays.get(name)
+            if arr is None:
+                raise wire.WireError(f"fragment is missing array {name!r}")
+            if arr.dtype != dtype or arr.shape != shape:
+                raise wire.WireError(f"fragment array {name!r} is {arr.dtype}{arr.shape}, expected "
+                                     f"{np.dtype(dtype)}{shape}")
+        for name in ("obs", "values", "rewards", "trunc_values", "logprobs", "last_value"):
+            if not np.isfinite(arrays[name]).all():
+                raise wire.WireError(f"fragment array {name!r} holds non-finite numbers")
+        rets, lens = arrays.get("episode_returns"), arrays.get("episode_lengths")
+        if rets is None or lens is None or rets.ndim != 1 or rets.shape != lens.shape:
+            raise wire.WireError("fragment episode_returns/episode_lengths are missing or mismatched")
+        return cls(
+            **{name: arrays[name] for name in cls._STEP_ARRAYS},
+            last_value=float(arrays["last_value"][0]),
+            episode_returns=rets, episode_lengths=lens,
+            obs_moments=_moments(arrays, "obs_m", (arch.obs_dim,)),
+            ret_moments=_moments(arrays, "ret_m", ()),
+            policy_version=int(meta.get("policy_version", -1)),
+            meta=meta,
+        )
+
+
+def _moments(arrays: dict[str, np.ndarray], prefix: str, shape: tuple[int, ...]) -> Moments | None:
+    if f"{prefix}/mean" not in arrays:
+        return None
+    mean, var, count = arrays[f"{prefix}/mean"], arrays[f"{prefix}/var"], arrays[f"{prefix}/count"]
+    size = int(np.prod(shape))
+    if mean.shape != (size,) or var.shape != (size,) or count.shape != (1,):
+        raise wire.WireError(f"fragment {prefix} moments have the wrong shape")
+    mean, var = mean.reshape(shape), var.reshape(shape)
+    if not (np.isfinite(mean).all() and np.isfinite(var).all() and (var >= 0).all() and count[0] >= 0):
+        raise wire.WireError(f"fragment {prefix} moments are not valid statistics")
+    return Moments(mean, var, float(count[0]))

@@ -1,0 +1,100 @@
+"""Run outputs: ``metrics.csv`` (a row per round), ``invocations.csv`` (a row per invocation) and
+TensorBoard scalars under CleanRL's tag names.
+
+On resume, rows past the last checkpointed round are dropped first, so a killed run leaves no
+duplicate or missing rounds.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+from minionsrl.backends.base import InvocationRecord
+
+METRIC_COLUMNS = [
+    "round", "env_steps", "n_actors", "wall_s", "round_s", "sample_s", "learn_s", "eval_s",
+    "eval_return_mean", "train_return_mean", "episodes", "policy_loss", "value_loss", "entropy",
+    "approx_kl", "clipfrac", "explained_variance", "learning_rate", "sps",
+]
+# Columns that depend only on the seed and the config (compared by the determinism test).
+LEARNING_COLUMNS = [
+    "round", "env_steps", "n_actors", "eval_return_mean", "train_return_mean", "episodes", "policy_loss",
+    "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "learning_rate",
+]
+INVOCATION_COLUMNS = ["round", *InvocationRecord.__dataclass_fields__, "seed"]
+
+TENSORBOARD_TAGS = {
+    "train_return_mean": "charts/episodic_return", "eval_return_mean": "eval/return_mean",
+    "learning_rate": "charts/learning_rate", "sps": "charts/SPS", "n_actors": "charts/n_actors",
+    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss", "entropy": "losses/entropy",
+    "approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
+    "explained_variance": "losses/explained_variance", "round_s": "time/round_s",
+    "sample_s": "time/sample_s", "learn_s": "time/learn_s",
+}
+
+
+class RunLog:
+    """Appends round and invocation rows to CSV files and scalars to TensorBoard."""
+
+    def __init__(self, run_dir: Path, resume_round: int | None, resume_step: int, tensorboard: bool) -> None:
+        self.metrics_path = run_dir / "metrics.csv"
+        self.invocations_path = run_dir / "invocations.csv"
+        for path, columns in ((self.metrics_path, METRIC_COLUMNS), (self.invocations_path, INVOCATION_COLUMNS)):
+            _prepare_csv(path, columns, resume_round)
+        self._metrics = open(self.metrics_path, "a", newline="")  # noqa: SIM115 - kept open for the run
+        self._invocations = open(self.invocations_path, "a", newline="")  # noqa: SIM115
+        self._mw = csv.DictWriter(self._metrics, METRIC_COLUMNS, extrasaction="ignore")
+        self._iw = csv.DictWriter(self._invocations, INVOCATION_COLUMNS, extrasaction="ignore")
+        self._tb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(str(run_dir / "tensorboard"),
+                                     purge_step=resume_step + 1 if resume_round else None)
+
+    def log_round(self, row: dict[str, Any], invocations: list[dict[str, Any]]) -> None:
+        """Write one round: its invocation rows, then its metrics row (flushed, fsync-free)."""
+        self._iw.writerows(invocations)
+        self._invocations.flush()
+        self._mw.writerow({k: _fmt(v) for k, v in row.items()})
+        self._metrics.flush()
+        if self._tb is not None:
+            for key, tag in TENSORBOARD_TAGS.items():
+                value = row.get(key)
+                if isinstance(value, int | float) and math.isfinite(value):
+                    self._tb.add_scalar(tag, value, row["env_steps"])
+
+    def close(self) -> None:
+        self._metrics.close()
+        self._invocations.close()
+        if self._tb is not None:
+            self._tb.close()
+
+
+def _fmt(value: Any) -> Any:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def _prepare_csv(path: Path, columns: list[str], resume_round: int | None) -> None:
+    """Create the file with its header, or on resume keep only rows up to ``resume_round``."""
+    if resume_round is None or not path.exists():
+        with open(path, "w", newline="") as fh:
+            csv.writer(fh).writerow(columns)
+        return
+    with open(path, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("round") and int(r["round"]) <= resume_round]
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, str]]:
+    """Rows of a run's ``metrics.csv`` as dicts of strings."""
+    with open(Path(run_dir) / "metrics.csv", newline="") as fh:
+        return list(csv.DictReader(fh))

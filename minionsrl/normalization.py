@@ -1,0 +1,56 @@
+"""Running mean/variance statistics for observation normalisation and reward scaling.
+
+Actors normalise with the statistics the learner published for the round and send back the moments
+of what they saw; the learner merges those moments in invocation order (so the result does not
+depend on arrival order) before publishing the next round. Free of torch: rollout functions use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Moments:
+    """Mean, variance and count of a batch of samples (the unit actors send back)."""
+
+    mean: np.ndarray
+    var: np.ndarray
+    count: float
+
+    @classmethod
+    def of(cls, samples: np.ndarray) -> Moments:
+        samples = np.asarray(samples, dtype=np.float64)
+        if len(samples) == 0:
+            shape = samples.shape[1:]
+            return cls(np.zeros(shape), np.ones(shape), 0.0)
+        return cls(samples.mean(axis=0), samples.var(axis=0), float(len(samples)))
+
+
+class RunningMeanStd:
+    """Parallel-algorithm running moments (Chan et al.), as in CleanRL / Stable-Baselines3."""
+
+    def __init__(self, shape: tuple[int, ...] = (), epsilon: float = 1e-4) -> None:
+        self.mean = np.zeros(shape, dtype=np.float64)
+        self.var = np.ones(shape, dtype=np.float64)
+        self.count = float(epsilon)
+
+    def update(self, moments: Moments) -> None:
+        """Merge the moments of a new batch into the running statistics."""
+        if moments.count <= 0:
+            return
+        delta = moments.mean - self.mean
+        total = self.count + moments.count
+        new_mean = self.mean + delta * moments.count / total
+        m2 = self.var * self.count + moments.var * moments.count + delta**2 * self.count * moments.count / total
+        self.mean, self.var, self.count = new_mean, m2 / total, total
+
+    def state_dict(self) -> dict[str, np.ndarray | float]:
+        return {"mean": self.mean.copy(), "var": self.var.copy(), "count": self.count}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.mean = np.asarray(state["mean"], dtype=np.float64).copy()
+        self.var = np.asarray(state["var"], dtype=np.float64).copy()
+        self.count = float(state["count"])

@@ -1,0 +1,152 @@
+"""PPO learner (clipped surrogate, GAE, value loss, entropy), faithful to CleanRL's ``ppo.py``.
+
+The batch is whatever the round's ``n`` actors returned (``n × T`` steps), so the number of
+minibatches follows the batch while the minibatch size stays fixed: the number of gradient steps
+per sample does not depend on how many actors the scaler chose.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from minionsrl.fragment import Fragment
+from minionsrl.normalization import RunningMeanStd
+from minionsrl.policy import ActorCritic
+
+
+@dataclass(frozen=True)
+class PPOParams:
+    """PPO hyper-parameters (CleanRL names)."""
+
+    learning_rate: float = 2.5e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    update_epochs: int = 4
+    minibatch_size: int = 128
+    norm_adv: bool = True
+    clip_coef: float = 0.2
+    clip_vloss: bool = True
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    target_kl: float | None = None
+
+
+def compute_gae(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+                trunc_values: np.ndarray, last_values: np.ndarray, gamma: float,
+                lam: float) -> tuple[np.ndarray, np.ndarray]:
+    """Generalised advantage estimation over ``(n, T)`` fragments; return (advantages, returns).
+
+    A terminated step bootstraps with 0; a time-limit truncation with V(final obs); the fragment's
+    cut with ``last_values``. The advantage chain is cut at every episode boundary.
+    """
+    n, steps = rewards.shape
+    advantages = np.zeros((n, steps), dtype=np.float64)
+    last_gae = np.zeros(n, dtype=np.float64)
+    next_value = last_values.astype(np.float64)
+    for t in reversed(range(steps)):
+        done = terminated[:, t] | truncated[:, t]
+        bootstrap = np.where(terminated[:, t], 0.0, np.where(truncated[:, t], trunc_values[:, t], next_value))
+        delta = rewards[:, t] + gamma * bootstrap - values[:, t]
+        last_gae = delta + gamma * lam * (~done) * last_gae
+        advantages[:, t] = last_gae
+        next_value = values[:, t]
+    return advantages.astype(np.float32), (advantages + values).astype(np.float32)
+
+
+@dataclass
+class Batch:
+    """A round's fragments stacked and flattened for the update."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    logprobs: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    values: torch.Tensor
+
+    @classmethod
+    def from_fragments(cls, fragments: list[Fragment], params: PPOParams,
+                       reward_rms: RunningMeanStd | None, clip_reward: float = 10.0) -> Batch:
+        """Stack fragments in invocation order, scale rewards (if enabled) and compute GAE."""
+        stack = {name: np.stack([getattr(f, name) for f in fragments]) for name in Fragment._STEP_ARRAYS}
+        rewards = stack["rewards"].astype(np.float64)
+        if reward_rms is not None:
+            rewards = np.clip(rewards / np.sqrt(reward_rms.var + 1e-8), -clip_reward, clip_reward)
+        last_values = np.array([f.last_value for f in fragments])
+        adv, ret = compute_gae(rewards, stack["values"], stack["terminated"], stack["truncated"],
+                               stack["trunc_values"], last_values, params.gamma, params.gae_lambda)
+
+        def flat(a: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(np.ascontiguousarray(a.reshape(-1, *a.shape[2:])))
+
+        return cls(flat(stack["obs"]), flat(stack["actions"]), flat(stack["logprobs"]), flat(adv), flat(ret),
+                   flat(stack["values"]))
+
+    def __len__(self) -> int:
+        return len(self.obs)
+
+
+class PPO:
+    """Owns the policy's optimiser and runs the clipped-surrogate update on one round's batch."""
+
+    def __init__(self, policy: ActorCritic, params: PPOParams) -> None:
+        self.policy = policy
+        self.params = params
+        self.optimizer = torch.optim.Adam(policy.parameters(), lr=params.learning_rate, eps=1e-5, fused=True)
+
+    def set_learning_rate(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def update(self, batch: Batch, rng: np.random.Generator) -> dict[str, float]:
+        """Run ``update_epochs`` epochs of minibatch SGD; return CleanRL's loss statistics."""
+        p = self.params
+        size = len(batch)
+        clipfracs: list[float] = []
+        approx_kl = old_approx_kl = pg_loss = v_loss = entropy_loss = torch.zeros(())
+        for _ in range(p.update_epochs):
+            order = torch.from_numpy(rng.permutation(size))
+            for start in range(0, size, p.minibatch_size):
+                idx = order[start : start + p.minibatch_size]
+                newlogprob, entropy, newvalue = self.policy.evaluate(batch.obs[idx], batch.actions[idx])
+                logratio = newlogprob - batch.logprobs[idx]
+                ratio = logratio.exp()
+                with torch.no_grad():
+                    old_approx_kl = (-logratio).mean()
+                    approx_kl = ((ratio - 1) - logratio).mean()
+                    clipfracs.append(((ratio - 1.0).abs() > p.clip_coef).float().mean().item())
+
+                mb_adv = batch.advantages[idx]
+                if p.norm_adv and len(idx) > 1:
+                    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+                pg_loss = torch.max(-mb_adv * ratio, -mb_adv * ratio.clamp(1 - p.clip_coef, 1 + p.clip_coef)).mean()
+
+                mb_ret = batch.returns[idx]
+                if p.clip_vloss:
+                    v_clipped = batch.values[idx] + (newvalue - batch.values[idx]).clamp(-p.clip_coef, p.clip_coef)
+                    v_loss = 0.5 * torch.max((newvalue - mb_ret) ** 2, (v_clipped - mb_ret) ** 2).mean()
+                else:
+                    v_loss = 0.5 * ((newvalue - mb_ret) ** 2).mean()
+
+                entropy_loss = entropy.mean()
+                loss = pg_loss - p.ent_coef * entropy_loss + v_loss * p.vf_coef
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.policy.parameters(), p.max_grad_norm)
+                self.optimizer.step()
+            if p.target_kl is not None and approx_kl.item() > p.target_kl:
+                break
+
+        y_pred, y_true = batch.values.numpy(), batch.returns.numpy()
+        var_y = np.var(y_true)
+        explained_var = float("nan") if var_y == 0 else float(1 - np.var(y_true - y_pred) / var_y)
+        return {
+            "policy_loss": pg_loss.item(), "value_loss": v_loss.item(), "entropy": entropy_loss.item(),
+            "old_approx_kl": old_approx_kl.item(), "approx_kl": approx_kl.item(),
+            "clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0, "explained_variance": explained_var,
+        }

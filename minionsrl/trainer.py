@@ -1,0 +1,269 @@
+"""The round loop of SPEC §1: scaler → backend → rollout functions → learner → logger/checkpoint.
+
+Read :meth:`Trainer.run_round` top to bottom: it is one round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from minionsrl import checkpoint, config, wire
+from minionsrl.backends.base import Backend, Reply
+from minionsrl.config import TrainConfig
+from minionsrl.envs import EnvInfo, EnvSpec, check_env_id, env_info
+from minionsrl.errors import ConfigError, InvocationError
+from minionsrl.fragment import Fragment
+from minionsrl.metrics import RunLog
+from minionsrl.normalization import RunningMeanStd
+from minionsrl.numpy_policy import PolicyArch
+from minionsrl.policy import ActorCritic, snapshot_of
+from minionsrl.ppo import PPO, Batch
+from minionsrl.scalers import Scaler, make_scaler
+
+_KIND_TRAIN, _KIND_EVAL = 0, 1
+
+
+def invocation_seed(run_seed: int, round_idx: int, slot: int, kind: int) -> int:
+    """Seed of one invocation: a function of (run seed, round, slot, kind) only, so a fragment never
+    depends on which instance or backend ran it, nor on arrival order."""
+    return int(np.random.SeedSequence([run_seed, round_idx, slot, kind]).generate_state(1)[0])
+
+
+def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
+    """Check the env id, inspect its spaces and resolve the presets: all before any work starts."""
+    config.validate(cfg)
+    check_env_id(cfg.env_id)
+    info = env_info(EnvSpec(cfg.env_id, cfg.env_kwargs))
+    return config.resolve(cfg, info.family), info
+
+
+def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
+    """Build the backend named by ``cfg.backend``."""
+    if cfg.backend == "local":
+        from minionsrl.backends.local import LocalBackend
+
+        return LocalBackend(key, max_concurrency=cfg.max_concurrency, idle_timeout_s=cfg.idle_timeout_s,
+                            invocation_timeout_s=cfg.invocation_timeout_s)
+    raise ConfigError(f"backend: {cfg.backend!r} is not available")
+
+
+class Trainer:
+    """Owns the learner state and runs rounds until a stop condition holds."""
+
+    def __init__(self, cfg: TrainConfig, resume: bool = False, backend: Backend | None = None) -> None:
+        self.cfg, self.info = prepare_config(cfg)
+        self.run_dir = Path(self.cfg.run_dir)
+        ckpt = self._open_run_dir(resume)
+        cfg = self.cfg
+        torch.manual_seed(cfg.seed)
+        torch.set_num_threads(cfg.torch_threads)
+        self.spec = EnvSpec(cfg.env_id, cfg.env_kwargs)
+        self.arch = PolicyArch(int(np.prod(self.info.obs_shape)), self.info.action_dim, self.info.discrete,
+                               tuple(cfg.hidden_sizes))
+        self.policy = ActorCritic(self.arch)
+        self.ppo = PPO(self.policy, cfg.ppo_params())
+        self.obs_rms = RunningMeanStd((self.arch.obs_dim,)) if cfg.normalize_obs else None
+        self.ret_rms = RunningMeanStd(()) if cfg.normalize_reward else None
+        self.scaler: Scaler = make_scaler(cfg)
+        self.round = 0
+        self.updates = 0  # policy version: PPO updates applied so far
+        self.env_steps = 0
+        self.wall_offset = 0.0
+        self.best_eval = float("-inf")
+        self.last_eval = float("nan")
+        self.recent_returns: deque[float] = deque(maxlen=100)
+        self.last_row: dict[str, Any] | None = None
+        self.carries: dict[int, dict[str, Any]] = {}  # slot -> episode in progress, sent with the next request
+        if ckpt is not None:
+            self._restore(ckpt)
+        self.log = RunLog(self.run_dir, self.round if resume else None, self.env_steps, cfg.tensorboard)
+        self.backend = backend or make_backend(cfg, wire.new_key())
+        self.key = self.backend.key  # policies and replies are authenticated with this per-run key
+        self._published: tuple[int, str] | None = None  # (policy version, reference)
+
+    # -- the loop --------------------------------------------------------------------------------
+    def run(self, on_round: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Train until a stop condition holds; return the summary (also written to summary.json)."""
+        self._t0 = time.perf_counter()
+        try:
+            while not self._done():
+                row = self.run_round()
+                if on_round is not None:
+                    on_round(row)
+            return self._write_summary()
+        finally:
+            self.log.close()
+            self.backend.close()
+
+    def run_round(self) -> dict[str, Any]:
+        """One round: choose n, publish, invoke, learn, evaluate, log, checkpoint."""
+        cfg, t_round = self.cfg, time.perf_counter()
+        self.round += 1
+        n = self.scaler.next_actors(self.last_row)
+        lr = self._learning_rate()
+        self.ppo.set_learning_rate(lr)
+
+        ref = self._publish()
+        requests = [self._request("train", ref, slot, steps=cfg.fragment_length, carry=self.carries.get(slot))
+                    for slot in range(n)]
+        replies = self._invoke(requests)
+        fragments = [Fragment.from_wire(r.arrays, r.meta, cfg.fragment_length, self.arch) for r in replies]
+        if cfg.carry_episodes:
+            self.carries = {slot: f.meta["carry"] for slot, f in enumerate(fragments) if f.meta.get("carry")}
+        t_sampled = time.perf_counter()
+
+        for frag in fragments:  # merge in slot order: independent of arrival order
+            if self.obs_rms is not None:
+                self.obs_rms.update(frag.obs_moments)
+            if self.ret_rms is not None:
+                self.ret_rms.update(frag.ret_moments)
+            self.recent_returns.extend(frag.episode_returns.tolist())
+        batch = Batch.from_fragments(fragments, self.ppo.params, self.ret_rms, cfg.clip_reward)
+        stats = self.ppo.update(batch, np.random.default_rng([cfg.seed, self.round]))
+        self.env_steps += len(batch)
+        self.updates += 1
+        t_learned = time.perf_counter()
+
+        eval_mean = None
+        if (cfg.eval_every and self.round % cfg.eval_every == 0) or self._done():  # the last round always
+            eval_mean, _ = self._evaluate()
+            self.last_eval, self.best_eval = eval_mean, max(self.best_eval, eval_mean)
+        t_end = time.perf_counter()
+
+        round_episodes = [r for f in fragments for r in f.episode_returns.tolist()]
+        row = {
+            "round": self.round, "env_steps": self.env_steps, "n_actors": n, "wall_s": self._wall(),
+            "round_s": t_end - t_round, "sample_s": t_sampled - t_round, "learn_s": t_learned - t_sampled,
+            "eval_s": t_end - t_learned, "eval_return_mean": eval_mean,
+            "train_return_mean": float(np.mean(round_episodes)) if round_episodes else None,
+            "episodes": len(round_episodes), "learning_rate": lr, "sps": len(batch) / (t_end - t_round), **stats,
+        }
+        self.log.log_round(row, [{"round": self.round, "seed": req["seed"], **r.record.row()}
+                                 for req, r in zip(requests, replies, strict=True)])
+        self.last_row = row
+        if self.round % cfg.checkpoint_every == 0 or self._done():
+            self._checkpoint()
+        return row
+
+    # -- pieces of a round -----------------------------------------------------------------------
+    def _request(self, kind: str, ref: str, slot: int, **extra: Any) -> dict[str, Any]:
+        code = _KIND_TRAIN if kind == "train" else _KIND_EVAL
+        return {"id": f"r{self.round}-{kind}-{slot}", "kind": kind, "policy": ref, "env": self.spec.to_json(),
+                "seed": invocation_seed(self.cfg.seed, self.round, slot, code), "gamma": self.cfg.gamma, **extra}
+
+    def _invoke(self, requests: list[dict[str, Any]]) -> list[Reply]:
+        replies = self.backend.invoke(requests)
+        failed = [r.record for r in replies if not r.ok]
+        if failed or len(replies) != len(requests):
+            first = failed[0] if failed else None
+            detail = f"{first.invocation_id}: {first.error}" if first else "missing replies"
+            raise InvocationError(f"{len(failed)} of {len(requests)} invocations failed ({detail})")
+        return replies
+
+    def _evaluate(self) -> tuple[float, list[Reply]]:
+        """Evaluate the current policy with the deterministic actions, as rollout functions."""
+        episodes = self.cfg.eval_episodes
+        slots = min(episodes, max(self.scaler.next_actors(self.last_row), 1))
+        per_slot = [episodes // slots + (1 if i < episodes % slots else 0) for i in range(slots)]
+        ref = self._publish()
+        requests = [self._request("eval", ref, i, episodes=k) for i, k in enumerate(per_slot)]
+        replies = self._invoke(requests)
+        returns = np.concatenate([r.arrays["episode_returns"] for r in replies])
+        if len(returns) != episodes:
+            raise InvocationError(f"evaluation returned {len(returns)} episodes, expected {episodes}")
+        return float(returns.mean()), replies
+
+    def _publish(self) -> str:
+        """Publish the policy once per version (the update count); evaluation and the next round share it."""
+        version = self.updates
+        if self._published is None or self._published[0] != version:
+            blob = snapshot_of(self.policy, self.obs_rms, version, self.cfg.clip_obs).encode(self.key)
+            self._published = (version, self.backend.publish(blob))
+        return self._published[1]
+
+    def _learning_rate(self) -> float:
+        cfg = self.cfg
+        if not cfg.anneal_lr or cfg.total_timesteps is None:
+            return cfg.learning_rate
+        return cfg.learning_rate * max(1.0 - self.env_steps / cfg.total_timesteps, 0.0)
+
+    def _done(self) -> bool:
+        cfg = self.cfg
+        return bool(
+            (cfg.total_timesteps is not None and self.env_steps >= cfg.total_timesteps)
+            or (cfg.max_rounds is not None and self.round >= cfg.max_rounds)
+            or (cfg.target_return is not None and np.isfinite(self.last_eval) and self.last_eval >= cfg.target_return)
+        )
+
+    def _wall(self) -> float:
+        return self.wall_offset + time.perf_counter() - self._t0
+
+    # -- run directory, checkpoint, summary ------------------------------------------------------
+    def _open_run_dir(self, resume: bool) -> dict[str, Any] | None:
+        cfg_path = self.run_dir / "config.yaml"
+        if not resume:
+            if (self.run_dir / "metrics.csv").exists():
+                raise ConfigError(f"run_dir {str(self.run_dir)!r} already holds a run; use --resume to continue "
+                                  "it or choose another --run-dir")
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            config.dump(self.cfg, cfg_path)
+            return None
+        if not cfg_path.exists():
+            raise ConfigError(f"--resume: {str(self.run_dir)!r} holds no run (no config.yaml); check --run-dir")
+        saved = config.build(config.load_yaml(cfg_path))
+        changed = [k for k, v in self.cfg.learning_fields().items() if saved.learning_fields()[k] != v]
+        if changed:
+            raise ConfigError(f"--resume: run_dir belongs to another config ({', '.join(changed)} differ); "
+                              "resume with the same settings or choose another --run-dir")
+        config.dump(self.cfg, cfg_path)
+        return checkpoint.load(self.run_dir / "checkpoints")
+
+    def _checkpoint(self) -> None:
+        state = {
+            "round": self.round, "env_steps": self.env_steps, "wall_s": self._wall(),
+            "best_eval": self.best_eval, "last_eval": self.last_eval,
+            "recent_returns": list(self.recent_returns), "policy": self.policy.state_dict(),
+            "optimizer": self.ppo.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
+            "torch_rng": torch.get_rng_state(), "last_row": json.dumps(self.last_row),
+            "carries": json.dumps({str(k): v for k, v in self.carries.items()}),
+            "obs_rms": checkpoint.to_tensors(self.obs_rms.state_dict()) if self.obs_rms else None,
+            "ret_rms": checkpoint.to_tensors(self.ret_rms.state_dict()) if self.ret_rms else None,
+        }
+        checkpoint.save(self.run_dir / "checkpoints", state)
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.round, self.env_steps, self.wall_offset = int(state["round"]), int(state["env_steps"]), state["wall_s"]
+        self.updates = self.round
+        self.best_eval, self.last_eval = float(state["best_eval"]), float(state["last_eval"])
+        self.recent_returns.extend(state["recent_returns"])
+        self.policy.load_state_dict(state["policy"])
+        self.ppo.optimizer.load_state_dict(state["optimizer"])
+        self.scaler.load_state_dict(state["scaler"])
+        torch.set_rng_state(state["torch_rng"])
+        self.last_row = json.loads(state["last_row"])
+        self.carries = {int(k): v for k, v in json.loads(state["carries"]).items()}
+        for rms, saved in ((self.obs_rms, state["obs_rms"]), (self.ret_rms, state["ret_rms"])):
+            if rms is not None:
+                rms.load_state_dict(checkpoint.to_arrays(saved))
+
+    def _write_summary(self) -> dict[str, Any]:
+        recent = list(self.recent_returns)
+        summary = {
+            "env_id": self.cfg.env_id, "seed": self.cfg.seed, "scaler": self.cfg.scaler,
+            "backend": self.cfg.backend, "rounds": self.round, "env_steps": self.env_steps,
+            "wall_s": round(self._wall(), 3), "final_eval_return": self.last_eval,
+            "best_eval_return": self.best_eval if np.isfinite(self.best_eval) else None,
+            "train_return_last100": float(np.mean(recent)) if recent else None,
+            "config": dataclasses.asdict(self.cfg),
+        }
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        return summary
