@@ -162,9 +162,9 @@ def validate(cfg: TrainConfig) -> None:
             if not math.isfinite(value):
                 raise ConfigError(f"{name}: {value!r} must be a finite number")
             if "min" in rules and value < rules["min"]:
-                raise ConfigError(f"{name}: {value!r} is below the minimum {rules['min']}; use a value >= {rules['min']}")
+                raise ConfigError(f"{name}: {value!r} is too small; use a value >= {rules['min']}")
             if "max" in rules and value > rules["max"]:
-                raise ConfigError(f"{name}: {value!r} is above the maximum {rules['max']}; use a value <= {rules['max']}")
+                raise ConfigError(f"{name}: {value!r} is too large; use a value <= {rules['max']}")
             if rules.get("positive") and value <= 0:
                 raise ConfigError(f"{name}: {value!r} must be > 0")
     if not cfg.hidden_sizes or any(not isinstance(h, int) or isinstance(h, bool) or h < 1 for h in cfg.hidden_sizes):

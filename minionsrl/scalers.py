@@ -23,7 +23,7 @@ class Scaler(ABC):
     def state_dict(self) -> dict[str, Any]:
         return {}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 - stateless scalers keep nothing
         """Restore what :meth:`state_dict` saved."""
 
 

@@ -11,6 +11,7 @@ that instances read by reference.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -170,10 +171,8 @@ class LocalBackend(Backend):
         if inst in self._instances:
             self._instances.remove(inst)
         if not kill:
-            try:
+            with contextlib.suppress(OSError):
                 inst.conn.send_bytes(local_worker.STOP)
-            except OSError:
-                pass
             inst.process.join(timeout=2.0)
         if inst.process.is_alive():
             inst.process.kill()
