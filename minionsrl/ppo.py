@@ -107,7 +107,7 @@ class PPO:
         """Run ``update_epochs`` epochs of minibatch SGD; return CleanRL's loss statistics."""
         p = self.params
         size = len(batch)
-        clipfracs: list[float] = []
+        clipfracs: list[torch.Tensor] = []  # summed once at the end: no per-step .item() sync
         approx_kl = old_approx_kl = pg_loss = v_loss = entropy_loss = torch.zeros(())
         for _ in range(p.update_epochs):
             order = torch.from_numpy(rng.permutation(size))
@@ -119,7 +119,7 @@ class PPO:
                 with torch.no_grad():
                     old_approx_kl = (-logratio).mean()
                     approx_kl = ((ratio - 1) - logratio).mean()
-                    clipfracs.append(((ratio - 1.0).abs() > p.clip_coef).float().mean().item())
+                    clipfracs.append(((ratio - 1.0).abs() > p.clip_coef).float().mean())
 
                 mb_adv = batch.advantages[idx]
                 if p.norm_adv and len(idx) > 1:
@@ -148,5 +148,6 @@ class PPO:
         return {
             "policy_loss": pg_loss.item(), "value_loss": v_loss.item(), "entropy": entropy_loss.item(),
             "old_approx_kl": old_approx_kl.item(), "approx_kl": approx_kl.item(),
-            "clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0, "explained_variance": explained_var,
+            "clipfrac": torch.stack(clipfracs).mean().item() if clipfracs else 0.0,
+            "explained_variance": explained_var,
         }
