@@ -135,7 +135,7 @@ class Trainer:
 
         eval_mean = None
         if (cfg.eval_every and self.round % cfg.eval_every == 0) or self._done():  # the last round always
-            eval_mean, _ = self._evaluate()
+            eval_mean, _ = self._evaluate(n)
             self.last_eval, self.best_eval = eval_mean, max(self.best_eval, eval_mean)
         t_end = time.perf_counter()
 
@@ -169,10 +169,10 @@ class Trainer:
             raise InvocationError(f"{len(failed)} of {len(requests)} invocations failed ({detail})")
         return replies
 
-    def _evaluate(self) -> tuple[float, list[Reply]]:
-        """Evaluate the current policy with the deterministic actions, as rollout functions."""
+    def _evaluate(self, n_actors: int) -> tuple[float, list[Reply]]:
+        """Evaluate the current policy with deterministic actions, as up to ``n_actors`` rollout functions."""
         episodes = self.cfg.eval_episodes
-        slots = min(episodes, max(self.scaler.next_actors(self.last_row), 1))
+        slots = min(episodes, n_actors)
         per_slot = [episodes // slots + (1 if i < episodes % slots else 0) for i in range(slots)]
         ref = self._publish()
         requests = [self._request("eval", ref, i, episodes=k) for i, k in enumerate(per_slot)]
