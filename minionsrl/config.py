@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from minionsrl.cost import PLATFORMS
 from minionsrl.errors import ConfigError
 from minionsrl.ppo import PPOParams
 
@@ -87,6 +88,12 @@ class TrainConfig:
     max_concurrency: int | None = _f(None, "local backend: concurrent instances (default: CPU count)", min=1)
     idle_timeout_s: float = _f(300.0, "local backend: reap instances idle this long", positive=True)
     invocation_timeout_s: float | None = _f(None, "fail an invocation running longer than this", positive=True)
+    prices: str | None = _f(None, "price catalogue YAML for the cost ledger (default: the shipped one)")
+    platform: str = _f("aws_lambda_x86", "function platform the ledger bills", choices=PLATFORMS)
+    function_memory_mb: float = _f(1769.0, "memory of one function (1769 MB = 1 vCPU on Lambda)", min=128, max=10240)
+    cold_start_s: float = _f(1.0, "modelled cold start of a cloud function, for the projected cloud time", min=0.0)
+    budget_usd: float | None = _f(None, "stop before a round that would take the serverless cost past this",
+                                  positive=True)
     torch_threads: int = _f(1, "torch threads for the learner", min=1)
     checkpoint_every: int = _f(1, "write a checkpoint every this many rounds", min=1)
     tensorboard: bool = _f(True, "write TensorBoard event files")
@@ -103,7 +110,7 @@ class TrainConfig:
         """Fields that change what is learned (a resumed run must keep them)."""
         ignore = {"total_timesteps", "max_rounds", "target_return", "run_dir", "progress", "tensorboard",
                   "max_concurrency", "idle_timeout_s", "invocation_timeout_s", "checkpoint_every", "eval_every",
-                  "eval_episodes"}
+                  "eval_episodes", "budget_usd"}
         return {k: v for k, v in self.to_dict().items() if k not in ignore}
 
 

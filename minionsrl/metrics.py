@@ -18,6 +18,7 @@ METRIC_COLUMNS = [
     "round", "env_steps", "n_actors", "wall_s", "round_s", "sample_s", "learn_s", "eval_s",
     "eval_return_mean", "train_return_mean", "episodes", "policy_loss", "value_loss", "entropy",
     "approx_kl", "clipfrac", "explained_variance", "learning_rate", "sps",
+    "cost_serverless_usd", "cost_server_usd", "cum_cost_serverless_usd", "cum_cost_server_usd", "projected_round_s",
 ]
 # Columns that depend only on the seed and the config (compared by the determinism test).
 LEARNING_COLUMNS = [

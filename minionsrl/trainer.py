@@ -19,6 +19,7 @@ import torch
 from minionsrl import checkpoint, config, wire
 from minionsrl.backends.base import Backend, Reply
 from minionsrl.config import TrainConfig
+from minionsrl.cost import CostLedger, load_prices
 from minionsrl.envs import EnvInfo, EnvSpec, check_env_id, env_info
 from minionsrl.errors import ConfigError, InvocationError
 from minionsrl.fragment import Fragment
@@ -41,6 +42,7 @@ def invocation_seed(run_seed: int, round_idx: int, slot: int, kind: int) -> int:
 def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     """Check the env id, inspect its spaces and resolve the presets: all before any work starts."""
     config.validate(cfg)
+    load_prices(cfg.prices)  # a bad catalogue fails here, before any work
     check_env_id(cfg.env_id)
     info = env_info(EnvSpec(cfg.env_id, cfg.env_kwargs))
     return config.resolve(cfg, info.family), info
@@ -74,6 +76,7 @@ class Trainer:
         self.obs_rms = RunningMeanStd((self.arch.obs_dim,)) if cfg.normalize_obs else None
         self.ret_rms = RunningMeanStd(()) if cfg.normalize_reward else None
         self.scaler: Scaler = make_scaler(cfg)
+        self.ledger = CostLedger(load_prices(cfg.prices), cfg.platform, cfg.function_memory_mb, cfg.cold_start_s)
         self.round = 0
         self.updates = 0  # policy version: PPO updates applied so far
         self.env_steps = 0
@@ -133,11 +136,13 @@ class Trainer:
         self.updates += 1
         t_learned = time.perf_counter()
 
-        eval_mean = None
+        eval_mean, eval_requests, eval_replies = None, [], []
         if (cfg.eval_every and self.round % cfg.eval_every == 0) or self._done():  # the last round always
-            eval_mean, _ = self._evaluate(n)
+            eval_mean, eval_requests, eval_replies = self._evaluate(n)
             self.last_eval, self.best_eval = eval_mean, max(self.best_eval, eval_mean)
         t_end = time.perf_counter()
+        requests, replies = requests + eval_requests, replies + eval_replies
+        bill = self.ledger.bill_round(t_end - t_round, t_sampled - t_round, [r.record for r in replies], n)
 
         round_episodes = [r for f in fragments for r in f.episode_returns.tolist()]
         row = {
@@ -146,6 +151,9 @@ class Trainer:
             "eval_s": t_end - t_learned, "eval_return_mean": eval_mean,
             "train_return_mean": float(np.mean(round_episodes)) if round_episodes else None,
             "episodes": len(round_episodes), "learning_rate": lr, "sps": len(batch) / (t_end - t_round), **stats,
+            "cost_serverless_usd": bill.cost_serverless_usd, "cost_server_usd": bill.cost_server_usd,
+            "cum_cost_serverless_usd": self.ledger.total_serverless_usd,
+            "cum_cost_server_usd": self.ledger.total_server_usd, "projected_round_s": bill.projected_round_s,
         }
         self.log.log_round(row, [{"round": self.round, "seed": req["seed"], **r.record.row()}
                                  for req, r in zip(requests, replies, strict=True)])
@@ -169,7 +177,7 @@ class Trainer:
             raise InvocationError(f"{len(failed)} of {len(requests)} invocations failed ({detail})")
         return replies
 
-    def _evaluate(self, n_actors: int) -> tuple[float, list[Reply]]:
+    def _evaluate(self, n_actors: int) -> tuple[float, list[dict[str, Any]], list[Reply]]:
         """Evaluate the current policy with deterministic actions, as up to ``n_actors`` rollout functions."""
         episodes = self.cfg.eval_episodes
         slots = min(episodes, n_actors)
@@ -180,7 +188,7 @@ class Trainer:
         returns = np.concatenate([r.arrays["episode_returns"] for r in replies])
         if len(returns) != episodes:
             raise InvocationError(f"evaluation returned {len(returns)} episodes, expected {episodes}")
-        return float(returns.mean()), replies
+        return float(returns.mean()), requests, replies
 
     def _publish(self) -> str:
         """Publish the policy once per version (the update count); evaluation and the next round share it."""
@@ -202,7 +210,14 @@ class Trainer:
             (cfg.total_timesteps is not None and self.env_steps >= cfg.total_timesteps)
             or (cfg.max_rounds is not None and self.round >= cfg.max_rounds)
             or (cfg.target_return is not None and np.isfinite(self.last_eval) and self.last_eval >= cfg.target_return)
+            or self._over_budget()
         )
+
+    def _over_budget(self) -> bool:
+        """Whether the next round, estimated to cost what the last one did, would exceed the budget."""
+        if self.cfg.budget_usd is None or self.last_row is None:
+            return False
+        return not self.ledger.affordable(self.cfg.budget_usd, self.last_row["cost_serverless_usd"])
 
     def _wall(self) -> float:
         return self.wall_offset + time.perf_counter() - self._t0
@@ -234,7 +249,7 @@ class Trainer:
             "recent_returns": list(self.recent_returns), "policy": self.policy.state_dict(),
             "optimizer": self.ppo.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
             "torch_rng": torch.get_rng_state(), "last_row": json.dumps(self.last_row),
-            "carries": json.dumps({str(k): v for k, v in self.carries.items()}),
+            "carries": json.dumps({str(k): v for k, v in self.carries.items()}), "ledger": self.ledger.state_dict(),
             "obs_rms": checkpoint.to_tensors(self.obs_rms.state_dict()) if self.obs_rms else None,
             "ret_rms": checkpoint.to_tensors(self.ret_rms.state_dict()) if self.ret_rms else None,
         }
@@ -248,6 +263,7 @@ class Trainer:
         self.policy.load_state_dict(state["policy"])
         self.ppo.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
+        self.ledger.load_state_dict(state["ledger"])
         torch.set_rng_state(state["torch_rng"])
         self.last_row = json.loads(state["last_row"])
         self.carries = {int(k): v for k, v in json.loads(state["carries"]).items()}
@@ -263,6 +279,8 @@ class Trainer:
             "wall_s": round(self._wall(), 3), "final_eval_return": self.last_eval,
             "best_eval_return": self.best_eval if np.isfinite(self.best_eval) else None,
             "train_return_last100": float(np.mean(recent)) if recent else None,
+            "cost_usd": {"serverless": self.ledger.total_serverless_usd, "server": self.ledger.total_server_usd},
+            "projected_cloud_s": self.ledger.total_projected_s,
             "config": dataclasses.asdict(self.cfg),
         }
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -1,0 +1,163 @@
+"""The cost ledger (SPEC §4): what each invocation and each round cost, serverless and on servers.
+
+Prices are data (``minionsrl/data/prices.yaml``, or ``--prices FILE``). Formulas, with ``R`` the
+round's wall time and ``n`` its actor count (worked example in ``docs/COST.md``):
+
+* invocation bill = ceil(billed_ms / granularity) · granularity / 1000 · memory_GB · price_GB_s, where
+  billed_ms is the run time plus the init time (the cold start when cold) if the platform bills init;
+* serverless round = learner_host_rate · R + Σ invocation bills + invocations · price_per_request;
+* server round = (learner host + ceil(n / vCPUs per actor host) actor hosts) · R (billed idle), plus
+  every host's share of its monthly IP/disk, plus ``startup_s`` of every actor host added this round;
+* projected cloud round time = R − sample time + max over functions (modelled cold start or measured
+  warm init, + run time), i.e. each function on its own instance with no queueing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from minionsrl.backends.base import InvocationRecord
+from minionsrl.errors import ConfigError
+
+SECONDS_PER_MONTH = 30 * 24 * 3600
+PLATFORMS = ("aws_lambda_x86", "aws_lambda_arm", "azure_functions")
+
+
+def load_prices(path: str | Path | None = None) -> dict[str, Any]:
+    """Read the price catalogue (the shipped one when ``path`` is None) and check its fields."""
+    if path is None:
+        text = resources.files("minionsrl.data").joinpath("prices.yaml").read_text()
+        source = "the shipped prices.yaml"
+    else:
+        if not Path(path).is_file():
+            raise ConfigError(f"prices: file {str(path)!r} does not exist; pass an existing YAML catalogue")
+        text, source = Path(path).read_text(), str(path)
+    try:
+        prices = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"prices: {source} is not valid YAML") from exc
+    required = {
+        "aws_lambda": ("x86_usd_per_gb_s", "arm_usd_per_gb_s", "usd_per_million_requests", "billing_granularity_ms"),
+        "azure_functions": ("usd_per_gb_s", "usd_per_million_requests", "billing_granularity_ms"),
+        "servers": ("usd_per_host_month", "startup_s"),
+    }
+    for section, keys in required.items():
+        for key in keys:
+            value = (prices or {}).get(section, {}).get(key)
+            if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"prices: {source} needs a non-negative number at {section}.{key}")
+    for host in ("actor_host", "learner_host"):
+        value = prices["servers"].get(host, {}).get("usd_per_hour")
+        if not isinstance(value, int | float) or value < 0:
+            raise ConfigError(f"prices: {source} needs a non-negative number at servers.{host}.usd_per_hour")
+    return prices
+
+
+@dataclass(frozen=True)
+class FunctionPricing:
+    """The billing rule of one function platform."""
+
+    usd_per_gb_s: float
+    usd_per_request: float
+    granularity_ms: float
+    bill_init: bool
+
+    @classmethod
+    def of(cls, prices: dict[str, Any], platform: str) -> FunctionPricing:
+        if platform not in PLATFORMS:
+            raise ConfigError(f"platform: {platform!r} is not one of {', '.join(PLATFORMS)}")
+        if platform.startswith("aws_lambda"):
+            lam = prices["aws_lambda"]
+            rate = lam["x86_usd_per_gb_s"] if platform.endswith("x86") else lam["arm_usd_per_gb_s"]
+            return cls(rate, lam["usd_per_million_requests"] / 1e6, lam["billing_granularity_ms"],
+                       bool(lam.get("bill_init", True)))
+        az = prices["azure_functions"]
+        return cls(az["usd_per_gb_s"], az["usd_per_million_requests"] / 1e6, az["billing_granularity_ms"],
+                   bool(az.get("bill_init", True)))
+
+    def billed_seconds(self, record: InvocationRecord) -> float:
+        """Duration the platform bills, rounded up to its granularity."""
+        ms = 1000.0 * (record.run_s + (record.init_s if self.bill_init else 0.0))
+        step = max(self.granularity_ms, 1e-9)
+        return math.ceil(ms / step - 1e-9) * step / 1000.0
+
+    def invocation_usd(self, record: InvocationRecord, memory_mb: float) -> float:
+        return self.billed_seconds(record) * memory_mb / 1024.0 * self.usd_per_gb_s
+
+
+@dataclass
+class RoundBill:
+    """A round's line in the ledger."""
+
+    cost_serverless_usd: float
+    cost_server_usd: float
+    projected_round_s: float
+    projected_server_round_s: float
+    actor_hosts: int
+
+
+class CostLedger:
+    """Bills every round both ways and keeps the running totals (checkpointed)."""
+
+    def __init__(self, prices: dict[str, Any], platform: str = "aws_lambda_x86", memory_mb: float = 1769.0,
+                 cold_start_s: float = 1.0) -> None:
+        self.prices = prices
+        self.pricing = FunctionPricing.of(prices, platform)
+        self.memory_mb = memory_mb
+        self.cold_start_s = cold_start_s
+        servers = prices["servers"]
+        self.learner_usd_s = servers["learner_host"]["usd_per_hour"] / 3600.0
+        self.actor_usd_s = servers["actor_host"]["usd_per_hour"] / 3600.0
+        self.vcpus_per_host = int(servers["actor_host"].get("vcpus", 16))
+        self.host_overhead_usd_s = servers["usd_per_host_month"] / SECONDS_PER_MONTH
+        self.startup_s = float(servers["startup_s"])
+        self.actor_hosts = 0
+        self.total_serverless_usd = 0.0
+        self.total_server_usd = 0.0
+        self.total_projected_s = 0.0
+
+    def hosts_for(self, n_actors: int) -> int:
+        return math.ceil(n_actors / self.vcpus_per_host)
+
+    def bill_round(self, round_s: float, sample_s: float, records: list[InvocationRecord], n_actors: int) -> RoundBill:
+        """Bill one round from its wall time and invocation records; update the totals."""
+        functions = sum(self.pricing.invocation_usd(r, self.memory_mb) for r in records)
+        serverless = self.learner_usd_s * round_s + functions + len(records) * self.pricing.usd_per_request
+
+        hosts = self.hosts_for(n_actors)
+        added = max(hosts - self.actor_hosts, 0)
+        startup = self.startup_s if added else 0.0
+        server_rate = self.learner_usd_s + hosts * self.actor_usd_s + (hosts + 1) * self.host_overhead_usd_s
+        server = server_rate * (round_s + startup)
+        self.actor_hosts = max(self.actor_hosts, hosts)  # servers, once started, stay (billed idle)
+
+        slowest = max((self._cloud_latency(r) for r in records if r.kind == "train"), default=0.0)
+        projected = max(round_s - sample_s, 0.0) + slowest
+        self.total_serverless_usd += serverless
+        self.total_server_usd += server
+        self.total_projected_s += projected
+        return RoundBill(serverless, server, projected, round_s + startup, hosts)
+
+    def _cloud_latency(self, record: InvocationRecord) -> float:
+        """A function's latency on its own cloud instance: modelled cold start, else measured warm init."""
+        return (self.cold_start_s if record.cold else record.init_s) + record.run_s
+
+    def affordable(self, budget_usd: float | None, next_round_usd: float) -> bool:
+        """Whether a round expected to cost ``next_round_usd`` stays within the budget."""
+        return budget_usd is None or self.total_serverless_usd + next_round_usd <= budget_usd
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"actor_hosts": self.actor_hosts, "total_serverless_usd": self.total_serverless_usd,
+                "total_server_usd": self.total_server_usd, "total_projected_s": self.total_projected_s}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.actor_hosts = int(state["actor_hosts"])
+        self.total_serverless_usd = float(state["total_serverless_usd"])
+        self.total_server_usd = float(state["total_server_usd"])
+        self.total_projected_s = float(state["total_projected_s"])
