@@ -32,7 +32,7 @@ PLATFORMS = ("aws_lambda_x86", "aws_lambda_arm", "azure_functions")
 def load_prices(path: str | Path | None = None) -> dict[str, Any]:
     """Read the price catalogue (the shipped one when ``path`` is None) and check its fields."""
     if path is None:
-        text = resources.files("minionsrl.data").joinpath("prices.yaml").read_text()
+        text = resources.files("minionsrl").joinpath("data", "prices.yaml").read_text()
         source = "the shipped prices.yaml"
     else:
         if not Path(path).is_file():

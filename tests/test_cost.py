@@ -1,0 +1,64 @@
+"""The cost ledger against the hand-computed example in docs/COST.md."""
+
+from __future__ import annotations
+
+import pytest
+
+from minionsrl.backends.base import InvocationRecord
+from minionsrl.cost import CostLedger, FunctionPricing, load_prices
+from minionsrl.errors import ConfigError
+
+
+def _records() -> list[InvocationRecord]:
+    return [
+        InvocationRecord("A", "train", cold=True, init_s=0.8, run_s=0.5004),
+        InvocationRecord("B", "train", cold=False, init_s=0.0002, run_s=0.5),
+        InvocationRecord("C", "train", cold=False, init_s=0.0, run_s=0.6),
+    ]
+
+
+def test_billed_duration_rounds_up_to_the_millisecond() -> None:
+    pricing = FunctionPricing.of(load_prices(), "aws_lambda_x86")
+    assert [pricing.billed_seconds(r) for r in _records()] == pytest.approx([1.301, 0.501, 0.600])
+
+
+def test_round_bill_matches_the_worked_example() -> None:
+    ledger = CostLedger(load_prices(), "aws_lambda_x86", memory_mb=1769.0, cold_start_s=1.0)
+    bill = ledger.bill_round(round_s=2.0, sample_s=1.5, records=_records(), n_actors=3)
+    assert bill.cost_serverless_usd == pytest.approx(0.0017697593, rel=1e-8)
+    assert bill.cost_server_usd == pytest.approx(0.0652683951, rel=1e-8)
+    assert bill.projected_round_s == pytest.approx(2.0004)
+    assert bill.actor_hosts == 1
+    again = ledger.bill_round(round_s=2.0, sample_s=1.5, records=_records(), n_actors=3)
+    assert again.cost_server_usd == pytest.approx(0.0021054321, rel=1e-8)  # hosts already up: no start
+    assert ledger.total_serverless_usd == pytest.approx(2 * 0.0017697593, rel=1e-8)
+    assert ledger.total_server_usd == pytest.approx(0.0652683951 + 0.0021054321, rel=1e-8)
+
+
+def test_growing_past_one_host_pays_the_startup_again() -> None:
+    ledger = CostLedger(load_prices())
+    ledger.bill_round(1.0, 0.5, [], n_actors=16)
+    bigger = ledger.bill_round(1.0, 0.5, [], n_actors=17)
+    assert bigger.actor_hosts == 2
+    assert bigger.projected_server_round_s == pytest.approx(61.0)
+    shrink = ledger.bill_round(1.0, 0.5, [], n_actors=4)
+    assert shrink.projected_server_round_s == pytest.approx(1.0)
+
+
+def test_arm_is_cheaper_and_budget_check() -> None:
+    x86 = CostLedger(load_prices(), "aws_lambda_x86")
+    arm = CostLedger(load_prices(), "aws_lambda_arm")
+    assert arm.bill_round(2.0, 1.5, _records(), 3).cost_serverless_usd < x86.bill_round(
+        2.0, 1.5, _records(), 3).cost_serverless_usd
+    assert x86.affordable(None, 1e9)
+    assert not x86.affordable(0.001, 0.0)  # already spent more than that
+    assert x86.affordable(1.0, 0.5)
+
+
+def test_bad_price_files_fail_with_one_line(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_prices(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("aws_lambda: {x86_usd_per_gb_s: -1}\n")
+    with pytest.raises(ConfigError, match="aws_lambda"):
+        load_prices(bad)
