@@ -8,6 +8,7 @@ per sample does not depend on how many actors the scaler chose.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -90,6 +91,44 @@ class Batch:
     def __len__(self) -> int:
         return len(self.obs)
 
+    def select(self, idx: torch.Tensor) -> Batch:
+        """The rows ``idx`` of every field (a minibatch)."""
+        return Batch(self.obs[idx], self.actions[idx], self.logprobs[idx], self.advantages[idx], self.returns[idx],
+                     self.values[idx])
+
+
+class LossTerms(NamedTuple):
+    """The PPO loss and the pieces the update reports."""
+
+    loss: torch.Tensor
+    pg_loss: torch.Tensor
+    v_loss: torch.Tensor
+    entropy: torch.Tensor
+    logratio: torch.Tensor
+    ratio: torch.Tensor
+
+
+def ppo_loss(policy: ActorCritic, mb: Batch, p: PPOParams) -> LossTerms:
+    """CleanRL's PPO loss on a (mini)batch: clipped surrogate, (clipped) value loss, entropy bonus.
+
+    Used by the update and by the curvature detectors, which differentiate it twice.
+    """
+    newlogprob, entropy, newvalue = policy.evaluate(mb.obs, mb.actions)
+    logratio = newlogprob - mb.logprobs
+    ratio = logratio.exp()
+    adv = mb.advantages
+    if p.norm_adv and len(adv) > 1:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - p.clip_coef, 1 + p.clip_coef)).mean()
+    if p.clip_vloss:
+        v_clipped = mb.values + (newvalue - mb.values).clamp(-p.clip_coef, p.clip_coef)
+        v_loss = 0.5 * torch.max((newvalue - mb.returns) ** 2, (v_clipped - mb.returns) ** 2).mean()
+    else:
+        v_loss = 0.5 * ((newvalue - mb.returns) ** 2).mean()
+    entropy_loss = entropy.mean()
+    loss = pg_loss - p.ent_coef * entropy_loss + v_loss * p.vf_coef
+    return LossTerms(loss, pg_loss, v_loss, entropy_loss, logratio, ratio)
+
 
 class PPO:
     """Owns the policy's optimiser and runs the clipped-surrogate update on one round's batch."""
@@ -113,28 +152,12 @@ class PPO:
             order = torch.from_numpy(rng.permutation(size))
             for start in range(0, size, p.minibatch_size):
                 idx = order[start : start + p.minibatch_size]
-                newlogprob, entropy, newvalue = self.policy.evaluate(batch.obs[idx], batch.actions[idx])
-                logratio = newlogprob - batch.logprobs[idx]
-                ratio = logratio.exp()
+                out = ppo_loss(self.policy, batch.select(idx), p)
                 with torch.no_grad():
-                    old_approx_kl = (-logratio).mean()
-                    approx_kl = ((ratio - 1) - logratio).mean()
-                    clipfracs.append(((ratio - 1.0).abs() > p.clip_coef).float().mean())
-
-                mb_adv = batch.advantages[idx]
-                if p.norm_adv and len(idx) > 1:
-                    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-                pg_loss = torch.max(-mb_adv * ratio, -mb_adv * ratio.clamp(1 - p.clip_coef, 1 + p.clip_coef)).mean()
-
-                mb_ret = batch.returns[idx]
-                if p.clip_vloss:
-                    v_clipped = batch.values[idx] + (newvalue - batch.values[idx]).clamp(-p.clip_coef, p.clip_coef)
-                    v_loss = 0.5 * torch.max((newvalue - mb_ret) ** 2, (v_clipped - mb_ret) ** 2).mean()
-                else:
-                    v_loss = 0.5 * ((newvalue - mb_ret) ** 2).mean()
-
-                entropy_loss = entropy.mean()
-                loss = pg_loss - p.ent_coef * entropy_loss + v_loss * p.vf_coef
+                    old_approx_kl = (-out.logratio).mean()
+                    approx_kl = ((out.ratio - 1) - out.logratio).mean()
+                    clipfracs.append(((out.ratio - 1.0).abs() > p.clip_coef).float().mean())
+                pg_loss, v_loss, entropy_loss, loss = out.pg_loss, out.v_loss, out.entropy, out.loss
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.policy.parameters(), p.max_grad_norm)
