@@ -1,0 +1,106 @@
+"""Detectors read a round's batch after the update and estimate how useful more samples would be.
+
+* **Convexity ratio** (Nitro, SPEC §2.1): the extreme eigenvalues of the Hessian of the full PPO loss
+  on the round's batch, by Lanczos iterations on Hessian-vector products (double back-propagation,
+  Rademacher start vector, full re-orthogonalisation); ``c = -(λmax + ε) / (λmin − ε)``.
+* **Gradient noise scale** (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training",
+  appendix A.1): ``B_simple = tr(Σ) / |G|²`` from the gradient of the whole batch and of ``k`` slices.
+
+Neither touches the parameters, their ``.grad`` or the optimiser: the model is left exactly as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from minionsrl.ppo import Batch, PPOParams, ppo_loss
+
+CONVEXITY_EPS = 0.01
+
+
+def lanczos_extremes(hvp: Callable[[torch.Tensor], torch.Tensor], dim: int, iterations: int,
+                     generator: torch.Generator) -> tuple[float, float]:
+    """(λmin, λmax) of the symmetric operator ``hvp`` on R^dim, by Lanczos with full re-orthogonalisation."""
+    m = min(iterations, dim)
+    basis = torch.zeros(m, dim, dtype=torch.float64)
+    alphas: list[float] = []
+    betas: list[float] = []
+    v = (torch.randint(0, 2, (dim,), generator=generator, dtype=torch.float64) * 2 - 1) / dim**0.5
+    for j in range(m):
+        basis[j] = v
+        w = hvp(v)
+        alpha = float(w @ v)
+        alphas.append(alpha)
+        # full re-orthogonalisation against every previous Lanczos vector (twice is enough)
+        for _ in range(2):
+            w = w - basis[: j + 1].T @ (basis[: j + 1] @ w)
+        beta = float(w.norm())
+        if j == m - 1 or beta < 1e-10:
+            break
+        betas.append(beta)
+        v = w / beta
+    k = len(alphas)
+    tri = np.diag(alphas) + np.diag(betas[: k - 1], 1) + np.diag(betas[: k - 1], -1)
+    eig = np.linalg.eigvalsh(tri)
+    return float(eig[0]), float(eig[-1])
+
+
+def _flat_grad(loss: torch.Tensor, params: list[nn.Parameter], create_graph: bool = False) -> torch.Tensor:
+    grads = torch.autograd.grad(loss, params, create_graph=create_graph)
+    return torch.cat([g.reshape(-1) for g in grads])
+
+
+@dataclass
+class Curvature:
+    """Extreme Hessian eigenvalues of the PPO loss and the convexity ratio built from them."""
+
+    lambda_min: float
+    lambda_max: float
+
+    @property
+    def convexity_ratio(self) -> float:
+        return -(self.lambda_max + CONVEXITY_EPS) / (self.lambda_min - CONVEXITY_EPS)
+
+
+def hessian_curvature(policy: nn.Module, batch: Batch, params: PPOParams, iterations: int = 100,
+                      seed: int = 0) -> Curvature:
+    """Lanczos estimate of the Hessian's extreme eigenvalues for the full PPO loss on ``batch``."""
+    weights = [p for p in policy.parameters() if p.requires_grad]
+    loss = ppo_loss(policy, batch, params).loss
+    grad = _flat_grad(loss, weights, create_graph=True)  # the graph is reused by every product
+
+    def hvp(v: torch.Tensor) -> torch.Tensor:
+        prods = torch.autograd.grad(grad, weights, grad_outputs=v.to(grad.dtype), retain_graph=True)
+        return torch.cat([p.reshape(-1) for p in prods]).to(torch.float64)
+
+    gen = torch.Generator().manual_seed(seed)
+    lam_min, lam_max = lanczos_extremes(hvp, grad.numel(), iterations, gen)
+    return Curvature(lam_min, lam_max)
+
+
+def gradient_noise_scale(policy: nn.Module, batch: Batch, params: PPOParams, slices: int) -> float:
+    """``B_simple`` from the full-batch gradient and the gradients of ``slices`` equal slices.
+
+    With |G_B|² the squared norm of a size-B gradient, the unbiased estimates are
+    |G|² = (B·|G_B|² − b·E|G_b|²)/(B − b) and tr(Σ) = (E|G_b|² − |G_B|²)/(1/b − 1/B).
+    Returns NaN with fewer than 2 slices; the ratio can be negative when the noise is small.
+    """
+    weights = [p for p in policy.parameters() if p.requires_grad]
+    size = len(batch)
+    if slices < 2 or size < 2 * slices:
+        return float("nan")
+    small = size // slices
+    big_sq = float(_flat_grad(ppo_loss(policy, batch, params).loss, weights).pow(2).sum())
+    small_sq = np.mean([
+        float(_flat_grad(ppo_loss(policy, batch.select(torch.arange(i * small, (i + 1) * small)), params).loss,
+                         weights).pow(2).sum())
+        for i in range(slices)
+    ])
+    g2 = (size * big_sq - small * small_sq) / (size - small)
+    trace = (small_sq - big_sq) / (1.0 / small - 1.0 / size)
+    return float(trace / g2) if g2 != 0 else float("nan")
