@@ -23,7 +23,7 @@ from minionsrl.errors import ConfigError
 from minionsrl.ppo import PPOParams
 
 BACKENDS = ("local",)
-SCALERS = ("fixed",)
+SCALERS = ("fixed", "nitro", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
 PRESET_NAMES = ("auto", "classic", "mujoco")
 
 # CleanRL's defaults: ppo.py (classic control) and ppo_continuous_action.py (MuJoCo). Fragment
@@ -60,6 +60,18 @@ class TrainConfig:
     seed: int = _f(1, "seed of the run (weights, actor seeds, minibatch order)", min=0)
     scaler: str = _f("fixed", "how many actors each round gets", choices=SCALERS)
     actors: int = _f(8, "number of actors per round (fixed scaler)", min=1, max=4096)
+    n_min: int = _f(8, "fewest actors a scaler may choose", min=1, max=4096)
+    n_max: int = _f(64, "most actors a scaler may choose", min=1, max=4096)
+    initial_actors: int = _f(16, "actors in round 1 for nitro (n_0)", min=1, max=4096)
+    nitro_window: int = _f(6, "nitro: window W of decayed convexity ratios", min=1)
+    nitro_decay: float = _f(0.96, "nitro: decay delta of the metric and the floor", positive=True, max=1.0)
+    nitro_floor: str = _f("r2", "nitro: floor n_max*delta^(r*r) ('r2', published) or delta^r ('r')",
+                          choices=("r2", "r"))
+    nitro_window_mode: str = _f("decayed", "nitro: window holds decayed ratios, or also the raw ones (published code)",
+                                choices=("decayed", "decayed+raw"))
+    detectors: str = _f("auto", "compute convexity ratio and noise scale: auto (when the scaler needs them), on, off",
+                        choices=("auto", "on", "off"))
+    lanczos_iterations: int = _f(100, "Lanczos iterations of the curvature detector", min=2)
     backend: str = _f("local", "where rollout functions run", choices=BACKENDS)
     fragment_length: int | None = _f(None, "steps per rollout function (T)", min=1, max=1_000_000)
     carry_episodes: bool = _f(True, "continue episodes across rounds by sending the env state with the "
@@ -176,6 +188,8 @@ def validate(cfg: TrainConfig) -> None:
                 raise ConfigError(f"{name}: {value!r} must be > 0")
     if not cfg.hidden_sizes or any(not isinstance(h, int) or isinstance(h, bool) or h < 1 for h in cfg.hidden_sizes):
         raise ConfigError(f"hidden_sizes: {cfg.hidden_sizes!r} must be a non-empty list of positive integers")
+    if cfg.n_min > cfg.n_max:
+        raise ConfigError(f"n_min: {cfg.n_min} is larger than n_max {cfg.n_max}; make n_min <= n_max")
     if cfg.total_timesteps is None and cfg.max_rounds is None and cfg.target_return is None:
         raise ConfigError("set total_timesteps, max_rounds or target_return so that the run can end")
 

@@ -19,11 +19,13 @@ METRIC_COLUMNS = [
     "eval_return_mean", "train_return_mean", "episodes", "policy_loss", "value_loss", "entropy",
     "approx_kl", "clipfrac", "explained_variance", "learning_rate", "sps",
     "cost_serverless_usd", "cost_server_usd", "cum_cost_serverless_usd", "cum_cost_server_usd", "projected_round_s",
+    "scaler_score", "convexity_ratio", "lambda_min", "lambda_max", "gns", "detector_s",
 ]
 # Columns that depend only on the seed and the config (compared by the determinism test).
 LEARNING_COLUMNS = [
     "round", "env_steps", "n_actors", "eval_return_mean", "train_return_mean", "episodes", "policy_loss",
-    "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "learning_rate",
+    "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "learning_rate", "scaler_score",
+    "convexity_ratio", "gns",
 ]
 INVOCATION_COLUMNS = ["round", *InvocationRecord.__dataclass_fields__, "seed"]
 
@@ -33,7 +35,9 @@ TENSORBOARD_TAGS = {
     "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss", "entropy": "losses/entropy",
     "approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
     "explained_variance": "losses/explained_variance", "round_s": "time/round_s",
-    "sample_s": "time/sample_s", "learn_s": "time/learn_s",
+    "sample_s": "time/sample_s", "learn_s": "time/learn_s", "detector_s": "time/detector_s",
+    "cum_cost_serverless_usd": "cost/cum_serverless_usd", "cum_cost_server_usd": "cost/cum_server_usd",
+    "convexity_ratio": "detectors/convexity_ratio", "gns": "detectors/gns", "scaler_score": "charts/scaler_score",
 }
 
 

@@ -1,12 +1,18 @@
 """Scalers decide how many actors the next round gets (SPEC §2). Round stats in, next ``n`` out.
 
-A scaler never knows which backend runs the actors; its state goes into the checkpoint.
+A scaler never knows which backend runs the actors. It sees the previous round's metrics row
+(``round``, ``n_actors``, ``convexity_ratio``, ``gns``, …) and returns the next ``n`` within
+``[n_min, n_max]``; whatever it remembers is in ``state_dict`` and goes into the checkpoint.
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
+from collections import deque
 from typing import Any
+
+import numpy as np
 
 from minionsrl.config import TrainConfig
 
@@ -15,16 +21,24 @@ class Scaler(ABC):
     """One small interface for every scaling rule."""
 
     name: str = "base"
+    needs_detectors: bool = False  # whether the trainer must compute convexity ratio / noise scale
+
+    def __init__(self, n_min: int, n_max: int) -> None:
+        self.n_min, self.n_max = n_min, n_max
+        self.score: float | None = None  # the rule's last score, logged beside n_actors
 
     @abstractmethod
     def next_actors(self, last_round: dict[str, Any] | None) -> int:
         """Number of actors for the coming round, given the previous round's metrics row (or None)."""
 
-    def state_dict(self) -> dict[str, Any]:
-        return {}
+    def clip(self, n: float) -> int:
+        return int(min(max(n, self.n_min), self.n_max))
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 - stateless scalers keep nothing
-        """Restore what :meth:`state_dict` saved."""
+    def state_dict(self) -> dict[str, Any]:
+        return {"score": self.score}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.score = state.get("score")
 
 
 class FixedScaler(Scaler):
@@ -33,14 +47,182 @@ class FixedScaler(Scaler):
     name = "fixed"
 
     def __init__(self, n: int) -> None:
+        super().__init__(n, n)
         self.n = n
 
     def next_actors(self, last_round: dict[str, Any] | None) -> int:
         return self.n
 
 
+class MinScaler(Scaler):
+    name = "min"
+
+    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+        return self.n_min
+
+
+class MaxScaler(Scaler):
+    name = "max"
+
+    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+        return self.n_max
+
+
+class RandomScaler(Scaler):
+    """Uniformly ``n_min`` or ``n_max``; the draw is a function of (seed, round), so resume-safe."""
+
+    name = "random"
+
+    def __init__(self, n_min: int, n_max: int, seed: int) -> None:
+        super().__init__(n_min, n_max)
+        self.seed = seed
+
+    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+        round_idx = 1 if last_round is None else int(last_round["round"]) + 1
+        pick = np.random.default_rng([self.seed, round_idx, 7]).integers(2)
+        return self.n_max if pick else self.n_min
+
+
+class HydrozoaScaler(Scaler):
+    """16 actors in round 1, then 8, doubled every 10 rounds, capped at ``n_max``."""
+
+    name = "hydrozoa"
+
+    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+        round_idx = 1 if last_round is None else int(last_round["round"]) + 1
+        if round_idx == 1:
+            return min(16, self.n_max)
+        return min(8 * 2 ** ((round_idx - 1) // 10), self.n_max)
+
+
+class KungFuScaler(Scaler):
+    """16, then 8; afterwards scale by the ratio of the current to the previous gradient noise scale."""
+
+    name = "kungfu"
+    needs_detectors = True
+
+    def __init__(self, n_min: int, n_max: int) -> None:
+        super().__init__(n_min, n_max)
+        self.prev_gns: float | None = None
+
+    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+        if last_round is None:
+            return min(16, self.n_max)
+        gns, n = _finite(last_round.get("gns")), int(last_round["n_actors"])
+        prev, self.prev_gns = self.prev_gns, gns
+        if int(last_round["round"]) == 1:
+            return self.clip(8)
+        if gns is None or prev is None or gns <= 0 or prev <= 0:
+            return self.clip(n)
+        self.score = gns / prev
+        return self.clip(round(n * self.score))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "prev_gns": self.prev_gns}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.prev_gns = state["prev_gns"]
+
+
+class GnsBoostScaler(Scaler):
+    """``n_max`` when the z-score of the smoothed noise scale (EWMA 0.9, median filter 5) is ≥ 1."""
+
+    name = "gns-boost"
+    needs_detectors = True
+
+    def __init__(self, n_min: int, n_max: int, ewma: float = 0.9, median_window: int = 5) -> None:
+        super().__init__(n_min, n_max)
+        self.ewma, self.median_window = ewma, median_window
+        self.smoothed: list[float] = []
+
+    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+        gns = None if last_round is None else _finite(last_round.get("gns"))
+        if gns is None:
+            return self.n_min
+        prev = self.smoothed[-1] if self.smoothed else gns
+        self.smoothed.append(self.ewma * prev + (1 - self.ewma) * gns)
+        series = np.array(self.smoothed)
+        filtered = np.array([np.median(series[max(0, i - self.median_window + 1) : i + 1]) for i in range(len(series))])
+        if len(filtered) < 2 or filtered.std() == 0:
+            self.score = 0.0
+        else:
+            self.score = float((filtered[-1] - filtered.mean()) / filtered.std())
+        return self.n_max if self.score >= 1.0 else self.n_min
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "smoothed": list(self.smoothed)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.smoothed = list(state["smoothed"])
+
+
+class NitroScaler(Scaler):
+    """Nitro (SPEC §2.1): boost by the detected convexity ratio, front-loaded by a decaying floor.
+
+    ``R_r = c_r·δ^r`` goes into a window of the last ``W`` values; ``score`` is its min-max position
+    (1 for a single value or no spread); the floor is ``clip(n_max·δ^(r·r), n_min, n_max)`` (or
+    ``δ^r`` with ``floor="r"``); the next ``n = int(clip(n_max·score, floor, n_max))``. With
+    ``window_mode="decayed+raw"`` the undecayed ratio is pushed too, as the published code did.
+    """
+
+    name = "nitro"
+    needs_detectors = True
+
+    def __init__(self, n_min: int = 8, n_max: int = 64, n0: int = 16, window: int = 6, decay: float = 0.96,
+                 floor: str = "r2", window_mode: str = "decayed") -> None:
+        super().__init__(n_min, n_max)
+        self.n0, self.decay, self.floor_mode, self.window_mode = n0, decay, floor, window_mode
+        self.window: deque[float] = deque(maxlen=window)
+
+    def floor(self, round_idx: int) -> float:
+        exponent = round_idx * round_idx if self.floor_mode == "r2" else round_idx
+        return min(max(self.n_max * self.decay**exponent, self.n_min), self.n_max)
+
+    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+        if last_round is None:
+            return self.clip(self.n0)
+        ratio = _finite(last_round.get("convexity_ratio"))
+        if ratio is None:
+            raise ValueError("nitro needs the convexity ratio of every round; enable the detectors")
+        r = int(last_round["round"])
+        decayed = ratio * self.decay**r
+        self.window.append(decayed)
+        if self.window_mode == "decayed+raw":
+            self.window.append(ratio)
+        lo, hi = min(self.window), max(self.window)
+        self.score = 1.0 if hi - lo <= 0 else (decayed - lo) / (hi - lo)
+        return int(min(max(self.n_max * self.score, self.floor(r)), self.n_max))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "window": list(self.window)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.window.clear()
+        self.window.extend(state["window"])
+
+
+def _finite(value: Any) -> float | None:
+    if value is None or value == "":
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
 def make_scaler(cfg: TrainConfig) -> Scaler:
     """Build the scaler named by ``cfg.scaler``."""
-    if cfg.scaler == "fixed":
-        return FixedScaler(cfg.actors)
-    raise ValueError(f"unknown scaler {cfg.scaler!r}")
+    lo, hi = cfg.n_min, cfg.n_max
+    builders = {
+        "fixed": lambda: FixedScaler(cfg.actors),
+        "min": lambda: MinScaler(lo, hi),
+        "max": lambda: MaxScaler(lo, hi),
+        "random": lambda: RandomScaler(lo, hi, cfg.seed),
+        "hydrozoa": lambda: HydrozoaScaler(lo, hi),
+        "kungfu": lambda: KungFuScaler(lo, hi),
+        "gns-boost": lambda: GnsBoostScaler(lo, hi),
+        "nitro": lambda: NitroScaler(lo, hi, cfg.initial_actors, cfg.nitro_window, cfg.nitro_decay, cfg.nitro_floor,
+                                     cfg.nitro_window_mode),
+    }
+    return builders[cfg.scaler]()

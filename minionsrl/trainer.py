@@ -20,6 +20,7 @@ from minionsrl import checkpoint, config, wire
 from minionsrl.backends.base import Backend, Reply
 from minionsrl.config import TrainConfig
 from minionsrl.cost import CostLedger, load_prices
+from minionsrl.detectors import gradient_noise_scale, hessian_curvature
 from minionsrl.envs import EnvInfo, EnvSpec, check_env_id, env_info
 from minionsrl.errors import ConfigError, InvocationError
 from minionsrl.fragment import Fragment
@@ -30,7 +31,7 @@ from minionsrl.policy import ActorCritic, snapshot_of
 from minionsrl.ppo import PPO, Batch
 from minionsrl.scalers import Scaler, make_scaler
 
-_KIND_TRAIN, _KIND_EVAL = 0, 1
+_KIND_TRAIN, _KIND_EVAL, _KIND_DETECT = 0, 1, 2
 
 
 def invocation_seed(run_seed: int, round_idx: int, slot: int, kind: int) -> int:
@@ -135,6 +136,8 @@ class Trainer:
         self.env_steps += len(batch)
         self.updates += 1
         t_learned = time.perf_counter()
+        detected = self._detect(batch, n) if self._detectors_on() else {}
+        t_detected = time.perf_counter()
 
         eval_mean, eval_requests, eval_replies = None, [], []
         if (cfg.eval_every and self.round % cfg.eval_every == 0) or self._done():  # the last round always
@@ -148,12 +151,13 @@ class Trainer:
         row = {
             "round": self.round, "env_steps": self.env_steps, "n_actors": n, "wall_s": self._wall(),
             "round_s": t_end - t_round, "sample_s": t_sampled - t_round, "learn_s": t_learned - t_sampled,
-            "eval_s": t_end - t_learned, "eval_return_mean": eval_mean,
+            "detector_s": t_detected - t_learned, "eval_s": t_end - t_detected, "eval_return_mean": eval_mean,
             "train_return_mean": float(np.mean(round_episodes)) if round_episodes else None,
             "episodes": len(round_episodes), "learning_rate": lr, "sps": len(batch) / (t_end - t_round), **stats,
             "cost_serverless_usd": bill.cost_serverless_usd, "cost_server_usd": bill.cost_server_usd,
             "cum_cost_serverless_usd": self.ledger.total_serverless_usd,
             "cum_cost_server_usd": self.ledger.total_server_usd, "projected_round_s": bill.projected_round_s,
+            "scaler_score": self.scaler.score, **detected,
         }
         self.log.log_round(row, [{"round": self.round, "seed": req["seed"], **r.record.row()}
                                  for req, r in zip(requests, replies, strict=True)])
@@ -163,6 +167,16 @@ class Trainer:
         return row
 
     # -- pieces of a round -----------------------------------------------------------------------
+    def _detectors_on(self) -> bool:
+        return self.cfg.detectors == "on" or (self.cfg.detectors == "auto" and self.scaler.needs_detectors)
+
+    def _detect(self, batch: Batch, n: int) -> dict[str, float]:
+        """Curvature and noise scale of the PPO loss on this round's batch, after the update."""
+        curvature = hessian_curvature(self.policy, batch, self.ppo.params, self.cfg.lanczos_iterations,
+                                      seed=invocation_seed(self.cfg.seed, self.round, 0, _KIND_DETECT))
+        return {"convexity_ratio": curvature.convexity_ratio, "lambda_min": curvature.lambda_min,
+                "lambda_max": curvature.lambda_max, "gns": gradient_noise_scale(self.policy, batch, self.ppo.params, n)}
+
     def _request(self, kind: str, ref: str, slot: int, **extra: Any) -> dict[str, Any]:
         code = _KIND_TRAIN if kind == "train" else _KIND_EVAL
         return {"id": f"r{self.round}-{kind}-{slot}", "kind": kind, "policy": ref, "env": self.spec.to_json(),

@@ -1,0 +1,116 @@
+"""Scaling rules on worked examples (SPEC §2)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from minionsrl.config import TrainConfig
+from minionsrl.scalers import (
+    FixedScaler,
+    GnsBoostScaler,
+    HydrozoaScaler,
+    KungFuScaler,
+    NitroScaler,
+    RandomScaler,
+    make_scaler,
+)
+
+
+def _row(round_idx: int, n: int, **extra: float) -> dict:
+    return {"round": round_idx, "n_actors": n, **extra}
+
+
+def test_nitro_floor_is_the_published_schedule() -> None:
+    nitro = NitroScaler()
+    assert [int(nitro.floor(r)) for r in range(1, 9)] == [61, 54, 44, 33, 23, 14, 8, 8]
+    linear = NitroScaler(floor="r")
+    assert int(linear.floor(1)) == 61 and int(linear.floor(20)) == 28  # 64 * 0.96**20 = 28.3
+
+
+def test_nitro_scores_within_the_window() -> None:
+    nitro = NitroScaler()
+    assert nitro.next_actors(None) == 16
+    # one value in the window: score 1, so n_max
+    assert nitro.next_actors(_row(1, 16, convexity_ratio=2.0)) == 64
+    assert nitro.score == 1.0
+    # R2 = 1.0 * 0.96**2 = 0.9216 < R1 = 1.92: score 0, the floor (54) wins
+    assert nitro.next_actors(_row(2, 64, convexity_ratio=1.0)) == 54
+    assert nitro.score == 0.0
+    # R3 = 1.5 * 0.96**3 = 1.327; window [1.92, 0.9216, 1.327]: score (1.327-0.9216)/(1.92-0.9216) = 0.406
+    n = nitro.next_actors(_row(3, 54, convexity_ratio=1.5))
+    expected_score = (1.5 * 0.96**3 - 0.9216) / (1.92 - 0.9216)
+    assert nitro.score == pytest.approx(expected_score)
+    assert n == int(max(64 * expected_score, 64 * 0.96**9))  # 44: the floor still wins at round 3
+
+
+def test_nitro_flat_window_does_not_divide_by_zero_and_late_rounds_follow_the_score() -> None:
+    nitro = NitroScaler()
+    for r in range(1, 10):
+        n = nitro.next_actors(_row(r, 8, convexity_ratio=0.0))  # decayed value 0 every round: no spread
+        assert nitro.score == 1.0
+        assert n == 64
+    nitro = NitroScaler(window=2)
+    nitro.next_actors(_row(9, 8, convexity_ratio=3.0))
+    assert nitro.next_actors(_row(10, 8, convexity_ratio=1.0)) == 8  # score 0 and the floor is n_min
+
+
+def test_nitro_raw_window_option_pushes_both_values() -> None:
+    nitro = NitroScaler(window_mode="decayed+raw")
+    nitro.next_actors(_row(1, 16, convexity_ratio=2.0))
+    assert list(nitro.window) == pytest.approx([1.92, 2.0])
+
+
+def test_nitro_needs_the_detector() -> None:
+    with pytest.raises(ValueError, match="convexity ratio"):
+        NitroScaler().next_actors(_row(1, 16, convexity_ratio=float("nan")))
+
+
+def test_hydrozoa_schedule() -> None:
+    h = HydrozoaScaler(8, 64)
+    got = [h.next_actors(None if r == 1 else _row(r - 1, 8)) for r in (1, 2, 10, 11, 21, 31, 41)]
+    assert got == [16, 8, 8, 16, 32, 64, 64]
+
+
+def test_kungfu_scales_by_the_noise_scale_ratio() -> None:
+    k = KungFuScaler(8, 64)
+    assert k.next_actors(None) == 16
+    assert k.next_actors(_row(1, 16, gns=100.0)) == 8
+    assert k.next_actors(_row(2, 8, gns=300.0)) == 24  # 8 * 300/100
+    assert k.next_actors(_row(3, 24, gns=30.0)) == 8  # 24 * 0.1 = 2.4, clipped to n_min
+    assert k.next_actors(_row(4, 8, gns=float("nan"))) == 8  # no estimate: keep n
+
+
+def test_gns_boost_boosts_on_a_jump() -> None:
+    g = GnsBoostScaler(8, 64)
+    assert g.next_actors(None) == 8
+    for r in range(1, 8):
+        assert g.next_actors(_row(r, 8, gns=100.0)) == 8  # flat: z-score 0
+    ns = [g.next_actors(_row(r, 8, gns=5000.0)) for r in range(8, 12)]
+    assert ns[-1] == 64
+
+
+def test_random_is_reproducible_and_uses_both_ends() -> None:
+    a, b = RandomScaler(8, 64, seed=3), RandomScaler(8, 64, seed=3)
+    seq_a = [a.next_actors(_row(r, 8)) for r in range(40)]
+    assert seq_a == [b.next_actors(_row(r, 8)) for r in range(40)]
+    assert set(seq_a) == {8, 64}
+
+
+def test_state_round_trips_through_state_dict() -> None:
+    nitro = NitroScaler()
+    for r, c in enumerate([2.0, 1.0, 1.5], start=1):
+        nitro.next_actors(_row(r, 16, convexity_ratio=c))
+    clone = NitroScaler()
+    clone.load_state_dict(nitro.state_dict())
+    assert clone.next_actors(_row(4, 16, convexity_ratio=0.7)) == nitro.next_actors(_row(4, 16, convexity_ratio=0.7))
+
+
+def test_make_scaler_builds_every_name() -> None:
+    for name in ("fixed", "nitro", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random"):
+        scaler = make_scaler(TrainConfig(scaler=name, actors=12, n_min=4, n_max=32))
+        assert scaler.name == name
+        n = scaler.next_actors(None)
+        assert 4 <= n <= 32 or (isinstance(scaler, FixedScaler) and n == 12)
+        assert not math.isnan(n)
