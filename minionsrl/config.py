@@ -22,7 +22,7 @@ from minionsrl.cost import PLATFORMS
 from minionsrl.errors import ConfigError
 from minionsrl.ppo import PPOParams
 
-BACKENDS = ("local",)
+BACKENDS = ("local", "server")
 SCALERS = ("fixed", "nitro", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
 PRESET_NAMES = ("auto", "classic", "mujoco")
 
@@ -99,6 +99,7 @@ class TrainConfig:
     hidden_sizes: list = _f([64, 64], "hidden layer sizes of actor and critic")
     max_concurrency: int | None = _f(None, "local backend: concurrent instances (default: CPU count)", min=1)
     idle_timeout_s: float = _f(300.0, "local backend: reap instances idle this long", positive=True)
+    server_wait_startup: bool = _f(False, "server backend: really wait the start-up delay of added hosts")
     invocation_timeout_s: float | None = _f(None, "fail an invocation running longer than this", positive=True)
     prices: str | None = _f(None, "price catalogue YAML for the cost ledger (default: the shipped one)")
     platform: str = _f("aws_lambda_x86", "function platform the ledger bills", choices=PLATFORMS)
@@ -122,7 +123,7 @@ class TrainConfig:
         """Fields that change what is learned (a resumed run must keep them)."""
         ignore = {"total_timesteps", "max_rounds", "target_return", "run_dir", "progress", "tensorboard",
                   "max_concurrency", "idle_timeout_s", "invocation_timeout_s", "checkpoint_every", "eval_every",
-                  "eval_episodes", "budget_usd"}
+                  "eval_episodes", "budget_usd", "server_wait_startup"}
         return {k: v for k, v in self.to_dict().items() if k not in ignore}
 
 

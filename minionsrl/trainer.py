@@ -56,6 +56,13 @@ def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
 
         return LocalBackend(key, max_concurrency=cfg.max_concurrency, idle_timeout_s=cfg.idle_timeout_s,
                             invocation_timeout_s=cfg.invocation_timeout_s)
+    if cfg.backend == "server":
+        from minionsrl.backends.server import ServerBackend
+
+        servers = load_prices(cfg.prices)["servers"]
+        return ServerBackend(key, max_concurrency=cfg.max_concurrency, vcpus_per_host=servers["actor_host"]["vcpus"],
+                             startup_s=servers["startup_s"], wait_for_startup=cfg.server_wait_startup,
+                             invocation_timeout_s=cfg.invocation_timeout_s)
     raise ConfigError(f"backend: {cfg.backend!r} is not available")
 
 

@@ -1,0 +1,42 @@
+"""``server``: the server-based baseline — a pool of long-lived workers that never idle out.
+
+Actors run on the same worker processes as ``local``, but instances are kept for the whole job (a
+server is billed whether busy or not) and every actor host (``vcpus`` actors) that the job has not
+had before costs a start-up delay. The cost ledger always charges that delay in projected time and
+dollars; with ``wait_for_startup`` the backend also really waits for it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from minionsrl.backends.base import Reply
+from minionsrl.backends.local import LocalBackend
+
+
+class ServerBackend(LocalBackend):
+    """Long-lived workers with host-granular scale-out and an optional real start-up wait."""
+
+    name = "server"
+
+    def __init__(self, key: bytes, max_concurrency: int | None = None, vcpus_per_host: int = 16,
+                 startup_s: float = 60.0, wait_for_startup: bool = False,
+                 invocation_timeout_s: float | None = None) -> None:
+        super().__init__(key, max_concurrency=max_concurrency, idle_timeout_s=math.inf,
+                         invocation_timeout_s=invocation_timeout_s)
+        self.vcpus_per_host = vcpus_per_host
+        self.startup_s = startup_s
+        self.wait_for_startup = wait_for_startup
+        self.hosts = 0
+        self.startup_waits = 0
+
+    def invoke(self, requests: list[dict[str, Any]]) -> list[Reply]:
+        hosts = math.ceil(sum(1 for r in requests if r["kind"] == "train") / self.vcpus_per_host)
+        if hosts > self.hosts:
+            if self.wait_for_startup and self.hosts > 0:  # the first hosts start before the job
+                time.sleep(self.startup_s)
+                self.startup_waits += 1
+            self.hosts = hosts
+        return super().invoke(requests)
