@@ -55,6 +55,19 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its checkpoint")
     _add_config_flags(train)
 
+    cmp = sub.add_parser("compare", help="scalers x seeds on one env: CSV, Markdown table, PNG curves")
+    cmp.add_argument("--scalers", required=True, help="comma-separated arms scaler[:n][@backend], e.g. "
+                     "fixed:16@server,fixed:16,nitro")
+    cmp.add_argument("--seeds", type=int, default=3, help="seeds 1..K per arm")
+    cmp.add_argument("--rounds", type=int, required=True, help="rounds per run")
+    cmp.add_argument("--out", default=None, help="output directory (default runs/compare-<env>)")
+    cmp.add_argument("--target", type=float, default=None, help="report the time to reach this eval return")
+    cmp.add_argument("--config", metavar="FILE.yaml", help="YAML file with config fields shared by every run")
+    _add_config_flags(cmp)
+
+    plot = sub.add_parser("plot", help="PNG plots of a run: return, cost and actors per round")
+    plot.add_argument("--run-dir", required=True, help="run directory written by `minionsrl train`")
+
     ev = sub.add_parser("eval", help="evaluate a trained run's policy")
     ev.add_argument("--run-dir", required=True, help="run directory written by `minionsrl train`")
     ev.add_argument("--episodes", type=int, default=10, help="episodes to run")
@@ -67,7 +80,7 @@ def train_config(args: argparse.Namespace) -> tuple[config.TrainConfig, bool]:
     """Merge defaults, the run dir's saved config (on --resume), --config YAML and flags."""
     given = {k: v for k, v in vars(args).items() if k in FIELDS}
     values: dict[str, Any] = {}
-    if args.resume:
+    if getattr(args, "resume", False):
         if "run_dir" not in given:
             raise ConfigError("--resume needs --run-dir DIR naming the run to continue")
         from pathlib import Path
@@ -79,7 +92,7 @@ def train_config(args: argparse.Namespace) -> tuple[config.TrainConfig, bool]:
     if args.config:
         values.update(config.load_yaml(args.config))
     values.update(given)
-    return config.build(values), args.resume
+    return config.build(values), getattr(args, "resume", False)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -92,6 +105,50 @@ def cmd_train(args: argparse.Namespace) -> int:
                          start_round=trainer.round) as display:
         summary = trainer.run(on_round=display.update)
     display.print_summary(summary, trainer.run_dir)
+    _plot_run(trainer.run_dir)
+    return 0
+
+
+def _plot_run(run_dir: Any) -> list[Any]:
+    from minionsrl.metrics import read_metrics
+    from minionsrl.plots import run_plots
+
+    (run_dir / "plots").mkdir(exist_ok=True)
+    return run_plots(read_metrics(run_dir), run_dir / "plots", run_dir.name)
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "metrics.csv").exists():
+        raise ConfigError(f"--run-dir: {str(run_dir)!r} holds no metrics.csv")
+    for path in _plot_run(run_dir):
+        print(path)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from minionsrl.compare import Arm, markdown_table, run_compare
+    from minionsrl.trainer import prepare_config
+
+    arms = [Arm.parse(a) for a in args.scalers.split(",") if a.strip()]
+    if not arms:
+        raise ConfigError("--scalers: name at least one arm")
+    if args.seeds < 1 or args.rounds < 1:
+        raise ConfigError("--seeds and --rounds must be >= 1")
+    base, _ = train_config(args)
+    base = dataclasses.replace(base, max_rounds=args.rounds, total_timesteps=None)
+    for arm in arms:  # every arm's config is checked before the first run starts
+        prepare_config(dataclasses.replace(arm.apply(base), run_dir="unused"))
+    out = args.out or f"runs/compare-{base.env_id.replace(':', '_').replace('/', '_')}"
+    results = run_compare(base, arms, list(range(1, args.seeds + 1)), out, args.target,
+                          on_run=lambda label, seed: print(f"compare: {label} seed {seed}", file=sys.stderr))
+    print(markdown_table(results, arms, args.target))
+    print(f"outputs in {out}/ (compare.csv, compare.md, return_vs_round.png, return_vs_dollars.png, "
+          "actors_per_round.png)")
     return 0
 
 
@@ -106,7 +163,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return cmd_train(args) if args.command == "train" else cmd_eval(args)
+        commands = {"train": cmd_train, "eval": cmd_eval, "compare": cmd_compare, "plot": cmd_plot}
+        return commands[args.command](args)
     except ConfigError as exc:
         print(f"minionsrl: error: {exc}", file=sys.stderr)
         return 2
