@@ -65,6 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--config", metavar="FILE.yaml", help="YAML file with config fields shared by every run")
     _add_config_flags(cmp)
 
+    scl = sub.add_parser("scale", help="invoke 1..N concurrent functions: invoke and collect overhead")
+    scl.add_argument("--max-actors", type=int, default=64, help="largest number of concurrent invocations")
+    scl.add_argument("--steps", type=int, default=1, help="env steps per function (1: measure pure overhead)")
+    scl.add_argument("--repeats", type=int, default=5, help="warm rounds per count (median reported)")
+    scl.add_argument("--out", default=None, help="output directory (default runs/scale-<backend>)")
+    scl.add_argument("--config", metavar="FILE.yaml", help="YAML file with config fields")
+    _add_config_flags(scl)
+
     plot = sub.add_parser("plot", help="PNG plots of a run: return, cost and actors per round")
     plot.add_argument("--run-dir", required=True, help="run directory written by `minionsrl train`")
 
@@ -128,6 +136,20 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_scale(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from minionsrl.scale import run_scale
+
+    if args.max_actors < 1 or args.steps < 1 or args.repeats < 1:
+        raise ConfigError("--max-actors, --steps and --repeats must be >= 1")
+    cfg, _ = train_config(args)
+    out = args.out or f"runs/scale-{cfg.backend}"
+    run_scale(cfg, args.max_actors, args.steps, args.repeats, out)
+    print(Path(out, "scale.md").read_text())
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -163,7 +185,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        commands = {"train": cmd_train, "eval": cmd_eval, "compare": cmd_compare, "plot": cmd_plot}
+        commands = {"train": cmd_train, "eval": cmd_eval, "compare": cmd_compare, "plot": cmd_plot,
+                    "scale": cmd_scale}
         return commands[args.command](args)
     except ConfigError as exc:
         print(f"minionsrl: error: {exc}", file=sys.stderr)

@@ -1,0 +1,84 @@
+"""``minionsrl scale``: invoke 1..N concurrent functions and measure the overhead to invoke and collect.
+
+For each ``k`` (powers of two up to N) a fresh backend runs one round of ``k`` invocations (cold),
+then ``repeats`` warm rounds. Overhead is what the round took beyond the functions' own work spread
+over the cores: ``round_s − Σ(init_s + run_s) / min(k, concurrency)``.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from minionsrl import wire
+from minionsrl.config import TrainConfig
+from minionsrl.envs import EnvSpec
+from minionsrl.numpy_policy import PolicyArch
+from minionsrl.plots import line_plot
+from minionsrl.policy import ActorCritic, snapshot_of
+
+COLUMNS = ["actors", "cold_round_s", "round_s", "functions_s", "ideal_s", "overhead_s", "overhead_per_invocation_ms",
+           "mean_duration_s", "bytes_in", "bytes_out"]
+
+
+def run_scale(cfg: TrainConfig, max_actors: int, steps: int, repeats: int, out_dir: str | Path) -> list[dict[str, Any]]:
+    """Measure rounds of 1, 2, 4, … ``max_actors`` invocations of ``steps`` steps each on ``cfg.backend``."""
+    from minionsrl.trainer import invocation_seed, make_backend, prepare_config
+
+    cfg, info = prepare_config(dataclasses.replace(cfg, max_rounds=cfg.max_rounds or 1))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    spec = EnvSpec(cfg.env_id, cfg.env_kwargs).to_json()
+    arch = PolicyArch(int(np.prod(info.obs_shape)), info.action_dim, info.discrete, tuple(cfg.hidden_sizes))
+    counts = sorted({min(2**i, max_actors) for i in range(int(np.log2(max_actors)) + 2)})
+    rows = []
+    for k in counts:
+        backend = make_backend(cfg, wire.new_key())
+        try:
+            blob = snapshot_of(ActorCritic(arch), None, 0, cfg.clip_obs).encode(backend.key)
+            timings = []
+            for rep in range(repeats + 1):
+                ref = backend.publish(blob)
+                requests = [{"id": f"s{k}-{rep}-{i}", "kind": "train", "policy": ref, "env": spec, "steps": steps,
+                             "seed": invocation_seed(cfg.seed, rep, i, 0), "gamma": 0.99} for i in range(k)]
+                t0 = time.perf_counter()
+                replies = backend.invoke(requests)
+                timings.append((time.perf_counter() - t0, [r.record for r in replies]))
+            concurrency = getattr(backend, "max_concurrency", k)
+        finally:
+            backend.close()
+        warm = timings[1:]
+        functions = [sum(r.init_s + r.run_s for r in recs) for _, recs in warm]
+        round_s = float(np.median([t for t, _ in warm]))
+        ideal = float(np.median(functions)) / min(k, concurrency)
+        records = [r for _, recs in warm for r in recs]
+        rows.append({
+            "actors": k, "cold_round_s": timings[0][0], "round_s": round_s, "functions_s": float(np.median(functions)),
+            "ideal_s": ideal, "overhead_s": round_s - ideal, "overhead_per_invocation_ms": 1000 * (round_s - ideal) / k,
+            "mean_duration_s": float(np.mean([r.duration_s for r in records])),
+            "bytes_in": int(np.mean([r.bytes_in for r in records])),
+            "bytes_out": int(np.mean([r.bytes_out for r in records])),
+        })
+    _write(rows, out_dir, cfg, steps)
+    return rows
+
+
+def _write(rows: list[dict[str, Any]], out_dir: Path, cfg: TrainConfig, steps: int) -> None:
+    with open(out_dir / "scale.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    header = "| " + " | ".join(COLUMNS) + " |\n" + "|---" * len(COLUMNS) + "|\n"
+    body = "".join("| " + " | ".join(f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in COLUMNS)
+                   + " |\n" for r in rows)
+    (out_dir / "scale.md").write_text(f"# scale: {cfg.env_id}, backend {cfg.backend}, {steps} steps per function\n\n"
+                                      f"{header}{body}")
+    ks = [r["actors"] for r in rows]
+    line_plot({"warm round": (ks, [r["round_s"] for r in rows]), "cold round": (ks, [r["cold_round_s"] for r in rows]),
+               "ideal (work / cores)": (ks, [r["ideal_s"] for r in rows])}, "concurrent invocations", "seconds",
+              f"scale: {cfg.backend}", out_dir / "scale.png")
