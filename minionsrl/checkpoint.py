@@ -16,12 +16,12 @@ import torch
 LATEST = "latest.pt"
 
 
-def save(directory: str | Path, state: dict[str, Any]) -> Path:
-    """Write ``state`` to ``directory/latest.pt`` so that a crash leaves the previous one intact."""
+def save(directory: str | Path, state: dict[str, Any], name: str = LATEST) -> Path:
+    """Write ``state`` to ``directory/name`` so that a crash leaves the previous file intact."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / LATEST
-    tmp = directory / f".{LATEST}.tmp"
+    path = directory / name
+    tmp = directory / f".{name}.tmp"
     with open(tmp, "wb") as fh:
         torch.save(state, fh)
         fh.flush()
@@ -35,9 +35,9 @@ def save(directory: str | Path, state: dict[str, Any]) -> Path:
     return path
 
 
-def load(directory: str | Path) -> dict[str, Any] | None:
-    """Read the latest checkpoint in ``directory``, or None if there is none."""
-    path = Path(directory) / LATEST
+def load(directory: str | Path, name: str = LATEST) -> dict[str, Any] | None:
+    """Read checkpoint ``name`` (default: the latest) in ``directory``, or None if there is none."""
+    path = Path(directory) / name
     if not path.exists():
         return None
     return torch.load(path, map_location="cpu", weights_only=True)

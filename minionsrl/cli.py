@@ -73,6 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
     scl.add_argument("--config", metavar="FILE.yaml", help="YAML file with config fields")
     _add_config_flags(scl)
 
+    mot = sub.add_parser("motivate", help="boost one round from saved checkpoints; correlate the gain with "
+                         "the convexity ratio")
+    mot.add_argument("--run-dir", required=True, help="a run trained with --keep-checkpoints-every K")
+    mot.add_argument("--base", type=int, default=8, help="actors of the ordinary round")
+    mot.add_argument("--boost", type=int, default=64, help="actors of the boosted round")
+    mot.add_argument("--eval-episodes", type=int, default=20, help="evaluation episodes after each round")
+    mot.add_argument("--out", default=None, help="output directory (default RUN_DIR/motivate)")
+
     plot = sub.add_parser("plot", help="PNG plots of a run: return, cost and actors per round")
     plot.add_argument("--run-dir", required=True, help="run directory written by `minionsrl train`")
 
@@ -150,6 +158,16 @@ def cmd_scale(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_motivate(args: argparse.Namespace) -> int:
+    from minionsrl.motivate import run_motivate
+
+    if min(args.base, args.boost, args.eval_episodes) < 1:
+        raise ConfigError("--base, --boost and --eval-episodes must be >= 1")
+    out = args.out or f"{args.run_dir}/motivate"
+    print(json.dumps(run_motivate(args.run_dir, args.base, args.boost, args.eval_episodes, out), indent=2))
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -186,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         commands = {"train": cmd_train, "eval": cmd_eval, "compare": cmd_compare, "plot": cmd_plot,
-                    "scale": cmd_scale}
+                    "scale": cmd_scale, "motivate": cmd_motivate}
         return commands[args.command](args)
     except ConfigError as exc:
         print(f"minionsrl: error: {exc}", file=sys.stderr)

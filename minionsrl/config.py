@@ -109,6 +109,7 @@ class TrainConfig:
                                   positive=True)
     torch_threads: int = _f(1, "torch threads for the learner", min=1)
     checkpoint_every: int = _f(1, "write a checkpoint every this many rounds", min=1)
+    keep_checkpoints_every: int = _f(0, "also keep checkpoints/round-NNNNN.pt every this many rounds (0: never)", min=0)
     tensorboard: bool = _f(True, "write TensorBoard event files")
     progress: bool = _f(True, "show a live progress display")
 
@@ -123,7 +124,8 @@ class TrainConfig:
         """Fields that change what is learned (a resumed run must keep them)."""
         ignore = {"total_timesteps", "max_rounds", "target_return", "run_dir", "progress", "tensorboard",
                   "max_concurrency", "idle_timeout_s", "invocation_timeout_s", "checkpoint_every", "eval_every",
-                  "eval_episodes", "budget_usd", "server_wait_startup"}
+                  "eval_episodes", "budget_usd", "server_wait_startup",
+                  "keep_checkpoints_every"}
         return {k: v for k, v in self.to_dict().items() if k not in ignore}
 
 

@@ -61,3 +61,25 @@ def run_plots(rows: list[dict[str, str]], out_dir: str | Path, title: str) -> li
         line_plot({"actors": (rounds, [int(r["n_actors"]) for r in rows])}, "round", "actors", f"{title}: actors",
                   out_dir / "actors.png"),
     ]
+
+
+def scatter_plot(x: Sequence[float], y: Sequence[float], xlabel: str, ylabel: str, title: str,
+                 path: str | Path) -> Path:
+    """Points with a least-squares line."""
+    fig, ax = plt.subplots(figsize=(6, 4.2), dpi=110)
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ax.scatter(x, y, s=18)
+    if len(x) >= 2 and np.std(x) > 0:
+        slope, intercept = np.polyfit(x, y, 1)
+        xs = np.linspace(x.min(), x.max(), 50)
+        ax.plot(xs, slope * xs + intercept, color="gray", linewidth=1)
+    ax.axhline(0, color="black", linewidth=0.5)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -275,6 +275,8 @@ class Trainer:
             "ret_rms": checkpoint.to_tensors(self.ret_rms.state_dict()) if self.ret_rms else None,
         }
         checkpoint.save(self.run_dir / "checkpoints", state)
+        if self.cfg.keep_checkpoints_every and self.round % self.cfg.keep_checkpoints_every == 0:
+            checkpoint.save(self.run_dir / "checkpoints", state, name=f"round-{self.round:05d}.pt")
 
     def _restore(self, state: dict[str, Any]) -> None:
         self.round, self.env_steps, self.wall_offset = int(state["round"]), int(state["env_steps"]), state["wall_s"]
