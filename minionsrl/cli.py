@@ -81,6 +81,18 @@ def build_parser() -> argparse.ArgumentParser:
     mot.add_argument("--eval-episodes", type=int, default=20, help="evaluation episodes after each round")
     mot.add_argument("--out", default=None, help="output directory (default RUN_DIR/motivate)")
 
+    sched = sub.add_parser("scheduler", help="the MinionsRL learned scheduler")
+    sched_sub = sched.add_subparsers(dest="scheduler_command", required=True)
+    st = sched_sub.add_parser("train", help="train the scheduler over many complete training jobs")
+    st.add_argument("--jobs", type=int, default=100, help="training jobs (MDP episodes)")
+    st.add_argument("--target", type=float, required=True, help="target eval return that ends a job")
+    st.add_argument("--rounds", type=int, default=60, help="most rounds per job")
+    st.add_argument("--out", default="runs/scheduler.safetensors", help="where to save the scheduler")
+    st.add_argument("--beta", type=float, default=0.1, help="reward per projected round-second")
+    st.add_argument("--lam", type=float, default=0.0, help="reward per round-dollar (budget-aligned when > 0)")
+    st.add_argument("--config", metavar="FILE.yaml", help="YAML file with config fields of every job")
+    _add_config_flags(st)
+
     plot = sub.add_parser("plot", help="PNG plots of a run: return, cost and actors per round")
     plot.add_argument("--run-dir", required=True, help="run directory written by `minionsrl train`")
 
@@ -168,6 +180,24 @@ def cmd_motivate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_scheduler(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from minionsrl.scheduler import SchedulerHyper, train_scheduler
+    from minionsrl.trainer import prepare_config
+
+    if args.jobs < 1 or args.rounds < 1:
+        raise ConfigError("--jobs and --rounds must be >= 1")
+    base, _ = train_config(args)
+    base = dataclasses.replace(base, max_rounds=args.rounds, total_timesteps=None, scaler="fixed")
+    prepare_config(dataclasses.replace(base, run_dir="unused", target_return=args.target))
+    path = train_scheduler(base, args.jobs, args.target, args.out, n_max=base.n_max,
+                           hyper=SchedulerHyper(beta=args.beta, lam=args.lam),
+                           on_job=lambda row: print(json.dumps(row), file=sys.stderr))
+    print(f"scheduler saved to {path} (learning curve: {path.with_suffix('.curve.csv')})")
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -204,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         commands = {"train": cmd_train, "eval": cmd_eval, "compare": cmd_compare, "plot": cmd_plot,
-                    "scale": cmd_scale, "motivate": cmd_motivate}
+                    "scale": cmd_scale, "motivate": cmd_motivate, "scheduler": cmd_scheduler}
         return commands[args.command](args)
     except ConfigError as exc:
         print(f"minionsrl: error: {exc}", file=sys.stderr)

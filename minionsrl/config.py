@@ -23,7 +23,7 @@ from minionsrl.errors import ConfigError
 from minionsrl.ppo import PPOParams
 
 BACKENDS = ("local", "server")
-SCALERS = ("fixed", "nitro", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
+SCALERS = ("fixed", "minions", "nitro", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
 PRESET_NAMES = ("auto", "classic", "mujoco")
 
 # CleanRL's defaults: ppo.py (classic control) and ppo_continuous_action.py (MuJoCo). Fragment
@@ -69,6 +69,7 @@ class TrainConfig:
                           choices=("r2", "r"))
     nitro_window_mode: str = _f("decayed", "nitro: window holds decayed ratios, or also the raw ones (published code)",
                                 choices=("decayed", "decayed+raw"))
+    scheduler: str | None = _f(None, "minions: scheduler artefact (default: the shipped one)")
     detectors: str = _f("auto", "compute convexity ratio and noise scale: auto (when the scaler needs them), on, off",
                         choices=("auto", "on", "off"))
     lanczos_iterations: int = _f(100, "Lanczos iterations of the curvature detector", min=2)

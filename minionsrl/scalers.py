@@ -108,7 +108,7 @@ class KungFuScaler(Scaler):
     def next_actors(self, last_round: dict[str, Any] | None) -> int:
         if last_round is None:
             return min(16, self.n_max)
-        gns, n = _finite(last_round.get("gns")), int(last_round["n_actors"])
+        gns, n = as_finite(last_round.get("gns")), int(last_round["n_actors"])
         prev, self.prev_gns = self.prev_gns, gns
         if int(last_round["round"]) == 1:
             return self.clip(8)
@@ -137,7 +137,7 @@ class GnsBoostScaler(Scaler):
         self.smoothed: list[float] = []
 
     def next_actors(self, last_round: dict[str, Any] | None) -> int:
-        gns = None if last_round is None else _finite(last_round.get("gns"))
+        gns = None if last_round is None else as_finite(last_round.get("gns"))
         if gns is None:
             return self.n_min
         prev = self.smoothed[-1] if self.smoothed else gns
@@ -183,7 +183,7 @@ class NitroScaler(Scaler):
     def next_actors(self, last_round: dict[str, Any] | None) -> int:
         if last_round is None:
             return self.clip(self.n0)
-        ratio = _finite(last_round.get("convexity_ratio"))
+        ratio = as_finite(last_round.get("convexity_ratio"))
         if ratio is None:
             raise ValueError("nitro needs the convexity ratio of every round; enable the detectors")
         r = int(last_round["round"])
@@ -204,7 +204,8 @@ class NitroScaler(Scaler):
         self.window.extend(state["window"])
 
 
-def _finite(value: Any) -> float | None:
+def as_finite(value: Any) -> float | None:
+    """``value`` as a float, or None when it is missing, empty or not finite."""
     if value is None or value == "":
         return None
     value = float(value)
@@ -225,4 +226,9 @@ def make_scaler(cfg: TrainConfig) -> Scaler:
         "nitro": lambda: NitroScaler(lo, hi, cfg.initial_actors, cfg.nitro_window, cfg.nitro_decay, cfg.nitro_floor,
                                      cfg.nitro_window_mode),
     }
+    if cfg.scaler == "minions":
+        from minionsrl.scheduler import MinionsScaler, load_agent
+
+        agent, meta = load_agent(cfg.scheduler)
+        return MinionsScaler(agent, cfg, return_scale=cfg.target_return or float(meta["target_return"]))
     return builders[cfg.scaler]()

@@ -69,7 +69,8 @@ def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
 class Trainer:
     """Owns the learner state and runs rounds until a stop condition holds."""
 
-    def __init__(self, cfg: TrainConfig, resume: bool = False, backend: Backend | None = None) -> None:
+    def __init__(self, cfg: TrainConfig, resume: bool = False, backend: Backend | None = None,
+                 scaler: Scaler | None = None) -> None:
         self.cfg, self.info = prepare_config(cfg)
         self.run_dir = Path(self.cfg.run_dir)
         ckpt = self._open_run_dir(resume)
@@ -83,7 +84,7 @@ class Trainer:
         self.ppo = PPO(self.policy, cfg.ppo_params())
         self.obs_rms = RunningMeanStd((self.arch.obs_dim,)) if cfg.normalize_obs else None
         self.ret_rms = RunningMeanStd(()) if cfg.normalize_reward else None
-        self.scaler: Scaler = make_scaler(cfg)
+        self.scaler: Scaler = scaler or make_scaler(cfg)
         self.ledger = CostLedger(load_prices(cfg.prices), cfg.platform, cfg.function_memory_mb, cfg.cold_start_s)
         self.round = 0
         self.updates = 0  # policy version: PPO updates applied so far
