@@ -73,6 +73,7 @@ class TrainConfig:
     detectors: str = _f("auto", "compute convexity ratio and noise scale: auto (when the scaler needs them), on, off",
                         choices=("auto", "on", "off"))
     lanczos_iterations: int = _f(100, "Lanczos iterations of the curvature detector", min=2)
+    detector_samples: int = _f(4096, "curvature detector: random subsample of the round batch (0: all of it)", min=0)
     backend: str = _f("local", "where rollout functions run", choices=BACKENDS)
     fragment_length: int | None = _f(None, "steps per rollout function (T)", min=1, max=1_000_000)
     carry_episodes: bool = _f(True, "continue episodes across rounds by sending the env state with the "

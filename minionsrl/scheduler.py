@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
@@ -92,7 +92,7 @@ def load_agent(path: str | Path | None) -> tuple[SchedulerAgent, dict[str, Any]]
             tensors = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 - safe_open has no __iter__
         agent = SchedulerAgent(int(meta["n_max"]))
         agent.load_state_dict(tensors)
-    except (OSError, KeyError, ValueError, RuntimeError) as exc:
+    except (OSError, KeyError, ValueError, RuntimeError, SafetensorError) as exc:
         raise ConfigError(f"scheduler: {str(path)!r} is not a minionsrl scheduler ({exc})") from exc
     return agent, meta
 

@@ -94,6 +94,7 @@ class Trainer:
         self.last_eval = float("nan")
         self.recent_returns: deque[float] = deque(maxlen=100)
         self.last_row: dict[str, Any] | None = None
+        self.recent_costs: deque[float] = deque(maxlen=10)  # serverless cost of the last rounds, for the budget
         self.carries: dict[int, dict[str, Any]] = {}  # slot -> episode in progress, sent with the next request
         if ckpt is not None:
             self._restore(ckpt)
@@ -167,6 +168,7 @@ class Trainer:
             "cum_cost_server_usd": self.ledger.total_server_usd, "projected_round_s": bill.projected_round_s,
             "scaler_score": self.scaler.score, **detected,
         }
+        self.recent_costs.append(bill.cost_serverless_usd)
         self.log.log_round(row, [{"round": self.round, "seed": req["seed"], **r.record.row()}
                                  for req, r in zip(requests, replies, strict=True)])
         self.last_row = row
@@ -180,8 +182,12 @@ class Trainer:
 
     def _detect(self, batch: Batch, n: int) -> dict[str, float]:
         """Curvature and noise scale of the PPO loss on this round's batch, after the update."""
-        curvature = hessian_curvature(self.policy, batch, self.ppo.params, self.cfg.lanczos_iterations,
-                                      seed=invocation_seed(self.cfg.seed, self.round, 0, _KIND_DETECT))
+        seed = invocation_seed(self.cfg.seed, self.round, 0, _KIND_DETECT)
+        sample = batch
+        if 0 < self.cfg.detector_samples < len(batch):  # Hessian-vector products cost O(batch) each
+            idx = np.random.default_rng(seed).choice(len(batch), self.cfg.detector_samples, replace=False)
+            sample = batch.select(torch.from_numpy(np.sort(idx)))
+        curvature = hessian_curvature(self.policy, sample, self.ppo.params, self.cfg.lanczos_iterations, seed=seed)
         return {"convexity_ratio": curvature.convexity_ratio, "lambda_min": curvature.lambda_min,
                 "lambda_max": curvature.lambda_max, "gns": gradient_noise_scale(self.policy, batch, self.ppo.params, n)}
 
@@ -236,10 +242,11 @@ class Trainer:
         )
 
     def _over_budget(self) -> bool:
-        """Whether the next round, estimated to cost what the last one did, would exceed the budget."""
-        if self.cfg.budget_usd is None or self.last_row is None:
+        """Whether the next round would exceed the budget, estimating its cost as the dearest of the last
+        10 rounds (evaluation rounds and cold starts cost more than the rest)."""
+        if self.cfg.budget_usd is None or not self.recent_costs:
             return False
-        return not self.ledger.affordable(self.cfg.budget_usd, self.last_row["cost_serverless_usd"])
+        return not self.ledger.affordable(self.cfg.budget_usd, max(self.recent_costs))
 
     def _wall(self) -> float:
         return self.wall_offset + time.perf_counter() - self._t0
@@ -272,6 +279,7 @@ class Trainer:
             "optimizer": self.ppo.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
             "torch_rng": torch.get_rng_state(), "last_row": json.dumps(self.last_row),
             "carries": json.dumps({str(k): v for k, v in self.carries.items()}), "ledger": self.ledger.state_dict(),
+            "recent_costs": list(self.recent_costs),
             "obs_rms": checkpoint.to_tensors(self.obs_rms.state_dict()) if self.obs_rms else None,
             "ret_rms": checkpoint.to_tensors(self.ret_rms.state_dict()) if self.ret_rms else None,
         }
@@ -288,6 +296,7 @@ class Trainer:
         self.ppo.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
         self.ledger.load_state_dict(state["ledger"])
+        self.recent_costs.extend(state["recent_costs"])
         torch.set_rng_state(state["torch_rng"])
         self.last_row = json.loads(state["last_row"])
         self.carries = {int(k): v for k, v in json.loads(state["carries"]).items()}

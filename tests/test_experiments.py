@@ -1,0 +1,144 @@
+"""Scaling experiments end to end on CartPole: compare, scale, motivate, the learned scheduler,
+the server backend and the budget stop."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import time
+
+import pytest
+
+from minionsrl.backends.server import ServerBackend
+from minionsrl.compare import Arm, run_compare
+from minionsrl.config import TrainConfig
+from minionsrl.errors import ConfigError
+from minionsrl.metrics import LEARNING_COLUMNS, read_metrics
+from minionsrl.motivate import run_motivate
+from minionsrl.scale import run_scale
+from minionsrl.scheduler import MinionsScaler, SchedulerAgent, load_agent, save_agent, train_scheduler
+from minionsrl.trainer import Trainer
+
+
+def _cfg(tmp_path, **changes) -> TrainConfig:
+    base = TrainConfig(env_id="CartPole-v1", actors=4, n_min=2, n_max=8, max_rounds=4, eval_every=2,
+                       eval_episodes=2, progress=False, tensorboard=False, run_dir=str(tmp_path / "run"))
+    return dataclasses.replace(base, **changes)
+
+
+def test_arm_parsing() -> None:
+    assert Arm.parse("fixed:16@server") == Arm("fixed", 16, "server")
+    assert Arm.parse("nitro").label == "nitro"
+    assert Arm.parse("fixed:16@server").label == "fixed-16@server"
+    with pytest.raises(ConfigError, match="not one of"):
+        Arm.parse("nitr")
+    with pytest.raises(ConfigError, match="backend"):
+        Arm.parse("fixed:4@lambda")
+
+
+def test_compare_writes_table_csv_and_plots_and_server_learns_the_same(tmp_path) -> None:
+    arms = [Arm("fixed", 4, "server"), Arm("fixed", 4), Arm("hydrozoa")]
+    results = run_compare(_cfg(tmp_path), arms, [1], tmp_path / "cmp", target_return=1.0)
+    assert [r["arm"] for r in results] == ["fixed-4@server", "fixed-4", "hydrozoa"]
+    for name in ("compare.csv", "compare.md", "return_vs_round.png", "return_vs_dollars.png", "actors_per_round.png"):
+        assert (tmp_path / "cmp" / name).stat().st_size > 0
+    server, local = (read_metrics(tmp_path / "cmp" / "runs" / f"{a}__s1") for a in ("fixed-4@server", "fixed-4"))
+    assert [[r[c] for c in LEARNING_COLUMNS] for r in server] == [[r[c] for c in LEARNING_COLUMNS] for r in local]
+    by_arm = {r["arm"]: r for r in results}
+    assert by_arm["fixed-4@server"]["cost_usd"] == by_arm["fixed-4@server"]["cost_server_usd"]
+    assert by_arm["fixed-4"]["cost_usd"] == by_arm["fixed-4"]["cost_serverless_usd"]
+    assert by_arm["fixed-4"]["time_to_target_s"] is not None  # every eval return is >= 1
+    # a second call reuses the finished runs instead of training again
+    started = time.perf_counter()
+    run_compare(_cfg(tmp_path), arms, [1], tmp_path / "cmp")
+    assert time.perf_counter() - started < 10
+
+
+def test_ledger_totals_equal_the_sum_of_rows_and_budget_stops_early(tmp_path) -> None:
+    summary = Trainer(_cfg(tmp_path, max_rounds=5)).run()
+    rows = read_metrics(tmp_path / "run")
+    assert summary["cost_usd"]["serverless"] == pytest.approx(sum(float(r["cost_serverless_usd"]) for r in rows))
+    assert summary["cost_usd"]["server"] == pytest.approx(sum(float(r["cost_server_usd"]) for r in rows))
+    assert summary["projected_cloud_s"] == pytest.approx(sum(float(r["projected_round_s"]) for r in rows))
+    first_two = sum(float(r["cost_serverless_usd"]) for r in rows[:2])
+    capped = Trainer(_cfg(tmp_path, max_rounds=50, run_dir=str(tmp_path / "capped"), budget_usd=first_two * 1.5)).run()
+    assert capped["rounds"] < 50
+    capped_rows = read_metrics(tmp_path / "capped")
+    # the next round's cost is estimated (the dearest of the last 10): at most one round's overshoot
+    overshoot = capped["cost_usd"]["serverless"] - first_two * 1.5
+    assert overshoot < max(float(r["cost_serverless_usd"]) for r in capped_rows)
+
+
+def test_server_backend_waits_for_new_hosts_only_when_asked(tmp_path) -> None:
+    cfg = _cfg(tmp_path)
+    with ServerBackend(b"s" * 32, vcpus_per_host=2, startup_s=0.4, wait_for_startup=True) as backend:
+        trainer = Trainer(dataclasses.replace(cfg, backend="server", scaler="max", max_rounds=1), backend=backend)
+        trainer.run()
+        assert backend.hosts == 4 and backend.startup_waits == 0  # the first hosts start before the job
+    with ServerBackend(b"s" * 32, vcpus_per_host=2, startup_s=0.4, wait_for_startup=True) as backend:
+        t0 = time.perf_counter()
+        backend.invoke([])
+        backend.hosts = 1
+        assert backend.idle_timeout_s == float("inf")
+        requests = [{"id": f"x{i}", "kind": "train"} for i in range(4)]
+        backend.publish(b"x")
+        backend.invoke(requests[:0])
+        elapsed_before = time.perf_counter() - t0
+        assert elapsed_before < 0.4
+        # 4 train requests need 2 hosts: one is added, so the backend waits 0.4 s (replies are errors: bad requests)
+        t1 = time.perf_counter()
+        replies = backend.invoke(requests)
+        assert time.perf_counter() - t1 >= 0.4
+        assert backend.startup_waits == 1 and len(replies) == 4 and not any(r.ok for r in replies)
+
+
+def test_scale_measures_every_count(tmp_path) -> None:
+    rows = run_scale(_cfg(tmp_path), max_actors=4, steps=1, repeats=2, out_dir=tmp_path / "scale")
+    assert [r["actors"] for r in rows] == [1, 2, 4]
+    assert all(r["round_s"] > 0 and r["cold_round_s"] > 0 for r in rows)
+    assert (tmp_path / "scale" / "scale.png").stat().st_size > 0
+    with open(tmp_path / "scale" / "scale.csv") as fh:
+        assert len(list(csv.DictReader(fh))) == 3
+
+
+def test_motivate_correlates_gain_with_the_ratio(tmp_path) -> None:
+    Trainer(_cfg(tmp_path, max_rounds=6, keep_checkpoints_every=2)).run()
+    result = run_motivate(tmp_path / "run", base=2, boost=8, eval_episodes=2, out_dir=tmp_path / "mot")
+    assert result["checkpoints"] == 3
+    assert -1.0 <= result["spearman"] <= 1.0 or result["spearman"] != result["spearman"]
+    rows = list(csv.DictReader(open(tmp_path / "mot" / "motivate.csv")))  # noqa: SIM115
+    assert [int(r["round"]) for r in rows] == [2, 4, 6]
+    assert all(r["convexity_ratio"] for r in rows)
+    with pytest.raises(ConfigError, match="kept checkpoints"):
+        run_motivate(tmp_path / "mot", 2, 8, 2, tmp_path / "mot2")
+
+
+def test_scheduler_artefact_round_trip_and_greedy_choice(tmp_path) -> None:
+    agent = SchedulerAgent(n_max=8)
+    save_agent(agent, tmp_path / "s.safetensors", {"target_return": 100.0})
+    loaded, meta = load_agent(tmp_path / "s.safetensors")
+    assert meta["n_max"] == 8 and meta["target_return"] == 100.0
+    for a, b in zip(agent.state_dict().values(), loaded.state_dict().values(), strict=True):
+        assert (a == b).all()
+    scaler = MinionsScaler(loaded, _cfg(tmp_path), return_scale=100.0)
+    n = scaler.next_actors(None)
+    assert 2 <= n <= 8 and n == scaler.next_actors(None)  # greedy: the same state gives the same choice
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_agent(tmp_path / "missing.safetensors")
+    (tmp_path / "junk.safetensors").write_bytes(b"not a scheduler")
+    with pytest.raises(ConfigError, match="not a minionsrl scheduler"):
+        load_agent(tmp_path / "junk.safetensors")
+
+
+def test_scheduler_training_runs_jobs_and_the_shipped_one_loads(tmp_path) -> None:
+    out = train_scheduler(_cfg(tmp_path, max_rounds=3), jobs=2, target=500.0, out=tmp_path / "sched.safetensors",
+                          n_max=8)
+    curve = list(csv.DictReader(open(out.with_suffix(".curve.csv"))))  # noqa: SIM115
+    assert [int(r["job"]) for r in curve] == [1, 2]
+    assert all(r["reached"] == "False" and float(r["episode_return"]) < 0 for r in curve)
+    summary = Trainer(_cfg(tmp_path, scaler="minions", scheduler=str(out), run_dir=str(tmp_path / "m"))).run()
+    assert summary["scaler"] == "minions"
+    agent, meta = load_agent(None)  # the scheduler shipped with the package
+    assert meta["env_id"] == "CartPole-v1" and agent.n_max == meta["n_max"]
+    json.dumps(meta)
