@@ -21,7 +21,7 @@ class Scaler(ABC):
     """One small interface for every scaling rule."""
 
     name: str = "base"
-    needs_detectors: bool = False  # whether the trainer must compute convexity ratio / noise scale
+    needs: frozenset[str] = frozenset()  # detectors the rule reads: "curvature" and/or "gns"
 
     def __init__(self, n_min: int, n_max: int) -> None:
         self.n_min, self.n_max = n_min, n_max
@@ -99,7 +99,7 @@ class KungFuScaler(Scaler):
     """16, then 8; afterwards scale by the ratio of the current to the previous gradient noise scale."""
 
     name = "kungfu"
-    needs_detectors = True
+    needs = frozenset({"gns"})
 
     def __init__(self, n_min: int, n_max: int) -> None:
         super().__init__(n_min, n_max)
@@ -129,7 +129,7 @@ class GnsBoostScaler(Scaler):
     """``n_max`` when the z-score of the smoothed noise scale (EWMA 0.9, median filter 5) is ≥ 1."""
 
     name = "gns-boost"
-    needs_detectors = True
+    needs = frozenset({"gns"})
 
     def __init__(self, n_min: int, n_max: int, ewma: float = 0.9, median_window: int = 5) -> None:
         super().__init__(n_min, n_max)
@@ -168,7 +168,7 @@ class NitroScaler(Scaler):
     """
 
     name = "nitro"
-    needs_detectors = True
+    needs = frozenset({"curvature", "gns"})
 
     def __init__(self, n_min: int = 8, n_max: int = 64, n0: int = 16, window: int = 6, decay: float = 0.96,
                  floor: str = "r2", window_mode: str = "decayed") -> None:

@@ -145,7 +145,7 @@ class Trainer:
         self.env_steps += len(batch)
         self.updates += 1
         t_learned = time.perf_counter()
-        detected = self._detect(batch, n) if self._detectors_on() else {}
+        detected = self._detect(batch, n)
         t_detected = time.perf_counter()
 
         eval_mean, eval_requests, eval_replies = None, [], []
@@ -177,19 +177,24 @@ class Trainer:
         return row
 
     # -- pieces of a round -----------------------------------------------------------------------
-    def _detectors_on(self) -> bool:
-        return self.cfg.detectors == "on" or (self.cfg.detectors == "auto" and self.scaler.needs_detectors)
-
     def _detect(self, batch: Batch, n: int) -> dict[str, float]:
-        """Curvature and noise scale of the PPO loss on this round's batch, after the update."""
+        """Curvature and noise scale of the PPO loss on this round's batch, after the update: what the
+        scaler reads (``detectors=auto``), everything (``on``) or nothing (``off``)."""
+        mode = self.cfg.detectors
+        wanted = {"curvature", "gns"} if mode == "on" else set() if mode == "off" else self.scaler.needs
+        out: dict[str, float] = {}
+        if "gns" in wanted:
+            out["gns"] = gradient_noise_scale(self.policy, batch, self.ppo.params, n)
+        if "curvature" not in wanted:
+            return out
         seed = invocation_seed(self.cfg.seed, self.round, 0, _KIND_DETECT)
         sample = batch
         if 0 < self.cfg.detector_samples < len(batch):  # Hessian-vector products cost O(batch) each
             idx = np.random.default_rng(seed).choice(len(batch), self.cfg.detector_samples, replace=False)
             sample = batch.select(torch.from_numpy(np.sort(idx)))
         curvature = hessian_curvature(self.policy, sample, self.ppo.params, self.cfg.lanczos_iterations, seed=seed)
-        return {"convexity_ratio": curvature.convexity_ratio, "lambda_min": curvature.lambda_min,
-                "lambda_max": curvature.lambda_max, "gns": gradient_noise_scale(self.policy, batch, self.ppo.params, n)}
+        return {**out, "convexity_ratio": curvature.convexity_ratio, "lambda_min": curvature.lambda_min,
+                "lambda_max": curvature.lambda_max}
 
     def _request(self, kind: str, ref: str, slot: int, **extra: Any) -> dict[str, Any]:
         code = _KIND_TRAIN if kind == "train" else _KIND_EVAL
