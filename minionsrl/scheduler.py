@@ -18,6 +18,8 @@ import csv
 import dataclasses
 import json
 import math
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -219,7 +221,7 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
         writer.writeheader()
         for job in range(1, jobs + 1):
             cfg = dataclasses.replace(base, seed=base.seed * 100_000 + job, target_return=target, progress=False,
-                                      tensorboard=False, run_dir=str(out.parent / f".scheduler-job-{job}"))
+                                      tensorboard=False, run_dir=tempfile.mkdtemp(prefix=f"minionsrl-job{job}-"))
             scaler = MinionsScaler(agent, cfg, return_scale=abs(target) or 1.0, explore=True, hyper=hyper, seed=job)
             trainer = Trainer(cfg, scaler=scaler)
             started = time.perf_counter()
@@ -238,15 +240,9 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
                    "cost_serverless_usd": summary["cost_usd"]["serverless"]}
             writer.writerow(row)
             fh.flush()
-            _remove_tree(Path(cfg.run_dir))
+            shutil.rmtree(cfg.run_dir, ignore_errors=True)
             if on_job is not None:
                 on_job(row)
     save_agent(agent, out, {"env_id": base.env_id, "jobs": jobs, "target_return": target, "max_rounds": base.max_rounds,
                             "hyper": dataclasses.asdict(hyper), "curve": curve_path.name})
     return out
-
-
-def _remove_tree(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)
