@@ -173,7 +173,7 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
     return cfg
 
 
-def validate(cfg: TrainConfig) -> None:
+def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
     """Check every field against its rules; raise a one-line ConfigError for the first bad one."""
     for name, f in FIELDS.items():
         value = getattr(cfg, name)
@@ -195,7 +195,7 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"hidden_sizes: {cfg.hidden_sizes!r} must be a non-empty list of positive integers")
     if cfg.n_min > cfg.n_max:
         raise ConfigError(f"n_min: {cfg.n_min} is larger than n_max {cfg.n_max}; make n_min <= n_max")
-    if cfg.total_timesteps is None and cfg.max_rounds is None and cfg.target_return is None:
+    if require_stop and cfg.total_timesteps is None and cfg.max_rounds is None and cfg.target_return is None:
         raise ConfigError("set total_timesteps, max_rounds or target_return so that the run can end")
 
 
@@ -218,6 +218,11 @@ def _coerce(name: str, value: Any) -> Any:
     if want.startswith("float"):
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads 3e-4 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
         raise ConfigError(f"{name}: {value!r} must be a number")
     if want.startswith("str"):
         if isinstance(value, str):

@@ -52,15 +52,20 @@ def check_env_id(env_id: str) -> None:
     """Raise a one-line :class:`ConfigError` if ``env_id`` cannot be built, suggesting close matches."""
     if is_entry_point(env_id):
         module_name, _, attr = env_id.partition(":")
+        if not module_name or not attr or module_name.startswith("."):
+            raise ConfigError(f"env_id {env_id!r}: write a custom env as package.module:ClassName")
         try:
             module = importlib.import_module(module_name)
-        except ImportError as exc:
+        except Exception as exc:  # ImportError, or whatever the module raises while importing
             raise ConfigError(
-                f"env_id {env_id!r}: cannot import module {module_name!r} ({exc}); "
+                f"env_id {env_id!r}: cannot import module {module_name!r} ({type(exc).__name__}: {exc}); "
                 "make it importable (pip install it or add it to PYTHONPATH)"
             ) from exc
-        if not hasattr(module, attr):
+        cls = getattr(module, attr, None)
+        if cls is None:
             raise ConfigError(f"env_id {env_id!r}: module {module_name!r} has no attribute {attr!r}")
+        if not (isinstance(cls, type) and issubclass(cls, gym.Env)):
+            raise ConfigError(f"env_id {env_id!r}: {attr!r} is not a gymnasium.Env subclass")
         return
     _register_optional_envs()
     if env_id in gym.registry:

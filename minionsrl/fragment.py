@@ -120,9 +120,15 @@ class Fragment:
             if arr.dtype != dtype or arr.shape != shape:
                 raise wire.WireError(f"fragment array {name!r} is {arr.dtype}{arr.shape}, expected "
                                      f"{np.dtype(dtype)}{shape}")
-        for name in ("obs", "values", "rewards", "trunc_values", "logprobs", "last_value"):
+        finite = ("obs", "values", "rewards", "trunc_values", "logprobs", "last_value")
+        for name in finite if arch.discrete else (*finite, "actions"):
             if not np.isfinite(arrays[name]).all():
                 raise wire.WireError(f"fragment array {name!r} holds non-finite numbers")
+        if arch.discrete and steps and (arrays["actions"].min() < 0 or arrays["actions"].max() >= arch.action_dim):
+            raise wire.WireError(f"fragment actions are outside 0..{arch.action_dim - 1}")
+        version = meta.get("policy_version", -1)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise wire.WireError(f"fragment policy_version {version!r} is not an integer")
         rets, lens = arrays.get("episode_returns"), arrays.get("episode_lengths")
         if rets is None or lens is None or rets.ndim != 1 or rets.shape != lens.shape:
             raise wire.WireError("fragment episode_returns/episode_lengths are missing or mismatched")
@@ -132,14 +138,18 @@ class Fragment:
             episode_returns=rets, episode_lengths=lens,
             obs_moments=_moments(arrays, "obs_m", (arch.obs_dim,)),
             ret_moments=_moments(arrays, "ret_m", ()),
-            policy_version=int(meta.get("policy_version", -1)),
+            policy_version=version,
             meta=meta,
         )
 
 
 def _moments(arrays: dict[str, np.ndarray], prefix: str, shape: tuple[int, ...]) -> Moments | None:
-    if f"{prefix}/mean" not in arrays:
+    names = (f"{prefix}/mean", f"{prefix}/var", f"{prefix}/count")
+    present = [n in arrays for n in names]
+    if not any(present):
         return None
+    if not all(present):
+        raise wire.WireError(f"fragment {prefix} moments are incomplete")
     mean, var, count = arrays[f"{prefix}/mean"], arrays[f"{prefix}/var"], arrays[f"{prefix}/count"]
     size = int(np.prod(shape))
     if mean.shape != (size,) or var.shape != (size,) or count.shape != (1,):

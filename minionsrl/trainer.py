@@ -42,10 +42,16 @@ def invocation_seed(run_seed: int, round_idx: int, slot: int, kind: int) -> int:
 
 def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     """Check the env id, inspect its spaces and resolve the presets: all before any work starts."""
-    config.validate(cfg)
+    config.validate(cfg, require_stop=False)  # the preset may still supply total_timesteps
     load_prices(cfg.prices)  # a bad catalogue fails here, before any work
     check_env_id(cfg.env_id)
-    info = env_info(EnvSpec(cfg.env_id, cfg.env_kwargs))
+    try:
+        info = env_info(EnvSpec(cfg.env_id, cfg.env_kwargs))
+    except ConfigError:
+        raise
+    except Exception as exc:  # bad kwargs, a missing optional dependency, a broken custom env
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"env_id {cfg.env_id!r} with env_kwargs {cfg.env_kwargs!r} cannot be built: {first}") from exc
     return config.resolve(cfg, info.family), info
 
 
@@ -86,6 +92,7 @@ class Trainer:
         self.ret_rms = RunningMeanStd(()) if cfg.normalize_reward else None
         self.scaler: Scaler = scaler or make_scaler(cfg)
         self.ledger = CostLedger(load_prices(cfg.prices), cfg.platform, cfg.function_memory_mb, cfg.cold_start_s)
+        self._t0 = time.perf_counter()
         self.round = 0
         self.updates = 0  # policy version: PPO updates applied so far
         self.env_steps = 0

@@ -40,7 +40,7 @@ def new_key() -> bytes:
 def encode(arrays: dict[str, np.ndarray], meta: dict[str, Any], key: bytes) -> bytes:
     """Serialise named arrays plus a JSON-able ``meta`` dict into an authenticated message."""
     body = st_save(
-        {k: np.ascontiguousarray(v) for k, v in arrays.items()},
+        {k: np.ascontiguousarray(v).reshape(np.shape(v)) for k, v in arrays.items()},
         metadata={"meta": json.dumps(meta, separators=(",", ":"))},
     )
     return body + hmac.new(key, body, hashlib.sha256).digest()

@@ -92,6 +92,8 @@ class LocalBackend(Backend):
                 inst = next(i for i in waiting if i.conn is conn)
                 self._collect(inst, requests, payloads, replies)
             self._expire(requests, payloads, replies)
+        for inst in [i for i in self._instances if not i.ready and i.conn.poll(0)]:
+            self._collect(inst, requests, payloads, replies)  # instances that became ready meanwhile
         return [r for r in replies if r is not None]
 
     def _dispatch(self, pending: deque[int], payloads: list[bytes]) -> None:
@@ -114,10 +116,11 @@ class LocalBackend(Backend):
             data = None
         now = time.perf_counter()
         if not inst.ready:
-            if data != local_worker.READY:
+            if data is None or not data.startswith(local_worker.READY):
                 self._stop(inst, kill=True)
                 return
-            inst.ready, inst.cold_start_s, inst.last_used = True, now - inst.started_at, now
+            ready_at = float(data.split()[1])  # the worker's own clock: a late read does not inflate it
+            inst.ready, inst.cold_start_s, inst.last_used = True, ready_at - inst.started_at, now
             return
         index, sent = inst.task
         record = InvocationRecord(invocation_id=str(requests[index]["id"]), kind=str(requests[index]["kind"]),
@@ -125,8 +128,8 @@ class LocalBackend(Backend):
                                   bytes_in=len(payloads[index]))
         reply = make_reply(record, data, self.key, cold_start_s=inst.cold_start_s if inst.served == 0 else 0.0)
         if data is None:
+            self._stop(inst, kill=True)  # joins the process, so its exit code is known
             record.error = f"instance {inst.id} died (exit code {inst.process.exitcode})"
-            self._stop(inst, kill=True)
         else:
             inst.task, inst.served, inst.last_used = None, inst.served + 1, now
         replies[index] = reply
@@ -160,7 +163,7 @@ class LocalBackend(Backend):
         self._next_instance += 1
         process = self._ctx.Process(target=local_worker.serve, args=(child, self.key),
                                     name=f"minionsrl-local-{self._next_instance}", daemon=True)
-        started = time.perf_counter()
+        started = time.monotonic()  # the clock the worker stamps READY with
         process.start()
         child.close()
         self._instances.append(_Instance(id=f"local-{self._next_instance}", process=process, conn=parent,
@@ -180,11 +183,14 @@ class LocalBackend(Backend):
         inst.conn.close()
 
     def reap_idle(self) -> int:
-        """Stop instances idle for longer than ``idle_timeout_s``; return how many were reaped."""
-        now = time.perf_counter()
-        stale = [i for i in self._instances if i.ready and i.task is None and now - i.last_used > self.idle_timeout_s]
+        """Stop instances idle for longer than ``idle_timeout_s`` (and any that never became ready in that
+        time); return how many were reaped."""
+        now, started_now = time.perf_counter(), time.monotonic()
+        stale = [i for i in self._instances if i.task is None and (
+            (i.ready and now - i.last_used > self.idle_timeout_s)
+            or (not i.ready and started_now - i.started_at > self.idle_timeout_s))]
         for inst in stale:
-            self._stop(inst)
+            self._stop(inst, kill=not inst.ready)
         self.instances_reaped += len(stale)
         return len(stale)
 

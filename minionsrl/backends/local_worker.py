@@ -7,6 +7,7 @@ function needs (NumPy, Gymnasium, the rollout function) and never torch.
 from __future__ import annotations
 
 import signal
+import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -21,9 +22,10 @@ def _read_policy(ref: str) -> bytes:
 
 
 def serve(conn: Connection, key: bytes) -> None:
-    """Announce readiness, then answer request bytes with reply bytes until told to stop."""
+    """Announce readiness (with the monotonic time it was reached), then answer request bytes with
+    reply bytes until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
-    conn.send_bytes(READY)
+    conn.send_bytes(READY + b" " + repr(time.monotonic()).encode())
     while True:
         try:
             request = conn.recv_bytes()

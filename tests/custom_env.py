@@ -1,0 +1,63 @@
+"""Tiny environments used as ``custom_env:ClassName`` entry points by the tests."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import gymnasium as gym
+import numpy as np
+
+
+class CounterEnv(gym.Env):
+    """Observation ``[t / length, last action]``; reward 1 per step; terminates after ``length`` steps.
+
+    ``sleep_s`` > 0 makes every step sleep that long (a hung function for timeout tests);
+    ``exit_code`` set makes the first step end the process with that code (a function that dies).
+    """
+
+    metadata = {"render_modes": []}  # noqa: RUF012 - gymnasium's class attribute
+
+    def __init__(self, length: int = 10, sleep_s: float = 0.0, exit_code: int | None = None,
+                 render_mode: str | None = None) -> None:
+        self.length = int(length)
+        self.sleep_s = float(sleep_s)
+        self.exit_code = exit_code
+        self.render_mode = render_mode
+        self.observation_space = gym.spaces.Box(-1.0, 2.0, shape=(2,), dtype=np.float32)
+        self.action_space = gym.spaces.Discrete(3)
+        self.t = 0
+
+    def _obs(self, action: int = 0) -> np.ndarray:
+        return np.array([self.t / self.length, float(action)], dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        if self.exit_code is not None:
+            os._exit(self.exit_code)
+        if self.sleep_s > 0:
+            time.sleep(self.sleep_s)
+        self.t += 1
+        return self._obs(int(action)), 1.0, self.t >= self.length, False, {}
+
+
+class BoxActionEnv(gym.Env):
+    """A continuous-action env with a 3-D observation and 2-D action in [-2, 2]."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, shape=(3,), dtype=np.float64)
+        self.action_space = gym.spaces.Box(-2.0, 2.0, shape=(2,), dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        return np.zeros(3), {}
+
+    def step(self, action):
+        return np.ones(3), -float(np.sum(np.square(action))), False, False, {}
+
+
+NOT_AN_ENV = 42  # an attribute that exists but is not an environment class

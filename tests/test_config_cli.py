@@ -1,0 +1,232 @@
+"""Configuration and the command line: bad input is one clear line and exit code 2; YAML, flags, presets."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+from minionsrl import cli
+from minionsrl.config import PRESETS, TrainConfig, build, load_yaml
+from minionsrl.errors import ConfigError
+from minionsrl.trainer import prepare_config
+
+FAST = ["--max-rounds", "1", "--actors", "1", "--fragment-length", "32", "--eval-episodes", "1",
+        "--hidden-sizes", "8", "--no-progress", "--no-tensorboard"]
+
+
+def _error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got: {err!r}"
+    assert lines[0].startswith("minionsrl: error:"), lines[0]
+    return lines[0]
+
+
+def _write_yaml(path: Path, data: dict | str) -> Path:
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return path
+
+
+# -- bad input: exit code 2 and one line naming the field -------------------------------------------
+@pytest.mark.parametrize(("flags", "needles"), [
+    (["--env-id", "CartPol-v1"], ["env_id", "did you mean", "CartPole-v1"]),
+    (["--env-id", "custom_env:NoSuchEnv"], ["env_id", "NoSuchEnv"]),
+    (["--learning-rate", "-0.1"], ["learning_rate", "> 0"]),
+    (["--learning-rate", "nan"], ["learning_rate", "finite"]),
+    (["--actors", "0"], ["actors", ">= 1"]),
+    (["--gamma", "1.5"], ["gamma", "<= 1"]),
+    (["--fragment-length", "0"], ["fragment_length"]),
+    (["--hidden-sizes", "64", "0"], ["hidden_sizes"]),
+    (["--seed", "-1"], ["seed"]),
+])
+def test_bad_flag_is_one_line_exit_2(tmp_path, capsys, flags, needles):
+    run_dir = tmp_path / "run"
+    rc = cli.main(["train", *FAST, "--run-dir", str(run_dir), *flags])
+    assert rc == 2
+    line = _error_line(capsys)
+    for needle in needles:
+        assert needle in line
+    assert not run_dir.exists()  # nothing started
+
+
+def test_config_without_any_stop_condition_is_refused():
+    from minionsrl.config import validate
+
+    with pytest.raises(ConfigError, match="total_timesteps, max_rounds or target_return"):
+        validate(TrainConfig(env_id="CartPole-v1", total_timesteps=None))
+
+
+def test_preset_total_timesteps_is_a_stop_condition():
+    cfg, _ = prepare_config(TrainConfig(env_id="CartPole-v1", run_dir="unused"))
+    assert cfg.total_timesteps == PRESETS["classic"]["total_timesteps"]
+
+
+def test_unknown_yaml_key_suggests_the_field(tmp_path, capsys):
+    cfg = _write_yaml(tmp_path / "c.yaml", {"learning_rat": 0.001, "max_rounds": 1})
+    rc = cli.main(["train", "--config", str(cfg), "--run-dir", str(tmp_path / "run"), "--no-progress"])
+    assert rc == 2
+    line = _error_line(capsys)
+    assert "'learning_rat'" in line and "did you mean 'learning_rate'" in line
+
+
+@pytest.mark.parametrize(("content", "field"), [
+    ("learning_rate: fast\nmax_rounds: 1\n", "learning_rate"),
+    ("actors: '8'\nmax_rounds: 1\n", "actors"),
+    ("actors: 2.5\nmax_rounds: 1\n", "actors"),
+    ("normalize_obs: 1\nmax_rounds: 1\n", "normalize_obs"),
+    ("env_kwargs: [1, 2]\nmax_rounds: 1\n", "env_kwargs"),
+    ("hidden_sizes: 64\nmax_rounds: 1\n", "hidden_sizes"),
+])
+def test_yaml_wrong_type_is_one_line_exit_2(tmp_path, capsys, content, field):
+    cfg = _write_yaml(tmp_path / "c.yaml", content)
+    rc = cli.main(["train", "--config", str(cfg), "--run-dir", str(tmp_path / "run"), "--no-progress"])
+    assert rc == 2
+    assert field in _error_line(capsys)
+
+
+@pytest.mark.parametrize("content", ["a: [unclosed\n", "- just\n- a list\n"])
+def test_malformed_yaml_is_one_line_exit_2(tmp_path, capsys, content):
+    cfg = _write_yaml(tmp_path / "c.yaml", content)
+    assert cli.main(["train", "--config", str(cfg), "--run-dir", str(tmp_path / "r")]) == 2
+    assert "config file" in _error_line(capsys)
+
+
+def test_missing_config_file(tmp_path, capsys):
+    rc = cli.main(["train", "--config", str(tmp_path / "nope.yaml"), "--run-dir", str(tmp_path / "r")])
+    assert rc == 2
+    line = _error_line(capsys)
+    assert "nope.yaml" in line and "does not exist" in line
+
+
+def test_resume_on_empty_dir(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    rc = cli.main(["train", "--resume", "--run-dir", str(empty), "--no-progress"])
+    assert rc == 2
+    line = _error_line(capsys)
+    assert "--resume" in line and "no config.yaml" in line
+    assert list(empty.iterdir()) == []
+
+
+def test_resume_without_run_dir(capsys):
+    assert cli.main(["train", "--resume"]) == 2
+    assert "--run-dir" in _error_line(capsys)
+
+
+def test_eval_on_missing_run(tmp_path, capsys):
+    assert cli.main(["eval", "--run-dir", str(tmp_path / "nothing")]) == 2
+    assert "--run-dir" in _error_line(capsys)
+
+
+def test_bad_env_kwargs_is_one_line_exit_2(tmp_path, capsys):
+    rc = cli.main(["train", *FAST, "--run-dir", str(tmp_path / "r"), "--env-kwargs", '{"no_such_kwarg": 1}'])
+    assert rc == 2
+    assert "env_kwargs" in _error_line(capsys)
+
+
+def test_entry_point_without_module_is_one_line_exit_2(tmp_path, capsys):
+    rc = cli.main(["train", *FAST, "--run-dir", str(tmp_path / "r"), "--env-id", ":Foo"])
+    assert rc == 2
+    assert "env_id" in _error_line(capsys)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("Box2D") is not None, reason="Box2D is installed")
+def test_env_with_missing_dependency_is_one_line_exit_2(tmp_path, capsys):
+    rc = cli.main(["train", *FAST, "--run-dir", str(tmp_path / "r"), "--env-id", "LunarLander-v3"])
+    assert rc == 2
+    assert "Box2D" in _error_line(capsys) or "box2d" in _error_line(capsys)
+
+
+def test_yaml_scientific_notation_without_dot():
+    values = {"learning_rate": yaml.safe_load("learning_rate: 3e-4")["learning_rate"]}
+    assert build(values).learning_rate == pytest.approx(3e-4)
+
+
+# -- YAML and flags ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def yaml_run(tmp_path_factory):
+    """One tiny real run: YAML supplies most fields, a flag overrides the seed."""
+    tmp = tmp_path_factory.mktemp("yaml_run")
+    cfg = _write_yaml(tmp / "c.yaml", {
+        "env_id": "CartPole-v1", "env-kwargs": {"max_episode_steps": 50}, "seed": 3, "actors": 2,
+        "learning_rate": 0.001, "fragment_length": 32, "max_rounds": 1, "eval_episodes": 1,
+        "hidden_sizes": [16, 16], "tensorboard": False,
+    })
+    run_dir = tmp / "run"
+    rc = cli.main(["train", "--config", str(cfg), "--seed", "5", "--actors", "3", "--run-dir", str(run_dir),
+                   "--no-progress"])
+    return rc, run_dir
+
+
+def test_yaml_applied_and_flags_override(yaml_run):
+    rc, run_dir = yaml_run
+    assert rc == 0
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["seed"] == 5 and saved["actors"] == 3  # flags win
+    assert saved["learning_rate"] == 0.001 and saved["fragment_length"] == 32  # from YAML
+    assert saved["hidden_sizes"] == [16, 16] and saved["env_kwargs"] == {"max_episode_steps": 50}
+    assert saved["tensorboard"] is False
+    assert saved["gamma"] == 0.99 and saved["update_epochs"] == 4  # preset fills the rest
+    assert saved["run_dir"] == str(run_dir)
+    with open(run_dir / "metrics.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 1 and rows[0]["n_actors"] == "3" and rows[0]["env_steps"] == str(3 * 32)
+    assert not (run_dir / "tensorboard").exists()
+    # the written config.yaml is itself a valid --config file
+    assert build(load_yaml(run_dir / "config.yaml")).seed == 5
+
+
+def test_fresh_run_into_dir_that_holds_a_run(yaml_run, capsys):
+    _, run_dir = yaml_run
+    before = (run_dir / "metrics.csv").read_text()
+    rc = cli.main(["train", *FAST, "--run-dir", str(run_dir)])
+    assert rc == 2
+    line = _error_line(capsys)
+    assert "already holds a run" in line and "--resume" in line
+    assert (run_dir / "metrics.csv").read_text() == before  # untouched
+
+
+def test_resume_with_a_changed_learning_field(yaml_run, capsys):
+    _, run_dir = yaml_run
+    rc = cli.main(["train", "--resume", "--run-dir", str(run_dir), "--learning-rate", "0.5", "--max-rounds", "2"])
+    assert rc == 2
+    assert "learning_rate" in _error_line(capsys)
+
+
+# -- presets ----------------------------------------------------------------------------------------
+def test_mujoco_preset_for_hopper():
+    cfg, info = prepare_config(TrainConfig(env_id="Hopper-v5", max_rounds=1, run_dir="unused"))
+    assert info.family == "mujoco"
+    assert cfg.normalize_obs is True and cfg.normalize_reward is True
+    assert cfg.fragment_length == 512
+    for name, value in PRESETS["mujoco"].items():
+        assert getattr(cfg, name) == value, name
+
+
+def test_classic_preset_for_cartpole():
+    cfg, info = prepare_config(TrainConfig(env_id="CartPole-v1", max_rounds=1, run_dir="unused"))
+    assert info.family == "classic"
+    assert cfg.fragment_length == 128 and cfg.normalize_obs is False
+    for name, value in PRESETS["classic"].items():
+        assert getattr(cfg, name) == value, name
+
+
+def test_explicit_values_beat_the_preset():
+    cfg, _ = prepare_config(TrainConfig(env_id="Hopper-v5", max_rounds=1, run_dir="unused", fragment_length=64,
+                                        normalize_obs=False, learning_rate=1e-3))
+    assert (cfg.fragment_length, cfg.normalize_obs, cfg.learning_rate) == (64, False, 1e-3)
+    assert cfg.update_epochs == 10  # the rest still from the mujoco preset
+
+
+def test_named_preset_overrides_family():
+    cfg, _ = prepare_config(TrainConfig(env_id="Hopper-v5", preset="classic", max_rounds=1, run_dir="unused"))
+    assert cfg.fragment_length == 128 and cfg.normalize_obs is False
+
+
+def test_default_run_dir_is_under_runs():
+    cfg, _ = prepare_config(TrainConfig(env_id="custom_env:CounterEnv", seed=4, max_rounds=1))
+    assert cfg.run_dir.startswith("runs/custom_env_CounterEnv__4__")

@@ -1,0 +1,30 @@
+"""Learning check: PPO with the default settings solves CartPole-v1."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from minionsrl.config import TrainConfig
+from minionsrl.metrics import read_metrics
+from minionsrl.trainer import Trainer
+
+
+@pytest.mark.slow
+def test_cartpole_defaults_reach_475(tmp_path):
+    cfg = TrainConfig(env_id="CartPole-v1", target_return=500, total_timesteps=200_000, seed=1, progress=False,
+                      tensorboard=False, run_dir=str(tmp_path / "run"))
+    assert cfg.actors == 8
+    summary = Trainer(cfg).run()
+    assert summary["best_eval_return"] >= 475, summary
+    assert summary["final_eval_return"] >= 475, summary
+    assert summary["env_steps"] <= 200_000
+    rows = read_metrics(tmp_path / "run")
+    assert len(rows) == summary["rounds"]
+    assert float(rows[-1]["eval_return_mean"]) == summary["final_eval_return"]
+    # it learned: the last rounds' training episodes are far longer than the first round's
+    first = float(rows[0]["train_return_mean"])
+    assert first < 100 and summary["train_return_last100"] > 2 * first
+    print(json.dumps({k: summary[k] for k in ("rounds", "env_steps", "wall_s", "final_eval_return",
+                                              "best_eval_return", "train_return_last100")}))

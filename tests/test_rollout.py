@@ -1,0 +1,331 @@
+"""The rollout function, called directly: fragments, seeding, truncation, carried episodes, handle()."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from minionsrl import rollout as rollout_mod
+from minionsrl import wire
+from minionsrl.envs import EnvSpec, make_env
+from minionsrl.fragment import Fragment, PolicySnapshot
+from minionsrl.normalization import RunningMeanStd
+from minionsrl.numpy_policy import PolicyArch
+from minionsrl.policy import ActorCritic, snapshot_of
+from minionsrl.rollout import evaluate, handle, rollout
+
+CART = PolicyArch(4, 2, True, (64, 64))
+PEND = PolicyArch(3, 1, False, (64, 64))
+KEY = b"r" * 32
+
+
+def _snapshot(arch: PolicyArch, seed: int = 0, obs_rms: RunningMeanStd | None = None) -> PolicySnapshot:
+    torch.manual_seed(seed)
+    return snapshot_of(ActorCritic(arch), obs_rms, 0, 10.0)
+
+
+def _run(spec: EnvSpec, snap: PolicySnapshot, steps: int, seed: int, carry=None, env=None) -> Fragment:
+    own = env is None
+    env = env or make_env(spec)
+    try:
+        return rollout(env, snap, snap.numpy_policy(), steps, seed, 0.99, carry)
+    finally:
+        if own:
+            env.close()
+
+
+def _assert_same(a: Fragment, b: Fragment) -> None:
+    for name in Fragment._STEP_ARRAYS:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert a.last_value == b.last_value
+    np.testing.assert_array_equal(a.episode_returns, b.episode_returns)
+    np.testing.assert_array_equal(a.episode_lengths, b.episode_lengths)
+    assert a.meta["carry"] == b.meta["carry"]
+
+
+# -- shapes and dtypes -----------------------------------------------------------------------------
+def test_cartpole_fragment_shapes_and_dtypes():
+    steps = 64
+    frag = _run(EnvSpec("CartPole-v1"), _snapshot(CART), steps, seed=3)
+    assert frag.obs.shape == (steps, 4) and frag.obs.dtype == np.float32
+    assert frag.actions.shape == (steps,) and frag.actions.dtype == np.int64
+    assert set(np.unique(frag.actions)) <= {0, 1}
+    for name in ("logprobs", "values", "rewards", "trunc_values"):
+        arr = getattr(frag, name)
+        assert arr.shape == (steps,) and arr.dtype == np.float32, name
+    for name in ("terminated", "truncated"):
+        assert getattr(frag, name).shape == (steps,) and getattr(frag, name).dtype == np.bool_
+    assert isinstance(frag.last_value, float)
+    assert frag.episode_returns.dtype == np.float64 and frag.episode_lengths.dtype == np.int64
+    assert (frag.logprobs <= 0).all() and (frag.logprobs > np.log(1e-3)).all()
+    np.testing.assert_array_equal(frag.rewards, 1.0)  # CartPole pays 1 per step
+    # episodes start at step 0 (no carry): finished episodes account for the steps up to the last done
+    done = np.flatnonzero(frag.terminated | frag.truncated)
+    assert len(frag.episode_lengths) == len(done) > 0  # a random CartPole policy falls within 64 steps
+    assert frag.episode_lengths.sum() == done[-1] + 1
+    np.testing.assert_array_equal(frag.episode_returns, frag.episode_lengths)
+    assert frag.obs_moments is None  # not normalised
+    assert frag.ret_moments.count == steps
+    assert frag.policy_version == 0
+
+
+def test_pendulum_fragment_shapes_dtypes_and_time_limit():
+    steps = 210  # Pendulum's time limit is 200 steps: one truncation inside the fragment
+    frag = _run(EnvSpec("Pendulum-v1"), _snapshot(PEND), steps, seed=4)
+    assert frag.obs.shape == (steps, 3) and frag.obs.dtype == np.float32
+    assert frag.actions.shape == (steps, 1) and frag.actions.dtype == np.float32
+    assert (frag.rewards <= 0).all()
+    assert not frag.terminated.any()
+    np.testing.assert_array_equal(np.flatnonzero(frag.truncated), [199])
+    assert frag.trunc_values[199] != 0.0
+    assert np.count_nonzero(frag.trunc_values) == 1
+    np.testing.assert_array_equal(frag.episode_lengths, [200])
+    assert frag.episode_returns[0] == pytest.approx(frag.rewards[:200].sum(dtype=np.float64), rel=1e-5)
+    # actions are stored unclipped (their log-prob is what PPO needs); the env got clipped ones
+    assert np.isfinite(frag.actions).all()
+
+
+def test_observation_normalisation_uses_published_statistics():
+    rms = RunningMeanStd((3,))
+    rms.mean, rms.var = np.array([0.5, -0.5, 1.0]), np.array([0.25, 4.0, 9.0])
+    snap = _snapshot(PEND, obs_rms=rms)
+    frag = _run(EnvSpec("Pendulum-v1"), snap, 50, seed=5)
+    assert frag.obs_moments is not None and frag.obs_moments.count == 50
+    raw = frag.obs.astype(np.float64) * np.sqrt(rms.var + 1e-8) + rms.mean  # nothing clipped at 10
+    np.testing.assert_allclose(raw.mean(axis=0), frag.obs_moments.mean, atol=1e-5)
+    np.testing.assert_allclose(raw.var(axis=0), frag.obs_moments.var, atol=1e-5)
+
+
+def test_observation_normalisation_clips():
+    rms = RunningMeanStd((3,))
+    rms.mean, rms.var = np.zeros(3), np.full(3, 1e-6)
+    torch.manual_seed(0)
+    snap = snapshot_of(ActorCritic(PEND), rms, 0, 2.5)
+    frag = _run(EnvSpec("Pendulum-v1"), snap, 20, seed=5)
+    assert np.abs(frag.obs).max() == pytest.approx(2.5)
+
+
+# -- seeding ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("env_id", "arch"), [("CartPole-v1", CART), ("Pendulum-v1", PEND)])
+def test_same_seed_same_fragment_even_on_a_used_env(env_id, arch):
+    spec, snap = EnvSpec(env_id), _snapshot(arch)
+    first = _run(spec, snap, 100, seed=42)
+    env = make_env(spec)  # a "warm" env that already ran another fragment
+    try:
+        _run(spec, snap, 37, seed=7, env=env)
+        second = _run(spec, snap, 100, seed=42, env=env)
+    finally:
+        env.close()
+    _assert_same(first, second)
+
+
+@pytest.mark.parametrize(("env_id", "arch"), [("CartPole-v1", CART), ("Pendulum-v1", PEND)])
+def test_different_seed_different_fragment(env_id, arch):
+    spec, snap = EnvSpec(env_id), _snapshot(arch)
+    a, b = _run(spec, snap, 100, seed=1), _run(spec, snap, 100, seed=2)
+    assert not np.array_equal(a.obs, b.obs)
+    assert not np.array_equal(a.actions, b.actions)
+
+
+# -- truncation and carried episodes ---------------------------------------------------------------
+def test_time_limit_truncation_inside_a_fragment():
+    spec, snap = EnvSpec("CartPole-v1", {"max_episode_steps": 20}), _snapshot(CART)
+    frag = _run(spec, snap, 400, seed=0)
+    assert frag.truncated.any()
+    assert not (frag.truncated & frag.terminated).any()
+    assert (frag.trunc_values[frag.truncated] != 0).all()
+    assert (frag.trunc_values[~frag.truncated] == 0).all()
+    assert frag.episode_lengths.max() <= 20
+    # every truncation ends an episode of exactly 20 steps (a fall at step 20 counts as a termination)
+    ends = np.flatnonzero(frag.terminated | frag.truncated)
+    lengths = np.diff(np.concatenate([[-1], ends]))
+    np.testing.assert_array_equal(lengths, frag.episode_lengths)
+    assert (lengths[frag.truncated[ends]] == 20).all()
+    assert (lengths[frag.terminated[ends]] <= 20).all()
+
+
+def test_carry_continues_episodes_across_fragments():
+    spec, snap, steps = EnvSpec("CartPole-v1"), _snapshot(CART), 16
+    env = make_env(spec)
+    lengths, carry, frags = [], None, []
+    try:
+        for i in range(8):
+            frag = _run(spec, snap, steps, seed=100 + i, carry=carry, env=env)
+            frags.append(frag)
+            lengths += frag.episode_lengths.tolist()
+            carry = frag.meta["carry"]
+            assert carry is not None
+            json.dumps(carry)  # travels in the next request
+    finally:
+        env.close()
+    assert max(lengths) > steps  # episodes longer than one fragment exist
+    # the next fragment starts exactly where the previous one stopped
+    for prev, nxt in itertools.pairwise(frags):
+        np.testing.assert_array_equal(nxt.obs[0], np.asarray(prev.meta["carry"]["obs"], dtype=np.float32))
+    # the first finished episode of fragment 2 counts the steps done in fragment 1
+    second = frags[1]
+    if len(second.episode_lengths):
+        first_end = int(np.flatnonzero(second.terminated | second.truncated)[0])
+        assert second.episode_lengths[0] == frags[0].meta["carry"]["ep_length"] + first_end + 1
+
+
+def test_without_carry_episodes_never_exceed_the_fragment():
+    spec, snap, steps = EnvSpec("CartPole-v1"), _snapshot(CART), 16
+    lengths = []
+    for i in range(8):
+        lengths += _run(spec, snap, steps, seed=100 + i).episode_lengths.tolist()
+    assert max(lengths) <= steps
+
+
+def test_carry_keeps_the_time_limit_count():
+    """With a limit of 20 and T=8, a carried episode is truncated at 20 total steps, across fragments."""
+    spec, snap = EnvSpec("CartPole-v1", {"max_episode_steps": 20}), _snapshot(CART)
+    env = make_env(spec)
+    lengths, truncations, carry = [], 0, None
+    try:
+        for i in range(30):
+            frag = _run(spec, snap, 8, seed=i, carry=carry, env=env)
+            carry = frag.meta["carry"]
+            lengths += frag.episode_lengths.tolist()
+            truncations += int(frag.truncated.sum())
+    finally:
+        env.close()
+    assert max(lengths) == 20 and truncations > 0
+    assert lengths.count(20) >= truncations
+
+
+def test_carry_for_mujoco_continues_the_episode():
+    arch = PolicyArch(11, 3, False, (64, 64))
+    spec, snap = EnvSpec("Hopper-v5"), _snapshot(arch)
+    first = _run(spec, snap, 5, seed=1)
+    carry = first.meta["carry"]
+    assert carry["ep_length"] == 5 and len(first.episode_lengths) == 0  # Hopper does not fall in 5 steps
+    assert set(carry["env"]) == {"qpos", "qvel", "elapsed"}
+    second = _run(spec, snap, 5, seed=999, carry=carry)
+    np.testing.assert_allclose(second.obs[0], np.asarray(carry["obs"], dtype=np.float32))
+    assert second.meta["carry"]["env"]["elapsed"] == 10
+
+
+def test_no_carry_for_env_without_state():
+    torch.manual_seed(0)
+    snap = snapshot_of(ActorCritic(PolicyArch(2, 3, True, (8,))), None, 0, 10.0)
+    frag = _run(EnvSpec("custom_env:CounterEnv", {"length": 25}), snap, 10, seed=0)
+    assert frag.meta["carry"] is None
+    assert len(frag.episode_lengths) == 0
+
+
+# -- evaluate --------------------------------------------------------------------------------------
+def test_evaluate_is_deterministic_and_counts_full_episodes():
+    snap = _snapshot(CART)
+    env = make_env(EnvSpec("CartPole-v1"))
+    try:
+        r1, l1 = evaluate(env, snap, snap.numpy_policy(), 3, seed=10)
+        r2, _ = evaluate(env, snap, snap.numpy_policy(), 3, seed=10)
+    finally:
+        env.close()
+    np.testing.assert_array_equal(r1, r2)
+    np.testing.assert_array_equal(r1, l1)  # CartPole: return == length
+    assert l1.dtype == np.int64 and (l1 >= 8).all()
+
+
+# -- handle() --------------------------------------------------------------------------------------
+@pytest.fixture
+def cold_instance():
+    """Start and end with no warm state in this process' rollout module."""
+    def clear():
+        for env in rollout_mod._ENVS.values():
+            env.close()
+        rollout_mod._ENVS.clear()
+        rollout_mod._POLICY.clear()
+
+    clear()
+    yield
+    clear()
+
+
+def _request(**overrides) -> bytes:
+    req = {"id": "r1-train-0", "kind": "train", "policy": "P1", "env": EnvSpec("CartPole-v1").to_json(),
+           "seed": 5, "gamma": 0.99, "steps": 32, "carry": None}
+    req.update(overrides)
+    return json.dumps(req).encode()
+
+
+def _policies(blob: bytes):
+    fetched: list[str] = []
+
+    def fetch(ref: str) -> bytes:
+        fetched.append(ref)
+        return blob
+
+    return fetch, fetched
+
+
+def test_handle_train_cold_then_warm(cold_instance):
+    blob = _snapshot(CART).encode(KEY)
+    fetch, fetched = _policies(blob)
+    arrays, meta = wire.decode(handle(_request(), fetch, KEY), KEY)
+    frag = Fragment.from_wire(arrays, meta, 32, CART)
+    assert meta["id"] == "r1-train-0" and meta["type"] == "fragment"
+    assert meta["env_built"] is True and meta["policy_fetched"] is True and meta["policy_bytes"] == len(blob)
+    assert meta["timings"]["init_s"] > 0 and meta["timings"]["run_s"] > 0 and meta["timings"]["cpu_s"] > 0
+    arrays2, meta2 = wire.decode(handle(_request(id="r1-train-1"), fetch, KEY), KEY)
+    assert meta2["env_built"] is False and meta2["policy_fetched"] is False and meta2["policy_bytes"] == 0
+    assert fetched == ["P1"]
+    # same seed, warm or cold: the same fragment
+    np.testing.assert_array_equal(Fragment.from_wire(arrays2, meta2, 32, CART).obs, frag.obs)
+
+
+def test_handle_eval_request(cold_instance):
+    fetch, _ = _policies(_snapshot(CART).encode(KEY))
+    arrays, meta = wire.decode(handle(_request(kind="eval", episodes=2), fetch, KEY), KEY)
+    assert meta["type"] == "eval"
+    assert arrays["episode_returns"].shape == (2,) and arrays["episode_lengths"].shape == (2,)
+
+
+def _error(reply: bytes) -> dict:
+    arrays, meta = wire.decode(reply, KEY)
+    assert arrays == {}
+    assert meta["type"] == "error"
+    assert meta["traceback"]
+    return meta
+
+
+@pytest.mark.parametrize(("request_bytes", "expected_id", "fragment"), [
+    (b"{this is not json", "?", "JSONDecodeError"),
+    (json.dumps({"kind": "train"}).encode(), "?", "KeyError"),
+    (_request(kind="dance"), "r1-train-0", "unknown invocation kind"),
+    (_request(env={"id": "CartPole-v1", "kwargs": {"no_such_kwarg": 1}}), "r1-train-0", "no_such_kwarg"),
+    (_request(env={"id": "NoSuchEnv-v0"}), "r1-train-0", "NoSuchEnv"),
+    (_request(steps="many"), "r1-train-0", "ValueError"),
+])
+def test_handle_bad_request_returns_error_reply(cold_instance, request_bytes, expected_id, fragment):
+    fetch, _ = _policies(_snapshot(CART).encode(KEY))
+    meta = _error(handle(request_bytes, fetch, KEY))
+    assert meta["id"] == expected_id
+    assert fragment in meta["error"]
+
+
+def test_handle_policy_signed_with_another_key_is_an_error_reply(cold_instance):
+    fetch, _ = _policies(_snapshot(CART).encode(b"another key entirely" * 2))
+    meta = _error(handle(_request(), fetch, KEY))
+    assert "HMAC" in meta["error"]
+
+
+def test_handle_policy_fetch_failure_is_an_error_reply(cold_instance):
+    def fetch(ref: str) -> bytes:
+        raise FileNotFoundError(ref)
+
+    meta = _error(handle(_request(), fetch, KEY))
+    assert "FileNotFoundError" in meta["error"]
+
+
+def test_handle_keeps_only_the_newest_policy(cold_instance):
+    fetch, fetched = _policies(_snapshot(CART).encode(KEY))
+    for ref in ("P1", "P2", "P1"):
+        wire.decode(handle(_request(policy=ref), fetch, KEY), KEY)
+    assert fetched == ["P1", "P2", "P1"]
+    assert list(rollout_mod._POLICY) == ["P1"]

@@ -1,0 +1,238 @@
+"""The round loop end to end: determinism, run outputs, resume after a kill, and the eval command."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from minionsrl import cli
+from minionsrl.config import TrainConfig
+from minionsrl.metrics import INVOCATION_COLUMNS, LEARNING_COLUMNS, METRIC_COLUMNS, read_metrics
+from minionsrl.trainer import Trainer, invocation_seed
+
+
+def _train(run_dir: Path, **overrides) -> dict:
+    cfg = TrainConfig(**{"env_id": "CartPole-v1", "max_rounds": 6, "actors": 4, "eval_every": 3,
+                         "progress": False, "tensorboard": False, "run_dir": str(run_dir), **overrides})
+    return Trainer(cfg).run()
+
+
+def _learning(run_dir: Path) -> list[dict[str, str]]:
+    return [{k: row[k] for k in LEARNING_COLUMNS} for row in read_metrics(run_dir)]
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+# -- (a) determinism -------------------------------------------------------------------------------
+def test_same_seed_same_learning_curve_different_seed_differs(tmp_path):
+    _train(tmp_path / "a", seed=11)
+    _train(tmp_path / "b", seed=11)
+    _train(tmp_path / "c", seed=12)
+    a, b, c = _learning(tmp_path / "a"), _learning(tmp_path / "b"), _learning(tmp_path / "c")
+    assert len(a) == 6
+    assert a == b
+    assert a != c
+    assert [r["policy_loss"] for r in a] != [r["policy_loss"] for r in c]
+    # evaluation in rounds 3 and 6 only
+    assert [bool(r["eval_return_mean"]) for r in a] == [False, False, True, False, False, True]
+
+
+# -- (b) outputs -----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("outputs") / "run"
+    summary = _train(run_dir, seed=3, max_rounds=4, actors=3, eval_every=2, eval_episodes=4, fragment_length=64,
+                     tensorboard=True)
+    return run_dir, summary
+
+
+def test_run_dir_files(finished_run):
+    run_dir, _ = finished_run
+    for name in ("config.yaml", "metrics.csv", "invocations.csv", "summary.json", "checkpoints/latest.pt"):
+        assert (run_dir / name).is_file(), name
+    events = list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    assert events and events[0].stat().st_size > 0
+
+
+def test_metrics_csv(finished_run):
+    run_dir, _ = finished_run
+    with open(run_dir / "metrics.csv", newline="") as fh:
+        assert next(csv.reader(fh)) == METRIC_COLUMNS
+    rows = read_metrics(run_dir)
+    assert [int(r["round"]) for r in rows] == [1, 2, 3, 4]
+    assert [int(r["env_steps"]) for r in rows] == [192, 384, 576, 768]
+    assert all(int(r["n_actors"]) == 3 for r in rows)
+    for r in rows:
+        for col in ("wall_s", "round_s", "sample_s", "learn_s", "sps", "policy_loss", "value_loss", "entropy",
+                    "approx_kl", "clipfrac", "learning_rate"):
+            assert r[col] != "", col
+            float(r[col])
+        assert float(r["round_s"]) >= float(r["sample_s"]) > 0
+        assert 0 < float(r["entropy"]) <= 0.6932  # two actions: at most log(2)
+    assert [r["eval_return_mean"] != "" for r in rows] == [False, True, False, True]
+    assert [float(r["wall_s"]) for r in rows] == sorted(float(r["wall_s"]) for r in rows)
+    lrs = [float(r["learning_rate"]) for r in rows]
+    assert lrs[0] == pytest.approx(2.5e-4) and lrs == sorted(lrs, reverse=True) and lrs[1] < lrs[0]  # annealed
+
+
+def test_invocations_csv(finished_run):
+    run_dir, _ = finished_run
+    with open(run_dir / "invocations.csv", newline="") as fh:
+        assert next(csv.reader(fh)) == INVOCATION_COLUMNS
+    rows = _rows(run_dir / "invocations.csv")
+    for rnd in (1, 2, 3, 4):
+        train = [r for r in rows if r["round"] == str(rnd) and r["kind"] == "train"]
+        assert len(train) == 3
+        assert [r["invocation_id"] for r in train] == [f"r{rnd}-train-{s}" for s in range(3)]
+        assert [int(r["seed"]) for r in train] == [invocation_seed(3, rnd, s, 0) for s in range(3)]
+        evals = [r for r in rows if r["round"] == str(rnd) and r["kind"] == "eval"]
+        assert len(evals) == (3 if rnd % 2 == 0 else 0)  # 4 episodes over min(4, n=3) slots
+    assert all(r["status"] == "ok" for r in rows)
+    assert all(int(r["bytes_in"]) > 0 and int(r["bytes_out"]) > 0 and float(r["cpu_s"]) > 0 for r in rows)
+    cold = [r for r in rows if r["cold"] == "True"]
+    instances = {r["instance_id"] for r in rows}
+    assert len(cold) == len(instances) <= (os.cpu_count() or 1)  # one cold start per instance, then reuse
+
+
+def test_checkpoint_loads_weights_only(finished_run):
+    run_dir, _ = finished_run
+    state = torch.load(run_dir / "checkpoints" / "latest.pt", map_location="cpu", weights_only=True)
+    assert state["round"] == 4 and state["env_steps"] == 768
+    for key in ("policy", "optimizer", "scaler", "torch_rng", "last_row", "carries", "recent_returns",
+                "best_eval", "last_eval", "obs_rms", "ret_rms"):
+        assert key in state, key
+    assert "actor.0.weight" in state["policy"] and state["policy"]["actor.0.weight"].shape == (64, 4)
+    assert json.loads(state["last_row"])["round"] == 4
+
+
+def test_summary_json(finished_run):
+    run_dir, summary = finished_run
+    saved = json.loads((run_dir / "summary.json").read_text())
+    for key in ("env_id", "seed", "scaler", "backend", "rounds", "env_steps", "wall_s", "final_eval_return",
+                "best_eval_return", "train_return_last100"):
+        assert key in saved, key
+    assert saved == json.loads(json.dumps(summary))
+    assert (saved["env_id"], saved["seed"], saved["scaler"], saved["backend"]) == ("CartPole-v1", 3, "fixed", "local")
+    assert (saved["rounds"], saved["env_steps"]) == (4, 768)
+    rows = read_metrics(run_dir)
+    assert saved["final_eval_return"] == pytest.approx(float(rows[-1]["eval_return_mean"]))
+    assert saved["best_eval_return"] == pytest.approx(max(float(rows[1]["eval_return_mean"]),
+                                                          float(rows[3]["eval_return_mean"])))
+    assert saved["train_return_last100"] > 0 and saved["wall_s"] > 0
+
+
+def test_run_round_can_be_called_directly(tmp_path):
+    trainer = Trainer(TrainConfig(env_id="CartPole-v1", max_rounds=2, actors=1, fragment_length=32,
+                                  progress=False, tensorboard=False, run_dir=str(tmp_path / "r")))
+    try:
+        row = trainer.run_round()
+        assert row["round"] == 1
+    finally:
+        trainer.log.close()
+        trainer.backend.close()
+
+
+# -- (c) resume after a kill -----------------------------------------------------------------------
+RESUME_FLAGS = ["--env-id", "CartPole-v1", "--seed", "7", "--actors", "4", "--fragment-length", "128",
+                "--update-epochs", "4", "--minibatch-size", "64", "--eval-every", "10", "--eval-episodes", "2",
+                "--max-rounds", "40", "--no-progress", "--no-tensorboard"]
+
+
+def _n_rows(path: Path) -> int:
+    try:
+        return max(len(path.read_text().splitlines()) - 1, 0)
+    except FileNotFoundError:
+        return 0
+
+
+def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path, subprocess_env):
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "minionsrl.cli", "train", *RESUME_FLAGS,
+                             "--run-dir", str(killed)], env=subprocess_env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while _n_rows(killed / "metrics.csv") < 5:
+            assert proc.poll() is None, f"training ended early: {proc.stderr.read().decode()[-2000:]}"
+            assert time.monotonic() < deadline, "no 5 rounds within 180 s"
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGKILL)  # the learner and its worker processes, mid-run
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    rows_at_kill = _n_rows(killed / "metrics.csv")
+    assert 5 <= rows_at_kill < 40
+
+    assert cli.main(["train", "--resume", "--run-dir", str(killed), "--no-progress"]) == 0
+
+    straight = tmp_path / "straight"
+    assert cli.main(["train", *RESUME_FLAGS, "--run-dir", str(straight)]) == 0
+
+    resumed_rows = read_metrics(killed)
+    assert [int(r["round"]) for r in resumed_rows] == list(range(1, 41))
+    assert [int(r["env_steps"]) for r in resumed_rows] == [512 * r for r in range(1, 41)]
+    invocations = _rows(killed / "invocations.csv")
+    for rnd in range(1, 41):
+        ids = [r["invocation_id"] for r in invocations if r["round"] == str(rnd) and r["kind"] == "train"]
+        assert ids == [f"r{rnd}-train-{s}" for s in range(4)], rnd
+    resumed, reference = _learning(killed), _learning(straight)
+    mismatched = [(a["round"], k) for a, b in zip(resumed, reference, strict=True) for k in LEARNING_COLUMNS
+                  if a[k] != b[k]]
+    assert not mismatched, f"resumed run differs from the uninterrupted one at (round, column): {mismatched[:10]}"
+    summary = json.loads((killed / "summary.json").read_text())
+    assert summary["rounds"] == 40 and summary["env_steps"] == 40 * 512
+
+
+def test_resume_of_a_finished_run_does_nothing_more(finished_run, tmp_path):
+    import shutil
+
+    run_dir = tmp_path / "copy"
+    shutil.copytree(finished_run[0], run_dir)
+    before = read_metrics(run_dir)
+    assert cli.main(["train", "--resume", "--run-dir", str(run_dir), "--no-progress", "--no-tensorboard"]) == 0
+    assert read_metrics(run_dir) == before
+
+
+# -- (d) the eval command --------------------------------------------------------------------------
+def test_eval_command_writes_video(finished_run, tmp_path, capsys):
+    import shutil
+
+    run_dir = tmp_path / "copy"
+    shutil.copytree(finished_run[0], run_dir)
+    assert os.environ.get("SDL_VIDEODRIVER") == "dummy"
+    rc = cli.main(["eval", "--run-dir", str(run_dir), "--episodes", "2", "--capture-video"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    result = json.loads(out[out.index("{"):])
+    assert result["episodes"] == 2 and result["round"] == 4 and len(result["returns"]) == 2
+    assert result["return_mean"] == pytest.approx(sum(result["returns"]) / 2)
+    videos = sorted((run_dir / "videos").glob("*.mp4"))
+    assert len(videos) == 2
+    assert all(v.stat().st_size > 1000 for v in videos)
+    assert sorted(result["videos"]) == [str(v) for v in videos]
+
+
+def test_eval_command_is_deterministic(finished_run, capsys):
+    outs = []
+    for _ in range(2):
+        assert cli.main(["eval", "--run-dir", str(finished_run[0]), "--episodes", "3", "--seed", "5"]) == 0
+        out = capsys.readouterr().out
+        outs.append(json.loads(out[out.index("{"):])["returns"])
+    assert outs[0] == outs[1]
+    assert not (finished_run[0] / "videos").exists()
