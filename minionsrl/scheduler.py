@@ -243,6 +243,25 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
             shutil.rmtree(cfg.run_dir, ignore_errors=True)
             if on_job is not None:
                 on_job(row)
+    plot_curve(curve_path, out.with_suffix(".curve.png"))
     save_agent(agent, out, {"env_id": base.env_id, "jobs": jobs, "target_return": target, "max_rounds": base.max_rounds,
                             "hyper": dataclasses.asdict(hyper), "curve": curve_path.name})
     return out
+
+
+def plot_curve(curve_csv: str | Path, png: str | Path, window: int = 10) -> Path:
+    """The scheduler's learning curve: MDP return and projected job time per job (moving averages)."""
+    from minionsrl.plots import line_plot
+
+    with open(curve_csv, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    jobs = [int(r["job"]) for r in rows]
+
+    def smooth(key: str) -> np.ndarray:
+        values = np.array([float(r[key]) for r in rows])
+        return np.array([values[max(0, i - window + 1) : i + 1].mean() for i in range(len(values))])
+
+    return line_plot({"MDP return (per job)": (jobs, smooth("episode_return")),
+                      "projected job time / 10 s": (jobs, smooth("projected_cloud_s") / 10.0),
+                      "mean actors / 10": (jobs, smooth("mean_actors") / 10.0)},
+                     "job", f"moving average over {window} jobs", "MinionsRL scheduler training", png)
