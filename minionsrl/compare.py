@@ -72,8 +72,8 @@ def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: s
     out_dir = Path(out_dir)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
     results = []
-    for arm in arms:
-        for seed in seeds:
+    for seed in seeds:  # seed-major: a cut comparison still covers every arm
+        for arm in arms:
             run_dir = out_dir / "runs" / f"{arm.label}__s{seed}"
             if on_run is not None:
                 on_run(arm.label, seed)

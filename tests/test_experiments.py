@@ -40,7 +40,7 @@ def test_arm_parsing() -> None:
 def test_compare_writes_table_csv_and_plots_and_server_learns_the_same(tmp_path) -> None:
     arms = [Arm("fixed", 4, "server"), Arm("fixed", 4), Arm("hydrozoa")]
     results = run_compare(_cfg(tmp_path), arms, [1], tmp_path / "cmp", target_return=1.0)
-    assert [r["arm"] for r in results] == ["fixed-4@server", "fixed-4", "hydrozoa"]
+    assert [r["arm"] for r in results] == ["fixed-4@server", "fixed-4", "hydrozoa"]  # one seed: arm order
     for name in ("compare.csv", "compare.md", "return_vs_round.png", "return_vs_dollars.png", "actors_per_round.png"):
         assert (tmp_path / "cmp" / name).stat().st_size > 0
     server, local = (read_metrics(tmp_path / "cmp" / "runs" / f"{a}__s1") for a in ("fixed-4@server", "fixed-4"))
