@@ -25,12 +25,12 @@ def serve(conn: Connection, key: bytes) -> None:
     """Announce readiness (with the monotonic time it was reached), then answer request bytes with
     reply bytes until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
-    conn.send_bytes(READY + b" " + repr(time.monotonic()).encode())
-    while True:
-        try:
+    try:
+        conn.send_bytes(READY + b" " + repr(time.monotonic()).encode())
+        while True:
             request = conn.recv_bytes()
-        except (EOFError, OSError):
-            return
-        if request == STOP:
-            return
-        conn.send_bytes(rollout.handle(request, _read_policy, key))
+            if request == STOP:
+                return
+            conn.send_bytes(rollout.handle(request, _read_policy, key))
+    except (EOFError, OSError):  # the learner closed this instance (or died): nothing left to serve
+        return
