@@ -13,13 +13,15 @@ class CounterEnv(gym.Env):
     """Observation ``[t / length, last action]``; reward 1 per step; terminates after ``length`` steps.
 
     ``sleep_s`` > 0 makes every step sleep that long (a hung function for timeout tests);
-    ``exit_code`` set makes the first step end the process with that code (a function that dies).
+    ``exit_code`` set makes the first step end the process with that code (a function that dies);
+    ``announce`` prints a line on every step (a chatty function).
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012 - gymnasium's class attribute
 
     def __init__(self, length: int = 10, sleep_s: float = 0.0, exit_code: int | None = None,
-                 render_mode: str | None = None) -> None:
+                 announce: bool = False, render_mode: str | None = None) -> None:
+        self.announce = announce
         self.length = int(length)
         self.sleep_s = float(sleep_s)
         self.exit_code = exit_code
@@ -41,6 +43,8 @@ class CounterEnv(gym.Env):
             os._exit(self.exit_code)
         if self.sleep_s > 0:
             time.sleep(self.sleep_s)
+        if self.announce:
+            print(f"step {self.t}", flush=True)
         self.t += 1
         return self._obs(int(action)), 1.0, self.t >= self.length, False, {}
 

@@ -131,7 +131,7 @@ def test_idle_instances_are_reaped(make_backend):
     time.sleep(1.0)
     assert backend.reap_idle() == 1
     assert backend.instance_ids == [] and backend.instances_reaped == 1
-    assert not any(p.is_alive() for p in processes)
+    assert all(p.poll() is not None for p in processes)
     again = backend.invoke(_requests(ref, 2, round_idx=2))
     assert all(r.ok for r in again)
     assert [r.record.cold for r in again] == [True, False]  # cold again after the reaping
@@ -283,10 +283,10 @@ def test_close_stops_every_instance():
         backend.invoke(_requests(ref, 2))
         processes = [inst.process for inst in backend._instances]
         directory = backend._dir
-        assert all(p.is_alive() for p in processes) and directory.exists()
+        assert all(p.poll() is None for p in processes) and directory.exists()
     finally:
         backend.close()
-    assert not any(p.is_alive() for p in processes)
+    assert all(p.poll() is not None for p in processes)
     assert not directory.exists() and backend.instance_ids == []
 
 
@@ -297,3 +297,30 @@ def test_publish_replaces_the_previous_policy_file(make_backend):
     ref1 = backend.publish(_snapshot())
     ref2 = backend.publish(_snapshot(version=1))
     assert not Path(ref1).exists() and Path(ref2).read_bytes() == _snapshot(version=1)
+
+
+def test_instances_that_never_start_fail_the_round_instead_of_looping(monkeypatch):
+    """A worker that dies before it is ready (here: cannot import its module) fails the pending invocations."""
+    import minionsrl.backends.local as local
+
+    monkeypatch.setattr(local, "_WORKER_MODULE", "minionsrl.no_such_worker_module")
+    backend = LocalBackend(KEY, max_concurrency=2, max_failed_starts=3)
+    try:
+        ref = backend.publish(_snapshot())
+        replies = backend.invoke(_requests(ref, 4))
+        assert len(replies) == 4 and not any(r.ok for r in replies)
+        assert all("died before they were ready" in r.record.error for r in replies)
+        assert backend.instances_started >= 3
+    finally:
+        backend.close()
+
+
+def test_a_print_in_the_function_does_not_corrupt_the_reply_stream():
+    backend = LocalBackend(KEY, max_concurrency=1)
+    try:
+        ref = backend.publish(_snapshot(COUNTER))
+        spec = EnvSpec("custom_env:CounterEnv", {"announce": True})
+        replies = backend.invoke(_requests(ref, 2, spec=spec))
+        assert all(r.ok for r in replies), [r.record.error for r in replies]
+    finally:
+        backend.close()

@@ -4,8 +4,9 @@ It behaves like a function platform: each instance is a worker process that serv
 at a time; a request with no idle instance starts a new one (a measured cold start) while the
 concurrency cap allows, otherwise it queues; warm instances are reused (most recently used first,
 keeping their environments alive) and instances idle longer than ``idle_timeout_s`` are reaped.
-Instances come from a fork server that preloads only the rollout function's imports, so they are
-safe to start from a learner that has torch loaded. The policy is written once per round to a file
+Instances are fresh interpreters (:mod:`minionsrl.backends.local_worker`) that import only the
+rollout function, never torch nor the learner's ``__main__``, so they are safe to start from a learner
+with torch loaded and their cold start is a function's. The policy is written once per round to a file
 that instances read by reference.
 """
 
@@ -13,14 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing as mp
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +35,7 @@ _WORKER_MODULE = "minionsrl.backends.local_worker"
 @dataclass
 class _Instance:
     id: str
-    process: Any
-    conn: Connection
+    process: subprocess.Popen
     started_at: float
     ready: bool = False
     cold_start_s: float = 0.0
@@ -49,14 +50,13 @@ class LocalBackend(Backend):
     name = "local"
 
     def __init__(self, key: bytes, max_concurrency: int | None = None, idle_timeout_s: float = 300.0,
-                 invocation_timeout_s: float | None = None, start_method: str = "forkserver") -> None:
+                 invocation_timeout_s: float | None = None, max_failed_starts: int = 3) -> None:
         self.key = key
         self.max_concurrency = max_concurrency or os.cpu_count() or 1
         self.idle_timeout_s = idle_timeout_s
         self.invocation_timeout_s = invocation_timeout_s
-        self._ctx = mp.get_context(start_method)
-        if start_method == "forkserver":
-            self._ctx.set_forkserver_preload([_WORKER_MODULE])
+        self.max_failed_starts = max_failed_starts
+        self._failed_starts = 0  # in a row; reset by every instance that becomes ready
         self._dir = Path(tempfile.mkdtemp(prefix="minionsrl-local-"))
         self._instances: list[_Instance] = []
         self._next_instance = 0
@@ -85,16 +85,30 @@ class LocalBackend(Backend):
         replies: list[Reply | None] = [None] * len(requests)
         pending = deque(range(len(requests)))
         while pending or any(inst.task is not None for inst in self._instances):
+            if self._failed_starts >= self.max_failed_starts:
+                self._fail_pending(pending, requests, payloads, replies)
+                continue
             self._dispatch(pending, payloads)
             waiting = [inst for inst in self._instances if inst.task is not None or not inst.ready]
             timeout = self._next_deadline(waiting)
-            for conn in wait([inst.conn for inst in waiting], timeout=timeout):
-                inst = next(i for i in waiting if i.conn is conn)
-                self._collect(inst, requests, payloads, replies)
+            for ready in wait([inst.process.stdout for inst in waiting], timeout=timeout):
+                self._collect(next(i for i in waiting if i.process.stdout is ready), requests, payloads, replies)
             self._expire(requests, payloads, replies)
-        for inst in [i for i in self._instances if not i.ready and i.conn.poll(0)]:
-            self._collect(inst, requests, payloads, replies)  # instances that became ready meanwhile
+        starting = [i for i in self._instances if not i.ready]
+        for stdout in wait([i.process.stdout for i in starting], timeout=0) if starting else []:
+            # instances that became ready meanwhile: read READY now, so they can be reaped and reused
+            self._collect(next(i for i in starting if i.process.stdout is stdout), requests, payloads, replies)
         return [r for r in replies if r is not None]
+
+    def _fail_pending(self, pending: deque[int], requests: list[dict[str, Any]], payloads: list[bytes],
+                      replies: list[Reply | None]) -> None:
+        """Instances keep dying before they are ready: fail what is queued instead of retrying forever."""
+        while pending:
+            index = pending.popleft()
+            replies[index] = Reply(InvocationRecord(
+                invocation_id=str(requests[index]["id"]), kind=str(requests[index]["kind"]),
+                bytes_in=len(payloads[index]), status="error",
+                error=f"{self._failed_starts} instances in a row died before they were ready (see stderr)"))
 
     def _dispatch(self, pending: deque[int], payloads: list[bytes]) -> None:
         idle = sorted((i for i in self._instances if i.ready and i.task is None), key=lambda i: i.last_used)
@@ -102,7 +116,7 @@ class LocalBackend(Backend):
             inst = idle.pop()  # most recently used first, as function platforms do
             index = pending.popleft()
             inst.task = (index, time.perf_counter())
-            inst.conn.send_bytes(payloads[index])
+            self._send(inst, payloads[index])
         starting = sum(1 for i in self._instances if not i.ready)
         while len(pending) > starting and len(self._instances) < self.max_concurrency:
             self._start_instance()
@@ -111,16 +125,18 @@ class LocalBackend(Backend):
     def _collect(self, inst: _Instance, requests: list[dict[str, Any]], payloads: list[bytes],
                  replies: list[Reply | None]) -> None:
         try:
-            data = inst.conn.recv_bytes()
-        except (EOFError, OSError):
+            data = local_worker.read_frame(inst.process.stdout)
+        except OSError:
             data = None
         now = time.perf_counter()
         if not inst.ready:
             if data is None or not data.startswith(local_worker.READY):
+                self._failed_starts += 1
                 self._stop(inst, kill=True)
                 return
             ready_at = float(data.split()[1])  # the worker's own clock: a late read does not inflate it
             inst.ready, inst.cold_start_s, inst.last_used = True, ready_at - inst.started_at, now
+            self._failed_starts = 0
             return
         index, sent = inst.task
         record = InvocationRecord(invocation_id=str(requests[index]["id"]), kind=str(requests[index]["kind"]),
@@ -129,7 +145,7 @@ class LocalBackend(Backend):
         reply = make_reply(record, data, self.key, cold_start_s=inst.cold_start_s if inst.served == 0 else 0.0)
         if data is None:
             self._stop(inst, kill=True)  # joins the process, so its exit code is known
-            record.error = f"instance {inst.id} died (exit code {inst.process.exitcode})"
+            record.error = f"instance {inst.id} died (exit code {inst.process.returncode})"
         else:
             inst.task, inst.served, inst.last_used = None, inst.served + 1, now
         replies[index] = reply
@@ -159,28 +175,34 @@ class LocalBackend(Backend):
 
     # -- instance lifecycle ----------------------------------------------------------------------
     def _start_instance(self) -> None:
-        parent, child = self._ctx.Pipe(duplex=True)
         self._next_instance += 1
-        process = self._ctx.Process(target=local_worker.serve, args=(child, self.key),
-                                    name=f"minionsrl-local-{self._next_instance}", daemon=True)
+        # the child sees what this interpreter can import (custom env modules included)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         started = time.monotonic()  # the clock the worker stamps READY with
-        process.start()
-        child.close()
-        self._instances.append(_Instance(id=f"local-{self._next_instance}", process=process, conn=parent,
-                                         started_at=started))
+        process = subprocess.Popen([sys.executable, "-m", _WORKER_MODULE], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, bufsize=0, env=env, start_new_session=True)
+        inst = _Instance(id=f"local-{self._next_instance}", process=process, started_at=started)
+        self._instances.append(inst)
         self.instances_started += 1
+        self._send(inst, self.key)
+
+    def _send(self, inst: _Instance, data: bytes) -> None:
+        with contextlib.suppress(OSError):  # a dead instance shows up as end of stream on its stdout
+            local_worker.write_frame(inst.process.stdin, data)
 
     def _stop(self, inst: _Instance, kill: bool = False) -> None:
         if inst in self._instances:
             self._instances.remove(inst)
         if not kill:
-            with contextlib.suppress(OSError):
-                inst.conn.send_bytes(local_worker.STOP)
-            inst.process.join(timeout=2.0)
-        if inst.process.is_alive():
+            self._send(inst, local_worker.STOP)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                inst.process.wait(timeout=2.0)
+        if inst.process.poll() is None:
             inst.process.kill()
-            inst.process.join(timeout=2.0)
-        inst.conn.close()
+            inst.process.wait(timeout=5.0)
+        for stream in (inst.process.stdin, inst.process.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
 
     def reap_idle(self) -> int:
         """Stop instances idle for longer than ``idle_timeout_s`` (and any that never became ready in that

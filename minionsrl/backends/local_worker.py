@@ -1,36 +1,78 @@
-"""Body of a ``local`` backend instance: a process that serves invocations one at a time.
+"""A ``local`` backend instance: ``python -m minionsrl.backends.local_worker``, one per instance.
 
-Kept apart from :mod:`minionsrl.backends.local` so that the fork server preloads only what a
-function needs (NumPy, Gymnasium, the rollout function) and never torch.
+A fresh interpreter that imports only what a function needs (NumPy, Gymnasium, the rollout
+function; never torch, never the learner's ``__main__``), so its cold start is what a function's
+would be. It talks over its stdin/stdout pipes in length-prefixed frames (8-byte little-endian size,
+then the bytes): first it reads the run's HMAC key, then announces readiness with the monotonic time
+it was reached, then answers each request frame with a reply frame until told to stop or until its
+stdin closes. Nothing on the pipes is pickled.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import struct
+import sys
 import time
-from multiprocessing.connection import Connection
 from pathlib import Path
-
-from minionsrl import rollout
+from typing import BinaryIO
 
 READY = b"ready"
 STOP = b"stop"
+_HEADER = struct.Struct("<Q")
+
+
+def write_frame(stream: BinaryIO, data: bytes) -> None:
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def read_frame(stream: BinaryIO) -> bytes | None:
+    """The next frame, or None at end of stream (the other side is gone)."""
+    header = _read_exactly(stream, _HEADER.size)
+    if header is None:
+        return None
+    return _read_exactly(stream, _HEADER.unpack(header)[0])
+
+
+def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
+    chunks, remaining = [], size
+    while remaining:
+        chunk = stream.read(remaining)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
 
 
 def _read_policy(ref: str) -> bytes:
     return Path(ref).read_bytes()
 
 
-def serve(conn: Connection, key: bytes) -> None:
-    """Announce readiness (with the monotonic time it was reached), then answer request bytes with
-    reply bytes until told to stop."""
+def main() -> None:
+    """Serve invocations on stdin/stdout until stopped."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
-    try:
-        conn.send_bytes(READY + b" " + repr(time.monotonic()).encode())
-        while True:
-            request = conn.recv_bytes()
-            if request == STOP:
-                return
-            conn.send_bytes(rollout.handle(request, _read_policy, key))
-    except (EOFError, OSError):  # the learner closed this instance (or died): nothing left to serve
+    # frames get a private copy of stdout; fd 1 goes to stderr, so a print() in an env cannot corrupt them
+    frames_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    frames_in = os.fdopen(os.dup(0), "rb", buffering=0)
+    key = read_frame(frames_in)
+    if key is None:
         return
+    from minionsrl import rollout  # imported after the pipes are set up: import output goes to stderr
+
+    try:
+        write_frame(frames_out, READY + b" " + repr(time.monotonic()).encode())
+        while True:
+            request = read_frame(frames_in)
+            if request is None or request == STOP:
+                return
+            write_frame(frames_out, rollout.handle(request, _read_policy, key))
+    except (BrokenPipeError, OSError):  # the learner closed this instance (or died)
+        return
+
+
+if __name__ == "__main__":
+    sys.exit(main())
