@@ -29,5 +29,10 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check minionsrl tests bench
 
+bench: $(STAMP)
+	$(PY) bench/cartpole.py
+	$(PY) bench/sampling.py
+	$(PY) bench/hopper.py
+
 clean:
 	rm -rf $(VENV) runs *.egg-info

@@ -1,0 +1,308 @@
+"""Shared helpers of the benchmark scripts: machine facts, Markdown tables, the BENCHMARKS.md writer,
+JSON-lines result files, and the two timed child processes (a minionsrl run and an SB3 PPO run).
+
+Every benchmark starts what it times in a fresh subprocess, so the number includes what a user
+waits for (interpreter start, imports, process pools) and one run cannot warm up the next.
+This file is also the child's entry point: ``python bench/common.py {minionsrl,sb3} JSON``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+DOC = ROOT / "docs" / "BENCHMARKS.md"
+PYTHON = sys.executable
+SECTIONS = ("cartpole", "hopper", "sampling")  # order in docs/BENCHMARKS.md
+
+_DOC_INTRO = """# Benchmarks
+
+What `minionsrl` costs and gives against Stable-Baselines3 PPO, measured by the scripts in `bench/`
+(`cartpole.py`, `hopper.py`, `sampling.py`; each rewrites only its own section below, between its
+`bench:NAME` markers, and names the machine, date, versions, commit and the command that reproduces
+it). The machine is small (2 cores) and is shared, so absolute times are noisy; every comparison is
+measured side by side in one script run: read the **ratios**, and read them as ranges. SB3 runs with
+one torch thread, as our learner does (section 1 says why). Raw results, one JSON object per
+measurement written as it finishes, go to `bench/out/` (not committed).
+"""
+
+# -- machine and versions ------------------------------------------------------------------------
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def n_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for dist in ("minionsrl", "torch", "numpy", "gymnasium", "mujoco", "stable-baselines3"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+def git_commit() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "minionsrl"], cwd=ROOT, capture_output=True,
+                               text=True, check=True).stdout.strip()
+        return rev + (" + uncommitted changes in minionsrl/" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def reproduce_command() -> str:
+    """The command line of this script run, as a user would type it from the repository root."""
+    script = Path(sys.argv[0]).resolve()
+    try:
+        script_arg = str(script.relative_to(ROOT))
+    except ValueError:
+        script_arg = str(script)
+    args = [a for a in sys.argv[1:] if a != "--reuse"]  # --reuse only re-renders earlier results
+    return " ".join([".venv/bin/python", shlex.quote(script_arg), *map(shlex.quote, args)])
+
+
+def provenance(started: float, ended: float | None = None, command: str | None = None) -> str:
+    """The lines that end every section: machine, date, versions, commit, command.
+
+    ``started``/``ended``: the first measurement's start and the last one's end (default: now).
+    """
+    v = versions()
+    when = dt.datetime.fromtimestamp(started).strftime("%Y-%m-%d %H:%M")
+    took = ((ended or time.time()) - started) / 60
+    return "\n".join([
+        f"- Machine: {n_cores()} cores (`nproc`), {cpu_model()}; load average at the end {load_average()} "
+        "(shared with other work).",
+        f"- Date: {when}, measurements took {took:.1f} min; commit {git_commit()}.",
+        "- Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".",
+        f"- Reproduce: `{command or reproduce_command()}`",
+    ])
+
+
+# -- Markdown ------------------------------------------------------------------------------------
+
+
+def fmt(value: Any, digits: int = 1) -> str:
+    """A table cell: floats rounded, None as an em dash, bools as yes/no."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "—"
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def met(ok: bool) -> str:
+    """A target's verdict for a table cell."""
+    return "yes" if ok else "**no**"
+
+
+def sb3_threads_note(threads: int) -> str:
+    """How SB3's torch threads were set, for the method paragraph of a section."""
+    if threads == 0:
+        return "SB3 ran with torch's default intra-op threads (one per core)."
+    return (f"SB3 ran with `torch.set_num_threads({threads})`, as our learner does. With torch's default (one "
+            "thread per core) SB3 was up to 9× slower on this shared machine (likely its worker threads spinning): "
+            "4,096 CartPole steps took 18.2 s with 1 thread and 160.6 s with 2, and one full 100k-step CartPole "
+            "run took 1,142 s (`--sb3-threads 0` reproduces that setting).")
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], digits: int | Sequence[int] = 1) -> str:
+    """Render rows as a GitHub Markdown table (numbers right-aligned); ``digits`` per table or per column."""
+    per_col = [digits] * len(headers) if isinstance(digits, int) else list(digits)
+    cells = [[fmt(c, d) for c, d in zip(row, per_col, strict=True)] for row in rows]
+    numeric = [all(isinstance(row[i], int | float) or row[i] is None for row in rows) and bool(rows)
+               for i in range(len(headers))]
+    lines = ["| " + " | ".join(headers) + " |",
+             "|" + "|".join("---:" if num else "---" for num in numeric) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
+    return "\n".join(lines)
+
+
+def write_section(name: str, markdown: str, doc: Path = DOC) -> None:
+    """Replace the section ``name`` of docs/BENCHMARKS.md (between its markers), or append it."""
+    start, end = f"<!-- bench:{name} start -->", f"<!-- bench:{name} end -->"
+    block = f"{start}\n{markdown.strip()}\n{end}"
+    if doc.exists():
+        text = doc.read_text()
+    else:  # a new doc gets every section's markers, in order, so sections keep their order whoever runs first
+        text = _DOC_INTRO + "".join(f"\n<!-- bench:{s} start -->\n_Not run yet: `.venv/bin/python bench/{s}.py`._"
+                                    f"\n<!-- bench:{s} end -->\n" for s in SECTIONS)
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block, text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    tmp = doc.with_suffix(".md.tmp")
+    tmp.write_text(text)
+    tmp.replace(doc)
+
+
+# -- results -------------------------------------------------------------------------------------
+
+
+def append_jsonl(path: Path, record: dict[str, Any]) -> None:
+    """Append one result and flush it to disk at once, so a cut session still leaves data."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def load_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Results already written by an earlier (possibly cut) run of a script; [] if none."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def find_result(records: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
+    """The last record whose fields equal ``match`` (for ``--reuse``), or None."""
+    hits = [r for r in records if all(r.get(k) == v for k, v in match.items())]
+    return hits[-1] if hits else None
+
+
+def median(values: Sequence[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def mean(values: Sequence[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.fmean(vals) if vals else None
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else a / b
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# -- timed child processes -----------------------------------------------------------------------
+
+
+def _run_child(mode: str, args: dict[str, Any], timeout_s: float | None) -> dict[str, Any]:
+    """Run ``python bench/common.py MODE JSON`` and return its result plus the process wall time."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([PYTHON, str(Path(__file__).resolve()), mode, json.dumps(args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout_s)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{mode} child failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["process_wall_s"] = wall
+    return result
+
+
+def run_minionsrl(config: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
+    """Train with ``Trainer(TrainConfig(**config)).run()`` in a fresh process.
+
+    Returns summary.json's fields (without the config) plus ``process_wall_s`` (launch to exit),
+    ``first_target_steps`` (env steps at the first evaluation reaching ``target_return``, if any).
+    """
+    return _run_child("minionsrl", config, timeout_s)
+
+
+def run_sb3(env_id: str, seed: int, steps: int, eval_episodes: int = 0, threads: int | None = 1,
+            timeout_s: float | None = None) -> dict[str, Any]:
+    """SB3 PPO with its defaults, ``PPO("MlpPolicy", env_id, seed=seed).learn(steps)`` in a fresh process.
+
+    ``threads``: ``torch.set_num_threads`` before anything runs (None: torch's default, one per core).
+    One thread is the default here because torch's intra-op threads, on a shared 2-core machine, made
+    SB3 up to 9x slower (spinning worker threads), which would flatter every ratio against it.
+    Returns ``learn_s`` (learn() alone), ``setup_s`` (imports + constructing PPO), ``eval_return`` (mean of
+    ``evaluate_policy`` over ``eval_episodes`` deterministic episodes, timed apart in ``eval_s``) and
+    ``process_wall_s``; ``train_s`` = setup + learn is what a user waits for to get the trained policy.
+    """
+    return _run_child("sb3", {"env_id": env_id, "seed": seed, "steps": steps, "eval_episodes": eval_episodes,
+                              "threads": threads}, timeout_s)
+
+
+def _child_minionsrl(config: dict[str, Any]) -> dict[str, Any]:
+    from minionsrl.config import TrainConfig
+    from minionsrl.metrics import read_metrics
+    from minionsrl.trainer import Trainer
+
+    summary = Trainer(TrainConfig(**config)).run()
+    summary.pop("config", None)
+    target = config.get("target_return")
+    summary["first_target_steps"] = None
+    if target is not None:
+        for row in read_metrics(config["run_dir"]):
+            value = row.get("eval_return_mean")
+            if value not in (None, "") and float(value) >= target:
+                summary["first_target_steps"] = int(float(row["env_steps"]))
+                break
+    summary["run_dir"] = config["run_dir"]
+    return summary
+
+
+def _child_sb3(args: dict[str, Any]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    import torch
+
+    if args["threads"] is not None:
+        torch.set_num_threads(args["threads"])
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    model = PPO("MlpPolicy", args["env_id"], seed=args["seed"])
+    t1 = time.perf_counter()
+    model.learn(args["steps"])
+    t2 = time.perf_counter()
+    result: dict[str, Any] = {"setup_s": t1 - t0, "learn_s": t2 - t1, "train_s": t2 - t0, "steps": args["steps"],
+                              "torch_threads": torch.get_num_threads()}
+    if args["eval_episodes"]:
+        mean_ret, std_ret = evaluate_policy(model, model.get_env(), n_eval_episodes=args["eval_episodes"],
+                                            deterministic=True)
+        result.update(eval_return=float(mean_ret), eval_return_std=float(std_ret), eval_s=time.perf_counter() - t2)
+    return result
+
+
+if __name__ == "__main__":
+    mode, payload = sys.argv[1], json.loads(sys.argv[2])
+    child = {"minionsrl": _child_minionsrl, "sb3": _child_sb3}[mode]
+    print(json.dumps(child(payload)), flush=True)
