@@ -45,7 +45,7 @@ def load(directory: str | Path, name: str = LATEST) -> dict[str, Any] | None:
 
 def to_tensors(state: dict[str, Any]) -> dict[str, Any]:
     """Convert NumPy arrays in a flat dict to tensors (weights-only loading refuses NumPy objects)."""
-    return {k: torch.from_numpy(np.asarray(v).copy()) if isinstance(v, np.ndarray) else v for k, v in state.items()}
+    return {k: torch.from_numpy(np.array(v)) if isinstance(v, np.ndarray | np.generic) else v for k, v in state.items()}
 
 
 def to_arrays(state: dict[str, Any]) -> dict[str, Any]:

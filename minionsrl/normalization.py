@@ -45,7 +45,8 @@ class RunningMeanStd:
         total = self.count + moments.count
         new_mean = self.mean + delta * moments.count / total
         m2 = self.var * self.count + moments.var * moments.count + delta**2 * self.count * moments.count / total
-        self.mean, self.var, self.count = new_mean, m2 / total, total
+        # np.asarray: with shape () NumPy would hand back scalars, which checkpoints cannot hold
+        self.mean, self.var, self.count = np.asarray(new_mean), np.asarray(m2 / total), float(total)
 
     def state_dict(self) -> dict[str, np.ndarray | float]:
         return {"mean": self.mean.copy(), "var": self.var.copy(), "count": self.count}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -236,3 +237,19 @@ def test_eval_command_is_deterministic(finished_run, capsys):
         outs.append(json.loads(out[out.index("{"):])["returns"])
     assert outs[0] == outs[1]
     assert not (finished_run[0] / "videos").exists()
+
+
+def test_checkpoint_with_reward_scaling_loads_weights_only(tmp_path):
+    """Scalar running statistics (reward scaling) must survive torch.load(weights_only=True) and resume."""
+    from minionsrl.config import TrainConfig
+    from minionsrl.trainer import Trainer
+
+    cfg = TrainConfig(env_id="Pendulum-v1", actors=2, fragment_length=64, max_rounds=2, eval_every=0, eval_episodes=1,
+                      update_epochs=1, normalize_obs=True, normalize_reward=True, progress=False, tensorboard=False,
+                      run_dir=str(tmp_path / "run"))
+    assert Trainer(cfg).run()["rounds"] == 2
+    state = torch.load(tmp_path / "run" / "checkpoints" / "latest.pt", weights_only=True)
+    assert state["ret_rms"]["mean"].shape == () and state["obs_rms"]["mean"].shape == (3,)
+    resumed = Trainer(dataclasses.replace(cfg, max_rounds=3), resume=True)
+    assert resumed.round == 2 and resumed.ret_rms.count == pytest.approx(state["ret_rms"]["count"])
+    assert resumed.run()["rounds"] == 3
