@@ -26,9 +26,8 @@ from typing import Any
 
 from common import OUT, append_jsonl, log, markdown_table, n_cores, provenance, write_section
 
-# minionsrl (and with it torch) is imported inside the functions, not here: the local backend's
-# fork server re-runs this __main__ module's top level in every new instance, so a top-level torch
-# import would add seconds to every cold start measured here (see the note in the doc section).
+# minionsrl (and with it torch) is imported inside the functions: the raw-limit processes this
+# script starts should pay only for what a rollout function needs.
 
 ENV, GAMMA, SEED = "Hopper-v5", 0.99, 1
 TARGET_FRACTION, TARGET_OVERHEAD = 0.85, 0.05
@@ -249,7 +248,7 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace, cores: int, 
 Each actor count gets a fresh `LocalBackend` with its default concurrency (one instance per core,
 so n > {cores} queue on {cores} warm instances, as the Trainer runs by default). One warm-up round
 (cold starts: the warm-up round's wall time, what it took beyond a warm round — instance start, env
-construction, first policy load — and the mean instance start-up, fork server to ready, are in the
+construction, first policy load — and the mean instance start-up, process start to ready, are in the
 last three columns) is followed by {args.rounds} measured rounds. A round is what
 `Trainer.run_round` does before learning: encode and `publish` the snapshot once (a new version every
 round, so every instance re-fetches it, as in training), `invoke` n train requests built like
@@ -268,11 +267,9 @@ raw block, before each round); "fraction of that" compares the backend with it.
 Throughput target ≥ {TARGET_FRACTION:.0%} of the limit: **{'met' if ok_tp else 'not met'}**
 ({", ".join(f"n={r['n']}: {f:.0%}" for r, f in zip(results, fractions, strict=True))}).
 
-Cold starts depend on the caller's `__main__` module: the local backend's fork server re-runs its
-top level in every new instance (multiprocessing's main-module preparation). This script imports
-minionsrl/torch lazily, so the figures above are the backend's own. From the `minionsrl` CLI (whose
-entry script imports `minionsrl.cli` → `config` → `ppo` → torch) each instance start measured 4.1–4.6 s
-instead of 0.03–0.45 s on the same machine at the same time (a package problem, reported).
+An instance is a fresh interpreter (`python -m minionsrl.backends.local_worker`) that imports only
+the rollout function (NumPy, Gymnasium), never torch nor the caller's `__main__`, so its cold start
+is the same from the CLI, from a script or from this benchmark.
 
 Per-round overhead for 8 actors: round wall time minus the ideal parallel time (the functions'
 summed `run_s` divided by min(cores, n)), as a fraction of the round. Publish and decode run in the
