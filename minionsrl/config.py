@@ -14,13 +14,15 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from minionsrl.cost import PLATFORMS
 from minionsrl.errors import ConfigError
-from minionsrl.ppo import PPOParams
+
+if TYPE_CHECKING:
+    from minionsrl.ppo import PPOParams
 
 BACKENDS = ("local", "server")
 SCALERS = ("fixed", "minions", "nitro", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
@@ -117,6 +119,8 @@ class TrainConfig:
 
     # -- derived views ---------------------------------------------------------------------------
     def ppo_params(self) -> PPOParams:
+        from minionsrl.ppo import PPOParams  # torch lives there: the CLI and config stay light to import
+
         return PPOParams(**{f.name: getattr(self, f.name) for f in dataclasses.fields(PPOParams)})
 
     def to_dict(self) -> dict[str, Any]:
