@@ -37,7 +37,6 @@ class Learner:
     """The learner's side of a round, reduced to what sampling needs (no PPO update)."""
 
     def __init__(self, steps: int) -> None:
-        import numpy as np
 
         from minionsrl.envs import EnvSpec, env_info
         from minionsrl.normalization import RunningMeanStd
@@ -46,7 +45,7 @@ class Learner:
 
         self.spec = EnvSpec(ENV)
         info = env_info(self.spec)
-        self.arch = PolicyArch(int(np.prod(info.obs_shape)), info.action_dim, info.discrete, (64, 64))
+        self.arch = PolicyArch.of(info, (64, 64))
         self.policy = ActorCritic(self.arch)
         self.obs_rms = RunningMeanStd((self.arch.obs_dim,))
         self.steps = steps

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 from minionsrl import checkpoint, config
 from minionsrl.envs import EnvSpec, env_info, make_env
@@ -32,8 +31,7 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, seed: int = 10_000,
         raise ConfigError(f"--run-dir: {str(run_dir)!r} has no checkpoint yet")
     spec = EnvSpec(cfg.env_id, cfg.env_kwargs)
     info = env_info(spec)
-    policy = ActorCritic(PolicyArch(int(np.prod(info.obs_shape)), info.action_dim, info.discrete,
-                                    tuple(cfg.hidden_sizes)))
+    policy = ActorCritic(PolicyArch.of(info, cfg.hidden_sizes))
     policy.load_state_dict(state["policy"])
     obs_rms = None
     if state.get("obs_rms") is not None:

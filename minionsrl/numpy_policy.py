@@ -8,9 +8,14 @@ layers block-diagonal) so one step costs three small matmuls instead of six.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from minionsrl.envs import EnvInfo
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -27,6 +32,11 @@ class PolicyArch:
     def to_json(self) -> dict:
         return {"obs_dim": self.obs_dim, "action_dim": self.action_dim, "discrete": self.discrete,
                 "hidden": list(self.hidden)}
+
+    @classmethod
+    def of(cls, info: EnvInfo, hidden: Sequence[int]) -> PolicyArch:
+        """The architecture for an environment's spaces (observations flattened)."""
+        return cls(int(np.prod(info.obs_shape)), info.action_dim, info.discrete, tuple(hidden))
 
     @classmethod
     def from_json(cls, data: dict) -> PolicyArch:

@@ -34,7 +34,7 @@ def run_scale(cfg: TrainConfig, max_actors: int, steps: int, repeats: int, out_d
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     spec = EnvSpec(cfg.env_id, cfg.env_kwargs).to_json()
-    arch = PolicyArch(int(np.prod(info.obs_shape)), info.action_dim, info.discrete, tuple(cfg.hidden_sizes))
+    arch = PolicyArch.of(info, cfg.hidden_sizes)
     counts = sorted({min(2**i, max_actors) for i in range(int(np.log2(max_actors)) + 2)})
     rows = []
     for k in counts:

@@ -84,8 +84,7 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         torch.set_num_threads(cfg.torch_threads)
         self.spec = EnvSpec(cfg.env_id, cfg.env_kwargs)
-        self.arch = PolicyArch(int(np.prod(self.info.obs_shape)), self.info.action_dim, self.info.discrete,
-                               tuple(cfg.hidden_sizes))
+        self.arch = PolicyArch.of(self.info, cfg.hidden_sizes)
         self.policy = ActorCritic(self.arch)
         self.ppo = PPO(self.policy, cfg.ppo_params())
         self.obs_rms = RunningMeanStd((self.arch.obs_dim,)) if cfg.normalize_obs else None
@@ -94,7 +93,6 @@ class Trainer:
         self.ledger = CostLedger(load_prices(cfg.prices), cfg.platform, cfg.function_memory_mb, cfg.cold_start_s)
         self._t0 = time.perf_counter()
         self.round = 0
-        self.updates = 0  # policy version: PPO updates applied so far
         self.env_steps = 0
         self.wall_offset = 0.0
         self.best_eval = float("-inf")
@@ -132,7 +130,7 @@ class Trainer:
         lr = self._learning_rate()
         self.ppo.set_learning_rate(lr)
 
-        ref = self._publish()
+        ref = self._publish(version=self.round - 1)  # the policy after the previous round's update
         requests = [self._request("train", ref, slot, steps=cfg.fragment_length, carry=self.carries.get(slot))
                     for slot in range(n)]
         replies = self._invoke(requests)
@@ -150,7 +148,6 @@ class Trainer:
         batch = Batch.from_fragments(fragments, self.ppo.params, self.ret_rms, cfg.clip_reward)
         stats = self.ppo.update(batch, np.random.default_rng([cfg.seed, self.round]))
         self.env_steps += len(batch)
-        self.updates += 1
         t_learned = time.perf_counter()
         detected = self._detect(batch, n)
         t_detected = time.perf_counter()
@@ -222,7 +219,7 @@ class Trainer:
         episodes = self.cfg.eval_episodes
         slots = min(episodes, n_actors)
         per_slot = [episodes // slots + (1 if i < episodes % slots else 0) for i in range(slots)]
-        ref = self._publish()
+        ref = self._publish(version=self.round)  # evaluation runs after this round's update
         requests = [self._request("eval", ref, i, episodes=k) for i, k in enumerate(per_slot)]
         replies = self._invoke(requests)
         returns = np.concatenate([r.arrays["episode_returns"] for r in replies])
@@ -230,9 +227,8 @@ class Trainer:
             raise InvocationError(f"evaluation returned {len(returns)} episodes, expected {episodes}")
         return float(returns.mean()), requests, replies
 
-    def _publish(self) -> str:
-        """Publish the policy once per version (the update count); evaluation and the next round share it."""
-        version = self.updates
+    def _publish(self, version: int) -> str:
+        """Publish the policy once per version (updates applied); evaluation and the next round share it."""
         if self._published is None or self._published[0] != version:
             blob = snapshot_of(self.policy, self.obs_rms, version, self.cfg.clip_obs).encode(self.key)
             self._published = (version, self.backend.publish(blob))
@@ -301,7 +297,6 @@ class Trainer:
 
     def _restore(self, state: dict[str, Any]) -> None:
         self.round, self.env_steps, self.wall_offset = int(state["round"]), int(state["env_steps"]), state["wall_s"]
-        self.updates = self.round
         self.best_eval, self.last_eval = float(state["best_eval"]), float(state["last_eval"])
         self.recent_returns.extend(state["recent_returns"])
         self.policy.load_state_dict(state["policy"])

@@ -105,10 +105,8 @@ class LocalBackend(Backend):
         """Instances keep dying before they are ready: fail what is queued instead of retrying forever."""
         while pending:
             index = pending.popleft()
-            replies[index] = Reply(InvocationRecord(
-                invocation_id=str(requests[index]["id"]), kind=str(requests[index]["kind"]),
-                bytes_in=len(payloads[index]), status="error",
-                error=f"{self._failed_starts} instances in a row died before they were ready (see stderr)"))
+            replies[index] = Reply(_record(requests, payloads, index, status="error", error=(
+                f"{self._failed_starts} instances in a row died before they were ready (see stderr)")))
 
     def _dispatch(self, pending: deque[int], payloads: list[bytes]) -> None:
         idle = sorted((i for i in self._instances if i.ready and i.task is None), key=lambda i: i.last_used)
@@ -139,9 +137,8 @@ class LocalBackend(Backend):
             self._failed_starts = 0
             return
         index, sent = inst.task
-        record = InvocationRecord(invocation_id=str(requests[index]["id"]), kind=str(requests[index]["kind"]),
-                                  instance_id=inst.id, cold=inst.served == 0, duration_s=now - sent,
-                                  bytes_in=len(payloads[index]))
+        record = _record(requests, payloads, index, instance_id=inst.id, cold=inst.served == 0,
+                         duration_s=now - sent)
         reply = make_reply(record, data, self.key, cold_start_s=inst.cold_start_s if inst.served == 0 else 0.0)
         if data is None:
             self._stop(inst, kill=True)  # joins the process, so its exit code is known
@@ -166,11 +163,9 @@ class LocalBackend(Backend):
         for inst in list(self._instances):
             if inst.task is not None and now - inst.task[1] > self.invocation_timeout_s:
                 index, sent = inst.task
-                replies[index] = Reply(InvocationRecord(
-                    invocation_id=str(requests[index]["id"]), kind=str(requests[index]["kind"]),
-                    instance_id=inst.id, cold=inst.served == 0, duration_s=now - sent,
-                    bytes_in=len(payloads[index]), status="error",
-                    error=f"timed out after {self.invocation_timeout_s:g} s"))
+                replies[index] = Reply(_record(
+                    requests, payloads, index, instance_id=inst.id, cold=inst.served == 0, duration_s=now - sent,
+                    status="error", error=f"timed out after {self.invocation_timeout_s:g} s"))
                 self._stop(inst, kill=True)
 
     # -- instance lifecycle ----------------------------------------------------------------------
@@ -225,3 +220,9 @@ class LocalBackend(Backend):
         for inst in list(self._instances):
             self._stop(inst)
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _record(requests: list[dict[str, Any]], payloads: list[bytes], index: int, **fields: Any) -> InvocationRecord:
+    """The record of request ``index``, with what the backend knows of it so far."""
+    return InvocationRecord(invocation_id=str(requests[index]["id"]), kind=str(requests[index]["kind"]),
+                            bytes_in=len(payloads[index]), **fields)
