@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 BACKENDS = ("local", "server")
 SCALERS = ("fixed", "minions", "nitro", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
-PRESET_NAMES = ("auto", "classic", "mujoco")
+PRESET_NAMES = ("auto", "classic", "mujoco", "atari")
+ALGOS = ("ppo", "appo", "impala")
 
 # CleanRL's defaults: ppo.py (classic control) and ppo_continuous_action.py (MuJoCo). Fragment
 # length and evaluation cadence are ours (SPEC §1: T = 128 for classic control, 512 for MuJoCo).
@@ -39,7 +40,15 @@ PRESETS: dict[str, dict[str, Any]] = {
                    anneal_lr=True, gamma=0.99, gae_lambda=0.95, update_epochs=10, minibatch_size=64,
                    norm_adv=True, clip_coef=0.2, clip_vloss=True, ent_coef=0.0, vf_coef=0.5,
                    max_grad_norm=0.5, normalize_obs=True, normalize_reward=True),
+    # ppo_atari.py: 8 envs x 128 steps in 4 minibatches (256), clip 0.1, 10M steps.
+    "atari": dict(total_timesteps=10_000_000, fragment_length=128, eval_every=50, learning_rate=2.5e-4,
+                  anneal_lr=True, gamma=0.99, gae_lambda=0.95, update_epochs=4, minibatch_size=256,
+                  norm_adv=True, clip_coef=0.1, clip_vloss=True, ent_coef=0.01, vf_coef=0.5,
+                  max_grad_norm=0.5, normalize_obs=False, normalize_reward=False),
 }
+# Applied before the family preset. IMPALA takes one pass over each learner batch (Espeholt et al.
+# 2018); APPO keeps PPO's epochs and clipping (on V-trace advantages).
+ALGO_PRESETS: dict[str, dict[str, Any]] = {"ppo": {}, "appo": {}, "impala": dict(update_epochs=1)}
 
 
 def _f(default: Any = None, help: str = "", **rules: Any) -> Any:
@@ -60,6 +69,12 @@ class TrainConfig:
     max_rounds: int | None = _f(None, "stop after this many rounds", min=1)
     target_return: float | None = _f(None, "stop once the mean evaluation return reaches this")
     seed: int = _f(1, "seed of the run (weights, actor seeds, minibatch order)", min=0)
+    algo: str = _f("ppo", "learner: ppo (synchronous rounds) or appo/impala (asynchronous, V-trace)",
+                   choices=ALGOS)
+    async_fragments: int | None = _f(None, "appo/impala: update once this many fragments have arrived "
+                                     "(default: half of those in flight, at least 1)", min=1)
+    vtrace_rho_bar: float = _f(1.0, "appo/impala: V-trace clipping of the importance weight rho", positive=True)
+    vtrace_c_bar: float = _f(1.0, "appo/impala: V-trace clipping of the trace coefficient c", positive=True)
     scaler: str = _f("fixed", "how many actors each round gets", choices=SCALERS)
     actors: int = _f(8, "number of actors per round (fixed scaler)", min=1, max=4096)
     n_min: int = _f(8, "fewest actors a scaler may choose", min=1, max=4096)
@@ -167,7 +182,8 @@ def build(overrides: dict[str, Any]) -> TrainConfig:
 
 def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
     """Fill unset fields from the preset (``auto``: by env family) and a default run dir; validate."""
-    preset = PRESETS["mujoco" if family == "mujoco" else "classic"] if cfg.preset == "auto" else PRESETS[cfg.preset]
+    name = (family if family in PRESETS else "classic") if cfg.preset == "auto" else cfg.preset
+    preset = {**PRESETS[name], **ALGO_PRESETS[cfg.algo]}
     filled = {k: v for k, v in preset.items() if getattr(cfg, k) is None}
     cfg = dataclasses.replace(cfg, **filled)
     if cfg.run_dir is None:

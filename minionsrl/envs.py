@@ -5,6 +5,7 @@ This module is imported inside rollout functions, so it must stay free of torch.
 
 from __future__ import annotations
 
+import base64
 import difflib
 import importlib
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ class EnvInfo:
     action_dim: int  # number of actions (discrete) or action vector size (continuous)
     action_low: tuple[float, ...] = ()
     action_high: tuple[float, ...] = ()
-    family: str = "classic"  # "classic" | "mujoco" | "other": picks the PPO preset
+    family: str = "classic"  # "classic" | "mujoco" | "atari": picks the PPO preset
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,61 @@ def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env:
             env = gym.wrappers.TimeLimit(env, env.spec.max_episode_steps)
         return env
     _register_optional_envs()
+    if is_atari(spec.env_id):
+        return make_atari(spec, render_mode)
     return gym.make(spec.env_id, render_mode=render_mode, disable_env_checker=True, **spec.kwargs)
+
+
+def is_atari(env_id: str) -> bool:
+    """Whether ``env_id`` is an Arcade Learning Environment id (ale-py installed and registered)."""
+    _register_optional_envs()
+    env_spec = gym.registry.get(env_id)
+    return env_spec is not None and "ale_py" in str(env_spec.entry_point)
+
+
+class AtariTrainingSignals(gym.Wrapper):
+    """Episodic life and reward clipping, for the learning signal only (Mnih et al. 2015).
+
+    A lost life reports ``terminated`` (the value target stops there) but does not end the game:
+    the next ``reset()`` without a seed continues it. Rewards are clipped to their sign; the raw
+    reward is in ``info["raw_reward"]`` and ``info["game_over"]`` says whether the game really
+    ended, so the rollout reports full-game returns.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.lives = 0
+        self.game_over = True
+        self._last_obs: Any = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        if self.game_over or seed is not None:
+            self._last_obs, info = self.env.reset(seed=seed, options=options)
+            self.game_over = False
+            self.lives = self.env.unwrapped.ale.lives()
+            return self._last_obs, info
+        return self._last_obs, {"lives": self.lives}  # a life was lost: play on from where it stopped
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = bool(terminated or truncated)
+        lives = self.env.unwrapped.ale.lives()
+        life_lost = 0 < lives < self.lives
+        self.lives, self._last_obs = lives, obs
+        info = {**info, "raw_reward": float(reward), "game_over": self.game_over}
+        return obs, float(np.sign(reward)), bool(terminated or life_lost), bool(truncated), info
+
+
+def make_atari(spec: EnvSpec, render_mode: str | None = None) -> gym.Env:
+    """An ALE game with the standard preprocessing: no-op reset (up to 30), frame skip 4 with max-pooling
+    over the last two frames, 84×84 greyscale, a stack of 4 frames, then :class:`AtariTrainingSignals`.
+    Observations are uint8 ``(4, 84, 84)``; ``env_kwargs`` go to the ALE env (e.g. ``repeat_action_probability``)."""
+    kwargs = {**spec.kwargs, "frameskip": 1}  # AtariPreprocessing skips (and max-pools) itself
+    env = gym.make(spec.env_id, render_mode=render_mode, disable_env_checker=True, **kwargs)
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
+                                          terminal_on_life_loss=False, grayscale_obs=True, scale_obs=False)
+    env = gym.wrappers.FrameStackObservation(env, 4)
+    return AtariTrainingSignals(env)
 
 
 def env_info(spec: EnvSpec) -> EnvInfo:
@@ -122,6 +177,8 @@ def env_info(spec: EnvSpec) -> EnvInfo:
 
 def _family(env: gym.Env) -> str:
     module = type(env.unwrapped).__module__
+    if module.startswith("ale_py"):
+        return "atari"
     if "mujoco" in module:
         return "mujoco"
     if "classic_control" in module or "box2d" in module:
@@ -157,13 +214,19 @@ def _time_limit(env: gym.Env) -> gym.wrappers.TimeLimit | None:
 def capture_episode(env: gym.Env) -> dict[str, Any] | None:
     """The simulator state needed to continue the current episode elsewhere, or None if unsupported.
 
-    Supported: MuJoCo envs (qpos, qvel) and classic-control envs (their ``state`` array), plus the
-    time limit's step count. Rollout functions return it so the next round can continue the episode
-    on any instance: the functions stay stateless and episodes keep their full length.
+    Supported: MuJoCo envs (qpos, qvel), classic-control envs (their ``state`` array) and ALE games
+    (the emulator state with its RNG, the lives count and the frame stack), plus the time limit's
+    step count. Rollout functions return it so the next round can continue the episode on any
+    instance: the functions stay stateless and episodes keep their full length.
     """
     u = env.unwrapped
-    if hasattr(u, "set_state") and hasattr(u, "data"):
-        state: dict[str, Any] = {"qpos": u.data.qpos.tolist(), "qvel": u.data.qvel.tolist()}
+    if isinstance(env, AtariTrainingSignals):
+        if env.game_over:
+            return None
+        state: dict[str, Any] = {"ale": base64.b64encode(u.ale.cloneState(include_rng=True).serialize()).decode(),
+                                 "lives": env.lives, "frames": encode_array(np.asarray(env._last_obs))}
+    elif hasattr(u, "set_state") and hasattr(u, "data"):
+        state = {"qpos": u.data.qpos.tolist(), "qvel": u.data.qvel.tolist()}
     elif isinstance(getattr(u, "state", None), np.ndarray):
         state = {"state": u.state.tolist()}
     else:
@@ -173,10 +236,13 @@ def capture_episode(env: gym.Env) -> dict[str, Any] | None:
     return state
 
 
-def restore_episode(env: gym.Env, state: dict[str, Any]) -> None:
-    """Put a freshly reset ``env`` into the state captured by :func:`capture_episode`."""
+def restore_episode(env: gym.Env, state: dict[str, Any]) -> np.ndarray | None:
+    """Put a freshly reset ``env`` into the state captured by :func:`capture_episode`; return the
+    observation to continue from where the state holds it (the ALE frame stack), else None."""
     u = env.unwrapped
-    if "qpos" in state:
+    if "ale" in state:
+        _restore_atari(env, state)
+    elif "qpos" in state:
         qpos, qvel = np.asarray(state["qpos"], dtype=np.float64), np.asarray(state["qvel"], dtype=np.float64)
         if qpos.shape != u.data.qpos.shape or qvel.shape != u.data.qvel.shape:
             raise ValueError("carried MuJoCo state does not match this environment")
@@ -190,3 +256,37 @@ def restore_episode(env: gym.Env, state: dict[str, Any]) -> None:
     limit = _time_limit(env)
     if limit is not None:
         limit._elapsed_steps = int(state["elapsed"])
+    return env._last_obs if isinstance(env, AtariTrainingSignals) else None
+
+
+def _restore_atari(env: gym.Env, state: dict[str, Any]) -> None:
+    if not isinstance(env, AtariTrainingSignals):
+        raise ValueError("carried ALE state needs an ALE environment")
+    frames = decode_array(state["frames"])
+    if frames.shape != env.observation_space.shape:
+        raise ValueError("carried frame stack does not match this environment")
+    env.unwrapped.ale.restoreState(ale_state(base64.b64decode(state["ale"])))
+    env.lives, env.game_over, env._last_obs = int(state["lives"]), False, frames
+    stack = env.env
+    assert isinstance(stack, gym.wrappers.FrameStackObservation)
+    for frame in frames:  # the stack wrapper keeps its own queue of the last frames
+        stack.obs_queue.append(frame)
+
+
+def ale_state(data: bytes) -> Any:
+    import ale_py
+
+    return ale_py.ALEState(data)
+
+
+def encode_array(a: np.ndarray) -> dict[str, Any]:
+    """A small array as JSON: dtype, shape and base64 bytes (compact for uint8 frames)."""
+    return {"dtype": str(a.dtype), "shape": list(a.shape), "b64": base64.b64encode(a.tobytes()).decode()}
+
+
+def decode_array(data: dict[str, Any]) -> np.ndarray:
+    """Inverse of :func:`encode_array`; only plain numeric dtypes are accepted."""
+    dtype = np.dtype(data["dtype"])
+    if dtype.kind not in "biuf":
+        raise ValueError(f"carried array has unsupported dtype {dtype}")
+    return np.frombuffer(base64.b64decode(data["b64"]), dtype=dtype).reshape(data["shape"]).copy()

@@ -12,7 +12,7 @@ from minionsrl.envs import EnvSpec, env_info, make_env
 from minionsrl.errors import ConfigError
 from minionsrl.normalization import RunningMeanStd
 from minionsrl.numpy_policy import PolicyArch
-from minionsrl.policy import ActorCritic, snapshot_of
+from minionsrl.policy import make_policy, snapshot_of
 from minionsrl.rollout import evaluate
 
 
@@ -31,7 +31,7 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, seed: int = 10_000,
         raise ConfigError(f"--run-dir: {str(run_dir)!r} has no checkpoint yet")
     spec = EnvSpec(cfg.env_id, cfg.env_kwargs)
     info = env_info(spec)
-    policy = ActorCritic(PolicyArch.of(info, cfg.hidden_sizes))
+    policy = make_policy(PolicyArch.of(info, cfg.hidden_sizes))
     policy.load_state_dict(state["policy"])
     obs_rms = None
     if state.get("obs_rms") is not None:

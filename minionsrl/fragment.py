@@ -14,7 +14,7 @@ import numpy as np
 
 from minionsrl import wire
 from minionsrl.normalization import Moments
-from minionsrl.numpy_policy import NumpyPolicy, PolicyArch
+from minionsrl.numpy_policy import NumpyPolicy, PolicyArch, make_numpy_policy
 
 
 @dataclass
@@ -46,7 +46,7 @@ class PolicySnapshot:
                    arrays.get("obs_mean"), arrays.get("obs_var"), float(meta["clip_obs"]))
 
     def numpy_policy(self) -> NumpyPolicy:
-        return NumpyPolicy(self.arch, self.params)
+        return make_numpy_policy(self.arch, self.params)
 
 
 @dataclass
@@ -65,12 +65,14 @@ class Timings:
 class Fragment:
     """``T`` consecutive steps from one actor, with everything PPO and the normalisers need.
 
-    ``obs`` are normalised with the round's published statistics (what the policy saw).
+    ``obs`` are what the policy saw: vectors normalised with the round's published statistics
+    (float32), or image stacks as the env gave them (uint8, never copied to float on the way).
     ``trunc_values[t]`` is V(final observation) where an episode was truncated by a time limit at
-    step ``t``; ``last_value`` is V of the observation after the fragment's last step (the cut).
+    step ``t``; ``last_value`` is V of the observation after the fragment's last step (the cut), and
+    ``last_obs`` that observation (so an off-policy learner can bootstrap with its own value).
     """
 
-    obs: np.ndarray  # (T, *obs_shape) float32
+    obs: np.ndarray  # (T, obs_dim) float32, or (T, *image_shape) uint8
     actions: np.ndarray  # (T,) int64 or (T, action_dim) float32
     logprobs: np.ndarray  # (T,) float32
     values: np.ndarray  # (T,) float32
@@ -79,6 +81,7 @@ class Fragment:
     truncated: np.ndarray  # (T,) bool, time-limit truncation inside the fragment
     trunc_values: np.ndarray  # (T,) float32
     last_value: float
+    last_obs: np.ndarray  # (1, *obs shape), same dtype as obs
     episode_returns: np.ndarray  # finished episodes, raw rewards
     episode_lengths: np.ndarray
     obs_moments: Moments | None  # raw observations seen
@@ -91,6 +94,7 @@ class Fragment:
     def encode(self, meta: dict[str, Any], key: bytes) -> bytes:
         arrays = {name: getattr(self, name) for name in self._STEP_ARRAYS}
         arrays["last_value"] = np.array([self.last_value], dtype=np.float32)
+        arrays["last_obs"] = self.last_obs
         arrays["episode_returns"] = self.episode_returns.astype(np.float64)
         arrays["episode_lengths"] = self.episode_lengths.astype(np.int64)
         for prefix, m in (("obs_m", self.obs_moments), ("ret_m", self.ret_moments)):
@@ -104,10 +108,11 @@ class Fragment:
     def from_wire(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any], steps: int,
                   arch: PolicyArch) -> Fragment:
         """Build a fragment from decoded arrays, checking names, dtypes and shapes against the request."""
-        obs_shape = (steps, arch.obs_dim)
+        obs_dtype = np.uint8 if arch.image else np.float32
         act_shape = (steps,) if arch.discrete else (steps, arch.action_dim)
         expected = {
-            "obs": (np.float32, obs_shape), "actions": (np.int64 if arch.discrete else np.float32, act_shape),
+            "obs": (obs_dtype, (steps, *arch.step_obs_shape)), "last_obs": (obs_dtype, (1, *arch.step_obs_shape)),
+            "actions": (np.int64 if arch.discrete else np.float32, act_shape),
             "logprobs": (np.float32, (steps,)), "values": (np.float32, (steps,)),
             "rewards": (np.float32, (steps,)), "terminated": (np.bool_, (steps,)),
             "truncated": (np.bool_, (steps,)), "trunc_values": (np.float32, (steps,)),
@@ -120,7 +125,8 @@ class Fragment:
             if arr.dtype != dtype or arr.shape != shape:
                 raise wire.WireError(f"fragment array {name!r} is {arr.dtype}{arr.shape}, expected "
                                      f"{np.dtype(dtype)}{shape}")
-        finite = ("obs", "values", "rewards", "trunc_values", "logprobs", "last_value")
+        finite = ("values", "rewards", "trunc_values", "logprobs", "last_value",
+                  *(() if arch.image else ("obs", "last_obs")))  # uint8 images are finite by type
         for name in finite if arch.discrete else (*finite, "actions"):
             if not np.isfinite(arrays[name]).all():
                 raise wire.WireError(f"fragment array {name!r} holds non-finite numbers")
@@ -134,7 +140,7 @@ class Fragment:
             raise wire.WireError("fragment episode_returns/episode_lengths are missing or mismatched")
         return cls(
             **{name: arrays[name] for name in cls._STEP_ARRAYS},
-            last_value=float(arrays["last_value"][0]),
+            last_value=float(arrays["last_value"][0]), last_obs=arrays["last_obs"],
             episode_returns=rets, episode_lengths=lens,
             obs_moments=_moments(arrays, "obs_m", (arch.obs_dim,)),
             ret_moments=_moments(arrays, "ret_m", ()),

@@ -22,26 +22,59 @@ LOG_2PI = math.log(2.0 * math.pi)
 
 @dataclass(frozen=True)
 class PolicyArch:
-    """Shape of the actor-critic MLP; travels in the published policy's metadata."""
+    """Shape of the actor-critic; travels in the published policy's metadata.
+
+    ``net="mlp"``: tanh MLP towers over flattened float observations. ``net="cnn"``: the Nature CNN
+    over uint8 image stacks ``obs_shape = (frames, 84, 84)`` (``hidden`` is unused).
+    """
 
     obs_dim: int
     action_dim: int
     discrete: bool
     hidden: tuple[int, ...]
+    net: str = "mlp"
+    obs_shape: tuple[int, ...] = ()
+
+    @property
+    def image(self) -> bool:
+        """Observations are uint8 image stacks (they travel and are stored as uint8)."""
+        return self.net == "cnn"
+
+    @property
+    def step_obs_shape(self) -> tuple[int, ...]:
+        """Shape of one step's observation as fragments carry it."""
+        return self.obs_shape if self.image else (self.obs_dim,)
 
     def to_json(self) -> dict:
         return {"obs_dim": self.obs_dim, "action_dim": self.action_dim, "discrete": self.discrete,
-                "hidden": list(self.hidden)}
+                "hidden": list(self.hidden), "net": self.net, "obs_shape": list(self.obs_shape)}
 
     @classmethod
     def of(cls, info: EnvInfo, hidden: Sequence[int]) -> PolicyArch:
-        """The architecture for an environment's spaces (observations flattened)."""
+        """The architecture for an environment's spaces: the CNN for image stacks, else an MLP over
+        flattened observations."""
+        if len(info.obs_shape) == 3 and info.discrete:
+            return cls(int(np.prod(info.obs_shape)), info.action_dim, True, (), "cnn", tuple(info.obs_shape))
         return cls(int(np.prod(info.obs_shape)), info.action_dim, info.discrete, tuple(hidden))
 
     @classmethod
     def from_json(cls, data: dict) -> PolicyArch:
+        net = str(data.get("net", "mlp"))
+        if net not in ("mlp", "cnn"):
+            raise ValueError(f"unknown policy network {net!r}")
         return cls(int(data["obs_dim"]), int(data["action_dim"]), bool(data["discrete"]),
-                   tuple(int(h) for h in data["hidden"]))
+                   tuple(int(h) for h in data["hidden"]), net, tuple(int(d) for d in data.get("obs_shape", ())))
+
+
+# The Nature CNN (Mnih et al. 2015): (out channels, kernel, stride) of the three convolutions, then a
+# 512-unit dense layer; ReLU throughout, inputs scaled by 1/255.
+NATURE_CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+NATURE_DENSE = 512
+
+
+def make_numpy_policy(arch: PolicyArch, params: dict[str, np.ndarray]) -> NumpyPolicy:
+    """The NumPy inference policy for ``arch``."""
+    return NumpyCNNPolicy(arch, params) if arch.image else NumpyPolicy(arch, params)
 
 
 class NumpyPolicy:
@@ -90,3 +123,56 @@ class NumpyPolicy:
         z = (actions.astype(np.float64) - heads) / self.std
         logp = -0.5 * (z**2).sum(axis=-1) - self.log_std.astype(np.float64).sum() - 0.5 * z.shape[-1] * LOG_2PI
         return logp.astype(np.float32)
+
+
+class NumpyCNNPolicy(NumpyPolicy):
+    """The Nature CNN actor-critic in NumPy: convolutions as one im2col matmul each, in NHWC layout.
+
+    Weights come in torch's layout; they are reordered once here (kernels to (kh·kw·C, out), the dense
+    layer's inputs from torch's CHW flattening to HWC), so a step needs no transposes but the input's.
+    """
+
+    def __init__(self, arch: PolicyArch, params: dict[str, np.ndarray]) -> None:
+        self.arch, self.log_std, self.std = arch, None, None
+        self.convs: list[tuple[np.ndarray, np.ndarray, int, int]] = []
+        for i, (_, k, stride) in enumerate(NATURE_CONVS):
+            w = params[f"conv.{i}.weight"]  # (out, in, kh, kw)
+            w = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(-1, w.shape[0]), dtype=np.float32)
+            self.convs.append((w, params[f"conv.{i}.bias"].astype(np.float32), k, stride))
+        dense = params["dense.weight"]  # (512, C·H·W) in torch's CHW order
+        side = _conv_side(arch.obs_shape[1])
+        channels = NATURE_CONVS[-1][0]
+        dense = dense.reshape(-1, channels, side, side).transpose(0, 2, 3, 1).reshape(dense.shape[0], -1)
+        self.dense_w = np.ascontiguousarray(dense.T, dtype=np.float32)
+        self.dense_b = params["dense.bias"].astype(np.float32)
+        # actor and critic heads fused into one matmul: logits then the value
+        self.head_w = np.ascontiguousarray(np.concatenate([params["actor.weight"].T, params["critic.weight"].T],
+                                                          axis=1), dtype=np.float32)
+        self.head_b = np.concatenate([params["actor.bias"], params["critic.bias"]]).astype(np.float32)
+        self.conv_scale = np.float32(1.0 / 255.0)
+
+    def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(logits, value) for one uint8 stack ``(C, H, W)`` or a batch ``(B, C, H, W)``."""
+        single = obs.ndim == 3
+        x = (obs[None] if single else obs).transpose(0, 2, 3, 1).astype(np.float32) * self.conv_scale
+        for w, b, k, stride in self.convs:
+            x = np.maximum(_conv_nhwc(x, w, k, stride) + b, 0.0)
+        h = np.maximum(x.reshape(len(x), -1) @ self.dense_w + self.dense_b, 0.0)
+        out = h @ self.head_w + self.head_b
+        if single:
+            out = out[0]
+        return out[..., :-1], out[..., -1]
+
+
+def _conv_side(size: int) -> int:
+    for _, k, stride in NATURE_CONVS:
+        size = (size - k) // stride + 1
+    return size
+
+
+def _conv_nhwc(x: np.ndarray, w: np.ndarray, k: int, stride: int) -> np.ndarray:
+    """A valid convolution of NHWC ``x`` with kernels ``w`` of shape (k·k·C, out): im2col, then one matmul."""
+    windows = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(1, 2))[:, ::stride, ::stride]
+    b, ho, wo, c = windows.shape[:4]
+    cols = windows.transpose(0, 1, 2, 4, 5, 3).reshape(b * ho * wo, k * k * c)  # (kh, kw, C) order, as w
+    return (cols @ w).reshape(b, ho, wo, -1)

@@ -10,7 +10,7 @@ from torch import nn
 
 from minionsrl.fragment import PolicySnapshot
 from minionsrl.normalization import RunningMeanStd
-from minionsrl.numpy_policy import PolicyArch
+from minionsrl.numpy_policy import NATURE_CONVS, NATURE_DENSE, PolicyArch
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -80,7 +80,59 @@ class ActorCritic(nn.Module):
         return out
 
 
-def snapshot_of(policy: ActorCritic, obs_rms: RunningMeanStd | None, version: int, clip_obs: float) -> PolicySnapshot:
+class CNNActorCritic(nn.Module):
+    """The Nature CNN with a categorical actor head and a value head on a shared trunk (CleanRL's
+    ``ppo_atari.py``): uint8 frame stacks in, scaled by 1/255 inside the network."""
+
+    def __init__(self, arch: PolicyArch) -> None:
+        super().__init__()
+        self.arch = arch
+        channels, side = arch.obs_shape[0], arch.obs_shape[1]
+        convs: list[nn.Module] = []
+        for out, k, stride in NATURE_CONVS:
+            conv = nn.Conv2d(channels, out, k, stride)
+            nn.init.orthogonal_(conv.weight, math.sqrt(2))
+            nn.init.constant_(conv.bias, 0.0)
+            convs += [conv, nn.ReLU()]
+            channels, side = out, (side - k) // stride + 1
+        self.conv = nn.Sequential(*convs)
+        self.dense = _layer(channels * side * side, NATURE_DENSE, math.sqrt(2))
+        self.actor = _layer(NATURE_DENSE, arch.action_dim, 0.01)
+        self.critic = _layer(NATURE_DENSE, 1, 1.0)
+
+    def _trunk(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.dense(self.conv(obs.float() / 255.0).flatten(1)))
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(self._trunk(obs)).squeeze(-1)
+
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Return (log-prob of ``actions``, entropy, value) for a batch of observations."""
+        hidden = self._trunk(obs)
+        logits = torch.log_softmax(self.actor(hidden), dim=-1)
+        logp = logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+        entropy = -(logits.exp() * logits).sum(-1)
+        return logp, entropy, self.critic(hidden).squeeze(-1)
+
+    def act_deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.actor(self._trunk(obs)).argmax(-1)
+
+    def numpy_params(self) -> dict[str, np.ndarray]:
+        """Weights in torch's layout under the names :class:`~minionsrl.numpy_policy.NumpyCNNPolicy` reads."""
+        convs = [m for m in self.conv if isinstance(m, nn.Conv2d)]
+        named = {**{f"conv.{i}": c for i, c in enumerate(convs)}, "dense": self.dense, "actor": self.actor,
+                 "critic": self.critic}
+        return {f"{name}.{p}": getattr(m, p).detach().cpu().numpy().astype(np.float32)
+                for name, m in named.items() for p in ("weight", "bias")}
+
+
+def make_policy(arch: PolicyArch) -> ActorCritic | CNNActorCritic:
+    """The torch actor-critic for ``arch``: the Nature CNN for images, else the MLP towers."""
+    return CNNActorCritic(arch) if arch.image else ActorCritic(arch)
+
+
+def snapshot_of(policy: ActorCritic | CNNActorCritic, obs_rms: RunningMeanStd | None, version: int,
+                clip_obs: float) -> PolicySnapshot:
     """The policy as rollout functions receive it: NumPy weights plus normalisation statistics."""
     return PolicySnapshot(
         version=version, arch=policy.arch, params=policy.numpy_params(),

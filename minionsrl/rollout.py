@@ -55,10 +55,16 @@ def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: 
     fragment, that episode continues from it. Episodes cut by a time limit record V(final obs) in
     ``trunc_values``; the fragment's own cut is bootstrapped with ``last_value``, and the episode in
     progress is returned in ``fragment.meta["carry"]`` where the env supports it.
+
+    Where the env separates the learning signal from the game (Atari: ``info["raw_reward"]`` and
+    ``info["game_over"]``), rewards and terminations are the learning signal and the reported
+    episode returns are full games of raw rewards. Image observations stay uint8 throughout.
     """
     arch = policy.arch
     rng = np.random.default_rng(seed)
     normalize = _ObsNormalizer(snapshot)
+    if arch.image and normalize.enabled:
+        raise ValueError("image observations are not normalised with running statistics")
     # Noise for the whole fragment in one call: Gaussian for continuous, Gumbel-max for discrete.
     noise = rng.gumbel(size=(steps, arch.action_dim)) if arch.discrete else rng.standard_normal(
         (steps, arch.action_dim))
@@ -67,8 +73,10 @@ def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: 
         low = np.asarray(env.action_space.low, dtype=np.float32)
         high = np.asarray(env.action_space.high, dtype=np.float32)
 
-    raw_obs = np.empty((steps, arch.obs_dim), dtype=np.float64)
-    obs_n = np.empty((steps, arch.obs_dim), dtype=np.float32)
+    # Image stacks are stored as they come (uint8, one write per step); vectors normalised to float32.
+    prepare = (lambda o: o) if arch.image else normalize
+    obs_buf = np.empty((steps, *arch.step_obs_shape), dtype=np.uint8 if arch.image else np.float32)
+    raw_obs = np.empty((steps, arch.obs_dim), dtype=np.float64) if normalize.enabled else None
     heads = np.empty((steps, arch.action_dim), dtype=np.float32)
     actions = np.empty((steps,), dtype=np.int64) if arch.discrete else np.empty((steps, arch.action_dim), np.float32)
     values = np.empty(steps, dtype=np.float32)
@@ -83,14 +91,15 @@ def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: 
     obs, _ = env.reset(seed=seed)
     ep_ret, ep_len, disc = 0.0, 0, 0.0
     if carry is not None:
-        restore_episode(env, carry["env"])
-        obs = np.asarray(carry["obs"], dtype=env.observation_space.dtype)
+        restored = restore_episode(env, carry["env"])
+        obs = restored if restored is not None else np.asarray(carry["obs"], dtype=env.observation_space.dtype)
         ep_ret, ep_len, disc = float(carry["ep_return"]), int(carry["ep_length"]), float(carry["disc_return"])
     for t in range(steps):
-        raw_obs[t] = obs
-        x = normalize(obs)
+        if raw_obs is not None:
+            raw_obs[t] = obs
+        x = prepare(obs)
         head, value = policy.forward(x)
-        obs_n[t], heads[t], values[t] = x, head, value
+        obs_buf[t], heads[t], values[t] = x, head, value
         if arch.discrete:
             action = int(np.argmax(head + noise[t]))
             env_action: Any = action
@@ -98,53 +107,59 @@ def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: 
             action = head + noise[t]
             env_action = np.clip(action, low, high)
         actions[t] = action
-        obs, reward, term, trunc, _ = env.step(env_action)
+        obs, reward, term, trunc, info = env.step(env_action)
         rewards[t] = reward
         disc = disc * gamma + reward
         disc_returns[t] = disc
-        ep_ret += reward
+        ep_ret += info.get("raw_reward", reward)
         ep_len += 1
         if term or trunc:
             terminated[t], truncated[t] = term, trunc and not term
             if truncated[t]:
-                trunc_values[t] = policy.forward(normalize(obs))[1]
-            ep_returns.append(ep_ret)
-            ep_lengths.append(ep_len)
-            ep_ret, ep_len, disc = 0.0, 0, 0.0
+                trunc_values[t] = policy.forward(prepare(obs))[1]
+            disc = 0.0
+            if info.get("game_over", True):
+                ep_returns.append(ep_ret)
+                ep_lengths.append(ep_len)
+                ep_ret, ep_len = 0.0, 0
             obs, _ = env.reset()
-    last_value = float(policy.forward(normalize(obs))[1])
+    last_obs = prepare(obs)
+    last_value = float(policy.forward(last_obs)[1])
     env_state = capture_episode(env)
     next_carry = None if env_state is None else {
-        "env": env_state, "obs": np.asarray(obs).tolist(), "ep_return": ep_ret, "ep_length": ep_len,
-        "disc_return": disc}
+        "env": env_state, "obs": None if arch.image else np.asarray(obs).tolist(), "ep_return": ep_ret,
+        "ep_length": ep_len, "disc_return": disc}
     return Fragment(
-        obs=obs_n, actions=actions, logprobs=policy.log_prob(heads, actions), values=values,
+        obs=obs_buf, actions=actions, logprobs=policy.log_prob(heads, actions), values=values,
         rewards=rewards, terminated=terminated, truncated=truncated, trunc_values=trunc_values,
-        last_value=last_value, episode_returns=np.asarray(ep_returns, dtype=np.float64),
+        last_value=last_value, last_obs=np.asarray(last_obs)[None], episode_returns=np.asarray(ep_returns,
+                                                                                             dtype=np.float64),
         episode_lengths=np.asarray(ep_lengths, dtype=np.int64),
-        obs_moments=Moments.of(raw_obs) if normalize.enabled else None,
+        obs_moments=Moments.of(raw_obs) if raw_obs is not None else None,
         ret_moments=Moments.of(disc_returns), policy_version=snapshot.version, meta={"carry": next_carry},
     )
 
 
 def evaluate(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, episodes: int,
              seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Run ``episodes`` full episodes with the deterministic policy; return (returns, lengths)."""
+    """Run ``episodes`` full episodes (full games, raw rewards) with the deterministic policy; return
+    (returns, lengths)."""
     normalize = _ObsNormalizer(snapshot)
+    prepare = (lambda o: o) if policy.arch.image else normalize
     returns, lengths = np.zeros(episodes), np.zeros(episodes, dtype=np.int64)
     for ep in range(episodes):
         obs, _ = env.reset(seed=seed + ep)
         done = False
         while not done:
-            head, _ = policy.forward(normalize(obs))
+            head, _ = policy.forward(prepare(obs))
             if policy.arch.discrete:
                 action: Any = int(np.argmax(head))
             else:
                 action = np.clip(head, env.action_space.low, env.action_space.high)
-            obs, reward, term, trunc, _ = env.step(action)
-            returns[ep] += reward
+            obs, reward, term, trunc, info = env.step(action)
+            returns[ep] += info.get("raw_reward", reward)
             lengths[ep] += 1
-            done = term or trunc
+            done = (term or trunc) and info.get("game_over", True)
     return returns, lengths
 
 

@@ -20,7 +20,7 @@ from minionsrl.config import TrainConfig
 from minionsrl.envs import EnvSpec
 from minionsrl.numpy_policy import PolicyArch
 from minionsrl.plots import line_plot
-from minionsrl.policy import ActorCritic, snapshot_of
+from minionsrl.policy import make_policy, snapshot_of
 
 COLUMNS = ["actors", "cold_round_s", "round_s", "functions_s", "ideal_s", "overhead_s", "overhead_per_invocation_ms",
            "mean_duration_s", "bytes_in", "bytes_out"]
@@ -40,7 +40,7 @@ def run_scale(cfg: TrainConfig, max_actors: int, steps: int, repeats: int, out_d
     for k in counts:
         backend = make_backend(cfg, wire.new_key())
         try:
-            blob = snapshot_of(ActorCritic(arch), None, 0, cfg.clip_obs).encode(backend.key)
+            blob = snapshot_of(make_policy(arch), None, 0, cfg.clip_obs).encode(backend.key)
             timings = []
             for rep in range(repeats + 1):
                 ref = backend.publish(blob)

@@ -27,7 +27,7 @@ from minionsrl.fragment import Fragment
 from minionsrl.metrics import RunLog
 from minionsrl.normalization import RunningMeanStd
 from minionsrl.numpy_policy import PolicyArch
-from minionsrl.policy import ActorCritic, snapshot_of
+from minionsrl.policy import make_policy, snapshot_of
 from minionsrl.ppo import PPO, Batch
 from minionsrl.scalers import Scaler, make_scaler
 
@@ -52,7 +52,11 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     except Exception as exc:  # bad kwargs, a missing optional dependency, a broken custom env
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ConfigError(f"env_id {cfg.env_id!r} with env_kwargs {cfg.env_kwargs!r} cannot be built: {first}") from exc
-    return config.resolve(cfg, info.family), info
+    cfg = config.resolve(cfg, info.family)
+    if cfg.normalize_obs and len(info.obs_shape) == 3:
+        raise ConfigError(f"normalize_obs: {cfg.env_id!r} has image observations (scaled by 1/255 in the "
+                          "network); use --no-normalize-obs")
+    return cfg, info
 
 
 def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
@@ -85,7 +89,7 @@ class Trainer:
         torch.set_num_threads(cfg.torch_threads)
         self.spec = EnvSpec(cfg.env_id, cfg.env_kwargs)
         self.arch = PolicyArch.of(self.info, cfg.hidden_sizes)
-        self.policy = ActorCritic(self.arch)
+        self.policy = make_policy(self.arch)
         self.ppo = PPO(self.policy, cfg.ppo_params())
         self.obs_rms = RunningMeanStd((self.arch.obs_dim,)) if cfg.normalize_obs else None
         self.ret_rms = RunningMeanStd(()) if cfg.normalize_reward else None
