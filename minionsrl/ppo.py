@@ -7,6 +7,7 @@ per sample does not depend on how many actors the scaler chose.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -16,7 +17,9 @@ from torch import nn
 
 from minionsrl.fragment import Fragment
 from minionsrl.normalization import RunningMeanStd
-from minionsrl.policy import ActorCritic
+from minionsrl.policy import ActorCritic, CNNActorCritic
+
+Policy = ActorCritic | CNNActorCritic
 
 
 @dataclass(frozen=True)
@@ -74,17 +77,11 @@ class Batch:
     def from_fragments(cls, fragments: list[Fragment], params: PPOParams,
                        reward_rms: RunningMeanStd | None, clip_reward: float = 10.0) -> Batch:
         """Stack fragments in invocation order, scale rewards (if enabled) and compute GAE."""
-        stack = {name: np.stack([getattr(f, name) for f in fragments]) for name in Fragment._STEP_ARRAYS}
-        rewards = stack["rewards"].astype(np.float64)
-        if reward_rms is not None:
-            rewards = np.clip(rewards / np.sqrt(reward_rms.var + 1e-8), -clip_reward, clip_reward)
+        stack = stack_fragments(fragments)
+        rewards = scale_rewards(stack["rewards"], reward_rms, clip_reward)
         last_values = np.array([f.last_value for f in fragments])
         adv, ret = compute_gae(rewards, stack["values"], stack["terminated"], stack["truncated"],
                                stack["trunc_values"], last_values, params.gamma, params.gae_lambda)
-
-        def flat(a: np.ndarray) -> torch.Tensor:
-            return torch.from_numpy(np.ascontiguousarray(a.reshape(-1, *a.shape[2:])))
-
         return cls(flat(stack["obs"]), flat(stack["actions"]), flat(stack["logprobs"]), flat(adv), flat(ret),
                    flat(stack["values"]))
 
@@ -95,6 +92,24 @@ class Batch:
         """The rows ``idx`` of every field (a minibatch)."""
         return Batch(self.obs[idx], self.actions[idx], self.logprobs[idx], self.advantages[idx], self.returns[idx],
                      self.values[idx])
+
+
+def stack_fragments(fragments: list[Fragment]) -> dict[str, np.ndarray]:
+    """The per-step arrays of ``fragments`` stacked to ``(n, T, ...)`` (image observations stay uint8)."""
+    return {name: np.stack([getattr(f, name) for f in fragments]) for name in Fragment._STEP_ARRAYS}
+
+
+def scale_rewards(rewards: np.ndarray, reward_rms: RunningMeanStd | None, clip_reward: float) -> np.ndarray:
+    """Rewards divided by the std of discounted returns and clipped (when reward scaling is on), float64."""
+    rewards = rewards.astype(np.float64)
+    if reward_rms is None:
+        return rewards
+    return np.clip(rewards / np.sqrt(reward_rms.var + 1e-8), -clip_reward, clip_reward)
+
+
+def flat(a: np.ndarray) -> torch.Tensor:
+    """``(n, T, ...)`` to a ``(n·T, ...)`` tensor sharing the array's dtype."""
+    return torch.from_numpy(np.ascontiguousarray(a.reshape(-1, *a.shape[2:])))
 
 
 class LossTerms(NamedTuple):
@@ -108,7 +123,7 @@ class LossTerms(NamedTuple):
     ratio: torch.Tensor
 
 
-def ppo_loss(policy: ActorCritic, mb: Batch, p: PPOParams) -> LossTerms:
+def ppo_loss(policy: Policy, mb: Batch, p: PPOParams) -> LossTerms:
     """CleanRL's PPO loss on a (mini)batch: clipped surrogate, (clipped) value loss, entropy bonus.
 
     Used by the update and by the curvature detectors, which differentiate it twice.
@@ -130,12 +145,17 @@ def ppo_loss(policy: ActorCritic, mb: Batch, p: PPOParams) -> LossTerms:
     return LossTerms(loss, pg_loss, v_loss, entropy_loss, logratio, ratio)
 
 
-class PPO:
-    """Owns the policy's optimiser and runs the clipped-surrogate update on one round's batch."""
+LossFn = Callable[[Policy, Batch, PPOParams], LossTerms]
 
-    def __init__(self, policy: ActorCritic, params: PPOParams) -> None:
+
+class PPO:
+    """Owns the policy's optimiser and runs minibatch SGD on one round's batch: the clipped-surrogate
+    loss by default; the V-trace learners (:mod:`minionsrl.impala`) pass their own ``loss``."""
+
+    def __init__(self, policy: Policy, params: PPOParams, loss: LossFn = ppo_loss) -> None:
         self.policy = policy
         self.params = params
+        self.loss = loss
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=params.learning_rate, eps=1e-5, fused=True)
 
     def set_learning_rate(self, lr: float) -> None:
@@ -152,7 +172,7 @@ class PPO:
             order = torch.from_numpy(rng.permutation(size))
             for start in range(0, size, p.minibatch_size):
                 idx = order[start : start + p.minibatch_size]
-                out = ppo_loss(self.policy, batch.select(idx), p)
+                out = self.loss(self.policy, batch.select(idx), p)
                 with torch.no_grad():
                     old_approx_kl = (-out.logratio).mean()
                     approx_kl = ((out.ratio - 1) - out.logratio).mean()
