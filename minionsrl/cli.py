@@ -125,10 +125,10 @@ def train_config(args: argparse.Namespace) -> tuple[config.TrainConfig, bool]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from minionsrl.progress import TrainingDisplay
-    from minionsrl.trainer import Trainer
+    from minionsrl.trainer import make_trainer
 
     cfg, resume = train_config(args)
-    trainer = Trainer(cfg, resume=resume)
+    trainer = make_trainer(cfg, resume=resume)
     with TrainingDisplay(trainer.cfg, enabled=trainer.cfg.progress, start_steps=trainer.env_steps,
                          start_round=trainer.round) as display:
         summary = trainer.run(on_round=display.update)

@@ -67,7 +67,7 @@ def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: s
                 target_return: float | None = None,
                 on_run: Callable[[str, int], None] | None = None) -> list[dict[str, Any]]:
     """Run (or reuse) every arm × seed, then write compare.csv, compare.md and the plots."""
-    from minionsrl.trainer import Trainer
+    from minionsrl.trainer import make_trainer
 
     out_dir = Path(out_dir)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
@@ -79,7 +79,7 @@ def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: s
                 on_run(arm.label, seed)
             if not (run_dir / "summary.json").exists():
                 cfg = dataclasses.replace(arm.apply(base), seed=seed, run_dir=str(run_dir), progress=False)
-                Trainer(cfg, resume=(run_dir / "metrics.csv").exists()).run()
+                make_trainer(cfg, resume=(run_dir / "metrics.csv").exists()).run()
             results.append(_run_row(arm, seed, run_dir, target_return))
     _write_outputs(results, arms, out_dir, base.env_id, target_return)
     return results

@@ -20,6 +20,8 @@ METRIC_COLUMNS = [
     "approx_kl", "clipfrac", "explained_variance", "learning_rate", "sps",
     "cost_serverless_usd", "cost_server_usd", "cum_cost_serverless_usd", "cum_cost_server_usd", "projected_round_s",
     "scaler_score", "convexity_ratio", "lambda_min", "lambda_max", "gns", "detector_s",
+    # asynchronous learners (APPO, IMPALA): fragments used by the update, their policy lag in versions
+    "fragments", "policy_lag_mean", "policy_lag_max", "stale_retries",
 ]
 # Columns that depend only on the seed and the config (compared by the determinism test).
 LEARNING_COLUMNS = [
@@ -38,6 +40,7 @@ TENSORBOARD_TAGS = {
     "sample_s": "time/sample_s", "learn_s": "time/learn_s", "detector_s": "time/detector_s",
     "cum_cost_serverless_usd": "cost/cum_serverless_usd", "cum_cost_server_usd": "cost/cum_server_usd",
     "convexity_ratio": "detectors/convexity_ratio", "gns": "detectors/gns", "scaler_score": "charts/scaler_score",
+    "policy_lag_mean": "charts/policy_lag_mean",
 }
 
 

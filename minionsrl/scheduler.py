@@ -206,7 +206,7 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
                     hyper: SchedulerHyper = SchedulerHyper(),
                     on_job: Callable[[dict[str, Any]], None] | None = None) -> Path:
     """Train the scheduler over ``jobs`` complete training jobs of ``base``; save it and its curve."""
-    from minionsrl.trainer import Trainer
+    from minionsrl.trainer import make_trainer
 
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -223,7 +223,7 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
             cfg = dataclasses.replace(base, seed=base.seed * 100_000 + job, target_return=target, progress=False,
                                       tensorboard=False, run_dir=tempfile.mkdtemp(prefix=f"minionsrl-job{job}-"))
             scaler = MinionsScaler(agent, cfg, return_scale=abs(target) or 1.0, explore=True, hyper=hyper, seed=job)
-            trainer = Trainer(cfg, scaler=scaler)
+            trainer = make_trainer(cfg, scaler=scaler)
             started = time.perf_counter()
             summary = trainer.run()
             episode = scaler.episode

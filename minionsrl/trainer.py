@@ -76,6 +76,16 @@ def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
     raise ConfigError(f"backend: {cfg.backend!r} is not available")
 
 
+def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None = None,
+                 scaler: Scaler | None = None) -> Trainer:
+    """The trainer for ``cfg.algo``: synchronous PPO rounds, or the asynchronous APPO/IMPALA learner."""
+    if cfg.algo == "ppo":
+        return Trainer(cfg, resume=resume, backend=backend, scaler=scaler)
+    from minionsrl.async_trainer import AsyncTrainer
+
+    return AsyncTrainer(cfg, resume=resume, backend=backend, scaler=scaler)
+
+
 class Trainer:
     """Owns the learner state and runs rounds until a stop condition holds."""
 
@@ -143,16 +153,18 @@ class Trainer:
             self.carries = {slot: f.meta["carry"] for slot, f in enumerate(fragments) if f.meta.get("carry")}
         t_sampled = time.perf_counter()
 
-        for frag in fragments:  # merge in slot order: independent of arrival order
-            if self.obs_rms is not None:
-                self.obs_rms.update(frag.obs_moments)
-            if self.ret_rms is not None:
-                self.ret_rms.update(frag.ret_moments)
-            self.recent_returns.extend(frag.episode_returns.tolist())
+        self._absorb(fragments)
         batch = Batch.from_fragments(fragments, self.ppo.params, self.ret_rms, cfg.clip_reward)
         stats = self.ppo.update(batch, np.random.default_rng([cfg.seed, self.round]))
         self.env_steps += len(batch)
         t_learned = time.perf_counter()
+        return self._finish_round(n, lr, fragments, batch, stats, requests, replies, t_round, t_sampled, t_learned)
+
+    def _finish_round(self, n: int, lr: float, fragments: list[Fragment], batch: Batch, stats: dict[str, float],
+                      requests: list[dict[str, Any]], replies: list[Reply], t_round: float, t_sampled: float,
+                      t_learned: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The round after the update: detectors, evaluation, billing, the metrics row, the checkpoint."""
+        cfg = self.cfg
         detected = self._detect(batch, n)
         t_detected = time.perf_counter()
 
@@ -174,7 +186,7 @@ class Trainer:
             "cost_serverless_usd": bill.cost_serverless_usd, "cost_server_usd": bill.cost_server_usd,
             "cum_cost_serverless_usd": self.ledger.total_serverless_usd,
             "cum_cost_server_usd": self.ledger.total_server_usd, "projected_round_s": bill.projected_round_s,
-            "scaler_score": self.scaler.score, **detected,
+            "scaler_score": self.scaler.score, **detected, **(extra or {}),
         }
         self.recent_costs.append(bill.cost_serverless_usd)
         self.log.log_round(row, [{"round": self.round, "seed": req["seed"], **r.record.row()}
@@ -183,6 +195,15 @@ class Trainer:
         if self.round % cfg.checkpoint_every == 0 or self._done():
             self._checkpoint()
         return row
+
+    def _absorb(self, fragments: list[Fragment]) -> None:
+        """Merge the fragments' normaliser statistics and finished episodes, in the given order."""
+        for frag in fragments:
+            if self.obs_rms is not None:
+                self.obs_rms.update(frag.obs_moments)
+            if self.ret_rms is not None:
+                self.ret_rms.update(frag.ret_moments)
+            self.recent_returns.extend(frag.episode_returns.tolist())
 
     # -- pieces of a round -----------------------------------------------------------------------
     def _detect(self, batch: Batch, n: int) -> dict[str, float]:
@@ -204,10 +225,12 @@ class Trainer:
         return {**out, "convexity_ratio": curvature.convexity_ratio, "lambda_min": curvature.lambda_min,
                 "lambda_max": curvature.lambda_max}
 
-    def _request(self, kind: str, ref: str, slot: int, **extra: Any) -> dict[str, Any]:
+    def _request(self, kind: str, ref: str, slot: int, index: int | None = None, **extra: Any) -> dict[str, Any]:
+        """One invocation's request; its id and seed follow (round, or ``index`` where given; slot; kind)."""
         code = _KIND_TRAIN if kind == "train" else _KIND_EVAL
-        return {"id": f"r{self.round}-{kind}-{slot}", "kind": kind, "policy": ref, "env": self.spec.to_json(),
-                "seed": invocation_seed(self.cfg.seed, self.round, slot, code), "gamma": self.cfg.gamma, **extra}
+        index = self.round if index is None else index
+        return {"id": f"r{index}-{kind}-{slot}", "kind": kind, "policy": ref, "env": self.spec.to_json(),
+                "seed": invocation_seed(self.cfg.seed, index, slot, code), "gamma": self.cfg.gamma, **extra}
 
     def _invoke(self, requests: list[dict[str, Any]]) -> list[Reply]:
         replies = self.backend.invoke(requests)
@@ -284,7 +307,14 @@ class Trainer:
         return checkpoint.load(self.run_dir / "checkpoints")
 
     def _checkpoint(self) -> None:
-        state = {
+        state = self._state()
+        checkpoint.save(self.run_dir / "checkpoints", state)
+        if self.cfg.keep_checkpoints_every and self.round % self.cfg.keep_checkpoints_every == 0:
+            checkpoint.save(self.run_dir / "checkpoints", state, name=f"round-{self.round:05d}.pt")
+
+    def _state(self) -> dict[str, Any]:
+        """Everything a resumed run needs (weights-only loadable)."""
+        return {
             "round": self.round, "env_steps": self.env_steps, "wall_s": self._wall(),
             "best_eval": self.best_eval, "last_eval": self.last_eval,
             "recent_returns": list(self.recent_returns), "policy": self.policy.state_dict(),
@@ -295,9 +325,6 @@ class Trainer:
             "obs_rms": checkpoint.to_tensors(self.obs_rms.state_dict()) if self.obs_rms else None,
             "ret_rms": checkpoint.to_tensors(self.ret_rms.state_dict()) if self.ret_rms else None,
         }
-        checkpoint.save(self.run_dir / "checkpoints", state)
-        if self.cfg.keep_checkpoints_every and self.round % self.cfg.keep_checkpoints_every == 0:
-            checkpoint.save(self.run_dir / "checkpoints", state, name=f"round-{self.round:05d}.pt")
 
     def _restore(self, state: dict[str, Any]) -> None:
         self.round, self.env_steps, self.wall_offset = int(state["round"]), int(state["env_steps"]), state["wall_s"]

@@ -1,0 +1,171 @@
+"""Asynchronous rounds for APPO and IMPALA (SPEC §1, last paragraph; Espeholt et al. 2018).
+
+The learner keeps ``n`` rollout functions in flight (``n`` from the scaler) and updates once ``k``
+fragments have arrived instead of waiting for all of them. Every function that returns is
+resubmitted at once with the newest published policy, so invocations never wait for the learner;
+fragments therefore lag: each carries the policy version and the behaviour log-probabilities it was
+sampled with, and V-trace (:mod:`minionsrl.impala`) corrects for the lag. A "round" here is one
+update: the metrics row, the scaler, evaluation and checkpoints work per update, and the row records
+the policy lag (versions between a fragment's policy and the learner's) of the fragments it used.
+
+Seeds stay a function of the run: actor ``slot``'s ``j``-th invocation gets
+``invocation_seed(seed, j, slot, train)``; which fragments make up an update depends on arrival order,
+so asynchronous runs are not bit-reproducible, unlike synchronous ones.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import numpy as np
+
+from minionsrl.backends.base import Backend, Reply
+from minionsrl.config import TrainConfig
+from minionsrl.errors import InvocationError
+from minionsrl.fragment import Fragment
+from minionsrl.impala import learner_loss, vtrace_batch
+from minionsrl.scalers import Scaler
+from minionsrl.trainer import Trainer
+
+_MAX_SLOT_FAILURES = 3  # consecutive failed invocations of one slot before the run fails
+
+
+class AsyncTrainer(Trainer):
+    """APPO / IMPALA learner over invocations kept in flight with ``submit``/``collect``."""
+
+    def __init__(self, cfg: TrainConfig, resume: bool = False, backend: Backend | None = None,
+                 scaler: Scaler | None = None) -> None:
+        self.slot_calls: dict[int, int] = {}  # slot -> invocations submitted so far (seeds and ids)
+        super().__init__(cfg, resume=resume, backend=backend, scaler=scaler)
+        self.ppo.loss = learner_loss(self.cfg.algo)
+        self.flying: dict[str, int] = {}  # request id -> slot of the training invocations in flight
+        self.requests: dict[str, dict[str, Any]] = {}  # request id -> request, until its reply is logged
+        self.arrived: list[tuple[Fragment, Reply]] = []  # fragments not yet used by an update
+        self.failed: list[Reply] = []  # failed replies not yet billed
+        self.failures: dict[int, int] = {}  # slot -> consecutive failures
+        self.n_target = 0  # invocations to keep in flight (the scaler's n of the current update)
+        self.stale_retries = 0  # failed invocations that held an outdated policy reference, resubmitted
+        self.updated = False  # whether this round's update has been applied (the policy version is round)
+
+    def run_round(self) -> dict[str, Any]:
+        """One update: top up to n in flight, wait for k fragments, V-trace, learn, evaluate, log."""
+        cfg, t_round = self.cfg, time.perf_counter()
+        self.round += 1
+        n = self.scaler.next_actors(self.last_row)
+        k = min(cfg.async_fragments or max(1, n // 2), n)
+        self.n_target, self.stale_retries, self.updated = n, 0, False
+        lr = self._learning_rate()
+        self.ppo.set_learning_rate(lr)
+
+        self._top_up()  # with the policy after the previous update
+        while len(self.arrived) < k:
+            self._route(self.backend.collect(timeout=None))
+        arrived, self.arrived = self.arrived, []
+        fragments = [f for f, _ in arrived]
+        lags = [self.round - 1 - f.policy_version for f in fragments]  # updates applied since each was sampled
+        t_sampled = time.perf_counter()
+
+        self._absorb(fragments)
+        batch = vtrace_batch(fragments, self.policy, self.ppo.params, self.ret_rms, cfg.clip_reward,
+                             cfg.vtrace_rho_bar, cfg.vtrace_c_bar)
+        stats = self.ppo.update(batch, np.random.default_rng([cfg.seed, self.round]))
+        self.updated = True
+        self.env_steps += len(batch)
+        t_learned = time.perf_counter()
+
+        replies = [r for _, r in arrived] + self.failed
+        self.failed = []
+        if self._done():  # the last update: abandon what is still in flight (billed for the time it ran)
+            replies += self.backend.cancel(list(self.flying))
+            self.flying.clear()
+        requests = [self.requests.pop(r.record.invocation_id) for r in replies]
+        extra = {"fragments": len(fragments), "policy_lag_mean": float(np.mean(lags)),
+                 "policy_lag_max": int(max(lags)), "stale_retries": self.stale_retries}
+        return self._finish_round(n, lr, fragments, batch, stats, requests, replies, t_round, t_sampled, t_learned,
+                                  extra)
+
+    # -- keeping invocations in flight -----------------------------------------------------------
+    def _top_up(self) -> None:
+        """Submit an invocation, with the newest policy, for every slot below ``n_target`` that has none in
+        flight."""
+        busy = set(self.flying.values())
+        free = [slot for slot in range(self.n_target) if slot not in busy]
+        if not free:
+            return
+        ref = self._publish(version=self.round if self.updated else self.round - 1)  # the newest weights
+        requests = []
+        for slot in free:
+            self.slot_calls[slot] = self.slot_calls.get(slot, 0) + 1
+            req = self._request("train", ref, slot, index=self.slot_calls[slot], steps=self.cfg.fragment_length,
+                                carry=self.carries.get(slot))
+            self.flying[req["id"]] = slot
+            self.requests[req["id"]] = req
+            requests.append(req)
+        self.backend.submit(requests)
+
+    def _route(self, replies: list[Reply]) -> list[Reply]:
+        """Take in collected replies: fragments of training invocations are kept for the next update and
+        their slots resubmitted at once; other replies (evaluation) are returned to the caller.
+
+        A failed invocation is resubmitted with the newest policy; it counts towards the slot's failure
+        limit unless it held a policy reference that has been replaced since (a backend may drop a
+        policy once a newer one is published: the retry is then expected, not a fault)."""
+        others = []
+        for reply in replies:
+            slot = self.flying.pop(reply.record.invocation_id, None)
+            if slot is None:
+                others.append(reply)
+                continue
+            if not reply.ok:
+                self.failed.append(reply)
+                if self._published and self.requests[reply.record.invocation_id]["policy"] != self._published[1]:
+                    self.stale_retries += 1
+                    continue
+                self.failures[slot] = self.failures.get(slot, 0) + 1
+                if self.failures[slot] >= _MAX_SLOT_FAILURES:
+                    raise InvocationError(f"actor slot {slot} failed {self.failures[slot]} times in a row "
+                                          f"({reply.record.invocation_id}: {reply.record.error})")
+                continue
+            self.failures[slot] = 0
+            frag = Fragment.from_wire(reply.arrays, reply.meta, self.cfg.fragment_length, self.arch)
+            if self.cfg.carry_episodes:
+                self.carries[slot] = frag.meta.get("carry")
+                if self.carries[slot] is None:
+                    del self.carries[slot]
+            self.arrived.append((frag, reply))
+        self._top_up()
+        return others
+
+    def _invoke(self, requests: list[dict[str, Any]]) -> list[Reply]:
+        """Evaluation while training invocations stay in flight: submit, and route every reply that
+        arrives meanwhile, until each of ``requests`` has answered."""
+        self.backend.submit(requests)
+        waiting = {str(r["id"]) for r in requests}
+        got: list[Reply] = []
+        while waiting:
+            for reply in self._route(self.backend.collect(timeout=None)):
+                got.append(reply)
+                waiting.discard(reply.record.invocation_id)
+        order = {str(r["id"]): i for i, r in enumerate(requests)}
+        got.sort(key=lambda r: order[r.record.invocation_id])
+        failed = [r.record for r in got if not r.ok]
+        if failed:
+            raise InvocationError(f"{len(failed)} of {len(requests)} invocations failed "
+                                  f"({failed[0].invocation_id}: {failed[0].error})")
+        return got
+
+    # -- checkpoint ------------------------------------------------------------------------------
+    def _state(self) -> dict[str, Any]:
+        return {**super()._state(), "slot_calls": json.dumps({str(k): v for k, v in self.slot_calls.items()})}
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        super()._restore(state)
+        self.slot_calls = {int(k): int(v) for k, v in json.loads(state.get("slot_calls", "{}")).items()}
+
+    def _write_summary(self) -> dict[str, Any]:
+        if self.flying:  # stopped early (e.g. by an exception path): nothing may outlive the run
+            self.backend.cancel(list(self.flying))
+            self.flying.clear()
+        return super()._write_summary()
