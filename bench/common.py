@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 DOC = ROOT / "docs" / "BENCHMARKS.md"
 PYTHON = sys.executable
-SECTIONS = ("cartpole", "hopper", "sampling")  # order in docs/BENCHMARKS.md
+SECTIONS = ("cartpole", "hopper", "sampling", "cnn_runtime", "async", "pong")  # order in docs/BENCHMARKS.md
 
 _DOC_INTRO = """# Benchmarks
 
@@ -238,7 +238,7 @@ def _run_child(mode: str, args: dict[str, Any], timeout_s: float | None) -> dict
 
 
 def run_minionsrl(config: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
-    """Train with ``Trainer(TrainConfig(**config)).run()`` in a fresh process.
+    """Train with ``make_trainer(TrainConfig(**config)).run()`` in a fresh process (PPO, APPO or IMPALA).
 
     Returns summary.json's fields (without the config) plus ``process_wall_s`` (launch to exit),
     ``first_target_steps`` (env steps at the first evaluation reaching ``target_return``, if any).
@@ -264,9 +264,9 @@ def run_sb3(env_id: str, seed: int, steps: int, eval_episodes: int = 0, threads:
 def _child_minionsrl(config: dict[str, Any]) -> dict[str, Any]:
     from minionsrl.config import TrainConfig
     from minionsrl.metrics import read_metrics
-    from minionsrl.trainer import Trainer
+    from minionsrl.trainer import make_trainer
 
-    summary = Trainer(TrainConfig(**config)).run()
+    summary = make_trainer(TrainConfig(**config)).run()
     summary.pop("config", None)
     target = config.get("target_return")
     summary["first_target_steps"] = None

@@ -1,0 +1,130 @@
+"""Pong learning curve on this CPU: PPO with the `atari` preset (CleanRL's ppo_atari.py settings) for a
+wall-clock budget, 8 local actors, reporting training returns (full games) and steps/s as it goes.
+
+Usage: .venv/bin/python bench/pong.py [--minutes 25] [--seed 1]
+The rows go to bench/out/pong.jsonl as each round ends; the section is rewritten every 20 rounds, so a
+cut run still leaves its curve. The learning rate anneals over the preset's 10M steps, as CleanRL's does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import common
+
+ENV = "ALE/Pong-v5"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=25.0, help="wall-clock budget of the training run")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--actors", type=int, default=8)
+    args = parser.parse_args()
+
+    from minionsrl.config import TrainConfig
+    from minionsrl.trainer import make_trainer
+
+    out = common.OUT / "pong.jsonl"
+    out.unlink(missing_ok=True)
+    started = time.time()
+    run_dir = common.OUT / f"pong-run-{time.strftime('%Y%m%d-%H%M%S')}"
+    cfg = TrainConfig(env_id=ENV, actors=args.actors, seed=args.seed, eval_every=0, detectors="off",
+                      progress=False, tensorboard=False, checkpoint_every=20, run_dir=str(run_dir))
+    trainer = make_trainer(cfg)
+    rows: list[dict] = []
+    try:
+        while time.time() - started < args.minutes * 60:
+            row = trainer.run_round()
+            record = {k: row.get(k) for k in ("round", "env_steps", "wall_s", "train_return_mean", "episodes",
+                                               "sample_s", "learn_s", "round_s", "sps", "entropy", "approx_kl")}
+            record["returns"] = [float(x) for x in list(trainer.recent_returns)[-row["episodes"]:]] \
+                if row["episodes"] else []
+            rows.append(record)
+            common.append_jsonl(out, record)
+            common.log(f"round {row['round']} steps {row['env_steps']} wall {row['wall_s']:.0f}s "
+                       f"return {row['train_return_mean']} sps {row['sps']:.0f}")
+            if row["round"] % 20 == 0:
+                write(rows, args, started, trainer.cfg)
+    finally:
+        trainer.log.close()
+        trainer.backend.close()
+    write(rows, args, started, trainer.cfg)
+
+
+def write(rows: list[dict], args: argparse.Namespace, started: float, cfg) -> None:
+    if not rows:
+        return
+    table, window = [], []
+    marks = sorted({max(1, round(len(rows) * f / 10)) for f in range(1, 11)})
+    episodes: list[float] = []
+    for row in rows:
+        episodes.extend(row["returns"])
+        window = episodes[-20:]
+        if row["round"] in marks:
+            table.append([row["round"], row["env_steps"], 4 * row["env_steps"], row["wall_s"],
+                          row["env_steps"] / row["wall_s"], len(episodes),
+                          sum(window) / len(window) if window else None])
+    last = rows[-1]
+    learn = sum(r["learn_s"] for r in rows)
+    sample = sum(r["sample_s"] for r in rows)
+    plot = plot_curve(rows)
+    text = f"""## 6. Pong (ALE/Pong-v5) learning curve on this CPU, PPO
+
+PPO with the `atari` preset (CleanRL's `ppo_atari.py` settings: lr 2.5e-4 annealed over 10M steps, T = 128,
+{cfg.actors} actors, 4 epochs of minibatch 256, clip 0.1, entropy 0.01), the standard preprocessing (no-op reset,
+frame skip 4 with max-pooling, 84×84 grey, 4 stacked frames, episodic life and sign-clipped rewards for the
+learning signal only, v5's sticky actions kept), episodes carried across rounds (ALE state), one learner thread,
+{common.n_cores()} cores shared with other work, for a wall-clock budget of {args.minutes:g} min. Returns are
+full games of raw rewards (−21…21) from the training actors, mean of the last 20 finished games.
+**No GPU machine was lent to this task**, so the 10M-frame GPU run (CleanRL reports 20.4) was not done.
+
+| round | env steps | frames | wall s | steps/s | games finished | return (last 20 games) |
+|---:|---:|---:|---:|---:|---:|---:|
+""" + "\n".join("| " + " | ".join(common.fmt(c, 1) for c in r) + " |" for r in table) + f"""
+
+Throughput: {last['env_steps']:,} steps ({4 * last['env_steps']:,} frames) in {last['wall_s']:.0f} s =
+{last['env_steps'] / last['wall_s']:.0f} steps/s overall; of the time, sampling (rollout functions) {sample:.0f} s
+and the learner's update {learn:.0f} s. {plot}
+
+{common.provenance(started)}
+"""
+    common.write_section("pong", text)
+
+
+def plot_curve(rows: list[dict]) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return ""
+    steps, rets = [], []
+    for row in rows:
+        for r in row["returns"]:
+            steps.append(4 * row["env_steps"])
+            rets.append(r)
+    if not rets:
+        return ""
+    path = Path(common.ROOT / "docs" / "results" / "pong_curve.png")
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(steps, rets, ".", alpha=0.4, label="game")
+    k = 20
+    if len(rets) >= k:
+        avg = [sum(rets[i - k + 1 : i + 1]) / k for i in range(k - 1, len(rets))]
+        ax.plot(steps[k - 1 :], avg, "-", label=f"mean of last {k}")
+    ax.set_xlabel("frames")
+    ax.set_ylabel("game return")
+    ax.set_title("ALE/Pong-v5, PPO, CPU")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return "Curve: `docs/results/pong_curve.png`."
+
+
+if __name__ == "__main__":
+    main()
