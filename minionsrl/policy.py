@@ -117,13 +117,22 @@ class CNNActorCritic(nn.Module):
     def act_deterministic(self, obs: torch.Tensor) -> torch.Tensor:
         return self.actor(self._trunk(obs)).argmax(-1)
 
+    def _named_layers(self) -> dict[str, nn.Module]:
+        convs = [m for m in self.conv if isinstance(m, nn.Conv2d)]
+        return {**{f"conv.{i}": c for i, c in enumerate(convs)}, "dense": self.dense, "actor": self.actor,
+                "critic": self.critic}
+
     def numpy_params(self) -> dict[str, np.ndarray]:
         """Weights in torch's layout under the names :class:`~minionsrl.numpy_policy.NumpyCNNPolicy` reads."""
-        convs = [m for m in self.conv if isinstance(m, nn.Conv2d)]
-        named = {**{f"conv.{i}": c for i, c in enumerate(convs)}, "dense": self.dense, "actor": self.actor,
-                 "critic": self.critic}
         return {f"{name}.{p}": getattr(m, p).detach().cpu().numpy().astype(np.float32)
-                for name, m in named.items() for p in ("weight", "bias")}
+                for name, m in self._named_layers().items() for p in ("weight", "bias")}
+
+    def load_numpy_params(self, params: dict[str, np.ndarray]) -> None:
+        """Inverse of :meth:`numpy_params`: copy published weights into this module."""
+        with torch.no_grad():
+            for name, m in self._named_layers().items():
+                for p in ("weight", "bias"):
+                    getattr(m, p).copy_(torch.from_numpy(params[f"{name}.{p}"]))
 
 
 def make_policy(arch: PolicyArch) -> ActorCritic | CNNActorCritic:

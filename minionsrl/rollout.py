@@ -19,12 +19,17 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from minionsrl import wire
 from minionsrl.envs import EnvSpec, capture_episode, make_env, restore_episode
 from minionsrl.fragment import Fragment, PolicySnapshot, Timings
 from minionsrl.normalization import Moments
 from minionsrl.numpy_policy import NumpyPolicy
+
+# A function has about one vCPU: BLAS threads beyond one only contend (measured on the CNN's matmuls on
+# 2 shared cores: 1.3 ms per step with one OpenBLAS thread, 30-50 ms with two; docs/BENCHMARKS.md §4).
+threadpool_limits(1, "blas")
 
 # Warm state of this instance (module globals survive between invocations, like a warm Lambda).
 _ENVS: dict[str, gym.Env] = {}
