@@ -185,3 +185,22 @@ def test_appo_solves_cartpole(tmp_path):
     lags = np.array([float(r["policy_lag_mean"]) for r in rows])
     assert lags.max() >= 1  # it really ran off-policy: some fragments were a version or more behind
     print(json.dumps({k: summary[k] for k in ("rounds", "env_steps", "wall_s", "final_eval_return")}))
+
+
+def test_algo_from_the_cli_and_yaml(tmp_path):
+    from minionsrl import cli, config
+
+    args = cli.build_parser().parse_args(["train", "--algo", "impala", "--async-fragments", "3",
+                                          "--vtrace-rho-bar", "2"])
+    cfg, _ = cli.train_config(args)
+    assert (cfg.algo, cfg.async_fragments, cfg.vtrace_rho_bar) == ("impala", 3, 2.0)
+    resolved = config.resolve(cfg, "classic")
+    assert resolved.update_epochs == 1  # IMPALA: one pass over each learner batch
+    assert config.resolve(config.build({"algo": "appo"}), "classic").update_epochs == 4
+    path = tmp_path / "c.yaml"
+    path.write_text("algo: appo\nasync-fragments: 2\n")
+    assert config.build(config.load_yaml(path)).algo == "appo"
+    path.write_text("algo: a3c\n")
+    with pytest.raises(config.ConfigError, match="algo: 'a3c' is not one of ppo, appo, impala"):
+        config.validate(config.build(config.load_yaml(path)))
+    assert cli.main(["train", "--config", str(path)]) == 2

@@ -1,0 +1,196 @@
+"""Atari: the preprocessing pipeline on real ALE frames, training-only signals, episode carry, the Nature
+CNN in torch and NumPy, uint8 fragments on the wire, and the preset."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from minionsrl import wire
+from minionsrl.config import TrainConfig
+from minionsrl.envs import EnvSpec, capture_episode, env_info, make_env, restore_episode
+from minionsrl.errors import ConfigError
+from minionsrl.fragment import Fragment
+from minionsrl.numpy_policy import PolicyArch
+from minionsrl.policy import CNNActorCritic, make_policy, snapshot_of
+from minionsrl.rollout import evaluate, rollout
+from minionsrl.trainer import prepare_config
+
+PONG = EnvSpec("ALE/Pong-v5", {"repeat_action_probability": 0.0})  # no sticky actions: exact replays
+ARCH = PolicyArch(4 * 84 * 84, 6, True, (), "cnn", (4, 84, 84))
+KEY = b"t" * 32
+
+
+@pytest.fixture(scope="module")
+def pong():
+    env = make_env(PONG)
+    yield env
+    env.close()
+
+
+def _snapshot(seed: int = 0):
+    torch.manual_seed(seed)
+    return snapshot_of(make_policy(ARCH), None, 0, 10.0)
+
+
+def test_env_info_and_arch_for_pong():
+    info = env_info(EnvSpec("ALE/Pong-v5"))
+    assert info.obs_shape == (4, 84, 84) and info.discrete and info.action_dim == 6 and info.family == "atari"
+    assert PolicyArch.of(info, [64, 64]) == ARCH
+
+
+def test_frames_are_skipped_max_pooled_grey_and_resized(pong):
+    """One agent step = 4 emulator frames; the new frame is max(last two grey frames) resized to 84x84
+    (replayed here on the raw emulator from a cloned state), pushed onto a stack of 4."""
+    obs, _ = pong.reset(seed=3)
+    assert obs.dtype == np.uint8 and obs.shape == (4, 84, 84)
+    ale = pong.unwrapped.ale
+    action_set = pong.unwrapped._action_set
+    for t in range(60):  # past the serve, so frames change
+        action = (2, 3, 0)[t % 3]
+        state = ale.cloneState()
+        nxt, *_ = pong.step(action)
+        ale.restoreState(state)
+        greys = []
+        for _ in range(4):
+            ale.act(action_set[action])
+            greys.append(ale.getScreenGrayscale())
+        expected = cv2.resize(np.maximum(greys[2], greys[3]), (84, 84), interpolation=cv2.INTER_AREA)
+        np.testing.assert_array_equal(nxt[-1], expected)
+        np.testing.assert_array_equal(nxt[:3], obs[1:])  # the stack shifts by one frame
+        obs = nxt
+    assert len({obs[i].tobytes() for i in range(4)}) > 1  # the frames differ: the game is moving
+
+
+def test_rewards_clipped_and_lives_end_the_learning_episode_but_not_the_game():
+    env = make_env(EnvSpec("ALE/Breakout-v5", {"repeat_action_probability": 0.0}))
+    try:
+        obs, _ = env.reset(seed=0)
+        rng = np.random.default_rng(0)
+        lives, saw_life_loss = env.unwrapped.ale.lives(), False
+        for _ in range(3000):
+            obs, reward, term, _, info = env.step(int(rng.integers(4)))
+            assert reward == np.sign(info["raw_reward"])
+            if term and not info["game_over"]:
+                saw_life_loss = True
+                assert env.unwrapped.ale.lives() == lives - 1
+                cont, _ = env.reset()  # no seed: the game goes on where it stopped
+                np.testing.assert_array_equal(cont, obs)
+                break
+        assert saw_life_loss
+    finally:
+        env.close()
+
+
+def test_rollout_reports_full_games_of_raw_rewards_and_carries_them_across_fragments(pong):
+    snap = _snapshot()
+    policy = snap.numpy_policy()
+    carry, returns, steps = None, [], 0
+    while not returns and steps < 4000:  # a Pong game under a random-ish policy lasts ~800+ agent steps
+        frag = rollout(pong, snap, policy, 256, 11 + steps, 0.99, carry)
+        assert frag.obs.dtype == np.uint8 and frag.last_obs.shape == (1, 4, 84, 84)
+        carry, steps = frag.meta["carry"], steps + 256
+        returns += frag.episode_returns.tolist()
+        assert set(np.unique(frag.rewards)) <= {-1.0, 0.0, 1.0}
+    assert returns and -21 <= returns[0] <= 21 and returns[0] == int(returns[0])
+    assert returns[0] < 0  # an untrained agent loses most points
+    assert frag.episode_lengths[0] > 256  # the game spanned several fragments
+
+
+def test_carried_ale_episode_is_reproducible_on_another_instance(pong):
+    snap = _snapshot(1)
+    first = rollout(pong, snap, snap.numpy_policy(), 64, 5, 0.99)
+    carry = first.meta["carry"]
+    assert set(carry["env"]) == {"ale", "lives", "frames", "elapsed"} and carry["obs"] is None
+    other = make_env(PONG)
+    try:
+        a = rollout(pong, snap, snap.numpy_policy(), 64, 6, 0.99, carry)
+        b = rollout(other, snap, snap.numpy_policy(), 64, 6, 0.99, carry)
+    finally:
+        other.close()
+    np.testing.assert_array_equal(a.obs, b.obs)
+    np.testing.assert_array_equal(a.rewards, b.rewards)
+    np.testing.assert_array_equal(a.obs[0], first.last_obs[0])  # continues where the fragment stopped
+    assert a.meta["carry"]["ep_length"] == 128
+
+
+def test_restore_rejects_a_foreign_frame_stack(pong):
+    pong.reset(seed=0)
+    state = capture_episode(pong)
+    state["frames"]["shape"] = [2, 84, 84]
+    state["frames"]["b64"] = state["frames"]["b64"][: len(state["frames"]["b64"]) // 2]
+    with pytest.raises(ValueError):
+        restore_episode(pong, state)
+
+
+def test_evaluate_plays_full_games(pong):
+    snap = _snapshot(2)
+    returns, lengths = evaluate(pong, snap, snap.numpy_policy(), 1, 0)
+    assert -21 <= returns[0] <= 21 and lengths[0] > 500
+
+
+# -- the Nature CNN ---------------------------------------------------------------------------------
+def test_numpy_cnn_matches_torch():
+    torch.manual_seed(0)
+    net = make_policy(ARCH)
+    snap = snapshot_of(net, None, 0, 10.0)
+    obs = np.random.default_rng(0).integers(0, 256, size=(6, 4, 84, 84), dtype=np.uint8)
+    actions = np.arange(6)
+    with torch.no_grad():
+        logp, _, value = net.evaluate(torch.from_numpy(obs), torch.from_numpy(actions))
+    policy = snap.numpy_policy()
+    heads, values = policy.forward(obs)
+    np.testing.assert_allclose(values, value.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(policy.log_prob(heads, actions), logp.numpy(), rtol=1e-4, atol=1e-5)
+    head1, value1 = policy.forward(obs[2])
+    np.testing.assert_allclose(value1, values[2], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(head1, heads[2], rtol=1e-5, atol=1e-6)
+
+
+def test_cnn_weights_round_trip_through_numpy_params():
+    torch.manual_seed(0)
+    a, b = CNNActorCritic(ARCH), CNNActorCritic(ARCH)
+    b.load_numpy_params(a.numpy_params())
+    for (name, pa), pb in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        torch.testing.assert_close(pa, pb, msg=name)
+
+
+# -- fragments on the wire --------------------------------------------------------------------------
+def test_image_fragments_travel_as_uint8_and_compactly(pong):
+    snap = _snapshot()
+    frag = rollout(pong, snap, snap.numpy_policy(), 32, 1, 0.99)
+    blob = frag.encode({"id": "x"}, KEY)
+    assert len(blob) < 33 * 4 * 84 * 84 + 4096  # the frames once, as bytes, plus small arrays and header
+    arrays, meta = wire.decode(blob, KEY)
+    back = Fragment.from_wire(arrays, meta, 32, ARCH)
+    assert back.obs.dtype == np.uint8
+    np.testing.assert_array_equal(back.obs, frag.obs)
+    floats = dict(arrays, obs=arrays["obs"].astype(np.float32))
+    with pytest.raises(wire.WireError, match="obs"):
+        Fragment.from_wire(floats, meta, 32, ARCH)
+    mlp = PolicyArch(4 * 84 * 84, 6, True, (64, 64))
+    with pytest.raises(wire.WireError, match="obs"):
+        Fragment.from_wire(arrays, meta, 32, mlp)
+
+
+def test_arch_json_round_trip_and_unknown_net():
+    assert PolicyArch.from_json(ARCH.to_json()) == ARCH
+    with pytest.raises(ValueError, match="unknown policy network"):
+        PolicyArch.from_json({**ARCH.to_json(), "net": "transformer"})
+
+
+# -- config -----------------------------------------------------------------------------------------
+def test_atari_preset_is_cleanrl_ppo_atari(tmp_path):
+    cfg, info = prepare_config(TrainConfig(env_id="ALE/Pong-v5", run_dir=str(tmp_path / "r")))
+    assert info.family == "atari"
+    assert (cfg.total_timesteps, cfg.fragment_length, cfg.actors, cfg.learning_rate, cfg.anneal_lr) == (
+        10_000_000, 128, 8, 2.5e-4, True)
+    assert (cfg.update_epochs, cfg.minibatch_size, cfg.clip_coef, cfg.ent_coef, cfg.vf_coef) == (4, 256, 0.1, 0.01, 0.5)
+    assert (cfg.gamma, cfg.gae_lambda, cfg.max_grad_norm, cfg.normalize_obs) == (0.99, 0.95, 0.5, False)
+
+
+def test_atari_with_observation_normalisation_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="normalize_obs"):
+        prepare_config(TrainConfig(env_id="ALE/Pong-v5", normalize_obs=True, run_dir=str(tmp_path / "r")))
