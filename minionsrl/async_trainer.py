@@ -78,6 +78,7 @@ class AsyncTrainer(Trainer):
         replies = [r for _, r in arrived] + self.failed
         self.failed = []
         if self._done():  # the last update: abandon what is still in flight (billed for the time it ran)
+            self.n_target = 0  # and submit nothing more, not even while the final evaluation runs
             replies += self.backend.cancel(list(self.flying))
             self.flying.clear()
         requests = [self.requests.pop(r.record.invocation_id) for r in replies]
