@@ -33,6 +33,9 @@ bench: $(STAMP)
 	$(PY) bench/cartpole.py
 	$(PY) bench/sampling.py
 	$(PY) bench/hopper.py
+	$(PY) bench/cnn_runtime.py
+	$(PY) bench/async_algos.py
+	$(PY) bench/pong.py
 
 clean:
 	rm -rf $(VENV) runs *.egg-info

@@ -95,7 +95,7 @@ Steps: CartPole-v1 {steps['CartPole-v1']:,}, Hopper-v5 {steps['Hopper-v5']:,} (s
 
 {common.provenance(started)}
 """
-    common.write_section("async", text)
+    common.write_section("async_algos", text)
 
 
 if __name__ == "__main__":
