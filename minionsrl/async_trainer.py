@@ -61,7 +61,7 @@ class AsyncTrainer(Trainer):
 
         self._top_up()  # with the policy after the previous update
         while len(self.arrived) < k:
-            self._route(self.backend.collect(timeout=None))
+            self._route(self._collect())
         arrived, self.arrived = self.arrived, []
         fragments = [f for f, _ in arrived]
         lags = [self.round - 1 - f.policy_version for f in fragments]  # updates applied since each was sampled
@@ -139,6 +139,12 @@ class AsyncTrainer(Trainer):
         self._top_up()
         return others
 
+    def _collect(self) -> list[Reply]:
+        """The next replies; a backend with nothing in flight cannot deliver what the learner waits for."""
+        if not self.backend.in_flight:
+            raise InvocationError("the backend has no invocation in flight but the learner is waiting for replies")
+        return self.backend.collect(timeout=None)
+
     def _invoke(self, requests: list[dict[str, Any]]) -> list[Reply]:
         """Evaluation while training invocations stay in flight: submit, and route every reply that
         arrives meanwhile, until each of ``requests`` has answered."""
@@ -146,7 +152,7 @@ class AsyncTrainer(Trainer):
         waiting = {str(r["id"]) for r in requests}
         got: list[Reply] = []
         while waiting:
-            for reply in self._route(self.backend.collect(timeout=None)):
+            for reply in self._route(self._collect()):
                 got.append(reply)
                 waiting.discard(reply.record.invocation_id)
         order = {str(r["id"]): i for i, r in enumerate(requests)}
