@@ -83,6 +83,8 @@ class LithopsBackend(RemoteBackend):
         self.localhost = config["lithops"]["backend"] == "localhost"
         if self.localhost and max_concurrency:
             config.setdefault("localhost", {})["worker_processes"] = max_concurrency
+        self.max_concurrency = (config["localhost"].get("worker_processes", os.cpu_count() or 1) if self.localhost
+                                else max_concurrency or config["lithops"].get("max_workers", 1000))
         self.memory_mb = memory_mb
         self.poll_interval_s = poll_interval_s or (0.02 if self.localhost else 0.25)
         # the config holds credentials: it goes to Lithops and nowhere else (never logged, never saved)
