@@ -185,3 +185,18 @@ def test_same_seed_same_learning_on_every_backend(tmp_path, request):
     assert len(curves["local"]) == 3 and np.isfinite(float(curves["local"][-1][5]))
     assert curves["ray"] == curves["local"]
     assert curves["lithops"] == curves["local"]
+
+
+@pytest.mark.parametrize("name", ["local", "ray"])
+def test_warm_instances_keep_their_environments(name, request):
+    """Platforms that keep instances between rounds (not Lithops localhost, which starts a job per round)
+    reuse the instance's env: the second round builds none on an instance that served the first."""
+    backend = _build(name, request)
+    try:
+        ref = backend.publish(snapshot())
+        first = backend.invoke(requests_for(ref, 2))
+        second = backend.invoke(requests_for(ref, 2, round_idx=2))
+    finally:
+        backend.close()
+    warm = [r for r in second if r.record.instance_id in {f.record.instance_id for f in first}]
+    assert warm and all(not r.meta["env_built"] and not r.record.cold for r in warm)
