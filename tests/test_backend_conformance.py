@@ -85,11 +85,12 @@ def test_invocations_run_concurrently(make_backend):
     backend = make_backend()
     ref = backend.publish(snapshot(COUNTER))
     t0 = time.perf_counter()
-    replies = backend.invoke(requests_for(ref, 4, spec=SLOW_COUNTER))  # 32 steps x 50 ms = 1.6 s each
+    replies = backend.invoke(requests_for(ref, 4, spec=SLOW_COUNTER, steps=64))  # 64 x 50 ms = 3.2 s each
     wall = time.perf_counter() - t0
     assert all(r.ok for r in replies), [r.record.error for r in replies if not r.ok]
     assert len({r.record.instance_id for r in replies}) >= 2
-    assert wall < 0.8 * sum(r.record.run_s for r in replies)
+    # one at a time, the round would take at least the sum of the functions' own times (sleeps mostly)
+    assert wall < 0.9 * sum(r.record.run_s for r in replies)
 
 
 def test_policy_published_once_per_version_and_fetched_by_reference(make_backend):
