@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(PY) bench/cartpole.py
 	$(PY) bench/sampling.py
 	$(PY) bench/hopper.py
+	$(PY) bench/backends.py
 	$(PY) bench/cnn_runtime.py
 	$(PY) bench/async_algos.py
 	$(PY) bench/pong.py

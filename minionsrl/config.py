@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.util
 import math
 import time
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from minionsrl.errors import ConfigError
 if TYPE_CHECKING:
     from minionsrl.ppo import PPOParams
 
-BACKENDS = ("local", "server")
+BACKENDS = ("local", "server", "ray", "lithops")
 SCALERS = ("fixed", "minions", "nitro", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
 PRESET_NAMES = ("auto", "classic", "mujoco", "atari")
 ALGOS = ("ppo", "appo", "impala")
@@ -120,6 +121,9 @@ class TrainConfig:
     idle_timeout_s: float = _f(300.0, "local backend: reap instances idle this long", positive=True)
     server_wait_startup: bool = _f(False, "server backend: really wait the start-up delay of added hosts")
     invocation_timeout_s: float | None = _f(None, "fail an invocation running longer than this", positive=True)
+    ray_address: str | None = _f(None, "ray backend: join the Ray cluster at this address (default: start a local one)")
+    ray_num_cpus: float = _f(1.0, "ray backend: CPUs reserved by each invocation", positive=True)
+    lithops_config: str | None = _f(None, "lithops backend: Lithops config file (default: Lithops' own lookup)")
     prices: str | None = _f(None, "price catalogue YAML for the cost ledger (default: the shipped one)")
     platform: str = _f("aws_lambda_x86", "function platform the ledger bills", choices=PLATFORMS)
     function_memory_mb: float = _f(1769.0, "memory of one function (1769 MB = 1 vCPU on Lambda)", min=128, max=10240)
@@ -145,8 +149,8 @@ class TrainConfig:
         """Fields that change what is learned (a resumed run must keep them)."""
         ignore = {"total_timesteps", "max_rounds", "target_return", "run_dir", "progress", "tensorboard",
                   "max_concurrency", "idle_timeout_s", "invocation_timeout_s", "checkpoint_every", "eval_every",
-                  "eval_episodes", "budget_usd", "server_wait_startup",
-                  "keep_checkpoints_every"}
+                  "eval_episodes", "budget_usd", "server_wait_startup", "keep_checkpoints_every",
+                  "backend", "ray_address", "ray_num_cpus", "lithops_config"}  # same learning on every backend
         return {k: v for k, v in self.to_dict().items() if k not in ignore}
 
 
@@ -213,6 +217,8 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
                 raise ConfigError(f"{name}: {value!r} must be > 0")
     if not cfg.hidden_sizes or any(not isinstance(h, int) or isinstance(h, bool) or h < 1 for h in cfg.hidden_sizes):
         raise ConfigError(f"hidden_sizes: {cfg.hidden_sizes!r} must be a non-empty list of positive integers")
+    if cfg.backend in ("ray", "lithops") and importlib.util.find_spec(cfg.backend) is None:
+        raise ConfigError(f"backend: {cfg.backend!r} is not installed; pip install 'minionsrl[{cfg.backend}]'")
     if cfg.n_min > cfg.n_max:
         raise ConfigError(f"n_min: {cfg.n_min} is larger than n_max {cfg.n_max}; make n_min <= n_max")
     if require_stop and cfg.total_timesteps is None and cfg.max_rounds is None and cfg.target_return is None:
