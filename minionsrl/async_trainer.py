@@ -26,6 +26,7 @@ from minionsrl.config import TrainConfig
 from minionsrl.errors import InvocationError
 from minionsrl.fragment import Fragment
 from minionsrl.impala import learner_loss, vtrace_batch
+from minionsrl.ppo import Batch
 from minionsrl.scalers import Scaler
 from minionsrl.trainer import Trainer
 
@@ -68,9 +69,12 @@ class AsyncTrainer(Trainer):
         t_sampled = time.perf_counter()
 
         self._absorb(fragments)
-        batch = vtrace_batch(fragments, self.policy, self.ppo.params, self.ret_rms, cfg.clip_reward,
-                             cfg.vtrace_rho_bar, cfg.vtrace_c_bar)
-        stats = self.ppo.update(batch, np.random.default_rng([cfg.seed, self.round]))
+        rng = np.random.default_rng([cfg.seed, self.round])
+        if cfg.algo == "impala":
+            stats = self._impala_steps(fragments, rng)
+        batch = self._vtrace(fragments)  # APPO learns on it; for IMPALA the detectors read it
+        if cfg.algo != "impala":
+            stats = self.ppo.update(batch, rng)
         self.updated = True
         self.env_steps += len(batch)
         t_learned = time.perf_counter()
@@ -86,6 +90,24 @@ class AsyncTrainer(Trainer):
                  "policy_lag_max": int(max(lags)), "stale_retries": self.stale_retries}
         return self._finish_round(n, lr, fragments, batch, stats, requests, replies, t_round, t_sampled, t_learned,
                                   extra)
+
+    def _vtrace(self, fragments: list[Fragment]) -> Batch:
+        cfg = self.cfg
+        return vtrace_batch(fragments, self.policy, self.ppo.params, self.ret_rms, cfg.clip_reward,
+                            cfg.vtrace_rho_bar, cfg.vtrace_c_bar)
+
+    def _impala_steps(self, fragments: list[Fragment], rng: np.random.Generator) -> dict[str, float]:
+        """IMPALA's learner: one SGD step per learner batch of whole fragments (``minibatch_size // T`` of
+        them, at least one), each scored with V-trace under the policy as it is at that step — its loss has
+        no trust region, so a correction computed before earlier steps would be stale (Espeholt et al. 2018)."""
+        group = max(1, self.ppo.params.minibatch_size // self.cfg.fragment_length)
+        stats: dict[str, float] = {}
+        for _ in range(self.ppo.params.update_epochs):
+            order = rng.permutation(len(fragments))
+            for start in range(0, len(fragments), group):
+                chunk = [fragments[i] for i in order[start : start + group]]
+                stats = self.ppo.update(self._vtrace(chunk), rng, whole_batch=True)
+        return stats
 
     # -- keeping invocations in flight -----------------------------------------------------------
     def _top_up(self) -> None:

@@ -47,8 +47,8 @@ PRESETS: dict[str, dict[str, Any]] = {
                   norm_adv=True, clip_coef=0.1, clip_vloss=True, ent_coef=0.01, vf_coef=0.5,
                   max_grad_norm=0.5, normalize_obs=False, normalize_reward=False),
 }
-# Applied before the family preset. IMPALA takes one pass over each learner batch (Espeholt et al.
-# 2018); APPO keeps PPO's epochs and clipping (on V-trace advantages).
+# Applied over the family preset. IMPALA takes one pass, one SGD step per group of whole fragments
+# (Espeholt et al. 2018); APPO keeps PPO's epochs, minibatches and clipping.
 ALGO_PRESETS: dict[str, dict[str, Any]] = {"ppo": {}, "appo": {}, "impala": dict(update_epochs=1)}
 
 

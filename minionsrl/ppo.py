@@ -162,16 +162,18 @@ class PPO:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
-    def update(self, batch: Batch, rng: np.random.Generator) -> dict[str, float]:
-        """Run ``update_epochs`` epochs of minibatch SGD; return CleanRL's loss statistics."""
+    def update(self, batch: Batch, rng: np.random.Generator, whole_batch: bool = False) -> dict[str, float]:
+        """Run ``update_epochs`` epochs of minibatch SGD (``whole_batch``: one step per epoch on all of it);
+        return CleanRL's loss statistics."""
         p = self.params
+        mb_size = len(batch) if whole_batch else p.minibatch_size
         size = len(batch)
         clipfracs: list[torch.Tensor] = []  # summed once at the end: no per-step .item() sync
         approx_kl = old_approx_kl = pg_loss = v_loss = entropy_loss = torch.zeros(())
         for _ in range(p.update_epochs):
             order = torch.from_numpy(rng.permutation(size))
-            for start in range(0, size, p.minibatch_size):
-                idx = order[start : start + p.minibatch_size]
+            for start in range(0, size, mb_size):
+                idx = order[start : start + mb_size]
                 out = self.loss(self.policy, batch.select(idx), p)
                 with torch.no_grad():
                     old_approx_kl = (-out.logratio).mean()
