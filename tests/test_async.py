@@ -204,3 +204,13 @@ def test_algo_from_the_cli_and_yaml(tmp_path):
     with pytest.raises(config.ConfigError, match="algo: 'a3c' is not one of ppo, appo, impala"):
         config.validate(config.build(config.load_yaml(path)))
     assert cli.main(["train", "--config", str(path)]) == 2
+
+
+@pytest.mark.parametrize("minibatch, steps_per_update", [(128, 1), (32, 2)])
+def test_impala_takes_one_step_per_group_of_whole_fragments(tmp_path, minibatch, steps_per_update):
+    # k = 2 fragments of T = 32 per update: groups of minibatch // T fragments, one SGD step each
+    trainer = make_trainer(_cfg(tmp_path, algo="impala", minibatch_size=minibatch, max_rounds=3),
+                           backend=ScriptedBackend())
+    trainer.run()
+    state = trainer.ppo.optimizer.state[next(iter(trainer.policy.parameters()))]
+    assert int(state["step"]) == 3 * steps_per_update
