@@ -1,8 +1,8 @@
 """APPO and IMPALA vs PPO at equal env steps: CartPole-v1 and Hopper-v5, return and wall time.
 
 Every run is `make_trainer(TrainConfig(...)).run()` in a fresh process (bench/common.py), 8 actors on
-the local backend, the env family's preset (CleanRL's PPO hyper-parameters; IMPALA takes one epoch per
-batch), one 10-episode deterministic evaluation at the end. APPO/IMPALA keep 8 invocations in flight
+the local backend, the env family's preset (CleanRL's PPO hyper-parameters; IMPALA takes one SGD step per
+fragment), one 10-episode deterministic evaluation at the end. APPO/IMPALA keep 8 invocations in flight
 and update after 4 fragments (the default k = n/2).
 
 Usage: .venv/bin/python bench/async_algos.py [--seeds 3] [--cartpole-steps 50000] [--hopper-steps 300000]
@@ -76,7 +76,8 @@ def write(results: list[dict], args: argparse.Namespace, started: float, steps: 
 Each run: `make_trainer(TrainConfig(env_id=ENV, algo=ALGO, seed=s, actors=8, total_timesteps=STEPS,
 eval_every=0, eval_episodes=10)).run()` in a fresh process on the local backend, with the family's preset
 (`classic`: T = 128, 4 epochs of 128; `mujoco`: T = 512, 10 epochs of 64, observation and reward normalisation;
-IMPALA: 1 epoch). PPO waits for all 8 fragments each round; APPO and IMPALA keep 8 invocations in flight and
+IMPALA: one pass, one SGD step per fragment, each scored with V-trace under the current policy).
+PPO waits for all 8 fragments each round; APPO and IMPALA keep 8 invocations in flight and
 update once 4 have arrived (k = n/2), correcting the lag with V-trace (ρ̄ = c̄ = 1, λ = `gae_lambda`).
 Steps: CartPole-v1 {steps['CartPole-v1']:,}, Hopper-v5 {steps['Hopper-v5']:,} (sized to fit this session's time on
 2 shared cores; Hopper is far from converged at that length — CleanRL reports 2383 at 1M). "eval" is the final
