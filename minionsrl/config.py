@@ -22,11 +22,13 @@ from minionsrl.cost import PLATFORMS
 from minionsrl.errors import ConfigError
 
 if TYPE_CHECKING:
+    from minionsrl.faults import FaultPlan
     from minionsrl.ppo import PPOParams
 
 BACKENDS = ("local", "server")
 SCALERS = ("fixed", "minions", "nitro", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
 PRESET_NAMES = ("auto", "classic", "mujoco")
+FAULT_FIELDS = {kind: f"fault_{kind}" for kind in ("raise", "hang", "kill", "duplicate", "malformed")}
 
 # CleanRL's defaults: ppo.py (classic control) and ppo_continuous_action.py (MuJoCo). Fragment
 # length and evaluation cadence are ours (SPEC §1: T = 128 for classic control, 512 for MuJoCo).
@@ -105,6 +107,23 @@ class TrainConfig:
     idle_timeout_s: float = _f(300.0, "local backend: reap instances idle this long", positive=True)
     server_wait_startup: bool = _f(False, "server backend: really wait the start-up delay of added hosts")
     invocation_timeout_s: float | None = _f(None, "fail an invocation running longer than this", positive=True)
+    max_retries: int = _f(3, "retry a failed invocation (raised, timed out, died, malformed) up to this many times",
+                          min=0, max=100)
+    round_deadline_s: float | None = _f(None, "after this long a round proceeds with the fragments that arrived "
+                                        "(stragglers are cancelled and billed)", positive=True)
+    min_reply_fraction: float = _f(0.5, "fewest fragments a round may proceed with, as a fraction of its actors; "
+                                   "fewer fail the run", positive=True, max=1.0)
+    fault_raise: float = _f(0.0, "fault injection: probability that an invocation raises", min=0.0, max=1.0)
+    fault_hang: float = _f(0.0, "fault injection: probability that an invocation hangs past its deadline",
+                           min=0.0, max=1.0)
+    fault_kill: float = _f(0.0, "fault injection: probability that an invocation's instance is SIGKILLed",
+                           min=0.0, max=1.0)
+    fault_duplicate: float = _f(0.0, "fault injection: probability that an invocation's reply arrives twice",
+                                min=0.0, max=1.0)
+    fault_malformed: float = _f(0.0, "fault injection: probability that an invocation returns corrupted bytes",
+                                min=0.0, max=1.0)
+    fault_seed: int = _f(0, "fault injection: seed of the draws (which attempt of which slot gets which fault)",
+                         min=0)
     prices: str | None = _f(None, "price catalogue YAML for the cost ledger (default: the shipped one)")
     platform: str = _f("aws_lambda_x86", "function platform the ledger bills", choices=PLATFORMS)
     function_memory_mb: float = _f(1769.0, "memory of one function (1769 MB = 1 vCPU on Lambda)", min=128, max=10240)
@@ -123,6 +142,11 @@ class TrainConfig:
 
         return PPOParams(**{f.name: getattr(self, f.name) for f in dataclasses.fields(PPOParams)})
 
+    def fault_plan(self) -> FaultPlan:
+        from minionsrl.faults import FaultPlan
+
+        return FaultPlan({kind: getattr(self, name) for kind, name in FAULT_FIELDS.items()}, self.fault_seed)
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -130,8 +154,8 @@ class TrainConfig:
         """Fields that change what is learned (a resumed run must keep them)."""
         ignore = {"total_timesteps", "max_rounds", "target_return", "run_dir", "progress", "tensorboard",
                   "max_concurrency", "idle_timeout_s", "invocation_timeout_s", "checkpoint_every", "eval_every",
-                  "eval_episodes", "budget_usd", "server_wait_startup",
-                  "keep_checkpoints_every"}
+                  "eval_episodes", "budget_usd", "server_wait_startup", "keep_checkpoints_every",
+                  "max_retries", "round_deadline_s", "min_reply_fraction", *FAULT_FIELDS.values(), "fault_seed"}
         return {k: v for k, v in self.to_dict().items() if k not in ignore}
 
 
@@ -199,6 +223,11 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
         raise ConfigError(f"hidden_sizes: {cfg.hidden_sizes!r} must be a non-empty list of positive integers")
     if cfg.n_min > cfg.n_max:
         raise ConfigError(f"n_min: {cfg.n_min} is larger than n_max {cfg.n_max}; make n_min <= n_max")
+    rates = sum(getattr(cfg, name) for name in FAULT_FIELDS.values())
+    if rates > 1.0:
+        raise ConfigError(f"fault_*: the fault rates add up to {rates:g}; make their sum <= 1")
+    if cfg.fault_hang > 0 and cfg.invocation_timeout_s is None and cfg.round_deadline_s is None:
+        raise ConfigError("fault_hang: injected hangs need a deadline; set invocation_timeout_s or round_deadline_s")
     if require_stop and cfg.total_timesteps is None and cfg.max_rounds is None and cfg.target_return is None:
         raise ConfigError("set total_timesteps, max_rounds or target_return so that the run can end")
 
