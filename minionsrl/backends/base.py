@@ -6,7 +6,9 @@ A backend moves bytes and measures; it knows nothing of PPO. Every invocation yi
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -72,21 +74,67 @@ def make_reply(record: InvocationRecord, data: bytes | None, key: bytes, cold_st
 
 
 class Backend(ABC):
-    """Runs rollout functions. Implementations: ``local`` (embedded FaaS runtime)."""
+    """Runs rollout functions: ``local`` (embedded FaaS runtime), ``server``, ``ray`` and ``lithops``.
+
+    The primitives are asynchronous — :meth:`submit` starts invocations, :meth:`collect` returns those
+    that ended, :meth:`cancel` abandons the rest — so a learner may keep invocations in flight;
+    :meth:`invoke` is the synchronous round built on them.
+    """
 
     name: str = "base"
+    key: bytes
 
     @abstractmethod
     def publish(self, policy_blob: bytes) -> str:
         """Make this round's policy available to functions once; return the reference they fetch."""
 
     @abstractmethod
-    def invoke(self, requests: list[dict[str, Any]]) -> list[Reply]:
-        """Run one function per request (each has a unique ``id``); replies in request order."""
+    def submit(self, requests: list[dict[str, Any]]) -> None:
+        """Start one function per request (each has a unique ``id``) and return at once."""
+
+    @abstractmethod
+    def collect(self, timeout: float | None = None) -> list[Reply]:
+        """Wait until at least one in-flight invocation ends (or ``timeout`` seconds pass) and return every
+        reply available now, in arrival order; ``[]`` on timeout or when nothing is in flight."""
+
+    @abstractmethod
+    def cancel(self, ids: Iterable[str] | None = None) -> list[Reply]:
+        """Abandon in-flight invocations (all, or those in ``ids``), stopping them where the platform can;
+        return their records as error replies, billed for the time they ran."""
+
+    @property
+    @abstractmethod
+    def in_flight(self) -> int:
+        """Invocations submitted whose reply has not been collected yet."""
 
     @abstractmethod
     def close(self) -> None:
         """Release every instance and resource."""
+
+    def invoke(self, requests: list[dict[str, Any]], deadline_s: float | None = None) -> list[Reply]:
+        """Run one function per request and wait for them all, or until ``deadline_s`` seconds have passed,
+        after which the stragglers are cancelled. Every request gets at least one reply (several if the
+        platform delivered it more than once), sorted in request order."""
+        if self.in_flight:
+            raise RuntimeError(f"invoke() needs an idle backend; {self.in_flight} invocations are in flight")
+        order = {str(r["id"]): i for i, r in enumerate(requests)}
+        waiting, replies = set(order), []
+        end = None if deadline_s is None else time.perf_counter() + deadline_s
+        self.submit(requests)
+        while waiting and self.in_flight:
+            timeout = None if end is None else end - time.perf_counter()
+            if timeout is not None and timeout <= 0:
+                break
+            for reply in self.collect(timeout):
+                replies.append(reply)
+                waiting.discard(reply.record.invocation_id)
+        replies.extend(self.cancel(waiting) if waiting else [])
+        answered = {r.record.invocation_id for r in replies}
+        replies.extend(Reply(InvocationRecord(invocation_id=str(requests[order[i]]["id"]),
+                                              kind=str(requests[order[i]]["kind"]), status="error",
+                                              error="the backend lost this invocation"))
+                       for i in sorted(waiting - answered, key=order.__getitem__))
+        return sorted(replies, key=lambda r: order.get(r.record.invocation_id, len(order)))
 
     def __enter__(self) -> Backend:
         return self

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
@@ -32,6 +33,24 @@ from minionsrl.backends.base import Backend, InvocationRecord, Reply, make_reply
 _WORKER_MODULE = "minionsrl.backends.local_worker"
 
 
+@dataclass(eq=False)
+class _Task:
+    """A request waiting for, or running on, an instance."""
+
+    request: dict[str, Any]
+    payload: bytes
+    sent: float = 0.0  # dispatch time, once an instance has it
+
+    @property
+    def id(self) -> str:
+        return str(self.request["id"])
+
+    def record(self, **fields: Any) -> InvocationRecord:
+        """This invocation's record, with what the backend knows of it so far."""
+        return InvocationRecord(invocation_id=self.id, kind=str(self.request["kind"]), bytes_in=len(self.payload),
+                                **fields)
+
+
 @dataclass
 class _Instance:
     id: str
@@ -41,7 +60,7 @@ class _Instance:
     cold_start_s: float = 0.0
     served: int = 0
     last_used: float = field(default_factory=time.perf_counter)
-    task: tuple[int, float] | None = None  # (request index, dispatch time) while busy
+    task: _Task | None = None  # while busy
 
 
 class LocalBackend(Backend):
@@ -59,6 +78,7 @@ class LocalBackend(Backend):
         self._failed_starts = 0  # in a row; reset by every instance that becomes ready
         self._dir = Path(tempfile.mkdtemp(prefix="minionsrl-local-"))
         self._instances: list[_Instance] = []
+        self._queue: deque[_Task] = deque()
         self._next_instance = 0
         self._policy_path: Path | None = None
         self.instances_started = 0
@@ -79,49 +99,74 @@ class LocalBackend(Backend):
         return str(path)
 
     # -- invoking --------------------------------------------------------------------------------
-    def invoke(self, requests: list[dict[str, Any]]) -> list[Reply]:
+    def submit(self, requests: list[dict[str, Any]]) -> None:
         self.reap_idle()
-        payloads = [json.dumps(r).encode() for r in requests]
-        replies: list[Reply | None] = [None] * len(requests)
-        pending = deque(range(len(requests)))
-        while pending or any(inst.task is not None for inst in self._instances):
+        self._queue.extend(_Task(r, json.dumps(r).encode()) for r in requests)
+        self._dispatch()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._queue) + sum(1 for i in self._instances if i.task is not None)
+
+    def collect(self, timeout: float | None = None) -> list[Reply]:
+        end = None if timeout is None else time.perf_counter() + timeout
+        replies: list[Reply] = []
+        while self.in_flight and not replies:
             if self._failed_starts >= self.max_failed_starts:
-                self._fail_pending(pending, requests, payloads, replies)
-                continue
-            self._dispatch(pending, payloads)
+                replies.extend(self._fail_queued())
+                break
+            self._dispatch()
             waiting = [inst for inst in self._instances if inst.task is not None or not inst.ready]
-            timeout = self._next_deadline(waiting)
-            for ready in wait([inst.process.stdout for inst in waiting], timeout=timeout):
-                self._collect(next(i for i in waiting if i.process.stdout is ready), requests, payloads, replies)
-            self._expire(requests, payloads, replies)
+            wait_s = _earliest(self._next_deadline(waiting), None if end is None else end - time.perf_counter())
+            for ready in wait([inst.process.stdout for inst in waiting], timeout=wait_s):
+                replies.extend(self._collect(next(i for i in waiting if i.process.stdout is ready)))
+            replies.extend(self._expire())
+            if end is not None and time.perf_counter() >= end:
+                break
+        if not self.in_flight:
+            self._absorb_ready()
+        return replies
+
+    def cancel(self, ids: Iterable[str] | None = None) -> list[Reply]:
+        wanted = None if ids is None else set(ids)
+        chosen = [t for t in self._queue if wanted is None or t.id in wanted]
+        replies = [Reply(t.record(status="error", error="cancelled")) for t in chosen]
+        self._queue = deque(t for t in self._queue if t not in chosen)
+        now = time.perf_counter()
+        for inst in [i for i in self._instances if i.task is not None and (wanted is None or i.task.id in wanted)]:
+            replies.append(Reply(inst.task.record(instance_id=inst.id, cold=inst.served == 0,
+                                                  duration_s=now - inst.task.sent, status="error",
+                                                  error="cancelled")))
+            self._stop(inst, kill=True)
+        return replies
+
+    def _absorb_ready(self) -> None:
+        """Read READY from instances that finished starting meanwhile, so they can be reaped and reused."""
         starting = [i for i in self._instances if not i.ready]
         for stdout in wait([i.process.stdout for i in starting], timeout=0) if starting else []:
-            # instances that became ready meanwhile: read READY now, so they can be reaped and reused
-            self._collect(next(i for i in starting if i.process.stdout is stdout), requests, payloads, replies)
-        return [r for r in replies if r is not None]
+            self._collect(next(i for i in starting if i.process.stdout is stdout))
 
-    def _fail_pending(self, pending: deque[int], requests: list[dict[str, Any]], payloads: list[bytes],
-                      replies: list[Reply | None]) -> None:
+    def _fail_queued(self) -> list[Reply]:
         """Instances keep dying before they are ready: fail what is queued instead of retrying forever."""
-        while pending:
-            index = pending.popleft()
-            replies[index] = Reply(_record(requests, payloads, index, status="error", error=(
-                f"{self._failed_starts} instances in a row died before they were ready (see stderr)")))
+        replies = [Reply(t.record(status="error", error=(
+            f"{self._failed_starts} instances in a row died before they were ready (see stderr)")))
+            for t in self._queue]
+        self._queue.clear()
+        return replies
 
-    def _dispatch(self, pending: deque[int], payloads: list[bytes]) -> None:
+    def _dispatch(self) -> None:
         idle = sorted((i for i in self._instances if i.ready and i.task is None), key=lambda i: i.last_used)
-        while pending and idle:
+        while self._queue and idle:
             inst = idle.pop()  # most recently used first, as function platforms do
-            index = pending.popleft()
-            inst.task = (index, time.perf_counter())
-            self._send(inst, payloads[index])
+            inst.task = self._queue.popleft()
+            inst.task.sent = time.perf_counter()
+            self._send(inst, inst.task.payload)
         starting = sum(1 for i in self._instances if not i.ready)
-        while len(pending) > starting and len(self._instances) < self.max_concurrency:
+        while len(self._queue) > starting and len(self._instances) < self.max_concurrency:
             self._start_instance()
             starting += 1
 
-    def _collect(self, inst: _Instance, requests: list[dict[str, Any]], payloads: list[bytes],
-                 replies: list[Reply | None]) -> None:
+    def _collect(self, inst: _Instance) -> list[Reply]:
         try:
             data = local_worker.read_frame(inst.process.stdout)
         except OSError:
@@ -131,42 +176,41 @@ class LocalBackend(Backend):
             if data is None or not data.startswith(local_worker.READY):
                 self._failed_starts += 1
                 self._stop(inst, kill=True)
-                return
+                return []
             ready_at = float(data.split()[1])  # the worker's own clock: a late read does not inflate it
             inst.ready, inst.cold_start_s, inst.last_used = True, ready_at - inst.started_at, now
             self._failed_starts = 0
-            return
-        index, sent = inst.task
-        record = _record(requests, payloads, index, instance_id=inst.id, cold=inst.served == 0,
-                         duration_s=now - sent)
+            return []
+        task = inst.task
+        record = task.record(instance_id=inst.id, cold=inst.served == 0, duration_s=now - task.sent)
         reply = make_reply(record, data, self.key, cold_start_s=inst.cold_start_s if inst.served == 0 else 0.0)
         if data is None:
             self._stop(inst, kill=True)  # joins the process, so its exit code is known
             record.error = f"instance {inst.id} died (exit code {inst.process.returncode})"
         else:
             inst.task, inst.served, inst.last_used = None, inst.served + 1, now
-        replies[index] = reply
+        return [reply]
 
     def _next_deadline(self, waiting: list[_Instance]) -> float | None:
         if self.invocation_timeout_s is None:
             return None
-        sent = [i.task[1] for i in waiting if i.task is not None]
+        sent = [i.task.sent for i in waiting if i.task is not None]
         if not sent:
             return None
         return max(0.0, min(sent) + self.invocation_timeout_s - time.perf_counter())
 
-    def _expire(self, requests: list[dict[str, Any]], payloads: list[bytes], replies: list[Reply | None]) -> None:
+    def _expire(self) -> list[Reply]:
         """Kill instances whose invocation ran past the deadline and record a timeout."""
         if self.invocation_timeout_s is None:
-            return
-        now = time.perf_counter()
+            return []
+        now, replies = time.perf_counter(), []
         for inst in list(self._instances):
-            if inst.task is not None and now - inst.task[1] > self.invocation_timeout_s:
-                index, sent = inst.task
-                replies[index] = Reply(_record(
-                    requests, payloads, index, instance_id=inst.id, cold=inst.served == 0, duration_s=now - sent,
-                    status="error", error=f"timed out after {self.invocation_timeout_s:g} s"))
+            if inst.task is not None and now - inst.task.sent > self.invocation_timeout_s:
+                replies.append(Reply(inst.task.record(
+                    instance_id=inst.id, cold=inst.served == 0, duration_s=now - inst.task.sent,
+                    status="error", error=f"timed out after {self.invocation_timeout_s:g} s")))
                 self._stop(inst, kill=True)
+        return replies
 
     # -- instance lifecycle ----------------------------------------------------------------------
     def _start_instance(self) -> None:
@@ -222,7 +266,7 @@ class LocalBackend(Backend):
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
-def _record(requests: list[dict[str, Any]], payloads: list[bytes], index: int, **fields: Any) -> InvocationRecord:
-    """The record of request ``index``, with what the backend knows of it so far."""
-    return InvocationRecord(invocation_id=str(requests[index]["id"]), kind=str(requests[index]["kind"]),
-                            bytes_in=len(payloads[index]), **fields)
+def _earliest(*timeouts: float | None) -> float | None:
+    """The smallest of the given timeouts (None: no limit), never negative."""
+    given = [t for t in timeouts if t is not None]
+    return max(0.0, min(given)) if given else None

@@ -12,7 +12,6 @@ import math
 import time
 from typing import Any
 
-from minionsrl.backends.base import Reply
 from minionsrl.backends.local import LocalBackend
 
 
@@ -32,11 +31,15 @@ class ServerBackend(LocalBackend):
         self.hosts = 0
         self.startup_waits = 0
 
-    def invoke(self, requests: list[dict[str, Any]]) -> list[Reply]:
-        hosts = math.ceil(sum(1 for r in requests if r["kind"] == "train") / self.vcpus_per_host)
+    def submit(self, requests: list[dict[str, Any]]) -> None:
+        """Start the actor hosts that ``requests`` need on top of those in flight (waiting if so
+        configured), then run the requests on them."""
+        tasks = [*self._queue, *(i.task for i in self._instances if i.task is not None)]
+        busy = sum(1 for t in tasks if t.request["kind"] == "train")
+        hosts = math.ceil((busy + sum(1 for r in requests if r["kind"] == "train")) / self.vcpus_per_host)
         if hosts > self.hosts:
             if self.wait_for_startup and self.hosts > 0:  # the first hosts start before the job
                 time.sleep(self.startup_s)
                 self.startup_waits += 1
             self.hosts = hosts
-        return super().invoke(requests)
+        super().submit(requests)
