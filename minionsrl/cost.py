@@ -4,7 +4,9 @@ Prices are data (``minionsrl/data/prices.yaml``, or ``--prices FILE``). Formulas
 round's wall time and ``n`` its actor count (worked example in ``docs/COST.md``):
 
 * invocation bill = ceil(billed_ms / granularity) · granularity / 1000 · memory_GB · price_GB_s, where
-  billed_ms is the run time plus the init time (the cold start when cold) if the platform bills init;
+  billed_ms is the run time plus the init time (the cold start when cold) if the platform bills init; an
+  invocation that failed without timings of its own (killed, timed out, cancelled) is billed for the time
+  the caller saw it run;
 * serverless round = learner_host_rate · R + Σ invocation bills + invocations · price_per_request;
 * server round = (learner host + ceil(n / vCPUs per actor host) actor hosts) · R (billed idle), plus
   every host's share of its monthly IP/disk, plus ``startup_s`` of every actor host added this round;
@@ -83,7 +85,10 @@ class FunctionPricing:
 
     def billed_seconds(self, record: InvocationRecord) -> float:
         """Duration the platform bills, rounded up to its granularity."""
-        ms = 1000.0 * (record.run_s + (record.init_s if self.bill_init else 0.0))
+        seconds = record.run_s + (record.init_s if self.bill_init else 0.0)
+        if record.status != "ok" and not record.run_s:  # killed, timed out or cancelled: it held the instance
+            seconds = max(seconds, record.duration_s)
+        ms = 1000.0 * seconds
         step = max(self.granularity_ms, 1e-9)
         return math.ceil(ms / step - 1e-9) * step / 1000.0
 

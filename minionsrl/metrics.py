@@ -20,6 +20,7 @@ METRIC_COLUMNS = [
     "approx_kl", "clipfrac", "explained_variance", "learning_rate", "sps",
     "cost_serverless_usd", "cost_server_usd", "cum_cost_serverless_usd", "cum_cost_server_usd", "projected_round_s",
     "scaler_score", "convexity_ratio", "lambda_min", "lambda_max", "gns", "detector_s",
+    "failed", "retried", "timed_out", "duplicates", "lost",
 ]
 # Columns that depend only on the seed and the config (compared by the determinism test).
 LEARNING_COLUMNS = [
@@ -27,7 +28,8 @@ LEARNING_COLUMNS = [
     "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "learning_rate", "scaler_score",
     "convexity_ratio", "gns",
 ]
-INVOCATION_COLUMNS = ["round", *InvocationRecord.__dataclass_fields__, "seed"]
+# status: ok | failed | timed_out | cancelled (a straggler at the round deadline) | duplicate (a second delivery)
+INVOCATION_COLUMNS = ["round", *InvocationRecord.__dataclass_fields__, "slot", "attempt", "seed", "fault", "digest"]
 
 TENSORBOARD_TAGS = {
     "train_return_mean": "charts/episodic_return", "eval_return_mean": "eval/return_mean",

@@ -6,6 +6,7 @@ Read :meth:`Trainer.run_round` top to bottom: it is one round.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import time
 from collections import deque
@@ -16,13 +17,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from minionsrl import checkpoint, config, wire
+from minionsrl import checkpoint, config, gather, wire
 from minionsrl.backends.base import Backend, Reply
 from minionsrl.config import TrainConfig
 from minionsrl.cost import CostLedger, load_prices
 from minionsrl.detectors import gradient_noise_scale, hessian_curvature
 from minionsrl.envs import EnvInfo, EnvSpec, check_env_id, env_info
-from minionsrl.errors import ConfigError, InvocationError
+from minionsrl.errors import ConfigError
+from minionsrl.faults import DuplicatingBackend
 from minionsrl.fragment import Fragment
 from minionsrl.metrics import RunLog
 from minionsrl.normalization import RunningMeanStd
@@ -72,6 +74,27 @@ def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
     raise ConfigError(f"backend: {cfg.backend!r} is not available")
 
 
+def fragment_digest(fragment: Fragment) -> str:
+    """A short digest of a fragment's step arrays: equal digests, equal training data."""
+    h = hashlib.sha256()
+    for name in Fragment._STEP_ARRAYS:
+        h.update(np.ascontiguousarray(getattr(fragment, name)).tobytes())
+    h.update(np.float32(fragment.last_value).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _eval_returns(reply: Reply, episodes: int) -> np.ndarray:
+    """The episode returns of an evaluation reply, checked against the request."""
+    returns = reply.arrays.get("episode_returns")
+    lengths = reply.arrays.get("episode_lengths")
+    if returns is None or returns.shape != (episodes,) or returns.dtype != np.float64 \
+            or lengths is None or lengths.shape != (episodes,):
+        raise wire.WireError(f"evaluation reply does not hold {episodes} episode returns and lengths")
+    if not np.isfinite(returns).all():
+        raise wire.WireError("evaluation returns hold non-finite numbers")
+    return returns
+
+
 class Trainer:
     """Owns the learner state and runs rounds until a stop condition holds."""
 
@@ -104,7 +127,11 @@ class Trainer:
         if ckpt is not None:
             self._restore(ckpt)
         self.log = RunLog(self.run_dir, self.round if resume else None, self.env_steps, cfg.tensorboard)
+        self.faults = cfg.fault_plan()
+        self.retry = gather.RetryPolicy(cfg.max_retries, cfg.round_deadline_s, cfg.min_reply_fraction)
         self.backend = backend or make_backend(cfg, wire.new_key())
+        if cfg.fault_duplicate > 0:  # the platform's own fault: a wrapper delivers those replies twice
+            self.backend = DuplicatingBackend(self.backend)
         self.key = self.backend.key  # policies and replies are authenticated with this per-run key
         self._published: tuple[int, str] | None = None  # (policy version, reference)
 
@@ -131,15 +158,17 @@ class Trainer:
         self.ppo.set_learning_rate(lr)
 
         ref = self._publish(version=self.round - 1)  # the policy after the previous round's update
-        requests = [self._request("train", ref, slot, steps=cfg.fragment_length, carry=self.carries.get(slot))
-                    for slot in range(n)]
-        replies = self._invoke(requests)
-        fragments = [Fragment.from_wire(r.arrays, r.meta, cfg.fragment_length, self.arch) for r in replies]
-        if cfg.carry_episodes:
-            self.carries = {slot: f.meta["carry"] for slot, f in enumerate(fragments) if f.meta.get("carry")}
+        got = gather.gather(
+            self.backend, n, lambda slot, attempt: self._request(
+                "train", ref, slot, attempt, steps=cfg.fragment_length, carry=self.carries.get(slot)),
+            lambda slot, r: Fragment.from_wire(r.arrays, r.meta, cfg.fragment_length, self.arch),
+            self.retry, what=f"round {self.round}")
+        fragments = [got.results[slot] for slot in sorted(got.results)]  # slot order: independent of arrival
+        if cfg.carry_episodes:  # a lost slot's episode is lost with it: the slot starts a new one
+            self.carries = {slot: f.meta["carry"] for slot, f in got.results.items() if f.meta.get("carry")}
         t_sampled = time.perf_counter()
 
-        for frag in fragments:  # merge in slot order: independent of arrival order
+        for frag in fragments:
             if self.obs_rms is not None:
                 self.obs_rms.update(frag.obs_moments)
             if self.ret_rms is not None:
@@ -149,16 +178,17 @@ class Trainer:
         stats = self.ppo.update(batch, np.random.default_rng([cfg.seed, self.round]))
         self.env_steps += len(batch)
         t_learned = time.perf_counter()
-        detected = self._detect(batch, n)
+        detected = self._detect(batch, len(fragments))
         t_detected = time.perf_counter()
 
-        eval_mean, eval_requests, eval_replies = None, [], []
+        eval_mean, attempts, lost = None, got.attempts, len(got.lost)
         if (cfg.eval_every and self.round % cfg.eval_every == 0) or self._done():  # the last round always
-            eval_mean, eval_requests, eval_replies = self._evaluate(n)
+            eval_mean, evaluated = self._evaluate(n)
             self.last_eval, self.best_eval = eval_mean, max(self.best_eval, eval_mean)
+            attempts, lost = attempts + evaluated.attempts, lost + len(evaluated.lost)
         t_end = time.perf_counter()
-        requests, replies = requests + eval_requests, replies + eval_replies
-        bill = self.ledger.bill_round(t_end - t_round, t_sampled - t_round, [r.record for r in replies], n)
+        # every attempt is billed: failed ones, retries, duplicates and cancelled stragglers too
+        bill = self.ledger.bill_round(t_end - t_round, t_sampled - t_round, [a.reply.record for a in attempts], n)
 
         round_episodes = [r for f in fragments for r in f.episode_returns.tolist()]
         row = {
@@ -170,11 +200,11 @@ class Trainer:
             "cost_serverless_usd": bill.cost_serverless_usd, "cost_server_usd": bill.cost_server_usd,
             "cum_cost_serverless_usd": self.ledger.total_serverless_usd,
             "cum_cost_server_usd": self.ledger.total_server_usd, "projected_round_s": bill.projected_round_s,
-            "scaler_score": self.scaler.score, **detected,
+            "scaler_score": self.scaler.score, **detected, **gather.fault_counts(attempts, lost),
         }
         self.recent_costs.append(bill.cost_serverless_usd)
-        self.log.log_round(row, [{"round": self.round, "seed": req["seed"], **r.record.row()}
-                                 for req, r in zip(requests, replies, strict=True)])
+        in_slot_order = sorted(attempts, key=lambda a: (a.request["kind"] != "train", a.slot, a.attempt))
+        self.log.log_round(row, [self._invocation_row(a, got) for a in in_slot_order])
         self.last_row = row
         if self.round % cfg.checkpoint_every == 0 or self._done():
             self._checkpoint()
@@ -200,32 +230,36 @@ class Trainer:
         return {**out, "convexity_ratio": curvature.convexity_ratio, "lambda_min": curvature.lambda_min,
                 "lambda_max": curvature.lambda_max}
 
-    def _request(self, kind: str, ref: str, slot: int, **extra: Any) -> dict[str, Any]:
+    def _request(self, kind: str, ref: str, slot: int, attempt: int, **extra: Any) -> dict[str, Any]:
+        """One attempt of one slot. Every attempt of a slot has the slot's seed (a retry samples what the first
+        attempt would have), and its own id; an injected fault, if one is drawn, travels with it."""
         code = _KIND_TRAIN if kind == "train" else _KIND_EVAL
-        return {"id": f"r{self.round}-{kind}-{slot}", "kind": kind, "policy": ref, "env": self.spec.to_json(),
-                "seed": invocation_seed(self.cfg.seed, self.round, slot, code), "gamma": self.cfg.gamma, **extra}
+        request = {"id": f"r{self.round}-{kind}-{slot}" + (f"-a{attempt}" if attempt else ""), "kind": kind,
+                   "attempt": attempt, "policy": ref, "env": self.spec.to_json(),
+                   "seed": invocation_seed(self.cfg.seed, self.round, slot, code), "gamma": self.cfg.gamma, **extra}
+        fault = self.faults.draw(self.round, slot, attempt, kind)
+        return {**request, "fault": fault} if fault else request
 
-    def _invoke(self, requests: list[dict[str, Any]]) -> list[Reply]:
-        replies = self.backend.invoke(requests)
-        failed = [r.record for r in replies if not r.ok]
-        if failed or len(replies) != len(requests):
-            first = failed[0] if failed else None
-            detail = f"{first.invocation_id}: {first.error}" if first else "missing replies"
-            raise InvocationError(f"{len(failed)} of {len(requests)} invocations failed ({detail})")
-        return replies
-
-    def _evaluate(self, n_actors: int) -> tuple[float, list[dict[str, Any]], list[Reply]]:
-        """Evaluate the current policy with deterministic actions, as up to ``n_actors`` rollout functions."""
+    def _evaluate(self, n_actors: int) -> tuple[float, gather.Gathered]:
+        """Evaluate the current policy with deterministic actions, as up to ``n_actors`` rollout functions
+        (the mean is over the episodes of the slots that came back)."""
         episodes = self.cfg.eval_episodes
         slots = min(episodes, n_actors)
         per_slot = [episodes // slots + (1 if i < episodes % slots else 0) for i in range(slots)]
         ref = self._publish(version=self.round)  # evaluation runs after this round's update
-        requests = [self._request("eval", ref, i, episodes=k) for i, k in enumerate(per_slot)]
-        replies = self._invoke(requests)
-        returns = np.concatenate([r.arrays["episode_returns"] for r in replies])
-        if len(returns) != episodes:
-            raise InvocationError(f"evaluation returned {len(returns)} episodes, expected {episodes}")
-        return float(returns.mean()), requests, replies
+        got = gather.gather(self.backend, slots, lambda slot, attempt: self._request(
+            "eval", ref, slot, attempt, episodes=per_slot[slot]), lambda slot, r: _eval_returns(r, per_slot[slot]),
+            self.retry, what=f"round {self.round} evaluation")
+        return float(np.concatenate(list(got.results.values())).mean()), got
+
+    def _invocation_row(self, attempt: gather.Attempt, got: gather.Gathered) -> dict[str, Any]:
+        """A row of invocations.csv: the record, the slot's seed and attempt, the gather status and, for an
+        accepted fragment, a digest of its arrays (a fault-free run of the same seed must show the same)."""
+        req, record = attempt.request, attempt.reply.record
+        accepted = attempt.status == gather.OK and req["kind"] == "train"
+        return {"round": self.round, **record.row(), "status": attempt.status, "slot": attempt.slot,
+                "attempt": attempt.attempt, "seed": req["seed"], "fault": (req.get("fault") or {}).get("kind", ""),
+                "digest": fragment_digest(got.results[attempt.slot]) if accepted else ""}
 
     def _publish(self, version: int) -> str:
         """Publish the policy once per version (updates applied); evaluation and the next round share it."""
