@@ -274,4 +274,7 @@ def _coerce(name: str, value: Any) -> Any:
 
 def dump(cfg: TrainConfig, path: str | Path) -> None:
     """Write the resolved config as YAML (readable back with ``--config``)."""
-    Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    tmp.replace(path)  # a learner killed while writing it leaves the previous one
