@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.util
 import math
 import time
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from minionsrl.faults import FaultPlan
     from minionsrl.ppo import PPOParams
 
-BACKENDS = ("local", "server")
+BACKENDS = ("local", "server", "ray", "lithops")
 SCALERS = ("fixed", "minions", "nitro", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
 PRESET_NAMES = ("auto", "classic", "mujoco")
 FAULT_FIELDS = {kind: f"fault_{kind}" for kind in ("raise", "hang", "kill", "duplicate", "malformed")}
@@ -124,6 +125,9 @@ class TrainConfig:
                                 min=0.0, max=1.0)
     fault_seed: int = _f(0, "fault injection: seed of the draws (which attempt of which slot gets which fault)",
                          min=0)
+    ray_address: str | None = _f(None, "ray backend: join the Ray cluster at this address (default: start a local one)")
+    ray_num_cpus: float = _f(1.0, "ray backend: CPUs reserved by each invocation", positive=True)
+    lithops_config: str | None = _f(None, "lithops backend: Lithops config file (default: Lithops' own lookup)")
     prices: str | None = _f(None, "price catalogue YAML for the cost ledger (default: the shipped one)")
     platform: str = _f("aws_lambda_x86", "function platform the ledger bills", choices=PLATFORMS)
     function_memory_mb: float = _f(1769.0, "memory of one function (1769 MB = 1 vCPU on Lambda)", min=128, max=10240)
@@ -155,6 +159,7 @@ class TrainConfig:
         ignore = {"total_timesteps", "max_rounds", "target_return", "run_dir", "progress", "tensorboard",
                   "max_concurrency", "idle_timeout_s", "invocation_timeout_s", "checkpoint_every", "eval_every",
                   "eval_episodes", "budget_usd", "server_wait_startup", "keep_checkpoints_every",
+                  "backend", "ray_address", "ray_num_cpus", "lithops_config",  # same learning on every backend
                   "max_retries", "round_deadline_s", "min_reply_fraction", *FAULT_FIELDS.values(), "fault_seed"}
         return {k: v for k, v in self.to_dict().items() if k not in ignore}
 
@@ -221,6 +226,8 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
                 raise ConfigError(f"{name}: {value!r} must be > 0")
     if not cfg.hidden_sizes or any(not isinstance(h, int) or isinstance(h, bool) or h < 1 for h in cfg.hidden_sizes):
         raise ConfigError(f"hidden_sizes: {cfg.hidden_sizes!r} must be a non-empty list of positive integers")
+    if cfg.backend in ("ray", "lithops") and importlib.util.find_spec(cfg.backend) is None:
+        raise ConfigError(f"backend: {cfg.backend!r} is not installed; pip install 'minionsrl[{cfg.backend}]'")
     if cfg.n_min > cfg.n_max:
         raise ConfigError(f"n_min: {cfg.n_min} is larger than n_max {cfg.n_max}; make n_min <= n_max")
     rates = sum(getattr(cfg, name) for name in FAULT_FIELDS.values())

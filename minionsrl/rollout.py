@@ -12,6 +12,8 @@ No torch here: inference is NumPy (see :mod:`minionsrl.numpy_policy`).
 from __future__ import annotations
 
 import json
+import os
+import socket
 import time
 import traceback
 from collections.abc import Callable
@@ -29,6 +31,7 @@ from minionsrl.numpy_policy import NumpyPolicy
 # Warm state of this instance (module globals survive between invocations, like a warm Lambda).
 _ENVS: dict[str, gym.Env] = {}
 _POLICY: dict[str, tuple[PolicySnapshot, NumpyPolicy]] = {}
+_SERVED = [0]  # invocations this instance has answered: 0 means this one is its cold start
 
 
 class _ObsNormalizer:
@@ -148,6 +151,12 @@ def evaluate(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, episod
     return returns, lengths
 
 
+def _instance() -> dict[str, Any]:
+    """Which instance serves this invocation, and how many it served before (pid read now: platforms fork)."""
+    served, _SERVED[0] = _SERVED[0], _SERVED[0] + 1
+    return {"id": f"{socket.gethostname()}-{os.getpid()}", "served": served}
+
+
 def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> bytes:
     """Serve one invocation: parse the JSON request, run it, return an authenticated reply.
 
@@ -177,7 +186,7 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
         snapshot, policy = _POLICY[req["policy"]]
         t1 = time.perf_counter()
         meta: dict[str, Any] = {"id": invocation_id, "env_built": env_built, "policy_fetched": policy_fetched,
-                                "policy_bytes": bytes_fetched}
+                                "policy_bytes": bytes_fetched, "instance": _instance()}
         if req["kind"] == "train":
             fragment = rollout(env, snapshot, policy, int(req["steps"]), int(req["seed"]), float(req["gamma"]),
                                req.get("carry"))

@@ -47,6 +47,10 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     config.validate(cfg, require_stop=False)  # the preset may still supply total_timesteps
     load_prices(cfg.prices)  # a bad catalogue fails here, before any work
     check_env_id(cfg.env_id)
+    if cfg.backend == "lithops":
+        from minionsrl.backends.lithops_backend import lithops_config
+
+        lithops_config(cfg.lithops_config)  # a missing or broken Lithops config fails here
     try:
         info = env_info(EnvSpec(cfg.env_id, cfg.env_kwargs))
     except ConfigError:
@@ -71,6 +75,16 @@ def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
         return ServerBackend(key, max_concurrency=cfg.max_concurrency, vcpus_per_host=servers["actor_host"]["vcpus"],
                              startup_s=servers["startup_s"], wait_for_startup=cfg.server_wait_startup,
                              invocation_timeout_s=cfg.invocation_timeout_s)
+    if cfg.backend == "ray":
+        from minionsrl.backends.ray_backend import RayBackend
+
+        return RayBackend(key, address=cfg.ray_address, num_cpus=cfg.ray_num_cpus,
+                          max_concurrency=cfg.max_concurrency, invocation_timeout_s=cfg.invocation_timeout_s)
+    if cfg.backend == "lithops":
+        from minionsrl.backends.lithops_backend import LithopsBackend, lithops_config
+
+        return LithopsBackend(key, lithops_config(cfg.lithops_config), memory_mb=int(cfg.function_memory_mb),
+                              invocation_timeout_s=cfg.invocation_timeout_s, max_concurrency=cfg.max_concurrency)
     raise ConfigError(f"backend: {cfg.backend!r} is not available")
 
 

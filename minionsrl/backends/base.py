@@ -65,12 +65,40 @@ def make_reply(record: InvocationRecord, data: bytes | None, key: bytes, cold_st
     if meta.get("type") == "error":
         record.status, record.error = "error", str(meta.get("error", "function failed"))
         return Reply(record, meta=meta)
+    instance = meta.get("instance")
+    if isinstance(instance, dict) and not record.instance_id:  # remote platforms: the function says where it ran
+        record.instance_id, record.cold = str(instance.get("id", "")), instance.get("served") == 0
     timings = meta.get("timings", {})
     record.init_s = cold_start_s + float(timings.get("init_s", 0.0))
     record.run_s = float(timings.get("run_s", 0.0))
     record.cpu_s = float(timings.get("cpu_s", 0.0))
     record.bytes_in += int(meta.get("policy_bytes", 0))
     return Reply(record, arrays, meta)
+
+
+@dataclass(eq=False)
+class Pending:
+    """An invocation submitted and not yet answered: its request, the bytes sent, and the platform's handle."""
+
+    request: dict[str, Any]
+    payload: bytes
+    sent: float = 0.0  # perf_counter time of dispatch
+    handle: Any = None
+
+    @property
+    def id(self) -> str:
+        return str(self.request["id"])
+
+    def record(self, **fields: Any) -> InvocationRecord:
+        """This invocation's record, with what the backend knows of it so far."""
+        return InvocationRecord(invocation_id=self.id, kind=str(self.request["kind"]), bytes_in=len(self.payload),
+                                **fields)
+
+
+def earliest(*timeouts: float | None) -> float | None:
+    """The smallest of the given timeouts (None: no limit), never negative."""
+    given = [t for t in timeouts if t is not None]
+    return max(0.0, min(given)) if given else None
 
 
 class Backend(ABC):

@@ -28,27 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from minionsrl.backends import local_worker
-from minionsrl.backends.base import Backend, InvocationRecord, Reply, make_reply
+from minionsrl.backends.base import Backend, Pending, Reply, earliest, make_reply
 
 _WORKER_MODULE = "minionsrl.backends.local_worker"
-
-
-@dataclass(eq=False)
-class _Task:
-    """A request waiting for, or running on, an instance."""
-
-    request: dict[str, Any]
-    payload: bytes
-    sent: float = 0.0  # dispatch time, once an instance has it
-
-    @property
-    def id(self) -> str:
-        return str(self.request["id"])
-
-    def record(self, **fields: Any) -> InvocationRecord:
-        """This invocation's record, with what the backend knows of it so far."""
-        return InvocationRecord(invocation_id=self.id, kind=str(self.request["kind"]), bytes_in=len(self.payload),
-                                **fields)
 
 
 @dataclass
@@ -60,7 +42,7 @@ class _Instance:
     cold_start_s: float = 0.0
     served: int = 0
     last_used: float = field(default_factory=time.perf_counter)
-    task: _Task | None = None  # while busy
+    task: Pending | None = None  # while busy
 
 
 class LocalBackend(Backend):
@@ -78,7 +60,7 @@ class LocalBackend(Backend):
         self._failed_starts = 0  # in a row; reset by every instance that becomes ready
         self._dir = Path(tempfile.mkdtemp(prefix="minionsrl-local-"))
         self._instances: list[_Instance] = []
-        self._queue: deque[_Task] = deque()
+        self._queue: deque[Pending] = deque()
         self._next_instance = 0
         self._policy_path: Path | None = None
         self.instances_started = 0
@@ -101,7 +83,7 @@ class LocalBackend(Backend):
     # -- invoking --------------------------------------------------------------------------------
     def submit(self, requests: list[dict[str, Any]]) -> None:
         self.reap_idle()
-        self._queue.extend(_Task(r, json.dumps(r).encode()) for r in requests)
+        self._queue.extend(Pending(r, json.dumps(r).encode()) for r in requests)
         self._dispatch()
 
     @property
@@ -117,7 +99,7 @@ class LocalBackend(Backend):
                 break
             self._dispatch()
             waiting = [inst for inst in self._instances if inst.task is not None or not inst.ready]
-            wait_s = _earliest(self._next_deadline(waiting), None if end is None else end - time.perf_counter())
+            wait_s = earliest(self._next_deadline(waiting), None if end is None else end - time.perf_counter())
             for ready in wait([inst.process.stdout for inst in waiting], timeout=wait_s):
                 replies.extend(self._collect(next(i for i in waiting if i.process.stdout is ready)))
             replies.extend(self._expire())
@@ -264,9 +246,3 @@ class LocalBackend(Backend):
         for inst in list(self._instances):
             self._stop(inst)
         shutil.rmtree(self._dir, ignore_errors=True)
-
-
-def _earliest(*timeouts: float | None) -> float | None:
-    """The smallest of the given timeouts (None: no limit), never negative."""
-    given = [t for t in timeouts if t is not None]
-    return max(0.0, min(given)) if given else None

@@ -1,0 +1,160 @@
+"""``lithops``: invocations through Lithops' ``FunctionExecutor`` on any of its compute backends.
+
+Compute and storage come from the user's Lithops config (``--lithops-config``, else Lithops' own
+lookup: ``LITHOPS_CONFIG_FILE`` or ``~/.lithops/config``, else its localhost backend): AWS Lambda,
+Azure Functions / Container Apps, GCP, Kubernetes, Knative, OpenWhisk... The policy is written to
+Lithops storage once per round and functions read it by key; each function writes its reply (HMAC-
+authenticated safetensors) to storage and returns nothing. The learner reads the JSON call status
+and those reply objects itself — it never asks Lithops for results or exceptions, which Lithops
+would unpickle. ``runtime_memory`` and ``timeout`` are the function's memory and deadline, the same
+numbers the cost ledger bills with.
+
+On the localhost backend, functions run with this interpreter (Lithops would otherwise pick the
+first ``python`` on PATH) under Lithops' ``version: 1`` runner (its ``version: 2`` left jobs hanging
+here); runs there are cold on every round, because each round is a new Lithops job.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from minionsrl import rollout
+from minionsrl.backends.remote import RemoteBackend
+from minionsrl.errors import ConfigError
+
+_SYS_PATH_VAR = "MINIONSRL_SYS_PATH"
+
+
+def lithops_rollout(request: str, reply_key: str, key_hex: str, storage: Any) -> None:
+    """The Lithops function (``storage`` is injected by Lithops): run the rollout function, fetching the
+    policy from storage only when this worker does not hold it, and write the reply to ``reply_key``."""
+    for path in reversed(os.environ.get(_SYS_PATH_VAR, "").split(os.pathsep)):
+        if path and path not in sys.path:  # localhost: see what the learner imports (custom env modules)
+            sys.path.insert(0, path)
+    bucket = storage.bucket
+    reply = rollout.handle(request.encode(), lambda ref: storage.get_object(bucket, ref), bytes.fromhex(key_hex))
+    storage.put_object(bucket, reply_key, reply)
+
+
+def lithops_config(path: str | None) -> dict[str, Any]:
+    """The Lithops config to run with: ``path``, else Lithops' usual files, else its localhost backend;
+    localhost gets this interpreter as runtime and the ``version: 1`` runner unless the file says otherwise."""
+    candidates = [path] if path else [os.environ.get("LITHOPS_CONFIG_FILE"), str(Path.home() / ".lithops/config")]
+    found = next((p for p in candidates if p and Path(p).is_file()), None)
+    if path and found is None:
+        raise ConfigError(f"lithops_config: {path!r} does not exist; give the path of a Lithops config file")
+    try:
+        config = yaml.safe_load(Path(found).read_text()) if found else None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"lithops_config: {found!r} is not valid YAML ({str(exc).splitlines()[0]})") from exc
+    config = config if isinstance(config, dict) else {}
+    settings = config.setdefault("lithops", {})
+    settings.setdefault("backend", "localhost")
+    settings.setdefault("storage", "localhost")
+    settings.setdefault("log_level", "WARNING")
+    if settings["backend"] == "localhost":
+        local = config.setdefault("localhost", {})
+        local.setdefault("runtime", sys.executable)
+        local.setdefault("version", 1)
+    return config
+
+
+class LithopsBackend(RemoteBackend):
+    """Rollout functions through a Lithops ``FunctionExecutor``."""
+
+    name = "lithops"
+
+    def __init__(self, key: bytes, config: dict[str, Any], memory_mb: int = 1769,
+                 invocation_timeout_s: float | None = None, max_concurrency: int | None = None,
+                 poll_interval_s: float | None = None) -> None:
+        super().__init__(key, invocation_timeout_s)
+        try:
+            from lithops import FunctionExecutor, Storage
+        except ImportError as exc:
+            raise ConfigError("backend 'lithops' needs Lithops: pip install 'minionsrl[lithops]'") from exc
+        self.localhost = config["lithops"]["backend"] == "localhost"
+        if self.localhost and max_concurrency:
+            config.setdefault("localhost", {})["worker_processes"] = max_concurrency
+        self.memory_mb = memory_mb
+        self.poll_interval_s = poll_interval_s or (0.02 if self.localhost else 0.25)
+        # the config holds credentials: it goes to Lithops and nowhere else (never logged, never saved)
+        self._executor = FunctionExecutor(config=config)
+        self._storage = Storage(config=config)
+        self._bucket = self._storage.bucket
+        self._prefix = f"minionsrl/{self._executor.executor_id}"
+        self._policy_key: str | None = None
+        self._statuses = concurrent.futures.ThreadPoolExecutor(max_workers=16)  # status reads are GETs
+
+    def publish(self, policy_blob: bytes) -> str:
+        """Write the round's policy to storage once; the previous one is deleted (no call still needs it
+        once the round that used it has ended)."""
+        self.publishes += 1
+        key = f"{self._prefix}/policy-{self.publishes}"
+        self._storage.put_object(self._bucket, key, policy_blob)
+        if self._policy_key is not None and not self._pending:
+            self._storage.delete_object(self._bucket, self._policy_key)
+        self._policy_key = key
+        return key
+
+    def _start(self, payloads: list[bytes]) -> list[Any]:
+        reply_keys = [f"{self._prefix}/reply-{uuid.uuid4().hex}" for _ in payloads]
+        args = [{"request": p.decode(), "reply_key": k, "key_hex": self.key.hex()}
+                for p, k in zip(payloads, reply_keys, strict=True)]
+        extra_env = {_SYS_PATH_VAR: os.pathsep.join(p for p in sys.path if p)} if self.localhost else None
+        timeout = None if self.invocation_timeout_s is None else max(1, int(self.invocation_timeout_s + 1))
+        futures = self._executor.map(lithops_rollout, args, runtime_memory=self.memory_mb, timeout=timeout,
+                                     extra_env=extra_env, include_modules=[])
+        for future, reply_key in zip(futures, reply_keys, strict=True):
+            future.minionsrl_reply_key = reply_key
+        return list(futures)
+
+    def _status(self, future: Any) -> dict[str, Any] | None:
+        """The call's status as Lithops' worker wrote it (JSON), or None while it runs."""
+        status = self._executor.internal_storage.get_call_status(future.executor_id, future.job_id, future.call_id)
+        return status if status and status.get("type") == "__end__" else None
+
+    def _poll(self, handles: list[Any], timeout: float | None) -> list[tuple[Any, bytes | None, str]]:
+        end = None if timeout is None else time.perf_counter() + timeout
+        while True:
+            statuses = list(self._statuses.map(self._status, handles))
+            ended = [(f, s) for f, s in zip(handles, statuses, strict=True) if s is not None]
+            if ended or (end is not None and time.perf_counter() >= end):
+                return [self._result(f, s) for f, s in ended]
+            time.sleep(self.poll_interval_s if end is None else min(self.poll_interval_s,
+                                                                    max(0.0, end - time.perf_counter())))
+
+    def _result(self, future: Any, status: dict[str, Any]) -> tuple[Any, bytes | None, str]:
+        """The reply the function wrote (or why there is none); its status's pickled parts are never read."""
+        try:
+            data = self._storage.get_object(self._bucket, future.minionsrl_reply_key)
+            self._storage.delete_object(self._bucket, future.minionsrl_reply_key)
+        except Exception:  # Lithops storage raises its own NoSuchKey per provider
+            data = None
+        if data is not None:
+            return future, data, ""
+        died = "the function died" if status.get("exception") else "the function wrote no reply"
+        return future, None, f"{died} (Lithops activation {status.get('activation_id', '?')})"
+
+    def _stop(self, handles: list[Any]) -> None:
+        """Lithops cannot stop one call of a job; a job whose calls are all abandoned is stopped (localhost
+        kills its process; cloud platforms end it at its timeout)."""
+        abandoned = {id(h) for h in handles}
+        for job_key in {h.job_key for h in handles}:
+            if all(id(p.handle) in abandoned for p in self._pending.values() if p.handle.job_key == job_key):
+                self._executor.compute_handler.clear({job_key}, exception=RuntimeError("cancelled by minionsrl"))
+
+    def close(self) -> None:
+        self.cancel()
+        self._statuses.shutdown(wait=False)
+        keys = self._storage.list_keys(self._bucket, self._prefix + "/")
+        if keys:
+            self._storage.delete_objects(self._bucket, keys)
+        self._executor.clean(clean_cloudobjects=False)

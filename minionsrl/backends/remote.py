@@ -1,0 +1,91 @@
+"""What the ``ray`` and ``lithops`` backends share: invocations in flight on someone else's platform.
+
+A remote platform hands back an opaque handle per invocation (a Ray object ref, a Lithops future).
+This class keeps the :class:`~minionsrl.backends.base.Pending` invocations by handle, enforces the
+per-invocation timeout, turns what the platform returns into replies, and cancels; a subclass only
+starts calls (:meth:`_start`), waits for some to end (:meth:`_poll`) and stops them (:meth:`_stop`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from abc import abstractmethod
+from collections.abc import Iterable
+from typing import Any
+
+from minionsrl.backends.base import Backend, Pending, Reply, earliest, make_reply
+
+
+class RemoteBackend(Backend):
+    """Invocations tracked by platform handle, with a per-invocation timeout."""
+
+    def __init__(self, key: bytes, invocation_timeout_s: float | None = None) -> None:
+        self.key = key
+        self.invocation_timeout_s = invocation_timeout_s
+        self._pending: dict[Any, Pending] = {}  # platform handle -> invocation
+        self.publishes = 0
+
+    # -- what a platform implements --------------------------------------------------------------
+    @abstractmethod
+    def _start(self, payloads: list[bytes]) -> list[Any]:
+        """Start one call per request payload; return their handles in the same order."""
+
+    @abstractmethod
+    def _poll(self, handles: list[Any], timeout: float | None) -> list[tuple[Any, bytes | None, str]]:
+        """Wait until at least one handle ended (or ``timeout``); return ``(handle, reply bytes or None,
+        platform error)`` for every ended one."""
+
+    @abstractmethod
+    def _stop(self, handles: list[Any]) -> None:
+        """Stop these calls where the platform can; their replies are never read."""
+
+    # -- the Backend primitives ------------------------------------------------------------------
+    def submit(self, requests: list[dict[str, Any]]) -> None:
+        payloads = [json.dumps(r).encode() for r in requests]
+        handles = self._start(payloads)
+        sent = time.perf_counter()
+        for request, payload, handle in zip(requests, payloads, handles, strict=True):
+            self._pending[handle] = Pending(request, payload, sent, handle)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def collect(self, timeout: float | None = None) -> list[Reply]:
+        if not self._pending:
+            return []
+        deadline = None if self.invocation_timeout_s is None else (
+            min(p.sent for p in self._pending.values()) + self.invocation_timeout_s - time.perf_counter())
+        ended = self._poll(list(self._pending), earliest(timeout, deadline))
+        now = time.perf_counter()
+        replies = []
+        for handle, data, error in ended:
+            call = self._pending.pop(handle)
+            record = call.record(duration_s=now - call.sent)
+            reply = make_reply(record, data, self.key)
+            if data is None:
+                record.error = error or "the function ended without a reply"
+            replies.append(reply)
+        return replies + self._expire(now)
+
+    def cancel(self, ids: Iterable[str] | None = None) -> list[Reply]:
+        wanted = None if ids is None else set(ids)
+        chosen = [p for p in self._pending.values() if wanted is None or p.id in wanted]
+        return self._abandon(chosen, "cancelled")
+
+    def _expire(self, now: float) -> list[Reply]:
+        if self.invocation_timeout_s is None:
+            return []
+        late = [p for p in self._pending.values() if now - p.sent > self.invocation_timeout_s]
+        return self._abandon(late, f"timed out after {self.invocation_timeout_s:g} s")
+
+    def _abandon(self, calls: list[Pending], error: str) -> list[Reply]:
+        """Stop ``calls`` and record each as failed, billed for the time it ran."""
+        if not calls:
+            return []
+        self._stop([p.handle for p in calls])
+        now = time.perf_counter()
+        for call in calls:
+            del self._pending[call.handle]
+        return [Reply(p.record(duration_s=now - p.sent, status="error", error=error)) for p in calls]
