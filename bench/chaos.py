@@ -198,7 +198,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--actors", type=int, default=8)
-    parser.add_argument("--fragment-length", type=int, default=256)
+    parser.add_argument("--fragment-length", type=int, default=512)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--fault-rate", type=float, default=0.2)
     parser.add_argument("--kills", type=int, default=3)

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from minionsrl.errors import ConfigError
+
 LATEST = "latest.pt"
 # Test hook: "ROUND:MARKER" makes the checkpoint of round ROUND stop half-written, touch MARKER and wait (to be
 # killed there), so tests can kill a learner in the middle of writing a checkpoint.
@@ -60,7 +62,11 @@ def load(directory: str | Path, name: str = LATEST) -> dict[str, Any] | None:
     path = Path(directory) / name
     if not path.exists():
         return None
-    return torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # truncated, corrupted, or holding objects weights-only loading refuses
+        raise ConfigError(f"--resume: checkpoint {str(path)!r} cannot be read ({type(exc).__name__}); restore it "
+                          "from a kept checkpoints/round-NNNNN.pt or start a new run") from exc
 
 
 def to_tensors(state: dict[str, Any]) -> dict[str, Any]:

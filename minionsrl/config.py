@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib.util
+import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ import yaml
 
 from minionsrl.cost import PLATFORMS
 from minionsrl.errors import ConfigError
+from minionsrl.redact import check_config_secrets
 
 if TYPE_CHECKING:
     from minionsrl.faults import FaultPlan
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 BACKENDS = ("local", "server", "ray", "lithops")
 SCALERS = ("fixed", "minions", "nitro", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
 PRESET_NAMES = ("auto", "classic", "mujoco")
+_MAX_HIDDEN = 16384
 FAULT_FIELDS = {kind: f"fault_{kind}" for kind in ("raise", "hang", "kill", "duplicate", "malformed")}
 
 # CleanRL's defaults: ppo.py (classic control) and ppo_continuous_action.py (MuJoCo). Fragment
@@ -62,7 +65,7 @@ class TrainConfig:
     total_timesteps: int | None = _f(None, "stop after this many environment steps", min=1)
     max_rounds: int | None = _f(None, "stop after this many rounds", min=1)
     target_return: float | None = _f(None, "stop once the mean evaluation return reaches this")
-    seed: int = _f(1, "seed of the run (weights, actor seeds, minibatch order)", min=0)
+    seed: int = _f(1, "seed of the run (weights, actor seeds, minibatch order)", min=0, max=2**32 - 1)
     scaler: str = _f("fixed", "how many actors each round gets", choices=SCALERS)
     actors: int = _f(8, "number of actors per round (fixed scaler)", min=1, max=4096)
     n_min: int = _f(8, "fewest actors a scaler may choose", min=1, max=4096)
@@ -175,8 +178,10 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else "parse error"
-        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {first}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines()[0] if str(exc) else "parse error")
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML ({problem}{where}); fix its syntax") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping of field: value")
     return {k.replace("-", "_") if isinstance(k, str) else k: v for k, v in data.items()}
@@ -224,8 +229,16 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
                 raise ConfigError(f"{name}: {value!r} is too large; use a value <= {rules['max']}")
             if rules.get("positive") and value <= 0:
                 raise ConfigError(f"{name}: {value!r} must be > 0")
-    if not cfg.hidden_sizes or any(not isinstance(h, int) or isinstance(h, bool) or h < 1 for h in cfg.hidden_sizes):
-        raise ConfigError(f"hidden_sizes: {cfg.hidden_sizes!r} must be a non-empty list of positive integers")
+    if not cfg.hidden_sizes or any(not isinstance(h, int) or isinstance(h, bool) or not 1 <= h <= _MAX_HIDDEN
+                                   for h in cfg.hidden_sizes):
+        raise ConfigError(f"hidden_sizes: {cfg.hidden_sizes!r} must be a non-empty list of integers in "
+                          f"1..{_MAX_HIDDEN}")
+    try:
+        json.dumps(cfg.env_kwargs, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"env_kwargs: {cfg.env_kwargs!r} must hold only JSON values (numbers, strings, lists, "
+                          "mappings): they travel to every function") from exc
+    check_config_secrets(cfg.to_dict())
     if cfg.backend in ("ray", "lithops") and importlib.util.find_spec(cfg.backend) is None:
         raise ConfigError(f"backend: {cfg.backend!r} is not installed; pip install 'minionsrl[{cfg.backend}]'")
     if cfg.n_min > cfg.n_max:

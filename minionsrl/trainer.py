@@ -31,6 +31,7 @@ from minionsrl.normalization import RunningMeanStd
 from minionsrl.numpy_policy import PolicyArch
 from minionsrl.policy import ActorCritic, snapshot_of
 from minionsrl.ppo import PPO, Batch
+from minionsrl.redact import redact_text
 from minionsrl.scalers import Scaler, make_scaler
 
 _KIND_TRAIN, _KIND_EVAL, _KIND_DETECT = 0, 1, 2
@@ -45,7 +46,13 @@ def invocation_seed(run_seed: int, round_idx: int, slot: int, kind: int) -> int:
 def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     """Check the env id, inspect its spaces and resolve the presets: all before any work starts."""
     config.validate(cfg, require_stop=False)  # the preset may still supply total_timesteps
-    load_prices(cfg.prices)  # a bad catalogue fails here, before any work
+    prices = load_prices(cfg.prices)  # a bad catalogue fails here, before any work
+    if cfg.budget_usd is not None:
+        first = {"fixed": cfg.actors, "minions": 1}.get(cfg.scaler, cfg.n_min)  # fewest actors round 1 can have
+        least = CostLedger(prices, cfg.platform, cfg.function_memory_mb).least_round_usd(first)
+        if cfg.budget_usd < least:
+            raise ConfigError(f"budget_usd: ${cfg.budget_usd:g} is less than the least one round of {first} "
+                              f"function{'s' if first > 1 else ''} can cost (${least:.3g}); raise budget_usd")
     check_env_id(cfg.env_id)
     if cfg.backend == "lithops":
         from minionsrl.backends.lithops_backend import lithops_config
@@ -264,14 +271,15 @@ class Trainer:
         got = gather.gather(self.backend, slots, lambda slot, attempt: self._request(
             "eval", ref, slot, attempt, episodes=per_slot[slot]), lambda slot, r: _eval_returns(r, per_slot[slot]),
             self.retry, what=f"round {self.round} evaluation")
-        return float(np.concatenate(list(got.results.values())).mean()), got
+        return float(np.concatenate([got.results[slot] for slot in sorted(got.results)]).mean()), got  # slot order
 
     def _invocation_row(self, attempt: gather.Attempt, got: gather.Gathered) -> dict[str, Any]:
         """A row of invocations.csv: the record, the slot's seed and attempt, the gather status and, for an
         accepted fragment, a digest of its arrays (a fault-free run of the same seed must show the same)."""
         req, record = attempt.request, attempt.reply.record
         accepted = attempt.status == gather.OK and req["kind"] == "train"
-        return {"round": self.round, **record.row(), "status": attempt.status, "slot": attempt.slot,
+        return {"round": self.round, **record.row(), "error": redact_text(record.error), "status": attempt.status,
+                "slot": attempt.slot,
                 "attempt": attempt.attempt, "seed": req["seed"], "fault": (req.get("fault") or {}).get("kind", ""),
                 "digest": fragment_digest(got.results[attempt.slot]) if accepted else ""}
 
@@ -314,8 +322,12 @@ class Trainer:
             if (self.run_dir / "metrics.csv").exists():
                 raise ConfigError(f"run_dir {str(self.run_dir)!r} already holds a run; use --resume to continue "
                                   "it or choose another --run-dir")
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            config.dump(self.cfg, cfg_path)
+            try:
+                self.run_dir.mkdir(parents=True, exist_ok=True)
+                config.dump(self.cfg, cfg_path)
+            except OSError as exc:
+                raise ConfigError(f"run_dir: {str(self.run_dir)!r} cannot be written ({exc.strerror or exc}); "
+                                  "choose a writable directory") from exc
             return None
         if not cfg_path.exists():
             raise ConfigError(f"--resume: {str(self.run_dir)!r} holds no run (no config.yaml); check --run-dir")
