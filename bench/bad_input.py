@@ -145,7 +145,7 @@ def main() -> None:
             shown = " ".join(shlex.quote(a) for a in case.flags)
             files = "; ".join(f"`{n}`: `{t.strip()}`" for n, t in case.files.items())
             what = f"`{shown}`" + (f" ({files})" if files else "") + (f" — {case.note}" if case.note else "")
-            rows.append([case.field, what, rc, "`" + err.strip().replace("|", "\\|") + "`"])
+            rows.append([case.field, what, rc, "`` " + err.strip().replace("|", "\\|") + " ``"])  # may hold a `
             print(f"{rc} {err.strip()}")
     text = "\n".join([
         "## Bad input: what each gets",

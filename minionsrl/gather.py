@@ -23,6 +23,14 @@ from minionsrl.wire import WireError
 OK, FAILED, TIMED_OUT, CANCELLED, DUPLICATE = "ok", "failed", "timed_out", "cancelled", "duplicate"
 
 
+class TooFewReplies(InvocationError):
+    """A round got fewer results than its policy allows; ``gathered`` holds every attempt, to log and bill."""
+
+    def __init__(self, message: str, gathered: Gathered) -> None:
+        super().__init__(message)
+        self.gathered = gathered
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How hard a round tries: retries per slot, a deadline, and the fraction of slots it needs."""
@@ -114,8 +122,8 @@ def gather(backend: Backend, slots: int, make_request: Callable[[int, int], dict
     if len(out.results) < policy.min_fraction * slots or not out.results:
         first = next((a.reply.record for a in out.attempts if a.status != OK), None)
         detail = f"; first failure {first.invocation_id}: {first.error}" if first else ""
-        raise InvocationError(f"{what}: only {len(out.results)} of {slots} invocations succeeded, fewer than "
-                              f"min_reply_fraction {policy.min_fraction:g} of them{detail}")
+        raise TooFewReplies(f"{what}: only {len(out.results)} of {slots} invocations succeeded, fewer than "
+                            f"min_reply_fraction {policy.min_fraction:g} of them{detail}", out)
     return out
 
 

@@ -62,10 +62,14 @@ class RunLog:
             self._tb = SummaryWriter(str(run_dir / "tensorboard"),
                                      purge_step=resume_step + 1 if resume_round else None)
 
-    def log_round(self, row: dict[str, Any], invocations: list[dict[str, Any]]) -> None:
-        """Write one round: its invocation rows, then its metrics row (flushed, fsync-free)."""
+    def log_invocations(self, invocations: list[dict[str, Any]]) -> None:
+        """Write invocation rows (flushed): a round's, or those of a round that failed."""
         self._iw.writerows(invocations)
         self._invocations.flush()
+
+    def log_round(self, row: dict[str, Any], invocations: list[dict[str, Any]]) -> None:
+        """Write one round: its invocation rows, then its metrics row (flushed, fsync-free)."""
+        self.log_invocations(invocations)
         self._mw.writerow({k: _fmt(v) for k, v in row.items()})
         self._metrics.flush()
         if self._tb is not None:

@@ -18,11 +18,10 @@ MASK = "***"
 _SECRET_WORDS = {"password", "passwd", "pwd", "passphrase", "secret", "token", "apikey", "credential", "credentials"}
 _SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("auth", "key"),
                  ("session", "token"), ("client", "secret")}
-_NAME = r"[A-Za-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key" \
-        r"|credentials?)[A-Za-z0-9_.-]*"
+# name=value, name: value, "name": "value"
+# (the value is only looked at, so that "failed: password=x" still finds the password after "failed")
+_ASSIGNMENT = re.compile(r"\b([A-Za-z][A-Za-z0-9_.-]*)['\"]?\s*[=:]\s*['\"]?(?=([^\s'\",;}]+))")
 _PATTERNS = [
-    # name=value, name: value, "name": "value"
-    (re.compile(rf"(?i)\b({_NAME})(['\"]?\s*[=:]\s*['\"]?)([^\s'\",;}}]+)"), rf"\1\2{MASK}"),
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/-]+=*"), rf"\1 {MASK}"),  # HTTP authorization values
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+):[^/\s@]+@"), rf"\1:{MASK}@"),  # user:password@host
     (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), MASK),  # AWS access key ids
@@ -38,6 +37,12 @@ def is_secret_name(name: str) -> bool:
 
 def redact_text(text: str) -> str:
     """``text`` with whatever looks like a credential replaced by ``***``."""
+    spans: list[tuple[int, int]] = []
+    for m in _ASSIGNMENT.finditer(text):
+        if is_secret_name(m.group(1)) and (not spans or m.start(2) >= spans[-1][1]):
+            spans.append((m.start(2), m.end(2)))
+    for start, end in reversed(spans):
+        text = text[:start] + MASK + text[end:]
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text

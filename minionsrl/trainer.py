@@ -64,7 +64,8 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
         raise
     except Exception as exc:  # bad kwargs, a missing optional dependency, a broken custom env
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"env_id {cfg.env_id!r} with env_kwargs {cfg.env_kwargs!r} cannot be built: {first}") from exc
+        raise ConfigError(f"env_id {cfg.env_id!r} with env_kwargs {cfg.env_kwargs!r} cannot be built ({first}); "
+                          "check env_kwargs against the environment's constructor") from exc
     return config.resolve(cfg, info.family), info
 
 
@@ -179,11 +180,9 @@ class Trainer:
         self.ppo.set_learning_rate(lr)
 
         ref = self._publish(version=self.round - 1)  # the policy after the previous round's update
-        got = gather.gather(
-            self.backend, n, lambda slot, attempt: self._request(
-                "train", ref, slot, attempt, steps=cfg.fragment_length, carry=self.carries.get(slot)),
-            lambda slot, r: Fragment.from_wire(r.arrays, r.meta, cfg.fragment_length, self.arch),
-            self.retry, what=f"round {self.round}")
+        got = self._gather(n, lambda slot, attempt: self._request(
+            "train", ref, slot, attempt, steps=cfg.fragment_length, carry=self.carries.get(slot)),
+            lambda slot, r: Fragment.from_wire(r.arrays, r.meta, cfg.fragment_length, self.arch))
         fragments = [got.results[slot] for slot in sorted(got.results)]  # slot order: independent of arrival
         if cfg.carry_episodes:  # a lost slot's episode is lost with it: the slot starts a new one
             self.carries = {slot: f.meta["carry"] for slot, f in got.results.items() if f.meta.get("carry")}
@@ -202,11 +201,12 @@ class Trainer:
         detected = self._detect(batch, len(fragments))
         t_detected = time.perf_counter()
 
-        eval_mean, attempts, lost = None, got.attempts, len(got.lost)
+        eval_mean, gathered = None, [got]
         if (cfg.eval_every and self.round % cfg.eval_every == 0) or self._done():  # the last round always
-            eval_mean, evaluated = self._evaluate(n)
+            eval_mean, evaluated = self._evaluate(n, got)
             self.last_eval, self.best_eval = eval_mean, max(self.best_eval, eval_mean)
-            attempts, lost = attempts + evaluated.attempts, lost + len(evaluated.lost)
+            gathered.append(evaluated)
+        attempts, lost = [a for g in gathered for a in g.attempts], sum(len(g.lost) for g in gathered)
         t_end = time.perf_counter()
         # every attempt is billed: failed ones, retries, duplicates and cancelled stragglers too
         bill = self.ledger.bill_round(t_end - t_round, t_sampled - t_round, [a.reply.record for a in attempts], n)
@@ -224,8 +224,7 @@ class Trainer:
             "scaler_score": self.scaler.score, **detected, **gather.fault_counts(attempts, lost),
         }
         self.recent_costs.append(bill.cost_serverless_usd)
-        in_slot_order = sorted(attempts, key=lambda a: (a.request["kind"] != "train", a.slot, a.attempt))
-        self.log.log_round(row, [self._invocation_row(a, got) for a in in_slot_order])
+        self.log.log_round(row, self._invocation_rows(gathered))
         self.last_row = row
         if self.round % cfg.checkpoint_every == 0 or self._done():
             self._checkpoint()
@@ -261,17 +260,35 @@ class Trainer:
         fault = self.faults.draw(self.round, slot, attempt, kind)
         return {**request, "fault": fault} if fault else request
 
-    def _evaluate(self, n_actors: int) -> tuple[float, gather.Gathered]:
+    def _gather(self, slots: int, make_request: Callable[[int, int], dict[str, Any]],
+                validate: Callable[[int, Reply], Any], earlier: gather.Gathered | None = None) -> gather.Gathered:
+        """:func:`gather.gather` under the run's retry policy; a round that fails still lists its attempts (and
+        those of ``earlier`` in the same round) in invocations.csv before the error ends the run."""
+        kind = "training" if earlier is None else "evaluation"
+        try:
+            return gather.gather(self.backend, slots, make_request, validate, self.retry,
+                                 what=f"round {self.round} {kind}")
+        except gather.TooFewReplies as exc:
+            self.log.log_invocations(self._invocation_rows([*([earlier] if earlier else []), exc.gathered]))
+            raise
+
+    def _evaluate(self, n_actors: int, train: gather.Gathered) -> tuple[float, gather.Gathered]:
         """Evaluate the current policy with deterministic actions, as up to ``n_actors`` rollout functions
         (the mean is over the episodes of the slots that came back)."""
         episodes = self.cfg.eval_episodes
         slots = min(episodes, n_actors)
         per_slot = [episodes // slots + (1 if i < episodes % slots else 0) for i in range(slots)]
         ref = self._publish(version=self.round)  # evaluation runs after this round's update
-        got = gather.gather(self.backend, slots, lambda slot, attempt: self._request(
+        got = self._gather(slots, lambda slot, attempt: self._request(
             "eval", ref, slot, attempt, episodes=per_slot[slot]), lambda slot, r: _eval_returns(r, per_slot[slot]),
-            self.retry, what=f"round {self.round} evaluation")
+            earlier=train)
         return float(np.concatenate([got.results[slot] for slot in sorted(got.results)]).mean()), got  # slot order
+
+    def _invocation_rows(self, gathered: list[gather.Gathered]) -> list[dict[str, Any]]:
+        """The round's rows of invocations.csv: training before evaluation, by slot and attempt (then arrival)."""
+        pairs = sorted(((a, g) for g in gathered for a in g.attempts),
+                       key=lambda p: (p[0].request["kind"] != "train", p[0].slot, p[0].attempt))
+        return [self._invocation_row(a, g) for a, g in pairs]
 
     def _invocation_row(self, attempt: gather.Attempt, got: gather.Gathered) -> dict[str, Any]:
         """A row of invocations.csv: the record, the slot's seed and attempt, the gather status and, for an

@@ -65,3 +65,12 @@ class BoxActionEnv(gym.Env):
 
 
 NOT_AN_ENV = 42  # an attribute that exists but is not an environment class
+
+
+class CarelessEnv(CounterEnv):
+    """Reads a credential from the environment variable ``MINIONSRL_TEST_SECRET`` (as envs should) and then
+    fails every step with an error that quotes it (as envs should not): minionsrl must not pass it on."""
+
+    def step(self, action):
+        secret = os.environ.get("MINIONSRL_TEST_SECRET", "")
+        raise RuntimeError(f"login failed: password={secret}, api_key: {secret}, Authorization: Bearer {secret}")

@@ -217,5 +217,8 @@ def test_too_few_replies_fail_the_run_with_one_line(tmp_path, capsys):
                    "--run-dir", str(tmp_path / "run")])
     assert rc == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("minionsrl: invocation failed: round 1: only 0 of 2 invocations")
+    assert len(err) == 1 and err[0].startswith("minionsrl: invocation failed: round 1 training: only 0 of 2")
     assert "min_reply_fraction" in err[0] and "InjectedFault" in err[0]
+    rows = _csv(tmp_path / "run" / "invocations.csv")  # the failed round's attempts are listed all the same
+    assert [(r["slot"], r["attempt"], r["status"]) for r in rows] == [
+        ("0", "0", "failed"), ("0", "1", "failed"), ("1", "0", "failed"), ("1", "1", "failed")]
