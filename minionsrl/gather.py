@@ -19,8 +19,8 @@ from minionsrl.backends.base import Backend, Reply
 from minionsrl.errors import InvocationError
 from minionsrl.wire import WireError
 
-# Statuses of an attempt in invocations.csv.
-OK, FAILED, TIMED_OUT, CANCELLED, DUPLICATE = "ok", "failed", "timed_out", "cancelled", "duplicate"
+# Statuses of an attempt in invocations.csv; a stray is a reply to no invocation of this round (a late one).
+OK, FAILED, TIMED_OUT, CANCELLED, DUPLICATE, STRAY = "ok", "failed", "timed_out", "cancelled", "duplicate", "stray"
 
 
 class TooFewReplies(InvocationError):
@@ -62,15 +62,15 @@ class Gathered:
 
 def fault_counts(attempts: list[Attempt], lost: int) -> dict[str, int]:
     """Per-round fault counters: failed attempts (timed out ones included), retried attempts, attempts that ran
-    past a deadline (invocation timeout, or cancelled at the round deadline), discarded duplicate deliveries,
-    and slots that got no result."""
+    past a deadline (invocation timeout, or cancelled at the round deadline), discarded duplicate (or stray)
+    deliveries, and slots that got no result."""
 
     def count(*statuses: str) -> int:
         return sum(1 for a in attempts if a.status in statuses)
 
     return {"failed": count(FAILED, TIMED_OUT), "timed_out": count(TIMED_OUT, CANCELLED),
-            "retried": sum(1 for a in attempts if a.attempt > 0 and a.status != DUPLICATE),
-            "duplicates": count(DUPLICATE), "lost": lost}
+            "retried": sum(1 for a in attempts if a.attempt > 0 and a.status not in (DUPLICATE, STRAY)),
+            "duplicates": count(DUPLICATE, STRAY), "lost": lost}
 
 
 def gather(backend: Backend, slots: int, make_request: Callable[[int, int], dict[str, Any]],
@@ -96,6 +96,9 @@ def gather(backend: Backend, slots: int, make_request: Callable[[int, int], dict
         retry: list[tuple[int, int]] = []
         for reply in backend.collect(timeout):
             rid = reply.record.invocation_id
+            if rid not in sent:  # billed, never learned from
+                out.attempts.append(Attempt(-1, -1, {"id": rid, "kind": reply.record.kind, "seed": ""}, reply, STRAY))
+                continue
             slot, attempt, request = sent[rid]
             if rid in seen:  # the platform delivered this invocation again: bill it, learn nothing from it
                 out.attempts.append(Attempt(slot, attempt, request, reply, DUPLICATE))

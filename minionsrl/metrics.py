@@ -29,6 +29,7 @@ LEARNING_COLUMNS = [
     "convexity_ratio", "gns",
 ]
 # status: ok | failed | timed_out | cancelled (a straggler at the round deadline) | duplicate (a second delivery)
+# | stray (a reply to no invocation of its round)
 INVOCATION_COLUMNS = ["round", *InvocationRecord.__dataclass_fields__, "slot", "attempt", "seed", "fault", "digest"]
 
 TENSORBOARD_TAGS = {

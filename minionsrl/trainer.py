@@ -182,7 +182,7 @@ class Trainer:
         ref = self._publish(version=self.round - 1)  # the policy after the previous round's update
         got = self._gather(n, lambda slot, attempt: self._request(
             "train", ref, slot, attempt, steps=cfg.fragment_length, carry=self.carries.get(slot)),
-            lambda slot, r: Fragment.from_wire(r.arrays, r.meta, cfg.fragment_length, self.arch))
+            lambda slot, r: Fragment.from_wire(r.arrays, r.meta, cfg.fragment_length, self.arch, self.round - 1))
         fragments = [got.results[slot] for slot in sorted(got.results)]  # slot order: independent of arrival
         if cfg.carry_episodes:  # a lost slot's episode is lost with it: the slot starts a new one
             self.carries = {slot: f.meta["carry"] for slot, f in got.results.items() if f.meta.get("carry")}

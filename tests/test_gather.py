@@ -144,3 +144,17 @@ def test_duplicating_backend_delivers_marked_requests_twice():
     assert [r.record.invocation_id for r in replies] == ["s0-a0", "s1-a0", "s1-a0", "s2-a0"]
     assert replies[1].record is not replies[2].record  # billed twice, as two records
     assert backend.in_flight == 0 and backend.key == inner.key
+
+
+def test_a_stray_reply_is_billed_and_ignored():
+    class Stray(ScriptedBackend):
+        def collect(self, timeout=None):
+            out = super().collect(timeout)
+            return [Reply(InvocationRecord("r0-train-9", "train", run_s=0.2), {"x": np.array([99])}), *out]
+
+    backend = Stray(lambda s, a: "ok")
+    got = gather.gather(backend, 2, _request, _validate, gather.RetryPolicy())
+    assert got.results == {0: 0, 1: 1}
+    stray = [a for a in got.attempts if a.status == gather.STRAY]
+    assert len(stray) == 1 and stray[0].reply.record.run_s == 0.2
+    assert gather.fault_counts(got.attempts, 0)["duplicates"] == 1
