@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(PY) bench/cartpole.py
 	$(PY) bench/sampling.py
 	$(PY) bench/hopper.py
+	$(PY) bench/backends.py
 
 clean:
 	rm -rf $(VENV) runs *.egg-info

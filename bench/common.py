@@ -27,12 +27,12 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 DOC = ROOT / "docs" / "BENCHMARKS.md"
 PYTHON = sys.executable
-SECTIONS = ("cartpole", "hopper", "sampling")  # order in docs/BENCHMARKS.md
+SECTIONS = ("cartpole", "hopper", "sampling", "backends")  # order in docs/BENCHMARKS.md
 
 _DOC_INTRO = """# Benchmarks
 
 What `minionsrl` costs and gives against Stable-Baselines3 PPO, measured by the scripts in `bench/`
-(`cartpole.py`, `hopper.py`, `sampling.py`; each rewrites only its own section below, between its
+(`cartpole.py`, `hopper.py`, `sampling.py`, `backends.py`; each rewrites only its own section below, between its
 `bench:NAME` markers, and names the machine, date, versions, commit and the command that reproduces
 it). The machine is small (2 cores) and is shared, so absolute times are noisy; every comparison is
 measured side by side in one script run: read the **ratios**, and read them as ranges. SB3 runs with
@@ -59,7 +59,7 @@ def n_cores() -> int:
 
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    for dist in ("minionsrl", "torch", "numpy", "gymnasium", "mujoco", "stable-baselines3"):
+    for dist in ("minionsrl", "torch", "numpy", "gymnasium", "mujoco", "stable-baselines3", "ray", "lithops"):
         try:
             out[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:

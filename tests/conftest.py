@@ -6,6 +6,7 @@ worker processes) so that ``custom_env:ClassName`` entry points resolve everywhe
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -47,3 +48,59 @@ def subprocess_env() -> dict[str, str]:
     env["SDL_VIDEODRIVER"] = "dummy"
     env["SDL_AUDIODRIVER"] = "dummy"
     return env
+
+
+@pytest.fixture(scope="session")
+def ray_address():
+    """A real two-node Ray cluster on loopback for the whole session: ``ray start --head`` plus a second
+    node joining it, both stopped at the end. The test process stays connected to it."""
+    ray = pytest.importorskip("ray")
+    import shutil
+    import signal
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"127.0.0.1:{port}"
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # no token under the home folder, for the driver as for the nodes
+    ray_cli = shutil.which("ray", path=os.path.dirname(sys.executable)) or "ray"
+    common = ["--node-ip-address=127.0.0.1", "--num-cpus=2", "--disable-usage-stats", "--block"]
+    log_dir = Path(tempfile.mkdtemp(prefix="minionsrl-ray-"))
+    nodes = []
+
+    def start(name: str, args: list[str]) -> None:
+        with open(log_dir / f"{name}.log", "wb") as log:
+            nodes.append(subprocess.Popen([ray_cli, "start", *args, *common], stdout=log, stderr=subprocess.STDOUT,
+                                          env=dict(os.environ), start_new_session=True))
+
+    try:
+        start("head", ["--head", f"--port={port}", "--include-dashboard=false"])
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                ray.init(address=address, log_to_driver=False, configure_logging=False)
+                break
+            except (ConnectionError, RuntimeError):
+                if time.monotonic() > deadline or nodes[0].poll() is not None:
+                    raise RuntimeError(f"the Ray head did not start; see {log_dir}/head.log") from None
+                time.sleep(0.5)
+        start("worker", [f"--address={address}"])
+        while sum(1 for n in ray.nodes() if n["Alive"]) < 2:
+            if time.monotonic() > deadline or nodes[1].poll() is not None:
+                raise RuntimeError(f"the second Ray node did not join; see {log_dir}/worker.log")
+            time.sleep(0.5)
+        yield address
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        for node in reversed(nodes):  # `ray start --block` stops its own processes on SIGTERM
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(node.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                node.wait(timeout=5)  # the head can take 30 s to stop gracefully
+            with contextlib.suppress(ProcessLookupError):  # whatever is left of its group (gcs, raylet, workers)
+                os.killpg(node.pid, signal.SIGKILL)
+            node.wait()

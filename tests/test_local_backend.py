@@ -6,38 +6,11 @@ import time
 
 import numpy as np
 import pytest
-import torch
+from backend_helpers import CART, COUNTER, KEY, STEPS, requests_for, snapshot
 
 from minionsrl.backends.local import LocalBackend
 from minionsrl.envs import EnvSpec
 from minionsrl.fragment import Fragment
-from minionsrl.numpy_policy import PolicyArch
-from minionsrl.policy import ActorCritic, snapshot_of
-from minionsrl.trainer import invocation_seed
-
-CART = PolicyArch(4, 2, True, (64, 64))
-COUNTER = PolicyArch(2, 3, True, (8,))
-KEY = b"b" * 32
-STEPS = 32
-
-
-def _snapshot(arch: PolicyArch = CART, version: int = 0) -> bytes:
-    torch.manual_seed(version)
-    return snapshot_of(ActorCritic(arch), None, version, 10.0).encode(KEY)
-
-
-def _requests(ref: str, n: int, round_idx: int = 1, spec: EnvSpec | None = None, kind: str = "train",
-              **extra) -> list[dict]:
-    """Requests as Trainer._request builds them."""
-    spec = spec or EnvSpec("CartPole-v1")
-    reqs = []
-    for slot in range(n):
-        req = {"id": f"r{round_idx}-{kind}-{slot}", "kind": kind, "policy": ref, "env": spec.to_json(),
-               "seed": invocation_seed(1, round_idx, slot, 0 if kind == "train" else 1), "gamma": 0.99}
-        req.update({"steps": STEPS, "carry": None} if kind == "train" else {"episodes": 1})
-        req.update(extra)
-        reqs.append(req)
-    return reqs
 
 
 @pytest.fixture
@@ -56,14 +29,14 @@ def make_backend():
 
 def test_cold_then_warm(make_backend):
     backend = make_backend(max_concurrency=1)
-    ref = backend.publish(_snapshot())
-    first = backend.invoke(_requests(ref, 2, round_idx=1))
+    ref = backend.publish(snapshot())
+    first = backend.invoke(requests_for(ref, 2, round_idx=1))
     assert [r.ok for r in first] == [True, True]
     assert [r.record.cold for r in first] == [True, False]  # one instance: cold once, then warm
     assert first[0].record.init_s > 0
     assert first[0].record.instance_id == first[1].record.instance_id
     assert first[0].meta["env_built"] is True and first[1].meta["env_built"] is False
-    second = backend.invoke(_requests(ref, 2, round_idx=2))
+    second = backend.invoke(requests_for(ref, 2, round_idx=2))
     assert [r.ok for r in second] == [True, True]
     assert not any(r.record.cold for r in second)
     assert {r.record.instance_id for r in second} == {first[0].record.instance_id}
@@ -75,9 +48,9 @@ def test_cold_then_warm(make_backend):
 
 def test_parallel_cold_starts(make_backend):
     backend = make_backend(max_concurrency=2)
-    ref = backend.publish(_snapshot(COUNTER))
+    ref = backend.publish(snapshot(COUNTER))
     slow = EnvSpec("custom_env:CounterEnv", {"sleep_s": 0.01})  # 32 steps of 10 ms: both instances get one
-    replies = backend.invoke(_requests(ref, 2, spec=slow))
+    replies = backend.invoke(requests_for(ref, 2, spec=slow))
     assert all(r.ok and r.record.cold and r.record.init_s > 0 for r in replies)
     assert len({r.record.instance_id for r in replies}) == 2
     assert backend.instances_started == 2
@@ -85,8 +58,8 @@ def test_parallel_cold_starts(make_backend):
 
 def test_replies_in_request_order_with_valid_fragments(make_backend):
     backend = make_backend()
-    ref = backend.publish(_snapshot())
-    requests = _requests(ref, 5)
+    ref = backend.publish(snapshot())
+    requests = requests_for(ref, 5)
     replies = backend.invoke(requests)
     assert [r.record.invocation_id for r in replies] == [q["id"] for q in requests]
     frags = [Fragment.from_wire(r.arrays, r.meta, STEPS, CART) for r in replies]
@@ -97,8 +70,8 @@ def test_replies_in_request_order_with_valid_fragments(make_backend):
 
 def test_fragment_does_not_depend_on_instance(make_backend):
     backend = make_backend(max_concurrency=1)
-    ref = backend.publish(_snapshot())
-    requests = _requests(ref, 3)
+    ref = backend.publish(snapshot())
+    requests = requests_for(ref, 3)
     a = backend.invoke(requests)
     b = backend.invoke(list(reversed(requests)))[::-1]  # other order, warm instance
     for ra, rb in zip(a, b, strict=True):
@@ -108,8 +81,8 @@ def test_fragment_does_not_depend_on_instance(make_backend):
 
 def test_concurrency_cap(make_backend):
     backend = make_backend(max_concurrency=2)
-    ref = backend.publish(_snapshot())
-    replies = backend.invoke(_requests(ref, 6))
+    ref = backend.publish(snapshot())
+    replies = backend.invoke(requests_for(ref, 6))
     assert all(r.ok for r in replies)
     assert backend.instances_started == 2
     assert len(backend.instance_ids) == 2
@@ -117,14 +90,14 @@ def test_concurrency_cap(make_backend):
     assert 1 <= len(served) <= 2
     assert sum(r.record.cold for r in replies) == len(served)  # one cold start per instance that served
     # a second batch starts no new instance
-    backend.invoke(_requests(ref, 6, round_idx=2))
+    backend.invoke(requests_for(ref, 6, round_idx=2))
     assert backend.instances_started == 2
 
 
 def test_idle_instances_are_reaped(make_backend):
     backend = make_backend(max_concurrency=1, idle_timeout_s=0.5)
-    ref = backend.publish(_snapshot())
-    first = backend.invoke(_requests(ref, 2))
+    ref = backend.publish(snapshot())
+    first = backend.invoke(requests_for(ref, 2))
     processes = [inst.process for inst in backend._instances]
     assert len(processes) == 1
     assert backend.reap_idle() == 0  # just used
@@ -132,7 +105,7 @@ def test_idle_instances_are_reaped(make_backend):
     assert backend.reap_idle() == 1
     assert backend.instance_ids == [] and backend.instances_reaped == 1
     assert all(p.poll() is not None for p in processes)
-    again = backend.invoke(_requests(ref, 2, round_idx=2))
+    again = backend.invoke(requests_for(ref, 2, round_idx=2))
     assert all(r.ok for r in again)
     assert [r.record.cold for r in again] == [True, False]  # cold again after the reaping
     assert again[0].record.instance_id != first[0].record.instance_id
@@ -148,28 +121,28 @@ def test_instance_that_became_ready_after_its_batch_is_reaped(make_backend):
 
 def test_cold_start_of_a_late_ready_instance_is_not_inflated(make_backend):
     backend = make_backend(max_concurrency=2)
-    ref = backend.publish(_snapshot())
+    ref = backend.publish(snapshot())
     backend._start_instance()  # the state a batch leaves when another instance served all its requests
     time.sleep(1.5)  # the learner's update, evaluation, ...
-    reply = backend.invoke(_requests(ref, 1))[0]
+    reply = backend.invoke(requests_for(ref, 1))[0]
     assert reply.ok and reply.record.cold
     assert reply.record.init_s < 1.0
 
 
 def test_invoke_reaps_before_dispatch(make_backend):
     backend = make_backend(idle_timeout_s=0.2)
-    ref = backend.publish(_snapshot())
-    backend.invoke(_requests(ref, 1))
+    ref = backend.publish(snapshot())
+    backend.invoke(requests_for(ref, 1))
     time.sleep(0.5)
-    reply = backend.invoke(_requests(ref, 1, round_idx=2))[0]
+    reply = backend.invoke(requests_for(ref, 1, round_idx=2))[0]
     assert reply.record.cold and backend.instances_reaped == 1
 
 
 def test_invocation_records(make_backend):
     backend = make_backend()
-    blob = _snapshot()
+    blob = snapshot()
     ref = backend.publish(blob)
-    requests = _requests(ref, 3)
+    requests = requests_for(ref, 3)
     replies = backend.invoke(requests)
     for req, reply in zip(requests, replies, strict=True):
         rec = reply.record
@@ -190,9 +163,9 @@ def test_invocation_records(make_backend):
 
 def test_policy_published_once_and_fetched_once_per_instance(make_backend):
     backend = make_backend(max_concurrency=2)
-    ref1 = backend.publish(_snapshot(version=0))
+    ref1 = backend.publish(snapshot(version=0))
     assert backend.publishes == 1
-    replies = backend.invoke(_requests(ref1, 6, round_idx=1))
+    replies = backend.invoke(requests_for(ref1, 6, round_idx=1))
     assert backend.publishes == 1
     fetches: dict[str, int] = {}
     for r in replies:
@@ -200,9 +173,9 @@ def test_policy_published_once_and_fetched_once_per_instance(make_backend):
         assert r.meta["type"] == "fragment"
     assert set(fetches.values()) == {1} and 1 <= len(fetches) <= 2
     # the next round's policy: a new reference, fetched once more by each instance, and it is used
-    ref2 = backend.publish(_snapshot(version=1))
+    ref2 = backend.publish(snapshot(version=1))
     assert ref2 != ref1 and backend.publishes == 2
-    replies2 = backend.invoke(_requests(ref2, 6, round_idx=1))
+    replies2 = backend.invoke(requests_for(ref2, 6, round_idx=1))
     fetches2: dict[str, int] = {}
     for r in replies2:
         fetches2[r.record.instance_id] = fetches2.get(r.record.instance_id, 0) + int(r.meta["policy_fetched"])
@@ -216,25 +189,25 @@ def test_policy_published_once_and_fetched_once_per_instance(make_backend):
 
 def test_function_error_comes_back_as_error_reply(make_backend):
     backend = make_backend()
-    ref = backend.publish(_snapshot())
+    ref = backend.publish(snapshot())
     bad = EnvSpec("CartPole-v1", {"not_a_kwarg": 3})
-    replies = backend.invoke(_requests(ref, 1, spec=bad) + _requests(ref, 1, round_idx=2))
+    replies = backend.invoke(requests_for(ref, 1, spec=bad) + requests_for(ref, 1, round_idx=2))
     assert replies[0].record.status == "error" and not replies[0].ok
     assert "not_a_kwarg" in replies[0].record.error
     assert replies[0].meta["type"] == "error"
     assert replies[1].ok  # the other invocation of the batch is unaffected
     # the instance survived the error and stays warm
-    again = backend.invoke(_requests(ref, 1, round_idx=3))[0]
+    again = backend.invoke(requests_for(ref, 1, round_idx=3))[0]
     assert again.ok and not again.record.cold
 
 
 def test_invocation_timeout_kills_a_hung_instance(make_backend):
     backend = make_backend(invocation_timeout_s=1.0)
-    ref = backend.publish(_snapshot(COUNTER))
+    ref = backend.publish(snapshot(COUNTER))
     hang = EnvSpec("custom_env:CounterEnv", {"sleep_s": 30.0})
     fine = EnvSpec("custom_env:CounterEnv", {"length": 5})
     t0 = time.perf_counter()
-    replies = backend.invoke(_requests(ref, 1, spec=hang) + _requests(ref, 1, round_idx=2, spec=fine))
+    replies = backend.invoke(requests_for(ref, 1, spec=hang) + requests_for(ref, 1, round_idx=2, spec=fine))
     elapsed = time.perf_counter() - t0
     assert elapsed < 10.0
     hung, ok = replies
@@ -244,34 +217,34 @@ def test_invocation_timeout_kills_a_hung_instance(make_backend):
     assert ok.ok
     assert hung.record.instance_id not in backend.instance_ids  # the hung instance was killed
     # the backend keeps working
-    after = backend.invoke(_requests(ref, 2, round_idx=3, spec=fine))
+    after = backend.invoke(requests_for(ref, 2, round_idx=3, spec=fine))
     assert all(r.ok for r in after)
 
 
 def test_instance_that_dies_gives_an_error_record(make_backend):
     backend = make_backend()
-    ref = backend.publish(_snapshot(COUNTER))
+    ref = backend.publish(snapshot(COUNTER))
     dies = EnvSpec("custom_env:CounterEnv", {"exit_code": 3})
     fine = EnvSpec("custom_env:CounterEnv", {"length": 5})
-    dead, ok = backend.invoke(_requests(ref, 1, spec=dies) + _requests(ref, 1, round_idx=2, spec=fine))
+    dead, ok = backend.invoke(requests_for(ref, 1, spec=dies) + requests_for(ref, 1, round_idx=2, spec=fine))
     assert dead.record.status == "error" and "died" in dead.record.error
     assert dead.record.instance_id not in backend.instance_ids
     assert ok.ok
-    assert backend.invoke(_requests(ref, 1, round_idx=3, spec=fine))[0].ok
+    assert backend.invoke(requests_for(ref, 1, round_idx=3, spec=fine))[0].ok
 
 
 def test_dead_instance_record_names_its_exit_code(make_backend):
     backend = make_backend(max_concurrency=1)
-    ref = backend.publish(_snapshot(COUNTER))
+    ref = backend.publish(snapshot(COUNTER))
     dies = EnvSpec("custom_env:CounterEnv", {"exit_code": 3})
-    errors = [backend.invoke(_requests(ref, 1, round_idx=i, spec=dies))[0].record.error for i in range(4)]
+    errors = [backend.invoke(requests_for(ref, 1, round_idx=i, spec=dies))[0].record.error for i in range(4)]
     assert all("exit code 3" in e for e in errors), errors
 
 
 def test_eval_invocations(make_backend):
     backend = make_backend()
-    ref = backend.publish(_snapshot())
-    replies = backend.invoke(_requests(ref, 2, kind="eval"))
+    ref = backend.publish(snapshot())
+    replies = backend.invoke(requests_for(ref, 2, kind="eval"))
     assert all(r.ok and r.record.kind == "eval" for r in replies)
     assert all(r.arrays["episode_returns"].shape == (1,) for r in replies)
 
@@ -279,8 +252,8 @@ def test_eval_invocations(make_backend):
 def test_close_stops_every_instance():
     backend = LocalBackend(KEY, max_concurrency=2)
     try:
-        ref = backend.publish(_snapshot())
-        backend.invoke(_requests(ref, 2))
+        ref = backend.publish(snapshot())
+        backend.invoke(requests_for(ref, 2))
         processes = [inst.process for inst in backend._instances]
         directory = backend._dir
         assert all(p.poll() is None for p in processes) and directory.exists()
@@ -294,9 +267,9 @@ def test_publish_replaces_the_previous_policy_file(make_backend):
     from pathlib import Path
 
     backend = make_backend()
-    ref1 = backend.publish(_snapshot())
-    ref2 = backend.publish(_snapshot(version=1))
-    assert not Path(ref1).exists() and Path(ref2).read_bytes() == _snapshot(version=1)
+    ref1 = backend.publish(snapshot())
+    ref2 = backend.publish(snapshot(version=1))
+    assert not Path(ref1).exists() and Path(ref2).read_bytes() == snapshot(version=1)
 
 
 def test_instances_that_never_start_fail_the_round_instead_of_looping(monkeypatch):
@@ -306,8 +279,8 @@ def test_instances_that_never_start_fail_the_round_instead_of_looping(monkeypatc
     monkeypatch.setattr(local, "_WORKER_MODULE", "minionsrl.no_such_worker_module")
     backend = LocalBackend(KEY, max_concurrency=2, max_failed_starts=3)
     try:
-        ref = backend.publish(_snapshot())
-        replies = backend.invoke(_requests(ref, 4))
+        ref = backend.publish(snapshot())
+        replies = backend.invoke(requests_for(ref, 4))
         assert len(replies) == 4 and not any(r.ok for r in replies)
         assert all("died before they were ready" in r.record.error for r in replies)
         assert backend.instances_started >= 3
@@ -318,9 +291,9 @@ def test_instances_that_never_start_fail_the_round_instead_of_looping(monkeypatc
 def test_a_print_in_the_function_does_not_corrupt_the_reply_stream():
     backend = LocalBackend(KEY, max_concurrency=1)
     try:
-        ref = backend.publish(_snapshot(COUNTER))
+        ref = backend.publish(snapshot(COUNTER))
         spec = EnvSpec("custom_env:CounterEnv", {"announce": True})
-        replies = backend.invoke(_requests(ref, 2, spec=spec))
+        replies = backend.invoke(requests_for(ref, 2, spec=spec))
         assert all(r.ok for r in replies), [r.record.error for r in replies]
     finally:
         backend.close()

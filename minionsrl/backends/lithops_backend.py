@@ -31,6 +31,7 @@ from minionsrl.backends.remote import RemoteBackend
 from minionsrl.errors import ConfigError
 
 _SYS_PATH_VAR = "MINIONSRL_SYS_PATH"
+_DONE = ".done"
 
 
 def lithops_rollout(request: str, reply_key: str, key_hex: str, storage: Any) -> None:
@@ -42,6 +43,9 @@ def lithops_rollout(request: str, reply_key: str, key_hex: str, storage: Any) ->
     bucket = storage.bucket
     reply = rollout.handle(request.encode(), lambda ref: storage.get_object(bucket, ref), bytes.fromhex(key_hex))
     storage.put_object(bucket, reply_key, reply)
+    # then a marker: the learner lists markers, so it never reads a reply still being written (some
+    # storages, Lithops' localhost one among them, make an object visible before it is complete)
+    storage.put_object(bucket, reply_key + _DONE, b"")
 
 
 def lithops_config(path: str | None) -> dict[str, Any]:
@@ -83,15 +87,19 @@ class LithopsBackend(RemoteBackend):
         self.localhost = config["lithops"]["backend"] == "localhost"
         if self.localhost and max_concurrency:
             config.setdefault("localhost", {})["worker_processes"] = max_concurrency
+        self.max_concurrency = (config["localhost"].get("worker_processes", os.cpu_count() or 1) if self.localhost
+                                else max_concurrency or config["lithops"].get("max_workers", 1000))
         self.memory_mb = memory_mb
         self.poll_interval_s = poll_interval_s or (0.02 if self.localhost else 0.25)
+        self.status_interval_s = 0.5
+        self._status_checked = 0.0
         # the config holds credentials: it goes to Lithops and nowhere else (never logged, never saved)
         self._executor = FunctionExecutor(config=config)
         self._storage = Storage(config=config)
         self._bucket = self._storage.bucket
         self._prefix = f"minionsrl/{self._executor.executor_id}"
         self._policy_key: str | None = None
-        self._statuses = concurrent.futures.ThreadPoolExecutor(max_workers=16)  # status reads are GETs
+        self._statuses = concurrent.futures.ThreadPoolExecutor(max_workers=16)  # a status read is a GET
 
     def publish(self, policy_blob: bytes) -> str:
         """Write the round's policy to storage once; the previous one is deleted (no call still needs it
@@ -122,26 +130,33 @@ class LithopsBackend(RemoteBackend):
         return status if status and status.get("type") == "__end__" else None
 
     def _poll(self, handles: list[Any], timeout: float | None) -> list[tuple[Any, bytes | None, str]]:
+        """Replies are found with one listing per poll; the calls' statuses, one read each, are checked
+        only every ``status_interval_s``, to notice the calls that ended without a reply."""
         end = None if timeout is None else time.perf_counter() + timeout
         while True:
-            statuses = list(self._statuses.map(self._status, handles))
-            ended = [(f, s) for f, s in zip(handles, statuses, strict=True) if s is not None]
-            if ended or (end is not None and time.perf_counter() >= end):
+            present = set(self._storage.list_keys(self._bucket, f"{self._prefix}/reply-"))
+            ended: list[tuple[Any, dict[str, Any] | None]] = [
+                (f, None) for f in handles if f.minionsrl_reply_key + _DONE in present]
+            now = time.perf_counter()
+            if not ended and now - self._status_checked >= self.status_interval_s:
+                self._status_checked = now
+                statuses = self._statuses.map(self._status, handles)
+                ended = [(f, s) for f, s in zip(handles, statuses, strict=True) if s is not None]
+            if ended or (end is not None and now >= end):
                 return [self._result(f, s) for f, s in ended]
-            time.sleep(self.poll_interval_s if end is None else min(self.poll_interval_s,
-                                                                    max(0.0, end - time.perf_counter())))
+            time.sleep(self.poll_interval_s if end is None else min(self.poll_interval_s, max(0.0, end - now)))
 
-    def _result(self, future: Any, status: dict[str, Any]) -> tuple[Any, bytes | None, str]:
-        """The reply the function wrote (or why there is none); its status's pickled parts are never read."""
+    def _result(self, future: Any, status: dict[str, Any] | None) -> tuple[Any, bytes | None, str]:
+        """The reply the function wrote (or why there is none); a status's pickled parts are never read."""
         try:
             data = self._storage.get_object(self._bucket, future.minionsrl_reply_key)
-            self._storage.delete_object(self._bucket, future.minionsrl_reply_key)
+            self._storage.delete_objects(self._bucket, [future.minionsrl_reply_key, future.minionsrl_reply_key + _DONE])
         except Exception:  # Lithops storage raises its own NoSuchKey per provider
             data = None
         if data is not None:
             return future, data, ""
-        died = "the function died" if status.get("exception") else "the function wrote no reply"
-        return future, None, f"{died} (Lithops activation {status.get('activation_id', '?')})"
+        died = "the function died" if (status or {}).get("exception") else "the function wrote no reply"
+        return future, None, f"{died} (Lithops activation {(status or {}).get('activation_id', '?')})"
 
     def _stop(self, handles: list[Any]) -> None:
         """Lithops cannot stop one call of a job; a job whose calls are all abandoned is stopped (localhost

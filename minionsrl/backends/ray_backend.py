@@ -46,6 +46,7 @@ class RayBackend(RemoteBackend):
         self._owns_connection = not ray.is_initialized()  # a caller that connected keeps its connection
         if self._owns_connection:
             self._connect(address, max_concurrency)
+        self.max_concurrency = max(1, int(ray.cluster_resources().get("CPU", 1) // num_cpus))  # tasks at once
         self._task = ray.remote(ray_rollout).options(num_cpus=num_cpus, max_retries=0)
         self._policy_ref: Any = None
 
@@ -61,8 +62,8 @@ class RayBackend(RemoteBackend):
         # A local cluster: its workers see what this interpreter imports (custom env modules included);
         # no auth token written to the home folder for a cluster that lives and dies with this run.
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        ray.init(num_cpus=max_concurrency or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False,
+        ray.init(address="local", num_cpus=max_concurrency or os.cpu_count() or 1, include_dashboard=False,
+                 log_to_driver=False, configure_logging=False,
                  runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}})
 
     def publish(self, policy_blob: bytes) -> str:

@@ -1,0 +1,34 @@
+"""Policies and requests for backend tests, built as the trainer builds them."""
+
+from __future__ import annotations
+
+import torch
+
+from minionsrl.envs import EnvSpec
+from minionsrl.numpy_policy import PolicyArch
+from minionsrl.policy import ActorCritic, snapshot_of
+from minionsrl.trainer import invocation_seed
+
+CART = PolicyArch(4, 2, True, (64, 64))
+COUNTER = PolicyArch(2, 3, True, (8,))
+KEY = b"b" * 32
+STEPS = 32
+
+
+def snapshot(arch: PolicyArch = CART, version: int = 0) -> bytes:
+    torch.manual_seed(version)
+    return snapshot_of(ActorCritic(arch), None, version, 10.0).encode(KEY)
+
+
+def requests_for(ref: str, n: int, round_idx: int = 1, spec: EnvSpec | None = None, kind: str = "train",
+                 **extra) -> list[dict]:
+    """Requests as Trainer._request builds them."""
+    spec = spec or EnvSpec("CartPole-v1")
+    reqs = []
+    for slot in range(n):
+        req = {"id": f"r{round_idx}-{kind}-{slot}", "kind": kind, "policy": ref, "env": spec.to_json(),
+               "seed": invocation_seed(1, round_idx, slot, 0 if kind == "train" else 1), "gamma": 0.99}
+        req.update({"steps": STEPS, "carry": None} if kind == "train" else {"episodes": 1})
+        req.update(extra)
+        reqs.append(req)
+    return reqs
