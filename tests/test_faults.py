@@ -222,3 +222,20 @@ def test_too_few_replies_fail_the_run_with_one_line(tmp_path, capsys):
     rows = _csv(tmp_path / "run" / "invocations.csv")  # the failed round's attempts are listed all the same
     assert [(r["slot"], r["attempt"], r["status"]) for r in rows] == [
         ("0", "0", "failed"), ("0", "1", "failed"), ("1", "0", "failed"), ("1", "1", "failed")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["ray", "lithops"])
+def test_fault_injection_on_other_backends_learns_what_a_clean_run_learns(backend, faulty_and_clean, tmp_path,
+                                                                          request):
+    """Every fault kind is enacted by the function (or the duplicating wrapper) wherever it runs."""
+    pytest.importorskip(backend)
+    if backend == "ray":
+        request.getfixturevalue("ray_address")  # the session's cluster, joined by the backend
+    clean, _ = faulty_and_clean
+    _train(tmp_path / backend, backend=backend, **FAULTY)
+    learned = [{k: r[k] for k in LEARNING_COLUMNS} for r in read_metrics(tmp_path / backend)]
+    assert learned == [{k: r[k] for k in LEARNING_COLUMNS} for r in read_metrics(clean)]
+    rows = _csv(tmp_path / backend / "invocations.csv")
+    assert {r["fault"] for r in rows} == {"", *faults.KINDS}
+    assert {r["status"] for r in rows} >= {"ok", "failed", "timed_out", "duplicate"}
