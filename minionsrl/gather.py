@@ -123,8 +123,9 @@ def gather(backend: Backend, slots: int, make_request: Callable[[int, int], dict
     out.lost.extend(sorted(open_slots - set(out.lost)))  # a backend that dropped an invocation without a reply
     out.lost.sort()
     if len(out.results) < policy.min_fraction * slots or not out.results:
-        first = next((a.reply.record for a in out.attempts if a.status != OK), None)
-        detail = f"; first failure {first.invocation_id}: {first.error}" if first else ""
+        first = next((a.reply.record for a in out.attempts if a.status in (FAILED, TIMED_OUT, CANCELLED)), None)
+        error = (first.error.splitlines() or [""])[0] if first else ""
+        detail = f"; first failure {first.invocation_id}: {error}" if first else ""
         raise TooFewReplies(f"{what}: only {len(out.results)} of {slots} invocations succeeded, fewer than "
                             f"min_reply_fraction {policy.min_fraction:g} of them{detail}", out)
     return out

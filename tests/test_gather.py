@@ -40,7 +40,8 @@ class ScriptedBackend(Backend):
                 self.running[str(req["id"])] = req
                 continue
             if what in ("error", "timeout"):
-                record.status, record.error = "error", "boom" if what == "error" else "timed out after 1 s"
+                record.status = "error"
+                record.error = "boom\n  (a second line)" if what == "error" else "timed out after 1 s"
             arrays = {"x": np.array([req["slot"]])} if what != "bad" else {}
             self.ready.extend([Reply(record, arrays)] * (2 if what == "twice" else 1))
 
