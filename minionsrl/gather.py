@@ -139,4 +139,4 @@ def _accept(out: Gathered, slot: int, reply: Reply, validate: Callable[[int, Rep
             return OK
         except WireError as exc:  # authentic but malformed: a failed attempt like any other
             reply.record.status, reply.record.error = "error", f"malformed reply: {exc}"
-    return TIMED_OUT if "timed out" in reply.record.error else FAILED
+    return TIMED_OUT if reply.record.status == "timeout" else FAILED

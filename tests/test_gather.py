@@ -40,7 +40,7 @@ class ScriptedBackend(Backend):
                 self.running[str(req["id"])] = req
                 continue
             if what in ("error", "timeout"):
-                record.status = "error"
+                record.status = "error" if what == "error" else "timeout"
                 record.error = "boom\n  (a second line)" if what == "error" else "timed out after 1 s"
             arrays = {"x": np.array([req["slot"]])} if what != "bad" else {}
             self.ready.extend([Reply(record, arrays)] * (2 if what == "twice" else 1))
