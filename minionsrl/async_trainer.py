@@ -9,8 +9,9 @@ update: the metrics row, the scaler, evaluation and checkpoints work per update,
 the policy lag (versions between a fragment's policy and the learner's) of the fragments it used.
 
 Seeds stay a function of the run: actor ``slot``'s ``j``-th invocation gets
-``invocation_seed(seed, j, slot, train)``; which fragments make up an update depends on arrival order,
-so asynchronous runs are not bit-reproducible, unlike synchronous ones.
+``invocation_seed(seed, j, slot, train)``, and its retries after a failure keep that seed; which
+fragments make up an update depends on arrival order, so asynchronous runs are not bit-reproducible,
+unlike synchronous ones.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from minionsrl import gather
 from minionsrl.backends.base import Backend, Reply
 from minionsrl.config import TrainConfig
 from minionsrl.errors import InvocationError
@@ -28,9 +30,8 @@ from minionsrl.fragment import Fragment
 from minionsrl.impala import learner_loss, vtrace_batch
 from minionsrl.ppo import Batch
 from minionsrl.scalers import Scaler
-from minionsrl.trainer import Trainer
-
-_MAX_SLOT_FAILURES = 3  # consecutive failed invocations of one slot before the run fails
+from minionsrl.trainer import Trainer, _eval_returns
+from minionsrl.wire import WireError
 
 
 class AsyncTrainer(Trainer):
@@ -38,14 +39,15 @@ class AsyncTrainer(Trainer):
 
     def __init__(self, cfg: TrainConfig, resume: bool = False, backend: Backend | None = None,
                  scaler: Scaler | None = None) -> None:
-        self.slot_calls: dict[int, int] = {}  # slot -> invocations submitted so far (seeds and ids)
+        self.slot_calls: dict[int, int] = {}  # slot -> invocations started so far (seeds and ids)
         super().__init__(cfg, resume=resume, backend=backend, scaler=scaler)
         self.ppo.loss = learner_loss(self.cfg.algo)
-        self.flying: dict[str, int] = {}  # request id -> slot of the training invocations in flight
-        self.requests: dict[str, dict[str, Any]] = {}  # request id -> request, until its reply is logged
-        self.arrived: list[tuple[Fragment, Reply]] = []  # fragments not yet used by an update
-        self.failed: list[Reply] = []  # failed replies not yet billed
-        self.failures: dict[int, int] = {}  # slot -> consecutive failures
+        self.flying: dict[str, tuple[int, int, dict[str, Any]]] = {}  # id -> (slot, attempt, request) in flight
+        self.seen: set[str] = set()  # ids already answered (a second delivery is a duplicate)
+        self.retry_next: dict[int, int] = {}  # slot -> attempt number its failed invocation is retried with
+        self.failures: dict[int, int] = {}  # slot -> failures in a row (stale-policy ones not counted)
+        self.arrived: list[tuple[Fragment, gather.Gathered]] = []  # fragments not yet used by an update
+        self.unlogged: list[gather.Gathered] = []  # failed and duplicate deliveries not yet logged and billed
         self.n_target = 0  # invocations to keep in flight (the scaler's n of the current update)
         self.stale_retries = 0  # failed invocations that held an outdated policy reference, resubmitted
         self.updated = False  # whether this round's update has been applied (the policy version is round)
@@ -79,18 +81,15 @@ class AsyncTrainer(Trainer):
         self.env_steps += len(batch)
         t_learned = time.perf_counter()
 
-        replies = [r for _, r in arrived] + self.failed
-        self.failed = []
+        gathered, self.unlogged = [g for _, g in arrived] + self.unlogged, []
         if self._done():  # the last update: abandon what is still in flight (billed for the time it ran)
             self.n_target = 0  # and submit nothing more, not even while the final evaluation runs
-            replies += self.backend.cancel(list(self.flying))
-            self.flying.clear()
-        requests = [self.requests.pop(r.record.invocation_id) for r in replies]
+            gathered.append(self._cancel_in_flight())
         extra = {"fragments": len(fragments), "policy_lag_mean": float(np.mean(lags)),
                  "policy_lag_max": int(max(lags)), "stale_retries": self.stale_retries}
-        return self._finish_round(n, lr, fragments, batch, stats, requests, replies, t_round, t_sampled, t_learned,
-                                  extra)
+        return self._finish_round(n, lr, fragments, batch, stats, gathered, t_round, t_sampled, t_learned, extra)
 
+    # -- the learner -----------------------------------------------------------------------------
     def _vtrace(self, fragments: list[Fragment]) -> Batch:
         cfg = self.cfg
         return vtrace_batch(fragments, self.policy, self.ppo.params, self.ret_rms, cfg.clip_reward,
@@ -112,19 +111,20 @@ class AsyncTrainer(Trainer):
     # -- keeping invocations in flight -----------------------------------------------------------
     def _top_up(self) -> None:
         """Submit an invocation, with the newest policy, for every slot below ``n_target`` that has none in
-        flight."""
-        busy = set(self.flying.values())
+        flight: the slot's next one, or a retry (same seed, next attempt) of the one that failed."""
+        busy = {slot for slot, _, _ in self.flying.values()}
         free = [slot for slot in range(self.n_target) if slot not in busy]
         if not free:
             return
         ref = self._publish(version=self.round if self.updated else self.round - 1)  # the newest weights
         requests = []
         for slot in free:
-            self.slot_calls[slot] = self.slot_calls.get(slot, 0) + 1
-            req = self._request("train", ref, slot, index=self.slot_calls[slot], steps=self.cfg.fragment_length,
-                                carry=self.carries.get(slot))
-            self.flying[req["id"]] = slot
-            self.requests[req["id"]] = req
+            attempt = self.retry_next.pop(slot, 0)
+            if attempt == 0:
+                self.slot_calls[slot] = self.slot_calls.get(slot, 0) + 1
+            req = self._request("train", ref, slot, attempt, index=self.slot_calls[slot],
+                                steps=self.cfg.fragment_length, carry=self.carries.get(slot))
+            self.flying[req["id"]] = (slot, attempt, req)
             requests.append(req)
         self.backend.submit(requests)
 
@@ -132,34 +132,52 @@ class AsyncTrainer(Trainer):
         """Take in collected replies: fragments of training invocations are kept for the next update and
         their slots resubmitted at once; other replies (evaluation) are returned to the caller.
 
-        A failed invocation is resubmitted with the newest policy; it counts towards the slot's failure
-        limit unless it held a policy reference that has been replaced since (a backend may drop a
-        policy once a newer one is published: the retry is then expected, not a fault)."""
+        A failed invocation is retried (same seed) with the newest policy, up to ``max_retries`` times in a
+        row; one that held a policy reference replaced since is retried without counting (a backend may drop
+        a policy once a newer one is published: the retry is then expected, not a fault)."""
         others = []
         for reply in replies:
-            slot = self.flying.pop(reply.record.invocation_id, None)
-            if slot is None:
+            rid = reply.record.invocation_id
+            if rid in self.seen:  # a second delivery: billed, never learned from
+                request = {"id": rid, "kind": reply.record.kind, "seed": ""}
+                self.unlogged.append(gather.Gathered({}, [gather.Attempt(-1, -1, request, reply, gather.DUPLICATE)]))
+                continue
+            if rid not in self.flying:
                 others.append(reply)
                 continue
-            if not reply.ok:
-                self.failed.append(reply)
-                if self._published and self.requests[reply.record.invocation_id]["policy"] != self._published[1]:
-                    self.stale_retries += 1
-                    continue
-                self.failures[slot] = self.failures.get(slot, 0) + 1
-                if self.failures[slot] >= _MAX_SLOT_FAILURES:
-                    raise InvocationError(f"actor slot {slot} failed {self.failures[slot]} times in a row "
-                                          f"({reply.record.invocation_id}: {reply.record.error})")
+            self.seen.add(rid)
+            slot, attempt, request = self.flying.pop(rid)
+            frag, status = self._accept(reply)
+            record = gather.Gathered({slot: frag} if frag is not None else {},
+                                     [gather.Attempt(slot, attempt, request, reply, status)])
+            if frag is None:
+                self.unlogged.append(record)
+                stale = self._published is not None and request["policy"] != self._published[1]
+                self.stale_retries += stale
+                if not stale:
+                    self.failures[slot] = self.failures.get(slot, 0) + 1
+                    if self.failures[slot] > self.retry.max_retries:
+                        raise InvocationError(f"actor slot {slot} failed {self.failures[slot]} times in a row "
+                                              f"({rid}: {reply.record.error})")
+                self.retry_next[slot] = attempt + 1  # a new id, the same seed
                 continue
-            self.failures[slot] = 0
-            frag = Fragment.from_wire(reply.arrays, reply.meta, self.cfg.fragment_length, self.arch)
+            self.failures.pop(slot, None)
             if self.cfg.carry_episodes:
                 self.carries[slot] = frag.meta.get("carry")
                 if self.carries[slot] is None:
                     del self.carries[slot]
-            self.arrived.append((frag, reply))
+            self.arrived.append((frag, record))
         self._top_up()
         return others
+
+    def _accept(self, reply: Reply) -> tuple[Fragment | None, str]:
+        """The reply's fragment (any policy version: lag is expected) and its status in invocations.csv."""
+        if reply.ok:
+            try:
+                return Fragment.from_wire(reply.arrays, reply.meta, self.cfg.fragment_length, self.arch), gather.OK
+            except WireError as exc:  # authentic but malformed: a failed attempt like any other
+                reply.record.status, reply.record.error = "error", f"malformed reply: {exc}"
+        return None, gather.TIMED_OUT if reply.record.status == "timeout" else gather.FAILED
 
     def _collect(self) -> list[Reply]:
         """The next replies; a backend with nothing in flight cannot deliver what the learner waits for."""
@@ -167,23 +185,39 @@ class AsyncTrainer(Trainer):
             raise InvocationError("the backend has no invocation in flight but the learner is waiting for replies")
         return self.backend.collect(timeout=None)
 
-    def _invoke(self, requests: list[dict[str, Any]]) -> list[Reply]:
-        """Evaluation while training invocations stay in flight: submit, and route every reply that
-        arrives meanwhile, until each of ``requests`` has answered."""
-        self.backend.submit(requests)
-        waiting = {str(r["id"]) for r in requests}
-        got: list[Reply] = []
-        while waiting:
+    def _cancel_in_flight(self) -> gather.Gathered:
+        cancelled = gather.Gathered({})
+        for reply in self.backend.cancel(list(self.flying)) if self.flying else []:
+            slot, attempt, request = self.flying.pop(reply.record.invocation_id)
+            reply.record.status = "error"
+            cancelled.attempts.append(gather.Attempt(slot, attempt, request, reply, gather.CANCELLED))
+        self.flying.clear()
+        return cancelled
+
+    def _evaluate(self, n_actors: int, train: gather.Gathered) -> tuple[float, gather.Gathered]:
+        """Evaluation while training invocations stay in flight: submit, and route every reply that arrives
+        meanwhile, until each evaluation slot has answered (a failed one fails the run)."""
+        episodes = self.cfg.eval_episodes
+        slots = min(episodes, n_actors)
+        per_slot = [episodes // slots + (1 if i < episodes % slots else 0) for i in range(slots)]
+        ref = self._publish(version=self.round)
+        requests = {slot: self._request("eval", ref, slot, 0, episodes=per_slot[slot]) for slot in range(slots)}
+        slot_of = {str(r["id"]): slot for slot, r in requests.items()}
+        self.backend.submit(list(requests.values()))
+        got = gather.Gathered({})
+        while len(got.attempts) < slots:
             for reply in self._route(self._collect()):
-                got.append(reply)
-                waiting.discard(reply.record.invocation_id)
-        order = {str(r["id"]): i for i, r in enumerate(requests)}
-        got.sort(key=lambda r: order[r.record.invocation_id])
-        failed = [r.record for r in got if not r.ok]
-        if failed:
-            raise InvocationError(f"{len(failed)} of {len(requests)} invocations failed "
-                                  f"({failed[0].invocation_id}: {failed[0].error})")
-        return got
+                slot = slot_of.get(reply.record.invocation_id)
+                if slot is None or any(a.slot == slot for a in got.attempts):
+                    continue  # a late or repeated delivery of something else
+                status = gather.FAILED
+                if reply.ok:
+                    got.results[slot], status = _eval_returns(reply, per_slot[slot]), gather.OK
+                got.attempts.append(gather.Attempt(slot, 0, requests[slot], reply, status))
+                if status != gather.OK:
+                    raise InvocationError(f"evaluation {reply.record.invocation_id} failed: {reply.record.error}")
+        returns = np.concatenate([got.results[slot] for slot in sorted(got.results)])
+        return float(returns.mean()), got
 
     # -- checkpoint ------------------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:
@@ -194,7 +228,6 @@ class AsyncTrainer(Trainer):
         self.slot_calls = {int(k): int(v) for k, v in json.loads(state.get("slot_calls", "{}")).items()}
 
     def _write_summary(self) -> dict[str, Any]:
-        if self.flying:  # stopped early (e.g. by an exception path): nothing may outlive the run
-            self.backend.cancel(list(self.flying))
-            self.flying.clear()
+        if self.flying:  # stopped without a last update (e.g. by the budget): nothing may outlive the run
+            self._cancel_in_flight()
         return super()._write_summary()

@@ -6,14 +6,21 @@ can read them back without unpickling arbitrary objects.
 
 from __future__ import annotations
 
+import io
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from minionsrl.errors import ConfigError
+
 LATEST = "latest.pt"
+# Test hook: "ROUND:MARKER" makes the checkpoint of round ROUND stop half-written, touch MARKER and wait (to be
+# killed there), so tests can kill a learner in the middle of writing a checkpoint.
+PAUSE_ENV = "MINIONSRL_TEST_PAUSE_IN_CHECKPOINT"
 
 
 def save(directory: str | Path, state: dict[str, Any], name: str = LATEST) -> Path:
@@ -22,8 +29,13 @@ def save(directory: str | Path, state: dict[str, Any], name: str = LATEST) -> Pa
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / name
     tmp = directory / f".{name}.tmp"
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    data = buffer.getvalue()
     with open(tmp, "wb") as fh:
-        torch.save(state, fh)
+        fh.write(data[: len(data) // 2])
+        _test_pause(state)
+        fh.write(data[len(data) // 2 :])
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
@@ -35,12 +47,26 @@ def save(directory: str | Path, state: dict[str, Any], name: str = LATEST) -> Pa
     return path
 
 
+def _test_pause(state: dict[str, Any]) -> None:
+    hook = os.environ.get(PAUSE_ENV)
+    if not hook:
+        return
+    round_idx, marker = hook.split(":", 1)
+    if int(state.get("round", -1)) == int(round_idx):
+        Path(marker).touch()
+        time.sleep(600)
+
+
 def load(directory: str | Path, name: str = LATEST) -> dict[str, Any] | None:
     """Read checkpoint ``name`` (default: the latest) in ``directory``, or None if there is none."""
     path = Path(directory) / name
     if not path.exists():
         return None
-    return torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # truncated, corrupted, or holding objects weights-only loading refuses
+        raise ConfigError(f"--resume: checkpoint {str(path)!r} cannot be read ({type(exc).__name__}); restore it "
+                          "from a kept checkpoints/round-NNNNN.pt or start a new run") from exc
 
 
 def to_tensors(state: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,14 @@ from typing import Any
 from minionsrl import config
 from minionsrl.config import FIELDS
 from minionsrl.errors import ConfigError, InvocationError
+from minionsrl.redact import redact_text
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line (no usage block) and exit code 2, like every other bad input."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"minionsrl: error: {redact_text(message)}; see `{self.prog} --help`\n")
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +56,7 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="minionsrl", description="Deep RL with serverless actors.")
+    parser = _Parser(prog="minionsrl", description="Deep RL with serverless actors.")
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train a policy", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     train.add_argument("--config", metavar="FILE.yaml", help="YAML file with any config fields")
@@ -237,10 +245,10 @@ def main(argv: list[str] | None = None) -> int:
                     "scale": cmd_scale, "motivate": cmd_motivate, "scheduler": cmd_scheduler}
         return commands[args.command](args)
     except ConfigError as exc:
-        print(f"minionsrl: error: {exc}", file=sys.stderr)
+        print(f"minionsrl: error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
     except InvocationError as exc:
-        print(f"minionsrl: invocation failed: {exc}", file=sys.stderr)
+        print(f"minionsrl: invocation failed: {redact_text(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("minionsrl: interrupted; continue with --resume --run-dir DIR", file=sys.stderr)

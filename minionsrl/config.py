@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib.util
+import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -21,14 +22,18 @@ import yaml
 
 from minionsrl.cost import PLATFORMS
 from minionsrl.errors import ConfigError
+from minionsrl.redact import check_config_secrets
 
 if TYPE_CHECKING:
+    from minionsrl.faults import FaultPlan
     from minionsrl.ppo import PPOParams
 
 BACKENDS = ("local", "server", "ray", "lithops")
 SCALERS = ("fixed", "minions", "nitro", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
 PRESET_NAMES = ("auto", "classic", "mujoco", "atari")
 ALGOS = ("ppo", "appo", "impala")
+_MAX_HIDDEN = 16384
+FAULT_FIELDS = {kind: f"fault_{kind}" for kind in ("raise", "hang", "kill", "duplicate", "malformed")}
 
 # CleanRL's defaults: ppo.py (classic control) and ppo_continuous_action.py (MuJoCo). Fragment
 # length and evaluation cadence are ours (SPEC §1: T = 128 for classic control, 512 for MuJoCo).
@@ -69,7 +74,7 @@ class TrainConfig:
     total_timesteps: int | None = _f(None, "stop after this many environment steps", min=1)
     max_rounds: int | None = _f(None, "stop after this many rounds", min=1)
     target_return: float | None = _f(None, "stop once the mean evaluation return reaches this")
-    seed: int = _f(1, "seed of the run (weights, actor seeds, minibatch order)", min=0)
+    seed: int = _f(1, "seed of the run (weights, actor seeds, minibatch order)", min=0, max=2**32 - 1)
     algo: str = _f("ppo", "learner: ppo (synchronous rounds) or appo/impala (asynchronous, V-trace)",
                    choices=ALGOS)
     async_fragments: int | None = _f(None, "appo/impala: update once this many fragments have arrived "
@@ -121,6 +126,23 @@ class TrainConfig:
     idle_timeout_s: float = _f(300.0, "local backend: reap instances idle this long", positive=True)
     server_wait_startup: bool = _f(False, "server backend: really wait the start-up delay of added hosts")
     invocation_timeout_s: float | None = _f(None, "fail an invocation running longer than this", positive=True)
+    max_retries: int = _f(3, "retry a failed invocation (raised, timed out, died, malformed) up to this many times",
+                          min=0, max=100)
+    round_deadline_s: float | None = _f(None, "after this long a round proceeds with the fragments that arrived "
+                                        "(stragglers are cancelled and billed)", positive=True)
+    min_reply_fraction: float = _f(0.5, "fewest fragments a round may proceed with, as a fraction of its actors; "
+                                   "fewer fail the run", positive=True, max=1.0)
+    fault_raise: float = _f(0.0, "fault injection: probability that an invocation raises", min=0.0, max=1.0)
+    fault_hang: float = _f(0.0, "fault injection: probability that an invocation hangs past its deadline",
+                           min=0.0, max=1.0)
+    fault_kill: float = _f(0.0, "fault injection: probability that an invocation's instance is SIGKILLed",
+                           min=0.0, max=1.0)
+    fault_duplicate: float = _f(0.0, "fault injection: probability that an invocation's reply arrives twice",
+                                min=0.0, max=1.0)
+    fault_malformed: float = _f(0.0, "fault injection: probability that an invocation returns corrupted bytes",
+                                min=0.0, max=1.0)
+    fault_seed: int = _f(0, "fault injection: seed of the draws (which attempt of which slot gets which fault)",
+                         min=0)
     ray_address: str | None = _f(None, "ray backend: join the Ray cluster at this address (default: start a local one)")
     ray_num_cpus: float = _f(1.0, "ray backend: CPUs reserved by each invocation", positive=True)
     lithops_config: str | None = _f(None, "lithops backend: Lithops config file (default: Lithops' own lookup)")
@@ -142,6 +164,11 @@ class TrainConfig:
 
         return PPOParams(**{f.name: getattr(self, f.name) for f in dataclasses.fields(PPOParams)})
 
+    def fault_plan(self) -> FaultPlan:
+        from minionsrl.faults import FaultPlan
+
+        return FaultPlan({kind: getattr(self, name) for kind, name in FAULT_FIELDS.items()}, self.fault_seed)
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -150,7 +177,8 @@ class TrainConfig:
         ignore = {"total_timesteps", "max_rounds", "target_return", "run_dir", "progress", "tensorboard",
                   "max_concurrency", "idle_timeout_s", "invocation_timeout_s", "checkpoint_every", "eval_every",
                   "eval_episodes", "budget_usd", "server_wait_startup", "keep_checkpoints_every",
-                  "backend", "ray_address", "ray_num_cpus", "lithops_config"}  # same learning on every backend
+                  "backend", "ray_address", "ray_num_cpus", "lithops_config",  # same learning on every backend
+                  "max_retries", "round_deadline_s", "min_reply_fraction", *FAULT_FIELDS.values(), "fault_seed"}
         return {k: v for k, v in self.to_dict().items() if k not in ignore}
 
 
@@ -165,8 +193,10 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else "parse error"
-        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {first}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines()[0] if str(exc) else "parse error")
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML ({problem}{where}); fix its syntax") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping of field: value")
     return {k.replace("-", "_") if isinstance(k, str) else k: v for k, v in data.items()}
@@ -215,12 +245,25 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
                 raise ConfigError(f"{name}: {value!r} is too large; use a value <= {rules['max']}")
             if rules.get("positive") and value <= 0:
                 raise ConfigError(f"{name}: {value!r} must be > 0")
-    if not cfg.hidden_sizes or any(not isinstance(h, int) or isinstance(h, bool) or h < 1 for h in cfg.hidden_sizes):
-        raise ConfigError(f"hidden_sizes: {cfg.hidden_sizes!r} must be a non-empty list of positive integers")
+    if not cfg.hidden_sizes or any(not isinstance(h, int) or isinstance(h, bool) or not 1 <= h <= _MAX_HIDDEN
+                                   for h in cfg.hidden_sizes):
+        raise ConfigError(f"hidden_sizes: {cfg.hidden_sizes!r} must be a non-empty list of integers in "
+                          f"1..{_MAX_HIDDEN}")
+    try:
+        json.dumps(cfg.env_kwargs, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"env_kwargs: {cfg.env_kwargs!r} must hold only JSON values (numbers, strings, lists, "
+                          "mappings): they travel to every function") from exc
+    check_config_secrets(cfg.to_dict())
     if cfg.backend in ("ray", "lithops") and importlib.util.find_spec(cfg.backend) is None:
         raise ConfigError(f"backend: {cfg.backend!r} is not installed; pip install 'minionsrl[{cfg.backend}]'")
     if cfg.n_min > cfg.n_max:
         raise ConfigError(f"n_min: {cfg.n_min} is larger than n_max {cfg.n_max}; make n_min <= n_max")
+    rates = sum(getattr(cfg, name) for name in FAULT_FIELDS.values())
+    if rates > 1.0:
+        raise ConfigError(f"fault_*: the fault rates add up to {rates:g}; make their sum <= 1")
+    if cfg.fault_hang > 0 and cfg.invocation_timeout_s is None and cfg.round_deadline_s is None:
+        raise ConfigError("fault_hang: injected hangs need a deadline; set invocation_timeout_s or round_deadline_s")
     if require_stop and cfg.total_timesteps is None and cfg.max_rounds is None and cfg.target_return is None:
         raise ConfigError("set total_timesteps, max_rounds or target_return so that the run can end")
 
@@ -267,4 +310,7 @@ def _coerce(name: str, value: Any) -> Any:
 
 def dump(cfg: TrainConfig, path: str | Path) -> None:
     """Write the resolved config as YAML (readable back with ``--config``)."""
-    Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    tmp.replace(path)  # a learner killed while writing it leaves the previous one

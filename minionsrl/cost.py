@@ -4,7 +4,9 @@ Prices are data (``minionsrl/data/prices.yaml``, or ``--prices FILE``). Formulas
 round's wall time and ``n`` its actor count (worked example in ``docs/COST.md``):
 
 * invocation bill = ceil(billed_ms / granularity) · granularity / 1000 · memory_GB · price_GB_s, where
-  billed_ms is the run time plus the init time (the cold start when cold) if the platform bills init;
+  billed_ms is the run time plus the init time (the cold start when cold) if the platform bills init; an
+  invocation that failed without timings of its own (killed, timed out, cancelled) is billed for the time
+  the caller saw it run;
 * serverless round = learner_host_rate · R + Σ invocation bills + invocations · price_per_request;
 * server round = (learner host + ceil(n / vCPUs per actor host) actor hosts) · R (billed idle), plus
   every host's share of its monthly IP/disk, plus ``startup_s`` of every actor host added this round;
@@ -37,7 +39,12 @@ def load_prices(path: str | Path | None = None) -> dict[str, Any]:
     else:
         if not Path(path).is_file():
             raise ConfigError(f"prices: file {str(path)!r} does not exist; pass an existing YAML catalogue")
-        text, source = Path(path).read_text(), str(path)
+        source = str(path)
+        try:
+            text = Path(path).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"prices: {source} cannot be read ({type(exc).__name__}); pass a UTF-8 YAML "
+                              "file") from exc
     try:
         prices = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -47,16 +54,24 @@ def load_prices(path: str | Path | None = None) -> dict[str, Any]:
         "azure_functions": ("usd_per_gb_s", "usd_per_million_requests", "billing_granularity_ms"),
         "servers": ("usd_per_host_month", "startup_s"),
     }
-    for section, keys in required.items():
-        for key in keys:
-            value = (prices or {}).get(section, {}).get(key)
-            if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-                raise ConfigError(f"prices: {source} needs a non-negative number at {section}.{key}")
-    for host in ("actor_host", "learner_host"):
-        value = prices["servers"].get(host, {}).get("usd_per_hour")
-        if not isinstance(value, int | float) or value < 0:
-            raise ConfigError(f"prices: {source} needs a non-negative number at servers.{host}.usd_per_hour")
+    paths = [f"{section}.{key}" for section, keys in required.items() for key in keys]
+    for path in [*paths, "servers.actor_host.usd_per_hour", "servers.learner_host.usd_per_hour"]:
+        value = _at(prices, path)
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < math.inf:
+            raise ConfigError(f"prices: {source} needs a non-negative number at {path}")
+    vcpus = _at(prices, "servers.actor_host.vcpus")
+    if vcpus is not None and (not isinstance(vcpus, int) or isinstance(vcpus, bool) or vcpus < 1):
+        raise ConfigError(f"prices: {source} needs a positive integer at servers.actor_host.vcpus")
     return prices
+
+
+def _at(tree: Any, dotted: str) -> Any:
+    """The value at ``a.b.c`` in nested mappings, or None where the path does not exist."""
+    for part in dotted.split("."):
+        if not isinstance(tree, dict):
+            return None
+        tree = tree.get(part)
+    return tree
 
 
 @dataclass(frozen=True)
@@ -83,7 +98,10 @@ class FunctionPricing:
 
     def billed_seconds(self, record: InvocationRecord) -> float:
         """Duration the platform bills, rounded up to its granularity."""
-        ms = 1000.0 * (record.run_s + (record.init_s if self.bill_init else 0.0))
+        seconds = record.run_s + (record.init_s if self.bill_init else 0.0)
+        if record.status != "ok" and not record.run_s:  # killed, timed out or cancelled: it held the instance
+            seconds = max(seconds, record.duration_s)
+        ms = 1000.0 * seconds
         step = max(self.granularity_ms, 1e-9)
         return math.ceil(ms / step - 1e-9) * step / 1000.0
 
@@ -147,6 +165,13 @@ class CostLedger:
     def _cloud_latency(self, record: InvocationRecord) -> float:
         """A function's latency on its own cloud instance: modelled cold start, else measured warm init."""
         return (self.cold_start_s if record.cold else record.init_s) + record.run_s
+
+    def least_round_usd(self, n_actors: int) -> float:
+        """The least a round of ``n_actors`` functions can cost: its requests, each billed at least one unit."""
+        least = FunctionPricing(self.pricing.usd_per_gb_s, self.pricing.usd_per_request, self.pricing.granularity_ms,
+                                bill_init=False)
+        unit = least.invocation_usd(InvocationRecord("least", "train", run_s=1e-9), self.memory_mb)
+        return n_actors * (self.pricing.usd_per_request + unit)
 
     def affordable(self, budget_usd: float | None, next_round_usd: float) -> bool:
         """Whether a round expected to cost ``next_round_usd`` stays within the budget."""

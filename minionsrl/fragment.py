@@ -106,8 +106,12 @@ class Fragment:
 
     @classmethod
     def from_wire(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any], steps: int,
-                  arch: PolicyArch) -> Fragment:
-        """Build a fragment from decoded arrays, checking names, dtypes and shapes against the request."""
+                  arch: PolicyArch, version: int | None = None) -> Fragment:
+        """Build a fragment from decoded arrays, checking names, dtypes and shapes against the request (and the
+        policy version it was sampled with, if ``version`` is given); anything else is a WireError."""
+        unknown = sorted(set(arrays) - _FRAGMENT_ARRAYS)
+        if unknown:
+            raise wire.WireError(f"fragment holds unexpected arrays {unknown[:3]}")
         obs_dtype = np.uint8 if arch.image else np.float32
         act_shape = (steps,) if arch.discrete else (steps, arch.action_dim)
         expected = {
@@ -132,21 +136,45 @@ class Fragment:
                 raise wire.WireError(f"fragment array {name!r} holds non-finite numbers")
         if arch.discrete and steps and (arrays["actions"].min() < 0 or arrays["actions"].max() >= arch.action_dim):
             raise wire.WireError(f"fragment actions are outside 0..{arch.action_dim - 1}")
-        version = meta.get("policy_version", -1)
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise wire.WireError(f"fragment policy_version {version!r} is not an integer")
+        sampled_with = meta.get("policy_version", -1)
+        if not isinstance(sampled_with, int) or isinstance(sampled_with, bool):
+            raise wire.WireError(f"fragment policy_version {sampled_with!r} is not an integer")
+        if version is not None and sampled_with != version:
+            raise wire.WireError(f"fragment was sampled with policy version {sampled_with}, expected {version}")
         rets, lens = arrays.get("episode_returns"), arrays.get("episode_lengths")
         if rets is None or lens is None or rets.ndim != 1 or rets.shape != lens.shape:
             raise wire.WireError("fragment episode_returns/episode_lengths are missing or mismatched")
+        if rets.dtype != np.float64 or lens.dtype != np.int64 or not np.isfinite(rets).all() or (lens < 1).any():
+            raise wire.WireError("fragment episode_returns/episode_lengths are not finite float64 / positive int64")
+        _check_carry(meta.get("carry"))
         return cls(
             **{name: arrays[name] for name in cls._STEP_ARRAYS},
             last_value=float(arrays["last_value"][0]), last_obs=arrays["last_obs"],
             episode_returns=rets, episode_lengths=lens,
             obs_moments=_moments(arrays, "obs_m", (arch.obs_dim,)),
             ret_moments=_moments(arrays, "ret_m", ()),
-            policy_version=version,
+            policy_version=sampled_with,
             meta=meta,
         )
+
+
+_FRAGMENT_ARRAYS = frozenset({*Fragment._STEP_ARRAYS, "last_value", "last_obs", "episode_returns", "episode_lengths",
+                              *(f"{p}/{s}" for p in ("obs_m", "ret_m") for s in ("mean", "var", "count"))})
+_CARRY_NUMBERS = ("ep_return", "ep_length", "disc_return")
+
+
+def _check_carry(carry: Any) -> None:
+    """An episode in progress travels back to a function with the next request: it must be well-formed."""
+    if carry is None:
+        return
+    # obs is None where the env state holds the observation itself (the ALE frame stack)
+    if not isinstance(carry, dict) or not isinstance(carry.get("env"), dict) or not (
+            isinstance(carry.get("obs"), list) or (carry.get("obs") is None and "frames" in carry["env"])):
+        raise wire.WireError("fragment carry is not an episode state (env, obs, ep_return, ep_length, disc_return)")
+    for name in _CARRY_NUMBERS:
+        value = carry.get(name)
+        if not isinstance(value, int | float) or isinstance(value, bool) or not np.isfinite(value):
+            raise wire.WireError(f"fragment carry {name} {value!r} is not a finite number")
 
 
 def _moments(arrays: dict[str, np.ndarray], prefix: str, shape: tuple[int, ...]) -> Moments | None:

@@ -20,6 +20,7 @@ METRIC_COLUMNS = [
     "approx_kl", "clipfrac", "explained_variance", "learning_rate", "sps",
     "cost_serverless_usd", "cost_server_usd", "cum_cost_serverless_usd", "cum_cost_server_usd", "projected_round_s",
     "scaler_score", "convexity_ratio", "lambda_min", "lambda_max", "gns", "detector_s",
+    "failed", "retried", "timed_out", "duplicates", "lost",
     # asynchronous learners (APPO, IMPALA): fragments used by the update, their policy lag in versions
     "fragments", "policy_lag_mean", "policy_lag_max", "stale_retries",
 ]
@@ -29,7 +30,9 @@ LEARNING_COLUMNS = [
     "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "learning_rate", "scaler_score",
     "convexity_ratio", "gns",
 ]
-INVOCATION_COLUMNS = ["round", *InvocationRecord.__dataclass_fields__, "seed"]
+# status: ok | failed | timed_out | cancelled (a straggler at the round deadline) | duplicate (a second delivery)
+# | stray (a reply to no invocation of its round)
+INVOCATION_COLUMNS = ["round", *InvocationRecord.__dataclass_fields__, "slot", "attempt", "seed", "fault", "digest"]
 
 TENSORBOARD_TAGS = {
     "train_return_mean": "charts/episodic_return", "eval_return_mean": "eval/return_mean",
@@ -63,10 +66,14 @@ class RunLog:
             self._tb = SummaryWriter(str(run_dir / "tensorboard"),
                                      purge_step=resume_step + 1 if resume_round else None)
 
-    def log_round(self, row: dict[str, Any], invocations: list[dict[str, Any]]) -> None:
-        """Write one round: its invocation rows, then its metrics row (flushed, fsync-free)."""
+    def log_invocations(self, invocations: list[dict[str, Any]]) -> None:
+        """Write invocation rows (flushed): a round's, or those of a round that failed."""
         self._iw.writerows(invocations)
         self._invocations.flush()
+
+    def log_round(self, row: dict[str, Any], invocations: list[dict[str, Any]]) -> None:
+        """Write one round: its invocation rows, then its metrics row (flushed, fsync-free)."""
+        self.log_invocations(invocations)
         self._mw.writerow({k: _fmt(v) for k, v in row.items()})
         self._metrics.flush()
         if self._tb is not None:

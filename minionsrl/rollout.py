@@ -23,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from minionsrl import wire
+from minionsrl import faults, wire
 from minionsrl.envs import EnvSpec, capture_episode, make_env, restore_episode
 from minionsrl.fragment import Fragment, PolicySnapshot, Timings
 from minionsrl.normalization import Moments
@@ -180,13 +180,15 @@ def _instance() -> dict[str, Any]:
 def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> bytes:
     """Serve one invocation: parse the JSON request, run it, return an authenticated reply.
 
-    Failures become an ``error`` reply carrying the traceback, so the caller can count and retry.
+    Failures become an ``error`` reply carrying the traceback, so the caller can count and retry. A
+    request may carry an injected fault (:mod:`minionsrl.faults`), which the function enacts itself.
     """
     cpu0, t0 = time.process_time(), time.perf_counter()
     invocation_id = "?"
     try:
         req = json.loads(request)
         invocation_id = str(req["id"])
+        faults.before_work(req)
         spec = EnvSpec.from_json(req["env"])
         env_key = json.dumps(spec.to_json(), sort_keys=True)
         env_built = env_key not in _ENVS
@@ -218,8 +220,10 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
         t2 = time.perf_counter()
         meta["timings"] = Timings(init_s=t1 - t0, run_s=t2 - t1, cpu_s=time.process_time() - cpu0).to_json()
         if arrays_reply is None:
-            return fragment.encode(meta, key)
-        return wire.encode(arrays_reply, {**meta, "type": "eval"}, key)
+            reply = fragment.encode(meta, key)
+        else:
+            reply = wire.encode(arrays_reply, {**meta, "type": "eval"}, key)
+        return faults.corrupt_reply(req, reply, key)
     except Exception as exc:
         message = f"{type(exc).__name__}: {exc}"
         return wire.encode({}, {"type": "error", "id": invocation_id, "error": message,

@@ -6,6 +6,7 @@ Read :meth:`Trainer.run_round` top to bottom: it is one round.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import time
 from collections import deque
@@ -16,19 +17,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from minionsrl import checkpoint, config, wire
+from minionsrl import checkpoint, config, gather, wire
 from minionsrl.backends.base import Backend, Reply
 from minionsrl.config import TrainConfig
 from minionsrl.cost import CostLedger, load_prices
 from minionsrl.detectors import gradient_noise_scale, hessian_curvature
 from minionsrl.envs import EnvInfo, EnvSpec, check_env_id, env_info
-from minionsrl.errors import ConfigError, InvocationError
+from minionsrl.errors import ConfigError
+from minionsrl.faults import DuplicatingBackend
 from minionsrl.fragment import Fragment
 from minionsrl.metrics import RunLog
 from minionsrl.normalization import RunningMeanStd
 from minionsrl.numpy_policy import PolicyArch
 from minionsrl.policy import make_policy, snapshot_of
 from minionsrl.ppo import PPO, Batch
+from minionsrl.redact import redact_text
 from minionsrl.scalers import Scaler, make_scaler
 
 _KIND_TRAIN, _KIND_EVAL, _KIND_DETECT = 0, 1, 2
@@ -43,7 +46,13 @@ def invocation_seed(run_seed: int, round_idx: int, slot: int, kind: int) -> int:
 def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     """Check the env id, inspect its spaces and resolve the presets: all before any work starts."""
     config.validate(cfg, require_stop=False)  # the preset may still supply total_timesteps
-    load_prices(cfg.prices)  # a bad catalogue fails here, before any work
+    prices = load_prices(cfg.prices)  # a bad catalogue fails here, before any work
+    if cfg.budget_usd is not None:
+        first = {"fixed": cfg.actors, "minions": 1}.get(cfg.scaler, cfg.n_min)  # fewest actors round 1 can have
+        least = CostLedger(prices, cfg.platform, cfg.function_memory_mb).least_round_usd(first)
+        if cfg.budget_usd < least:
+            raise ConfigError(f"budget_usd: ${cfg.budget_usd:g} is less than the least one round of {first} "
+                              f"function{'s' if first > 1 else ''} can cost (${least:.3g}); raise budget_usd")
     check_env_id(cfg.env_id)
     if cfg.backend == "lithops":
         from minionsrl.backends.lithops_backend import lithops_config
@@ -55,7 +64,8 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
         raise
     except Exception as exc:  # bad kwargs, a missing optional dependency, a broken custom env
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"env_id {cfg.env_id!r} with env_kwargs {cfg.env_kwargs!r} cannot be built: {first}") from exc
+        raise ConfigError(f"env_id {cfg.env_id!r} with env_kwargs {cfg.env_kwargs!r} cannot be built ({first}); "
+                          "check env_kwargs against the environment's constructor") from exc
     cfg = config.resolve(cfg, info.family)
     if cfg.normalize_obs and len(info.obs_shape) == 3:
         raise ConfigError(f"normalize_obs: {cfg.env_id!r} has image observations (scaled by 1/255 in the "
@@ -100,6 +110,27 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
     return AsyncTrainer(cfg, resume=resume, backend=backend, scaler=scaler)
 
 
+def fragment_digest(fragment: Fragment) -> str:
+    """A short digest of a fragment's step arrays: equal digests, equal training data."""
+    h = hashlib.sha256()
+    for name in Fragment._STEP_ARRAYS:
+        h.update(np.ascontiguousarray(getattr(fragment, name)).tobytes())
+    h.update(np.float32(fragment.last_value).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _eval_returns(reply: Reply, episodes: int) -> np.ndarray:
+    """The episode returns of an evaluation reply, checked against the request."""
+    returns = reply.arrays.get("episode_returns")
+    lengths = reply.arrays.get("episode_lengths")
+    if returns is None or returns.shape != (episodes,) or returns.dtype != np.float64 \
+            or lengths is None or lengths.shape != (episodes,):
+        raise wire.WireError(f"evaluation reply does not hold {episodes} episode returns and lengths")
+    if not np.isfinite(returns).all():
+        raise wire.WireError("evaluation returns hold non-finite numbers")
+    return returns
+
+
 class Trainer:
     """Owns the learner state and runs rounds until a stop condition holds."""
 
@@ -132,7 +163,11 @@ class Trainer:
         if ckpt is not None:
             self._restore(ckpt)
         self.log = RunLog(self.run_dir, self.round if resume else None, self.env_steps, cfg.tensorboard)
+        self.faults = cfg.fault_plan()
+        self.retry = gather.RetryPolicy(cfg.max_retries, cfg.round_deadline_s, cfg.min_reply_fraction)
         self.backend = backend or make_backend(cfg, wire.new_key())
+        if cfg.fault_duplicate > 0:  # the platform's own fault: a wrapper delivers those replies twice
+            self.backend = DuplicatingBackend(self.backend)
         self.key = self.backend.key  # policies and replies are authenticated with this per-run key
         self._published: tuple[int, str] | None = None  # (policy version, reference)
 
@@ -159,12 +194,12 @@ class Trainer:
         self.ppo.set_learning_rate(lr)
 
         ref = self._publish(version=self.round - 1)  # the policy after the previous round's update
-        requests = [self._request("train", ref, slot, steps=cfg.fragment_length, carry=self.carries.get(slot))
-                    for slot in range(n)]
-        replies = self._invoke(requests)
-        fragments = [Fragment.from_wire(r.arrays, r.meta, cfg.fragment_length, self.arch) for r in replies]
-        if cfg.carry_episodes:
-            self.carries = {slot: f.meta["carry"] for slot, f in enumerate(fragments) if f.meta.get("carry")}
+        got = self._gather(n, lambda slot, attempt: self._request(
+            "train", ref, slot, attempt, steps=cfg.fragment_length, carry=self.carries.get(slot)),
+            lambda slot, r: Fragment.from_wire(r.arrays, r.meta, cfg.fragment_length, self.arch, self.round - 1))
+        fragments = [got.results[slot] for slot in sorted(got.results)]  # slot order: independent of arrival
+        if cfg.carry_episodes:  # a lost slot's episode is lost with it: the slot starts a new one
+            self.carries = {slot: f.meta["carry"] for slot, f in got.results.items() if f.meta.get("carry")}
         t_sampled = time.perf_counter()
 
         self._absorb(fragments)
@@ -172,23 +207,26 @@ class Trainer:
         stats = self.ppo.update(batch, np.random.default_rng([cfg.seed, self.round]))
         self.env_steps += len(batch)
         t_learned = time.perf_counter()
-        return self._finish_round(n, lr, fragments, batch, stats, requests, replies, t_round, t_sampled, t_learned)
+        return self._finish_round(n, lr, fragments, batch, stats, [got], t_round, t_sampled, t_learned)
 
     def _finish_round(self, n: int, lr: float, fragments: list[Fragment], batch: Batch, stats: dict[str, float],
-                      requests: list[dict[str, Any]], replies: list[Reply], t_round: float, t_sampled: float,
-                      t_learned: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The round after the update: detectors, evaluation, billing, the metrics row, the checkpoint."""
+                      gathered: list[gather.Gathered], t_round: float, t_sampled: float, t_learned: float,
+                      extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The round after the update: detectors, evaluation, billing, the metrics row, the checkpoint.
+        ``gathered``: the round's training invocations (one or more gathers)."""
         cfg = self.cfg
-        detected = self._detect(batch, n)
+        detected = self._detect(batch, len(fragments))
         t_detected = time.perf_counter()
 
-        eval_mean, eval_requests, eval_replies = None, [], []
+        eval_mean, gathered = None, list(gathered)
         if (cfg.eval_every and self.round % cfg.eval_every == 0) or self._done():  # the last round always
-            eval_mean, eval_requests, eval_replies = self._evaluate(n)
+            eval_mean, evaluated = self._evaluate(n, gathered[0])
             self.last_eval, self.best_eval = eval_mean, max(self.best_eval, eval_mean)
+            gathered.append(evaluated)
+        attempts, lost = [a for g in gathered for a in g.attempts], sum(len(g.lost) for g in gathered)
         t_end = time.perf_counter()
-        requests, replies = requests + eval_requests, replies + eval_replies
-        bill = self.ledger.bill_round(t_end - t_round, t_sampled - t_round, [r.record for r in replies], n)
+        # every attempt is billed: failed ones, retries, duplicates and cancelled stragglers too
+        bill = self.ledger.bill_round(t_end - t_round, t_sampled - t_round, [a.reply.record for a in attempts], n)
 
         round_episodes = [r for f in fragments for r in f.episode_returns.tolist()]
         row = {
@@ -200,11 +238,10 @@ class Trainer:
             "cost_serverless_usd": bill.cost_serverless_usd, "cost_server_usd": bill.cost_server_usd,
             "cum_cost_serverless_usd": self.ledger.total_serverless_usd,
             "cum_cost_server_usd": self.ledger.total_server_usd, "projected_round_s": bill.projected_round_s,
-            "scaler_score": self.scaler.score, **detected, **(extra or {}),
+            "scaler_score": self.scaler.score, **detected, **gather.fault_counts(attempts, lost), **(extra or {}),
         }
         self.recent_costs.append(bill.cost_serverless_usd)
-        self.log.log_round(row, [{"round": self.round, "seed": req["seed"], **r.record.row()}
-                                 for req, r in zip(requests, replies, strict=True)])
+        self.log.log_round(row, self._invocation_rows(gathered))
         self.last_row = row
         if self.round % cfg.checkpoint_every == 0 or self._done():
             self._checkpoint()
@@ -239,34 +276,58 @@ class Trainer:
         return {**out, "convexity_ratio": curvature.convexity_ratio, "lambda_min": curvature.lambda_min,
                 "lambda_max": curvature.lambda_max}
 
-    def _request(self, kind: str, ref: str, slot: int, index: int | None = None, **extra: Any) -> dict[str, Any]:
-        """One invocation's request; its id and seed follow (round, or ``index`` where given; slot; kind)."""
+    def _request(self, kind: str, ref: str, slot: int, attempt: int, index: int | None = None,
+                 **extra: Any) -> dict[str, Any]:
+        """One attempt of one slot. Every attempt of a slot has the slot's seed (a retry samples what the first
+        attempt would have), and its own id; an injected fault, if one is drawn, travels with it. ``index``
+        replaces the round in the seed and id (asynchronous learners: the slot's invocation count)."""
         code = _KIND_TRAIN if kind == "train" else _KIND_EVAL
         index = self.round if index is None else index
-        return {"id": f"r{index}-{kind}-{slot}", "kind": kind, "policy": ref, "env": self.spec.to_json(),
-                "seed": invocation_seed(self.cfg.seed, index, slot, code), "gamma": self.cfg.gamma, **extra}
+        request = {"id": f"r{index}-{kind}-{slot}" + (f"-a{attempt}" if attempt else ""), "kind": kind,
+                   "attempt": attempt, "policy": ref, "env": self.spec.to_json(),
+                   "seed": invocation_seed(self.cfg.seed, index, slot, code), "gamma": self.cfg.gamma, **extra}
+        fault = self.faults.draw(index, slot, attempt, kind)
+        return {**request, "fault": fault} if fault else request
 
-    def _invoke(self, requests: list[dict[str, Any]]) -> list[Reply]:
-        replies = self.backend.invoke(requests)
-        failed = [r.record for r in replies if not r.ok]
-        if failed or len(replies) != len(requests):
-            first = failed[0] if failed else None
-            detail = f"{first.invocation_id}: {first.error}" if first else "missing replies"
-            raise InvocationError(f"{len(failed)} of {len(requests)} invocations failed ({detail})")
-        return replies
+    def _gather(self, slots: int, make_request: Callable[[int, int], dict[str, Any]],
+                validate: Callable[[int, Reply], Any], earlier: gather.Gathered | None = None) -> gather.Gathered:
+        """:func:`gather.gather` under the run's retry policy; a round that fails still lists its attempts (and
+        those of ``earlier`` in the same round) in invocations.csv before the error ends the run."""
+        kind = "training" if earlier is None else "evaluation"
+        try:
+            return gather.gather(self.backend, slots, make_request, validate, self.retry,
+                                 what=f"round {self.round} {kind}")
+        except gather.TooFewReplies as exc:
+            self.log.log_invocations(self._invocation_rows([*([earlier] if earlier else []), exc.gathered]))
+            raise
 
-    def _evaluate(self, n_actors: int) -> tuple[float, list[dict[str, Any]], list[Reply]]:
-        """Evaluate the current policy with deterministic actions, as up to ``n_actors`` rollout functions."""
+    def _evaluate(self, n_actors: int, train: gather.Gathered) -> tuple[float, gather.Gathered]:
+        """Evaluate the current policy with deterministic actions, as up to ``n_actors`` rollout functions
+        (the mean is over the episodes of the slots that came back)."""
         episodes = self.cfg.eval_episodes
         slots = min(episodes, n_actors)
         per_slot = [episodes // slots + (1 if i < episodes % slots else 0) for i in range(slots)]
         ref = self._publish(version=self.round)  # evaluation runs after this round's update
-        requests = [self._request("eval", ref, i, episodes=k) for i, k in enumerate(per_slot)]
-        replies = self._invoke(requests)
-        returns = np.concatenate([r.arrays["episode_returns"] for r in replies])
-        if len(returns) != episodes:
-            raise InvocationError(f"evaluation returned {len(returns)} episodes, expected {episodes}")
-        return float(returns.mean()), requests, replies
+        got = self._gather(slots, lambda slot, attempt: self._request(
+            "eval", ref, slot, attempt, episodes=per_slot[slot]), lambda slot, r: _eval_returns(r, per_slot[slot]),
+            earlier=train)
+        return float(np.concatenate([got.results[slot] for slot in sorted(got.results)]).mean()), got  # slot order
+
+    def _invocation_rows(self, gathered: list[gather.Gathered]) -> list[dict[str, Any]]:
+        """The round's rows of invocations.csv: training before evaluation, by slot and attempt (then arrival)."""
+        pairs = sorted(((a, g) for g in gathered for a in g.attempts),
+                       key=lambda p: (p[0].request["kind"] != "train", p[0].slot, p[0].attempt))
+        return [self._invocation_row(a, g) for a, g in pairs]
+
+    def _invocation_row(self, attempt: gather.Attempt, got: gather.Gathered) -> dict[str, Any]:
+        """A row of invocations.csv: the record, the slot's seed and attempt, the gather status and, for an
+        accepted fragment, a digest of its arrays (a fault-free run of the same seed must show the same)."""
+        req, record = attempt.request, attempt.reply.record
+        accepted = attempt.status == gather.OK and req["kind"] == "train"
+        return {"round": self.round, **record.row(), "error": redact_text(record.error), "status": attempt.status,
+                "slot": attempt.slot,
+                "attempt": attempt.attempt, "seed": req["seed"], "fault": (req.get("fault") or {}).get("kind", ""),
+                "digest": fragment_digest(got.results[attempt.slot]) if accepted else ""}
 
     def _publish(self, version: int) -> str:
         """Publish the policy once per version (updates applied); evaluation and the next round share it."""
@@ -307,8 +368,12 @@ class Trainer:
             if (self.run_dir / "metrics.csv").exists():
                 raise ConfigError(f"run_dir {str(self.run_dir)!r} already holds a run; use --resume to continue "
                                   "it or choose another --run-dir")
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            config.dump(self.cfg, cfg_path)
+            try:
+                self.run_dir.mkdir(parents=True, exist_ok=True)
+                config.dump(self.cfg, cfg_path)
+            except OSError as exc:
+                raise ConfigError(f"run_dir: {str(self.run_dir)!r} cannot be written ({exc.strerror or exc}); "
+                                  "choose a writable directory") from exc
             return None
         if not cfg_path.exists():
             raise ConfigError(f"--resume: {str(self.run_dir)!r} holds no run (no config.yaml); check --run-dir")

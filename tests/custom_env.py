@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import gymnasium as gym
@@ -14,13 +15,16 @@ class CounterEnv(gym.Env):
 
     ``sleep_s`` > 0 makes every step sleep that long (a hung function for timeout tests);
     ``exit_code`` set makes the first step end the process with that code (a function that dies);
+    ``kill_parent`` makes the first step SIGKILL the process that started this one (on Lithops localhost:
+    the worker process that runs the calls, so the call's own process is orphaned and writes nothing);
     ``announce`` prints a line on every step (a chatty function).
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012 - gymnasium's class attribute
 
     def __init__(self, length: int = 10, sleep_s: float = 0.0, exit_code: int | None = None,
-                 announce: bool = False, render_mode: str | None = None) -> None:
+                 announce: bool = False, kill_parent: bool = False, render_mode: str | None = None) -> None:
+        self.kill_parent = kill_parent
         self.announce = announce
         self.length = int(length)
         self.sleep_s = float(sleep_s)
@@ -41,6 +45,9 @@ class CounterEnv(gym.Env):
     def step(self, action):
         if self.exit_code is not None:
             os._exit(self.exit_code)
+        if self.kill_parent:
+            os.kill(os.getppid(), signal.SIGKILL)
+            os._exit(1)
         if self.sleep_s > 0:
             time.sleep(self.sleep_s)
         if self.announce:
@@ -65,3 +72,12 @@ class BoxActionEnv(gym.Env):
 
 
 NOT_AN_ENV = 42  # an attribute that exists but is not an environment class
+
+
+class CarelessEnv(CounterEnv):
+    """Reads a credential from the environment variable ``MINIONSRL_TEST_SECRET`` (as envs should) and then
+    fails every step with an error that quotes it (as envs should not): minionsrl must not pass it on."""
+
+    def step(self, action):
+        secret = os.environ.get("MINIONSRL_TEST_SECRET", "")
+        raise RuntimeError(f"login failed: password={secret}, api_key: {secret}, Authorization: Bearer {secret}")

@@ -3,6 +3,7 @@ evaluation while training is in flight, every scaler, and APPO solving CartPole 
 
 from __future__ import annotations
 
+import csv
 import json
 from collections import deque
 from collections.abc import Iterable
@@ -125,13 +126,19 @@ def test_stale_policy_failures_are_resubmitted_with_the_newest_policy(tmp_path):
     # every fragment used came from a policy that was still published: lag is at most 1 here
     assert max(int(r["policy_lag_max"]) for r in rows) <= 1
     # the failed invocations are logged (and billed) too
-    with open(tmp_path / "run" / "invocations.csv") as fh:
-        statuses = [line.split(",") for line in fh.read().splitlines()[1:]]
-    assert any("error" in row for row in statuses)
+    with open(tmp_path / "run" / "invocations.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert failed and all(r["kind"] == "train" for r in failed)
+    # a retry keeps the slot's seed, under a new id
+    for r in failed:
+        retry = next(x for x in rows if x["slot"] == r["slot"] and int(x["attempt"]) == int(r["attempt"]) + 1
+                     and x["seed"] == r["seed"])
+        assert retry["invocation_id"] != r["invocation_id"]
 
 
 def test_a_slot_failing_repeatedly_fails_the_run(tmp_path):
-    with pytest.raises(InvocationError, match="failed 3 times in a row"):
+    with pytest.raises(InvocationError, match="failed 4 times in a row"):  # max_retries = 3
         make_trainer(_cfg(tmp_path), backend=ScriptedBackend(fail_train=True)).run()
 
 

@@ -132,7 +132,7 @@ def test_invocation_timeout_is_surfaced(make_backend):
     t0 = time.perf_counter()
     replies = backend.invoke(requests_for(ref, 1, spec=SLOW_COUNTER, steps=1000))  # 50 s if not stopped
     assert time.perf_counter() - t0 < 15
-    assert not replies[0].ok and "timed out" in replies[0].record.error
+    assert replies[0].record.status == "timeout" and "timed out" in replies[0].record.error
     assert replies[0].record.duration_s >= 1.0
 
 
@@ -201,3 +201,18 @@ def test_warm_instances_keep_their_environments(name, request):
         backend.close()
     warm = [r for r in second if r.record.instance_id in {f.record.instance_id for f in first}]
     assert warm and all(not r.meta["env_built"] and not r.record.cold for r in warm)
+
+
+def test_lithops_call_lost_with_its_worker_process_is_surfaced(request):
+    """On Lithops localhost a worker process that dies takes its current call with it, and no status is ever
+    written for that call: the backend notices when the job has ended instead of waiting forever."""
+    backend = _build("lithops", request)
+    try:
+        ref = backend.publish(snapshot(COUNTER))
+        requests = requests_for(ref, 3, spec=EnvSpec("custom_env:CounterEnv"))
+        requests[1]["env"] = EnvSpec("custom_env:CounterEnv", {"kill_parent": True}).to_json()  # only here!
+        replies = backend.invoke(requests, deadline_s=60)
+    finally:
+        backend.close()
+    assert [r.ok for r in replies] == [True, False, True]
+    assert "job ended without finishing this call" in replies[1].record.error

@@ -62,3 +62,11 @@ def test_bad_price_files_fail_with_one_line(tmp_path) -> None:
     bad.write_text("aws_lambda: {x86_usd_per_gb_s: -1}\n")
     with pytest.raises(ConfigError, match="aws_lambda"):
         load_prices(bad)
+
+
+def test_failed_invocation_without_timings_is_billed_for_the_time_it_ran() -> None:
+    pricing = FunctionPricing.of(load_prices(), "aws_lambda_x86")
+    cancelled = InvocationRecord("x", "train", duration_s=2.5, status="error", error="cancelled")
+    assert pricing.billed_seconds(cancelled) == pytest.approx(2.5)
+    finished = InvocationRecord("y", "train", run_s=0.5, duration_s=2.5)  # the platform bills its own time
+    assert pricing.billed_seconds(finished) == pytest.approx(0.5)

@@ -211,7 +211,7 @@ def test_invocation_timeout_kills_a_hung_instance(make_backend):
     elapsed = time.perf_counter() - t0
     assert elapsed < 10.0
     hung, ok = replies
-    assert hung.record.status == "error" and "timed out" in hung.record.error
+    assert hung.record.status == "timeout" and "timed out" in hung.record.error
     assert hung.record.invocation_id == "r1-train-0"
     assert hung.record.duration_s >= 1.0
     assert ok.ok

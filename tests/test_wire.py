@@ -397,3 +397,67 @@ def test_from_wire_rejects_out_of_range_discrete_actions(cart_arrays):
     arrays["actions"][0] = 7
     with pytest.raises(wire.WireError):
         Fragment.from_wire(arrays, meta, STEPS, CART_ARCH)
+
+
+# -- what a signed (authentic) fragment may not hold -----------------------------------------------------
+def test_from_wire_rejects_unexpected_arrays(cart_arrays):
+    arrays, meta = cart_arrays
+    arrays["payload"] = np.zeros(3, np.uint8)
+    with pytest.raises(wire.WireError, match="unexpected arrays"):
+        Fragment.from_wire(arrays, meta, STEPS, CART_ARCH)
+
+
+@pytest.mark.parametrize(("name", "bad"), [
+    ("episode_returns", lambda a: np.full_like(a, np.nan)),
+    ("episode_returns", lambda a: a.astype(np.float32)),
+    ("episode_lengths", lambda a: -a),
+    ("episode_lengths", lambda a: a.astype(np.float64)),
+])
+def test_from_wire_rejects_bad_episode_statistics(cart_arrays, name, bad):
+    arrays, meta = cart_arrays
+    arrays["episode_returns"], arrays["episode_lengths"] = np.array([12.0]), np.array([12])
+    Fragment.from_wire(arrays, meta, STEPS, CART_ARCH)  # well-formed as it stands
+    arrays[name] = bad(arrays[name])
+    with pytest.raises(wire.WireError, match="episode"):
+        Fragment.from_wire(arrays, meta, STEPS, CART_ARCH)
+
+
+def test_from_wire_rejects_a_fragment_of_another_policy_version(cart_arrays):
+    arrays, meta = cart_arrays
+    assert Fragment.from_wire(arrays, meta, STEPS, CART_ARCH, version=3).policy_version == 3
+    with pytest.raises(wire.WireError, match="policy version 3, expected 4"):
+        Fragment.from_wire(arrays, meta, STEPS, CART_ARCH, version=4)
+
+
+@pytest.mark.parametrize("carry", ["state", [1, 2], {"env": {}, "obs": [0.0]},
+                                   {"env": {}, "obs": [0.0], "ep_return": "x", "ep_length": 1, "disc_return": 0.0},
+                                   {"env": {}, "obs": [0.0], "ep_return": 1.0, "ep_length": True, "disc_return": 0}])
+def test_from_wire_rejects_malformed_carry(cart_arrays, carry):
+    arrays, meta = cart_arrays
+    with pytest.raises(wire.WireError, match="carry"):
+        Fragment.from_wire(arrays, {**meta, "carry": carry}, STEPS, CART_ARCH)
+
+
+_st_dtype = st.sampled_from(["F32", "F64", "I64", "I32", "U8", "BOOL", "F16", "BF16", "I8", "U64", "C64", "XYZ", 7])
+_st_shape = st.lists(st.integers(min_value=-2, max_value=2**40), max_size=3)
+_st_entry = st.fixed_dictionaries({"dtype": _st_dtype, "shape": _st_shape,
+                                   "data_offsets": st.lists(st.integers(min_value=-4, max_value=4096), max_size=3)})
+_st_name = st.sampled_from(["obs", "actions", "logprobs", "values", "rewards", "terminated", "truncated",
+                            "trunc_values", "last_value", "episode_returns", "episode_lengths", "x", "__metadata__"])
+
+
+@_FUZZ
+@given(header=st.dictionaries(_st_name, _st_entry, max_size=5), buffer=st.binary(max_size=512),
+       meta=st.one_of(st.none(), st.text(max_size=20), st.just('{"policy_version": 3}')))
+def test_fuzz_signed_random_headers_raise_only_wire_error(header, buffer, meta):
+    """An authentic message (right key) whose safetensors header is arbitrary: decoding and validation raise
+    WireError, or yield a fragment with the request's shapes — never another exception."""
+    if meta is not None:
+        header = {**header, "__metadata__": {"meta": meta}}
+    raw = json.dumps(header).encode()
+    body = struct.pack("<Q", len(raw)) + raw + buffer
+    try:
+        frag = _decode_fragment(_sign(body), CART_ARCH)
+    except wire.WireError:
+        return
+    assert frag.obs.shape == (STEPS, 4) and frag.obs.dtype == np.float32

@@ -31,7 +31,7 @@ class InvocationRecord:
     duration_s: float = 0.0  # dispatch to reply, as the caller saw it
     bytes_in: int = 0  # request + policy bytes the function fetched
     bytes_out: int = 0  # reply bytes
-    status: str = "ok"  # "ok" | "error"
+    status: str = "ok"  # "ok" | "error" | "timeout" (ran past the invocation timeout and was stopped)
     error: str = ""
 
     def row(self) -> dict[str, Any]:

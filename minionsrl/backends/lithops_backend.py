@@ -82,9 +82,11 @@ class LithopsBackend(RemoteBackend):
         super().__init__(key, invocation_timeout_s)
         try:
             from lithops import FunctionExecutor, Storage
+            from lithops.constants import JOBS_DIR
         except ImportError as exc:
             raise ConfigError("backend 'lithops' needs Lithops: pip install 'minionsrl[lithops]'") from exc
         self.localhost = config["lithops"]["backend"] == "localhost"
+        self._jobs_dir = Path(JOBS_DIR)  # where Lithops' localhost runner marks finished jobs
         if self.localhost and max_concurrency:
             config.setdefault("localhost", {})["worker_processes"] = max_concurrency
         self.max_concurrency = (config["localhost"].get("worker_processes", os.cpu_count() or 1) if self.localhost
@@ -124,39 +126,42 @@ class LithopsBackend(RemoteBackend):
             future.minionsrl_reply_key = reply_key
         return list(futures)
 
-    def _status(self, future: Any) -> dict[str, Any] | None:
-        """The call's status as Lithops' worker wrote it (JSON), or None while it runs."""
-        status = self._executor.internal_storage.get_call_status(future.executor_id, future.job_id, future.call_id)
-        return status if status and status.get("type") == "__end__" else None
-
     def _poll(self, handles: list[Any], timeout: float | None) -> list[tuple[Any, bytes | None, str]]:
         """Replies are found with one listing per poll; the calls' statuses, one read each, are checked
         only every ``status_interval_s``, to notice the calls that ended without a reply."""
         end = None if timeout is None else time.perf_counter() + timeout
         while True:
             present = set(self._storage.list_keys(self._bucket, f"{self._prefix}/reply-"))
-            ended: list[tuple[Any, dict[str, Any] | None]] = [
-                (f, None) for f in handles if f.minionsrl_reply_key + _DONE in present]
+            ended = [(f, "") for f in handles if f.minionsrl_reply_key + _DONE in present]
             now = time.perf_counter()
             if not ended and now - self._status_checked >= self.status_interval_s:
                 self._status_checked = now
-                statuses = self._statuses.map(self._status, handles)
-                ended = [(f, s) for f, s in zip(handles, statuses, strict=True) if s is not None]
+                ended = [(f, why) for f, why in zip(handles, self._statuses.map(self._why_ended, handles),
+                                                    strict=True) if why is not None]
             if ended or (end is not None and now >= end):
-                return [self._result(f, s) for f, s in ended]
+                return [self._result(f, why) for f, why in ended]
             time.sleep(self.poll_interval_s if end is None else min(self.poll_interval_s, max(0.0, end - now)))
 
-    def _result(self, future: Any, status: dict[str, Any] | None) -> tuple[Any, bytes | None, str]:
-        """The reply the function wrote (or why there is none); a status's pickled parts are never read."""
+    def _why_ended(self, future: Any) -> str | None:
+        """None while the call may still answer; else why it has no reply, should its reply be missing. Read
+        from the JSON status Lithops' worker wrote; on localhost, a job whose runner has finished (its
+        ``.done`` file) runs nothing more, so a call of it without a status was lost with a dead worker."""
+        status = self._executor.internal_storage.get_call_status(future.executor_id, future.job_id, future.call_id)
+        if status and status.get("type") == "__end__":
+            died = "the function died" if status.get("exception") else "the function wrote no reply"
+            return f"{died} (Lithops activation {status.get('activation_id', '?')})"
+        if self.localhost and (self._jobs_dir / f"{future.job_key}.done").exists():
+            return "the Lithops job ended without finishing this call (its worker process died)"
+        return None
+
+    def _result(self, future: Any, why: str) -> tuple[Any, bytes | None, str]:
+        """The reply the function wrote, or ``why`` there is none."""
         try:
             data = self._storage.get_object(self._bucket, future.minionsrl_reply_key)
             self._storage.delete_objects(self._bucket, [future.minionsrl_reply_key, future.minionsrl_reply_key + _DONE])
         except Exception:  # Lithops storage raises its own NoSuchKey per provider
             data = None
-        if data is not None:
-            return future, data, ""
-        died = "the function died" if (status or {}).get("exception") else "the function wrote no reply"
-        return future, None, f"{died} (Lithops activation {(status or {}).get('activation_id', '?')})"
+        return (future, data, "") if data is not None else (future, None, why or "the function wrote no reply")
 
     def _stop(self, handles: list[Any]) -> None:
         """Lithops cannot stop one call of a job; a job whose calls are all abandoned is stopped (localhost

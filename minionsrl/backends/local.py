@@ -190,7 +190,7 @@ class LocalBackend(Backend):
             if inst.task is not None and now - inst.task.sent > self.invocation_timeout_s:
                 replies.append(Reply(inst.task.record(
                     instance_id=inst.id, cold=inst.served == 0, duration_s=now - inst.task.sent,
-                    status="error", error=f"timed out after {self.invocation_timeout_s:g} s")))
+                    status="timeout", error=f"timed out after {self.invocation_timeout_s:g} s")))
                 self._stop(inst, kill=True)
         return replies
 

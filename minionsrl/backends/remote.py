@@ -72,15 +72,15 @@ class RemoteBackend(Backend):
     def cancel(self, ids: Iterable[str] | None = None) -> list[Reply]:
         wanted = None if ids is None else set(ids)
         chosen = [p for p in self._pending.values() if wanted is None or p.id in wanted]
-        return self._abandon(chosen, "cancelled")
+        return self._abandon(chosen, "cancelled", status="error")
 
     def _expire(self, now: float) -> list[Reply]:
         if self.invocation_timeout_s is None:
             return []
         late = [p for p in self._pending.values() if now - p.sent > self.invocation_timeout_s]
-        return self._abandon(late, f"timed out after {self.invocation_timeout_s:g} s")
+        return self._abandon(late, f"timed out after {self.invocation_timeout_s:g} s", status="timeout")
 
-    def _abandon(self, calls: list[Pending], error: str) -> list[Reply]:
+    def _abandon(self, calls: list[Pending], error: str, status: str) -> list[Reply]:
         """Stop ``calls`` and record each as failed, billed for the time it ran."""
         if not calls:
             return []
@@ -88,4 +88,4 @@ class RemoteBackend(Backend):
         now = time.perf_counter()
         for call in calls:
             del self._pending[call.handle]
-        return [Reply(p.record(duration_s=now - p.sent, status="error", error=error)) for p in calls]
+        return [Reply(p.record(duration_s=now - p.sent, status=status, error=error)) for p in calls]

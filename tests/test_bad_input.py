@@ -1,0 +1,39 @@
+"""Every bad input of bench/bad_input.py (the table in docs/RELIABILITY.md): exit code 2, one line on stderr
+naming the field, nothing started."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+
+import pytest
+from conftest import REPO_ROOT
+
+_spec = importlib.util.spec_from_file_location("bad_input", REPO_ROOT / "bench" / "bad_input.py")
+bad_input = sys.modules["bad_input"] = importlib.util.module_from_spec(_spec)  # dataclasses look it up there
+_spec.loader.exec_module(bad_input)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bad-input")
+    bad_input.prepare(path)
+    return path
+
+
+@pytest.mark.parametrize("case", bad_input.CASES, ids=lambda c: f"{c.field}:{' '.join(c.flags)[:40]}")
+def test_bad_input_is_one_line_naming_the_field(case, workdir):
+    before = sorted(p.name for p in workdir.iterdir())
+    rc, err = bad_input.run_case(case, workdir)
+    lines = err.strip().splitlines()
+    assert rc == 2, err
+    assert len(lines) == 1 and lines[0].startswith("minionsrl: error: "), err
+    names = {case.field, case.field.replace("_", "-"), "--" + case.field.replace("_", "-")}
+    if case.field in ("run_dir", "checkpoint"):
+        names |= {"--resume", "run_dir"}
+    assert any(n in lines[0] for n in names) or (case.field == "fault_*" and "fault_" in lines[0]), lines[0]
+    fix = r"; |use |must |needs? |is not one of|choose from|did you mean"
+    assert re.search(fix, lines[0]), f"no fix in: {lines[0]}"
+    assert sorted(p.name for p in workdir.iterdir() if p.name not in case.files) == \
+        [n for n in before if n not in case.files]  # no run directory left behind

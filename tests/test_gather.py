@@ -1,0 +1,161 @@
+"""The round's retry policy (minionsrl.gather) against a scripted backend: retries, de-duplication, deadline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from minionsrl import gather, wire
+from minionsrl.backends.base import Backend, InvocationRecord, Reply
+from minionsrl.errors import InvocationError
+from minionsrl.faults import DuplicatingBackend
+
+
+class ScriptedBackend(Backend):
+    """Answers each attempt as ``script(slot, attempt)`` says: "ok", "error", "timeout", "bad" (an ok reply that
+    fails validation), "twice" (delivered two times) or "never" (runs until cancelled)."""
+
+    name = "scripted"
+    key = b"s" * 32
+
+    def __init__(self, script) -> None:
+        self.script = script
+        self.ready: list[Reply] = []
+        self.running: dict[str, dict[str, Any]] = {}
+        self.submitted: list[dict[str, Any]] = []
+
+    def publish(self, policy_blob: bytes) -> str:
+        return "ref"
+
+    def submit(self, requests: list[dict[str, Any]]) -> None:
+        for req in requests:
+            self.submitted.append(req)
+            what = self.script(req["slot"], req["attempt"])
+            record = InvocationRecord(str(req["id"]), "train", run_s=0.1)
+            if what == "never":
+                self.running[str(req["id"])] = req
+                continue
+            if what in ("error", "timeout"):
+                record.status = "error" if what == "error" else "timeout"
+                record.error = "boom\n  (a second line)" if what == "error" else "timed out after 1 s"
+            arrays = {"x": np.array([req["slot"]])} if what != "bad" else {}
+            self.ready.extend([Reply(record, arrays)] * (2 if what == "twice" else 1))
+
+    def collect(self, timeout: float | None = None) -> list[Reply]:
+        if not self.ready:
+            if self.running and timeout is not None:
+                time.sleep(timeout)
+            return []
+        out, self.ready = self.ready, []
+        return out
+
+    def cancel(self, ids: Iterable[str] | None = None) -> list[Reply]:
+        out = [Reply(InvocationRecord(i, "train", status="error", error="cancelled")) for i in self.running]
+        self.running.clear()
+        return out
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.ready) + len(self.running)
+
+    def close(self) -> None:
+        pass
+
+
+def _request(slot: int, attempt: int) -> dict[str, Any]:
+    return {"id": f"s{slot}-a{attempt}", "kind": "train", "slot": slot, "attempt": attempt}
+
+
+def _validate(slot: int, reply: Reply) -> int:
+    if "x" not in reply.arrays:
+        raise wire.WireError("missing x")
+    return int(reply.arrays["x"][0])
+
+
+def _gather(script, slots: int = 4, **policy) -> tuple[gather.Gathered, ScriptedBackend]:
+    backend = ScriptedBackend(script)
+    return gather.gather(backend, slots, _request, _validate, gather.RetryPolicy(**policy)), backend
+
+
+def test_every_slot_ok_first_time():
+    got, backend = _gather(lambda s, a: "ok")
+    assert got.results == {0: 0, 1: 1, 2: 2, 3: 3} and got.lost == []
+    assert gather.fault_counts(got.attempts, 0) == {"failed": 0, "retried": 0, "timed_out": 0, "duplicates": 0,
+                                                   "lost": 0}
+    assert len(backend.submitted) == 4
+
+
+def test_failures_are_retried_until_they_succeed():
+    script = {(1, 0): "error", (1, 1): "timeout", (2, 0): "bad"}
+    got, backend = _gather(lambda s, a: script.get((s, a), "ok"), max_retries=3)
+    assert got.results == {0: 0, 1: 1, 2: 2, 3: 3} and got.lost == []
+    assert [(r["slot"], r["attempt"]) for r in backend.submitted[4:]] == [(1, 1), (2, 1), (1, 2)]
+    assert gather.fault_counts(got.attempts, 0) == {"failed": 3, "retried": 3, "timed_out": 1, "duplicates": 0,
+                                                   "lost": 0}
+    bad = next(a for a in got.attempts if a.slot == 2 and a.attempt == 0)
+    assert bad.status == gather.FAILED and "malformed reply: missing x" in bad.reply.record.error
+
+
+def test_retries_are_bounded_and_a_lost_slot_is_tolerated_above_the_fraction():
+    got, _ = _gather(lambda s, a: "error" if s == 3 else "ok", max_retries=2, min_fraction=0.75)
+    assert sorted(got.results) == [0, 1, 2] and got.lost == [3]
+    assert [a.attempt for a in got.attempts if a.slot == 3] == [0, 1, 2]  # 1 try + 2 retries, then given up
+
+
+def test_too_few_replies_fail_the_round_with_one_clear_line():
+    with pytest.raises(InvocationError, match=r"round: only 2 of 4 invocations succeeded, fewer than "
+                                              r"min_reply_fraction 0.75 .* s2-a0: boom") as info:
+        _gather(lambda s, a: "error" if s >= 2 else "ok", max_retries=0, min_fraction=0.75)
+    assert "\n" not in str(info.value)
+
+
+def test_duplicate_deliveries_are_discarded_but_kept_for_billing():
+    got, _ = _gather(lambda s, a: "twice" if s in (0, 2) else "ok")
+    assert got.results == {0: 0, 1: 1, 2: 2, 3: 3}
+    assert [a.status for a in got.attempts].count(gather.DUPLICATE) == 2
+    assert gather.fault_counts(got.attempts, 0)["duplicates"] == 2
+
+
+def test_round_deadline_cancels_stragglers_and_proceeds():
+    t0 = time.perf_counter()
+    got, _ = _gather(lambda s, a: "never" if s == 1 else "ok", deadline_s=0.3, min_fraction=0.5)
+    assert 0.3 <= time.perf_counter() - t0 < 2.0
+    assert sorted(got.results) == [0, 2, 3] and got.lost == [1]
+    straggler = next(a for a in got.attempts if a.slot == 1)
+    assert straggler.status == gather.CANCELLED and straggler.reply.record.error == "cancelled"
+    assert gather.fault_counts(got.attempts, len(got.lost))["timed_out"] == 1
+
+
+def test_round_deadline_with_too_few_replies_fails():
+    with pytest.raises(InvocationError, match="only 1 of 4"):
+        _gather(lambda s, a: "ok" if s == 0 else "never", deadline_s=0.2, min_fraction=0.5)
+
+
+def test_duplicating_backend_delivers_marked_requests_twice():
+    inner = ScriptedBackend(lambda s, a: "ok")
+    backend = DuplicatingBackend(inner)
+    reqs = [_request(s, 0) for s in range(3)]
+    reqs[1]["fault"] = {"kind": "duplicate"}
+    backend.submit(reqs)
+    replies = backend.collect()
+    assert [r.record.invocation_id for r in replies] == ["s0-a0", "s1-a0", "s1-a0", "s2-a0"]
+    assert replies[1].record is not replies[2].record  # billed twice, as two records
+    assert backend.in_flight == 0 and backend.key == inner.key
+
+
+def test_a_stray_reply_is_billed_and_ignored():
+    class Stray(ScriptedBackend):
+        def collect(self, timeout=None):
+            out = super().collect(timeout)
+            return [Reply(InvocationRecord("r0-train-9", "train", run_s=0.2), {"x": np.array([99])}), *out]
+
+    backend = Stray(lambda s, a: "ok")
+    got = gather.gather(backend, 2, _request, _validate, gather.RetryPolicy())
+    assert got.results == {0: 0, 1: 1}
+    stray = [a for a in got.attempts if a.status == gather.STRAY]
+    assert len(stray) == 1 and stray[0].reply.record.run_s == 0.2
+    assert gather.fault_counts(got.attempts, 0)["duplicates"] == 1
