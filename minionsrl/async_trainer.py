@@ -196,26 +196,39 @@ class AsyncTrainer(Trainer):
 
     def _evaluate(self, n_actors: int, train: gather.Gathered) -> tuple[float, gather.Gathered]:
         """Evaluation while training invocations stay in flight: submit, and route every reply that arrives
-        meanwhile, until each evaluation slot has answered (a failed one fails the run)."""
+        meanwhile, until each evaluation slot has a result (a failed slot is retried up to ``max_retries``)."""
         episodes = self.cfg.eval_episodes
         slots = min(episodes, n_actors)
         per_slot = [episodes // slots + (1 if i < episodes % slots else 0) for i in range(slots)]
         ref = self._publish(version=self.round)
-        requests = {slot: self._request("eval", ref, slot, 0, episodes=per_slot[slot]) for slot in range(slots)}
-        slot_of = {str(r["id"]): slot for slot, r in requests.items()}
-        self.backend.submit(list(requests.values()))
+        waiting: dict[str, tuple[int, int, dict[str, Any]]] = {}  # id -> (slot, attempt, request)
+
+        def submit(slot: int, attempt: int) -> None:
+            req = self._request("eval", ref, slot, attempt, episodes=per_slot[slot])
+            waiting[str(req["id"])] = (slot, attempt, req)
+            self.backend.submit([req])
+
+        for slot in range(slots):
+            submit(slot, 0)
         got = gather.Gathered({})
-        while len(got.attempts) < slots:
+        while len(got.results) < slots:
             for reply in self._route(self._collect()):
-                slot = slot_of.get(reply.record.invocation_id)
-                if slot is None or any(a.slot == slot for a in got.attempts):
-                    continue  # a late or repeated delivery of something else
+                if reply.record.invocation_id not in waiting:
+                    continue  # a late or repeated delivery of an earlier evaluation: nothing to learn from it
+                slot, attempt, req = waiting.pop(reply.record.invocation_id)
                 status = gather.FAILED
                 if reply.ok:
-                    got.results[slot], status = _eval_returns(reply, per_slot[slot]), gather.OK
-                got.attempts.append(gather.Attempt(slot, 0, requests[slot], reply, status))
-                if status != gather.OK:
-                    raise InvocationError(f"evaluation {reply.record.invocation_id} failed: {reply.record.error}")
+                    try:
+                        got.results[slot], status = _eval_returns(reply, per_slot[slot]), gather.OK
+                    except WireError as exc:
+                        reply.record.status, reply.record.error = "error", f"malformed reply: {exc}"
+                got.attempts.append(gather.Attempt(slot, attempt, req, reply, status))
+                if status == gather.OK:
+                    continue
+                if attempt >= self.retry.max_retries:
+                    raise InvocationError(f"evaluation slot {slot} failed {attempt + 1} times "
+                                          f"({reply.record.invocation_id}: {reply.record.error})")
+                submit(slot, attempt + 1)
         returns = np.concatenate([got.results[slot] for slot in sorted(got.results)])
         return float(returns.mean()), got
 

@@ -264,6 +264,11 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
         raise ConfigError(f"fault_*: the fault rates add up to {rates:g}; make their sum <= 1")
     if cfg.fault_hang > 0 and cfg.invocation_timeout_s is None and cfg.round_deadline_s is None:
         raise ConfigError("fault_hang: injected hangs need a deadline; set invocation_timeout_s or round_deadline_s")
+    if cfg.algo != "ppo" and cfg.round_deadline_s is not None:
+        raise ConfigError(f"round_deadline_s: {cfg.algo} has no round barrier (it updates once async_fragments "
+                          "have arrived); unset it, or bound each function with invocation_timeout_s")
+    if cfg.algo != "ppo" and cfg.fault_hang > 0 and cfg.invocation_timeout_s is None:
+        raise ConfigError("fault_hang: injected hangs need invocation_timeout_s with an asynchronous algo")
     if require_stop and cfg.total_timesteps is None and cfg.max_rounds is None and cfg.target_return is None:
         raise ConfigError("set total_timesteps, max_rounds or target_return so that the run can end")
 

@@ -221,3 +221,23 @@ def test_impala_takes_one_step_per_group_of_whole_fragments(tmp_path, minibatch,
     trainer.run()
     state = trainer.ppo.optimizer.state[next(iter(trainer.policy.parameters()))]
     assert int(state["step"]) == 3 * steps_per_update
+
+
+def test_a_round_deadline_is_refused_for_asynchronous_learners():
+    from minionsrl import config
+
+    with pytest.raises(config.ConfigError, match="round_deadline_s: appo has no round barrier"):
+        config.validate(config.build({"algo": "appo", "round_deadline_s": 5.0, "max_rounds": 1}))
+    config.validate(config.build({"algo": "ppo", "round_deadline_s": 5.0, "max_rounds": 1}))
+
+
+def test_injected_faults_are_retried_with_the_same_seed(tmp_path):
+    backend = ScriptedBackend()
+    make_trainer(_cfg(tmp_path, max_rounds=4, fault_raise=0.3, fault_seed=3), backend=backend).run()
+    with open(tmp_path / "run" / "invocations.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert failed and all(r["fault"] == "raise" for r in failed)
+    retried = [r for r in rows if int(r["attempt"]) > 0]
+    assert retried and all(any(f["seed"] == r["seed"] and f["slot"] == r["slot"] for f in failed) for r in retried)
+    assert len(read_metrics(tmp_path / "run")) == 4
