@@ -216,3 +216,16 @@ def test_lithops_call_lost_with_its_worker_process_is_surfaced(request):
         backend.close()
     assert [r.ok for r in replies] == [True, False, True]
     assert "job ended without finishing this call" in replies[1].record.error
+
+
+def test_a_policy_outlives_a_newer_publish_while_invocations_use_it(make_backend):
+    """Asynchronous learners publish while invocations of the previous version are queued or running."""
+    backend = make_backend()
+    old = backend.publish(snapshot(COUNTER))
+    backend.submit(requests_for(old, 4, spec=EnvSpec("custom_env:CounterEnv", {"sleep_s": 0.02})))
+    backend.publish(snapshot(COUNTER, version=1))  # 2 of the 4 are still queued (concurrency 2)
+    replies: list = []
+    while backend.in_flight:
+        replies += backend.collect(timeout=60)
+    assert sorted(_ids(replies)) == [f"r1-train-{i}" for i in range(4)]
+    assert all(r.ok for r in replies), [r.record.error for r in replies if not r.ok]

@@ -95,6 +95,14 @@ class Pending:
                                 **fields)
 
 
+def retire_policies(published: list[str], in_use: set[str]) -> list[str]:
+    """Take out of ``published`` (oldest first) the policy references that no invocation in flight uses and
+    that are not the newest; return them, for the backend to delete."""
+    retired = [ref for ref in published[:-1] if ref not in in_use]
+    published[:] = [ref for ref in published if ref not in retired]
+    return retired
+
+
 def earliest(*timeouts: float | None) -> float | None:
     """The smallest of the given timeouts (None: no limit), never negative."""
     given = [t for t in timeouts if t is not None]

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from minionsrl import rollout
+from minionsrl.backends.base import Reply, retire_policies
 from minionsrl.backends.remote import RemoteBackend
 from minionsrl.errors import ConfigError
 
@@ -100,19 +101,27 @@ class LithopsBackend(RemoteBackend):
         self._storage = Storage(config=config)
         self._bucket = self._storage.bucket
         self._prefix = f"minionsrl/{self._executor.executor_id}"
-        self._policy_key: str | None = None
+        self._policies: list[str] = []  # policy keys in storage, oldest first
         self._statuses = concurrent.futures.ThreadPoolExecutor(max_workers=16)  # a status read is a GET
 
     def publish(self, policy_blob: bytes) -> str:
-        """Write the round's policy to storage once; the previous one is deleted (no call still needs it
-        once the round that used it has ended)."""
+        """Write the round's policy to storage once; earlier ones are deleted once no call in flight uses them."""
         self.publishes += 1
         key = f"{self._prefix}/policy-{self.publishes}"
         self._storage.put_object(self._bucket, key, policy_blob)
-        if self._policy_key is not None and not self._pending:
-            self._storage.delete_object(self._bucket, self._policy_key)
-        self._policy_key = key
+        self._policies.append(key)
+        self._retire_policies()
         return key
+
+    def collect(self, timeout: float | None = None) -> list[Reply]:
+        replies = super().collect(timeout)
+        self._retire_policies()
+        return replies
+
+    def _retire_policies(self) -> None:
+        retired = retire_policies(self._policies, {str(p.request["policy"]) for p in self._pending.values()})
+        if retired:
+            self._storage.delete_objects(self._bucket, retired)
 
     def _start(self, payloads: list[bytes]) -> list[Any]:
         reply_keys = [f"{self._prefix}/reply-{uuid.uuid4().hex}" for _ in payloads]

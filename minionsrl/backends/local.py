@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from minionsrl.backends import local_worker
-from minionsrl.backends.base import Backend, Pending, Reply, earliest, make_reply
+from minionsrl.backends.base import Backend, Pending, Reply, earliest, make_reply, retire_policies
 
 _WORKER_MODULE = "minionsrl.backends.local_worker"
 
@@ -62,7 +62,7 @@ class LocalBackend(Backend):
         self._instances: list[_Instance] = []
         self._queue: deque[Pending] = deque()
         self._next_instance = 0
-        self._policy_path: Path | None = None
+        self._policies: list[str] = []  # published policy files still on disk, oldest first
         self.instances_started = 0
         self.instances_reaped = 0
         self.publishes = 0
@@ -75,9 +75,8 @@ class LocalBackend(Backend):
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(policy_blob)
         tmp.replace(path)
-        if self._policy_path is not None:
-            self._policy_path.unlink(missing_ok=True)  # no invocation of the old round is in flight
-        self._policy_path = path
+        self._policies.append(str(path))
+        self._retire_policies()
         return str(path)
 
     # -- invoking --------------------------------------------------------------------------------
@@ -107,6 +106,7 @@ class LocalBackend(Backend):
                 break
         if not self.in_flight:
             self._absorb_ready()
+        self._retire_policies()
         return replies
 
     def cancel(self, ids: Iterable[str] | None = None) -> list[Reply]:
@@ -121,6 +121,12 @@ class LocalBackend(Backend):
                                                   error="cancelled")))
             self._stop(inst, kill=True)
         return replies
+
+    def _retire_policies(self) -> None:
+        """Delete the policy files of earlier versions once no queued or running invocation refers to them."""
+        tasks = [*self._queue, *(i.task for i in self._instances if i.task is not None)]
+        for ref in retire_policies(self._policies, {str(t.request["policy"]) for t in tasks}):
+            Path(ref).unlink(missing_ok=True)
 
     def _absorb_ready(self) -> None:
         """Read READY from instances that finished starting meanwhile, so they can be reaped and reused."""
