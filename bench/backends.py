@@ -1,4 +1,4 @@
-"""Benchmark 4: the backends side by side — per-round overhead and steps/s on Hopper-v5 at 8 and 32
+"""Benchmark 7: the backends side by side — per-round overhead and steps/s on Hopper-v5 at 8 and 32
 actors, and ``minionsrl scale`` (1..64 concurrent invocations) on each backend.
 
 Training: for each repetition, actor count and backend (interleaved, so all see the same background
@@ -96,7 +96,7 @@ def render(train: list[dict[str, Any]], scale: dict[str, list[dict[str, Any]]], 
     scale_table = markdown_table(["backend", "concurrent invocations", "cold round s", "warm round s",
                                   "ideal s (work / cores)", "overhead s", "overhead per invocation ms"],
                                  scale_rows, digits=[0, 0, 2, 2, 2, 3, 1])
-    return f"""## 4. Backends side by side: local, Ray, Lithops (Hopper-v5)
+    return f"""## 7. Backends side by side: local, Ray, Lithops (Hopper-v5)
 
 Every backend runs on this one machine with the same concurrency ({cores}, one instance per core):
 `local` (worker processes), `ray` (a local Ray cluster started by the run; Ray tasks, policy in the

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 DOC = ROOT / "docs" / "BENCHMARKS.md"
 PYTHON = sys.executable
-SECTIONS = ("cartpole", "hopper", "sampling", "backends", "cnn_runtime", "async_algos", "pong")  # order in the doc
+SECTIONS = ("cartpole", "hopper", "sampling", "cnn_runtime", "async_algos", "pong", "backends")  # order in the doc
 
 _DOC_INTRO = """# Benchmarks
 
