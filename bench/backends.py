@@ -14,7 +14,6 @@ Scale: ``minionsrl scale --backend B --max-actors 64`` per backend, its table as
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import shutil
 import statistics
@@ -40,13 +39,13 @@ def train_once(backend: str, n: int, steps: int, rounds: int, cores: int) -> dic
                     "--no-progress", "--no-tensorboard", "--run-dir", str(run_dir)],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     process_s = time.perf_counter() - t0
-    with open(run_dir / "metrics.csv") as f:
-        metrics = list(csv.DictReader(f))
-    with open(run_dir / "invocations.csv") as f:
-        work: dict[int, float] = {}
-        for row in csv.DictReader(f):
-            if row["kind"] == "train":
-                work[int(row["round"])] = work.get(int(row["round"]), 0.0) + float(row["init_s"]) + float(row["run_s"])
+    from minionsrl.metrics import read_metrics, read_rows
+
+    metrics = read_metrics(run_dir)
+    work: dict[int, float] = {}
+    for row in read_rows(run_dir / "invocations.csv"):
+        if row["kind"] == "train":
+            work[int(row["round"])] = work.get(int(row["round"]), 0.0) + float(row["init_s"]) + float(row["run_s"])
     measured = metrics[1:-1]  # not the cold first round, not the evaluating last one
     per_round = [{"round_s": float(m["round_s"]), "sample_s": float(m["sample_s"]), "learn_s": float(m["learn_s"]),
                   "ideal_s": work[int(m["round"])] / min(n, cores)} for m in measured]
@@ -63,8 +62,9 @@ def scale_once(backend: str, max_actors: int, steps: int, cores: int) -> list[di
     subprocess.run([MINIONSRL, "scale", "--env-id", ENV, "--backend", backend, "--max-actors", str(max_actors),
                     "--steps", str(steps), "--repeats", "2", "--max-concurrency", str(cores), "--out", str(out)],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with open(out / "scale.csv") as f:
-        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    from minionsrl.metrics import read_rows
+
+    return [{k: float(v) for k, v in row.items()} for row in read_rows(out / "scale.csv")]
 
 
 def render(train: list[dict[str, Any]], scale: dict[str, list[dict[str, Any]]], args: argparse.Namespace,

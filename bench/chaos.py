@@ -19,7 +19,6 @@ The table goes into docs/RELIABILITY.md (section ``chaos``); the runs stay in be
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import shutil
@@ -34,7 +33,7 @@ import torch
 from common import OUT, PYTHON, ROOT, log, markdown_table, provenance, write_section
 
 from minionsrl import checkpoint
-from minionsrl.metrics import LEARNING_COLUMNS
+from minionsrl.metrics import LEARNING_COLUMNS, read_rows
 
 DOC = ROOT / "docs" / "RELIABILITY.md"
 # how the fault rate is split over the kinds (shares of --fault-rate)
@@ -42,11 +41,7 @@ MIX = {"raise": 0.25, "kill": 0.25, "malformed": 0.2, "duplicate": 0.2, "hang": 
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
-    try:
-        with open(path, newline="") as fh:
-            return list(csv.DictReader(fh))
-    except FileNotFoundError:
-        return []
+    return read_rows(path, missing_ok=True)
 
 
 def _flags(args: argparse.Namespace, faults: bool) -> list[str]:

@@ -109,7 +109,17 @@ def _prepare_csv(path: Path, columns: list[str], resume_round: int | None) -> No
     tmp.replace(path)
 
 
+def read_rows(path: str | Path, missing_ok: bool = False) -> list[dict[str, str]]:
+    """Rows of a CSV file as dicts of strings; ``[]`` for a file not written yet if ``missing_ok``."""
+    try:
+        with open(path, newline="") as fh:
+            return list(csv.DictReader(fh))
+    except FileNotFoundError:
+        if missing_ok:
+            return []
+        raise
+
+
 def read_metrics(run_dir: str | Path) -> list[dict[str, str]]:
     """Rows of a run's ``metrics.csv`` as dicts of strings."""
-    with open(Path(run_dir) / "metrics.csv", newline="") as fh:
-        return list(csv.DictReader(fh))
+    return read_rows(Path(run_dir) / "metrics.csv")

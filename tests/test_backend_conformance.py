@@ -4,7 +4,6 @@ thing on every backend."""
 
 from __future__ import annotations
 
-import csv
 import time
 from collections import Counter
 
@@ -16,6 +15,7 @@ from minionsrl.backends.base import Backend
 from minionsrl.config import TrainConfig
 from minionsrl.envs import EnvSpec
 from minionsrl.fragment import Fragment
+from minionsrl.metrics import LEARNING_COLUMNS, read_metrics
 from minionsrl.trainer import Trainer
 
 BACKENDS = ["local", "ray", "lithops"]
@@ -164,13 +164,8 @@ def test_submit_collect_and_cancel(make_backend):
     assert [r.ok for r in replies] == [True]
 
 
-LEARNING = ("round", "env_steps", "n_actors", "train_return_mean", "episodes", "policy_loss", "value_loss",
-            "entropy", "approx_kl", "clipfrac", "explained_variance", "eval_return_mean")
-
-
 def _curve(run_dir) -> list[tuple[str, ...]]:
-    with open(run_dir / "metrics.csv") as f:
-        return [tuple(row[k] for k in LEARNING) for row in csv.DictReader(f)]
+    return [tuple(row[k] for k in LEARNING_COLUMNS) for row in read_metrics(run_dir)]
 
 
 def test_same_seed_same_learning_on_every_backend(tmp_path, request):
@@ -183,7 +178,7 @@ def test_same_seed_same_learning_on_every_backend(tmp_path, request):
                           eval_every=2, eval_episodes=2, max_concurrency=2)
         Trainer(cfg).run()
         curves[name] = _curve(tmp_path / name)
-    assert len(curves["local"]) == 3 and np.isfinite(float(curves["local"][-1][5]))
+    assert len(curves["local"]) == 3 and np.isfinite(float(curves["local"][-1][LEARNING_COLUMNS.index("policy_loss")]))
     assert curves["ray"] == curves["local"]
     assert curves["lithops"] == curves["local"]
 

@@ -4,7 +4,6 @@ stay consistent (no duplicate or missing rounds, ledger totals equal to the sum 
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import signal
@@ -17,7 +16,7 @@ import pytest
 import torch
 
 from minionsrl import checkpoint, cli
-from minionsrl.metrics import LEARNING_COLUMNS, read_metrics
+from minionsrl.metrics import LEARNING_COLUMNS, read_metrics, read_rows
 
 ROUNDS = 12
 FLAGS = ["--env-id", "CartPole-v1", "--seed", "3", "--actors", "4", "--fragment-length", "64", "--hidden-sizes",
@@ -29,11 +28,7 @@ FLAGS = ["--env-id", "CartPole-v1", "--seed", "3", "--actors", "4", "--fragment-
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
-    try:
-        with open(path, newline="") as fh:
-            return list(csv.DictReader(fh))
-    except FileNotFoundError:
-        return []
+    return read_rows(path, missing_ok=True)
 
 
 def _wait_for(condition, proc: subprocess.Popen, what: str, timeout: float = 120.0) -> None:
