@@ -81,14 +81,20 @@ class RayBackend(RemoteBackend):
         if not ready:
             return []
         ready, _ = ray.wait(handles, num_returns=len(handles), timeout=0)  # and all others already done
-        ended = []
-        for ref in ready:
-            try:
-                data = ray.get(ref)
-                ended.append((ref, data if isinstance(data, bytes) else None, ""))
-            except ray.exceptions.RayError as exc:  # the worker died, or the task was cancelled
-                ended.append((ref, None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
-        return ended
+        try:
+            return [(ref, data if isinstance(data, bytes) else None, "") for ref, data in zip(
+                ready, ray.get(ready), strict=True)]  # one call for all: the common case
+        except ray.exceptions.RayError:
+            return [self._get_one(ref) for ref in ready]
+
+    def _get_one(self, ref: Any) -> tuple[Any, bytes | None, str]:
+        """One task's result, or the platform's error (the worker died, or the task was cancelled)."""
+        ray = self._ray
+        try:
+            data = ray.get(ref)
+            return ref, data if isinstance(data, bytes) else None, ""
+        except ray.exceptions.RayError as exc:
+            return ref, None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
     def _stop(self, handles: list[Any]) -> None:
         for ref in handles:
