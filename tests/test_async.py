@@ -183,7 +183,8 @@ def test_resume_keeps_the_per_slot_call_counters(tmp_path):
 
 @pytest.mark.slow
 def test_appo_solves_cartpole(tmp_path):
-    cfg = TrainConfig(env_id="CartPole-v1", algo="appo", target_return=500, total_timesteps=200_000, seed=1,
+    # asynchronous runs depend on arrival order, so steps to solve vary (62k-182k seen): a generous budget
+    cfg = TrainConfig(env_id="CartPole-v1", algo="appo", target_return=475, total_timesteps=500_000, seed=1,
                       progress=False, tensorboard=False, run_dir=str(tmp_path / "run"))
     summary = make_trainer(cfg).run()
     assert summary["best_eval_return"] >= 475, summary

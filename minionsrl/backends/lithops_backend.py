@@ -119,7 +119,7 @@ class LithopsBackend(RemoteBackend):
         return replies
 
     def _retire_policies(self) -> None:
-        retired = retire_policies(self._policies, {str(p.request["policy"]) for p in self._pending.values()})
+        retired = retire_policies(self._policies, {str(p.request.get("policy")) for p in self._pending.values()})
         if retired:
             self._storage.delete_objects(self._bucket, retired)
 

@@ -125,7 +125,7 @@ class LocalBackend(Backend):
     def _retire_policies(self) -> None:
         """Delete the policy files of earlier versions once no queued or running invocation refers to them."""
         tasks = [*self._queue, *(i.task for i in self._instances if i.task is not None)]
-        for ref in retire_policies(self._policies, {str(t.request["policy"]) for t in tasks}):
+        for ref in retire_policies(self._policies, {str(t.request.get("policy")) for t in tasks}):
             Path(ref).unlink(missing_ok=True)
 
     def _absorb_ready(self) -> None:
