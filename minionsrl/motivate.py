@@ -27,7 +27,7 @@ COLUMNS = ["round", "convexity_ratio", "gns", "eval_base", "eval_boost", "gain"]
 
 def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> dict[str, Any]:
     """Train one round from ``ckpt`` with ``actors`` actors in a scratch copy; return its metrics row."""
-    from minionsrl.trainer import Trainer
+    from minionsrl.trainer import make_trainer
 
     saved = config.build(config.load_yaml(run_dir / "config.yaml"))
     round_idx = int(ckpt.stem.split("-")[1])
@@ -38,7 +38,7 @@ def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> di
         Path(tmp, "checkpoints").mkdir()
         shutil.copy(ckpt, Path(tmp, "checkpoints", "latest.pt"))
         config.dump(cfg, Path(tmp, "config.yaml"))
-        trainer = Trainer(cfg, resume=True)
+        trainer = make_trainer(cfg, resume=True)  # an APPO/IMPALA run boosts its invocations in flight
         trainer.run()
         return trainer.last_row
 

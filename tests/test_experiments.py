@@ -18,7 +18,7 @@ from minionsrl.metrics import LEARNING_COLUMNS, read_metrics
 from minionsrl.motivate import run_motivate
 from minionsrl.scale import run_scale
 from minionsrl.scheduler import MinionsScaler, SchedulerAgent, load_agent, save_agent, train_scheduler
-from minionsrl.trainer import Trainer
+from minionsrl.trainer import Trainer, make_trainer
 
 
 def _cfg(tmp_path, **changes) -> TrainConfig:
@@ -102,8 +102,9 @@ def test_scale_measures_every_count(tmp_path) -> None:
         assert len(list(csv.DictReader(fh))) == 3
 
 
-def test_motivate_correlates_gain_with_the_ratio(tmp_path) -> None:
-    Trainer(_cfg(tmp_path, max_rounds=6, keep_checkpoints_every=2)).run()
+@pytest.mark.parametrize("algo", ["ppo", "appo"])
+def test_motivate_correlates_gain_with_the_ratio(tmp_path, algo) -> None:
+    make_trainer(_cfg(tmp_path, max_rounds=6, keep_checkpoints_every=2, algo=algo)).run()
     result = run_motivate(tmp_path / "run", base=2, boost=8, eval_episodes=2, out_dir=tmp_path / "mot")
     assert result["checkpoints"] == 3
     assert -1.0 <= result["spearman"] <= 1.0 or result["spearman"] != result["spearman"]
