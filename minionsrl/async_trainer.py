@@ -31,7 +31,6 @@ from minionsrl.impala import learner_loss, vtrace_batch
 from minionsrl.ppo import Batch
 from minionsrl.scalers import Scaler
 from minionsrl.trainer import Trainer, _eval_returns
-from minionsrl.wire import WireError
 
 
 class AsyncTrainer(Trainer):
@@ -147,7 +146,8 @@ class AsyncTrainer(Trainer):
                 continue
             self.seen.add(rid)
             slot, attempt, request = self.flying.pop(rid)
-            frag, status = self._accept(reply)
+            frag, status = gather.accept(reply, lambda r: Fragment.from_wire(
+                r.arrays, r.meta, self.cfg.fragment_length, self.arch))  # any policy version: lag is expected
             record = gather.Gathered({slot: frag} if frag is not None else {},
                                      [gather.Attempt(slot, attempt, request, reply, status)])
             if frag is None:
@@ -170,15 +170,6 @@ class AsyncTrainer(Trainer):
         self._top_up()
         return others
 
-    def _accept(self, reply: Reply) -> tuple[Fragment | None, str]:
-        """The reply's fragment (any policy version: lag is expected) and its status in invocations.csv."""
-        if reply.ok:
-            try:
-                return Fragment.from_wire(reply.arrays, reply.meta, self.cfg.fragment_length, self.arch), gather.OK
-            except WireError as exc:  # authentic but malformed: a failed attempt like any other
-                reply.record.status, reply.record.error = "error", f"malformed reply: {exc}"
-        return None, gather.TIMED_OUT if reply.record.status == "timeout" else gather.FAILED
-
     def _collect(self) -> list[Reply]:
         """The next replies; a backend with nothing in flight cannot deliver what the learner waits for."""
         if not self.backend.in_flight:
@@ -186,20 +177,14 @@ class AsyncTrainer(Trainer):
         return self.backend.collect(timeout=None)
 
     def _cancel_in_flight(self) -> gather.Gathered:
-        cancelled = gather.Gathered({})
-        for reply in self.backend.cancel(list(self.flying)) if self.flying else []:
-            slot, attempt, request = self.flying.pop(reply.record.invocation_id)
-            reply.record.status = "error"
-            cancelled.attempts.append(gather.Attempt(slot, attempt, request, reply, gather.CANCELLED))
+        cancelled = gather.Gathered({}, gather.cancelled(self.backend, self.flying) if self.flying else [])
         self.flying.clear()
         return cancelled
 
     def _evaluate(self, n_actors: int, train: gather.Gathered) -> tuple[float, gather.Gathered]:
         """Evaluation while training invocations stay in flight: submit, and route every reply that arrives
         meanwhile, until each evaluation slot has a result (a failed slot is retried up to ``max_retries``)."""
-        episodes = self.cfg.eval_episodes
-        slots = min(episodes, n_actors)
-        per_slot = [episodes // slots + (1 if i < episodes % slots else 0) for i in range(slots)]
+        per_slot = self._eval_split(n_actors)
         ref = self._publish(version=self.round)
         waiting: dict[str, tuple[int, int, dict[str, Any]]] = {}  # id -> (slot, attempt, request)
 
@@ -208,20 +193,17 @@ class AsyncTrainer(Trainer):
             waiting[str(req["id"])] = (slot, attempt, req)
             self.backend.submit([req])
 
-        for slot in range(slots):
+        for slot in range(len(per_slot)):
             submit(slot, 0)
         got = gather.Gathered({})
-        while len(got.results) < slots:
+        while len(got.results) < len(per_slot):
             for reply in self._route(self._collect()):
                 if reply.record.invocation_id not in waiting:
                     continue  # a late or repeated delivery of an earlier evaluation: nothing to learn from it
                 slot, attempt, req = waiting.pop(reply.record.invocation_id)
-                status = gather.FAILED
-                if reply.ok:
-                    try:
-                        got.results[slot], status = _eval_returns(reply, per_slot[slot]), gather.OK
-                    except WireError as exc:
-                        reply.record.status, reply.record.error = "error", f"malformed reply: {exc}"
+                returns, status = gather.accept(reply, lambda r, s=slot: _eval_returns(r, per_slot[s]))
+                if status == gather.OK:
+                    got.results[slot] = returns
                 got.attempts.append(gather.Attempt(slot, attempt, req, reply, status))
                 if status == gather.OK:
                     continue

@@ -104,7 +104,9 @@ def gather(backend: Backend, slots: int, make_request: Callable[[int, int], dict
                 out.attempts.append(Attempt(slot, attempt, request, reply, DUPLICATE))
                 continue
             seen.add(rid)
-            status = _accept(out, slot, reply, validate)
+            result, status = accept(reply, lambda r, s=slot: validate(s, r))
+            if status == OK:
+                out.results[slot] = result
             out.attempts.append(Attempt(slot, attempt, request, reply, status))
             if status == OK:
                 open_slots.discard(slot)
@@ -115,11 +117,9 @@ def gather(backend: Backend, slots: int, make_request: Callable[[int, int], dict
                 out.lost.append(slot)
         if retry:
             submit(retry)
-    for reply in backend.cancel() if backend.in_flight else []:  # stragglers past the round deadline
-        slot, attempt, request = sent[reply.record.invocation_id]
-        reply.record.status = "error"
-        out.attempts.append(Attempt(slot, attempt, request, reply, CANCELLED))
-        out.lost.append(slot)
+    stragglers = cancelled(backend, sent) if backend.in_flight else []  # still running past the round deadline
+    out.attempts.extend(stragglers)
+    out.lost.extend(a.slot for a in stragglers)
     out.lost.extend(sorted(open_slots - set(out.lost)))  # a backend that dropped an invocation without a reply
     out.lost.sort()
     if len(out.results) < policy.min_fraction * slots or not out.results:
@@ -131,12 +131,21 @@ def gather(backend: Backend, slots: int, make_request: Callable[[int, int], dict
     return out
 
 
-def _accept(out: Gathered, slot: int, reply: Reply, validate: Callable[[int, Reply], Any]) -> str:
-    """Validate a first delivery; return its status (the result is stored when it is usable)."""
+def accept(reply: Reply, validate: Callable[[Reply], Any]) -> tuple[Any, str]:
+    """A first delivery's result (``None`` unless ``validate`` accepts an ok reply) and its status; an
+    authentic but malformed reply becomes a failed attempt like any other."""
     if reply.ok:
         try:
-            out.results[slot] = validate(slot, reply)
-            return OK
-        except WireError as exc:  # authentic but malformed: a failed attempt like any other
+            return validate(reply), OK
+        except WireError as exc:
             reply.record.status, reply.record.error = "error", f"malformed reply: {exc}"
-    return TIMED_OUT if reply.record.status == "timeout" else FAILED
+    return None, TIMED_OUT if reply.record.status == "timeout" else FAILED
+
+
+def cancelled(backend: Backend, sent: dict[str, tuple[int, int, dict[str, Any]]]) -> list[Attempt]:
+    """Cancel the backend's invocations in ``sent`` (id -> slot, attempt, request): billed, never learned from."""
+    attempts = []
+    for reply in backend.cancel(list(sent)):
+        slot, attempt, request = sent[reply.record.invocation_id]
+        attempts.append(Attempt(slot, attempt, request, reply, CANCELLED))
+    return attempts

@@ -40,16 +40,22 @@ _SERVED = [0]  # invocations this instance has answered: 0 means this one is its
 
 
 class _ObsNormalizer:
-    """Frozen normalisation with the round's published statistics (identity when disabled)."""
+    """Frozen normalisation with the round's published statistics (float32 identity when disabled); image
+    stacks pass through as they come (uint8: the network scales them)."""
 
-    def __init__(self, snapshot: PolicySnapshot) -> None:
+    def __init__(self, snapshot: PolicySnapshot, image: bool) -> None:
         self.enabled = snapshot.obs_mean is not None
+        self.image = image
+        if image and self.enabled:
+            raise ValueError("image observations are not normalised with running statistics")
         if self.enabled:
             self.mean = snapshot.obs_mean
             self.inv_std = 1.0 / np.sqrt(snapshot.obs_var + 1e-8)
             self.clip = snapshot.clip_obs
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
+        if self.image:
+            return obs
         if not self.enabled:
             return np.asarray(obs, dtype=np.float32)
         return np.clip((obs - self.mean) * self.inv_std, -self.clip, self.clip).astype(np.float32)
@@ -70,9 +76,7 @@ def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: 
     """
     arch = policy.arch
     rng = np.random.default_rng(seed)
-    normalize = _ObsNormalizer(snapshot)
-    if arch.image and normalize.enabled:
-        raise ValueError("image observations are not normalised with running statistics")
+    normalize = _ObsNormalizer(snapshot, arch.image)
     # Noise for the whole fragment in one call: Gaussian for continuous, Gumbel-max for discrete.
     noise = rng.gumbel(size=(steps, arch.action_dim)) if arch.discrete else rng.standard_normal(
         (steps, arch.action_dim))
@@ -82,7 +86,6 @@ def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: 
         high = np.asarray(env.action_space.high, dtype=np.float32)
 
     # Image stacks are stored as they come (uint8, one write per step); vectors normalised to float32.
-    prepare = (lambda o: o) if arch.image else normalize
     obs_buf = np.empty((steps, *arch.step_obs_shape), dtype=np.uint8 if arch.image else np.float32)
     raw_obs = np.empty((steps, arch.obs_dim), dtype=np.float64) if normalize.enabled else None
     heads = np.empty((steps, arch.action_dim), dtype=np.float32)
@@ -105,7 +108,7 @@ def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: 
     for t in range(steps):
         if raw_obs is not None:
             raw_obs[t] = obs
-        x = prepare(obs)
+        x = normalize(obs)
         head, value = policy.forward(x)
         obs_buf[t], heads[t], values[t] = x, head, value
         if arch.discrete:
@@ -124,14 +127,14 @@ def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: 
         if term or trunc:
             terminated[t], truncated[t] = term, trunc and not term
             if truncated[t]:
-                trunc_values[t] = policy.forward(prepare(obs))[1]
+                trunc_values[t] = policy.forward(normalize(obs))[1]
             disc = 0.0
             if info.get("game_over", True):
                 ep_returns.append(ep_ret)
                 ep_lengths.append(ep_len)
                 ep_ret, ep_len = 0.0, 0
             obs, _ = env.reset()
-    last_obs = prepare(obs)
+    last_obs = normalize(obs)
     last_value = float(policy.forward(last_obs)[1])
     env_state = capture_episode(env)
     next_carry = None if env_state is None else {
@@ -152,14 +155,13 @@ def evaluate(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, episod
              seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Run ``episodes`` full episodes (full games, raw rewards) with the deterministic policy; return
     (returns, lengths)."""
-    normalize = _ObsNormalizer(snapshot)
-    prepare = (lambda o: o) if policy.arch.image else normalize
+    normalize = _ObsNormalizer(snapshot, policy.arch.image)
     returns, lengths = np.zeros(episodes), np.zeros(episodes, dtype=np.int64)
     for ep in range(episodes):
         obs, _ = env.reset(seed=seed + ep)
         done = False
         while not done:
-            head, _ = policy.forward(prepare(obs))
+            head, _ = policy.forward(normalize(obs))
             if policy.arch.discrete:
                 action: Any = int(np.argmax(head))
             else:

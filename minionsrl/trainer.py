@@ -304,14 +304,18 @@ class Trainer:
     def _evaluate(self, n_actors: int, train: gather.Gathered) -> tuple[float, gather.Gathered]:
         """Evaluate the current policy with deterministic actions, as up to ``n_actors`` rollout functions
         (the mean is over the episodes of the slots that came back)."""
-        episodes = self.cfg.eval_episodes
-        slots = min(episodes, n_actors)
-        per_slot = [episodes // slots + (1 if i < episodes % slots else 0) for i in range(slots)]
+        per_slot = self._eval_split(n_actors)
         ref = self._publish(version=self.round)  # evaluation runs after this round's update
-        got = self._gather(slots, lambda slot, attempt: self._request(
+        got = self._gather(len(per_slot), lambda slot, attempt: self._request(
             "eval", ref, slot, attempt, episodes=per_slot[slot]), lambda slot, r: _eval_returns(r, per_slot[slot]),
             earlier=train)
         return float(np.concatenate([got.results[slot] for slot in sorted(got.results)]).mean()), got  # slot order
+
+    def _eval_split(self, n_actors: int) -> list[int]:
+        """Evaluation episodes per function: ``eval_episodes`` spread over up to ``n_actors`` functions."""
+        episodes = self.cfg.eval_episodes
+        slots = min(episodes, n_actors)
+        return [episodes // slots + (1 if i < episodes % slots else 0) for i in range(slots)]
 
     def _invocation_rows(self, gathered: list[gather.Gathered]) -> list[dict[str, Any]]:
         """The round's rows of invocations.csv: training before evaluation, by slot and attempt (then arrival)."""
