@@ -132,8 +132,8 @@ class AsyncTrainer(Trainer):
         their slots resubmitted at once; other replies (evaluation) are returned to the caller.
 
         A failed invocation is retried (same seed) with the newest policy, up to ``max_retries`` times in a
-        row; one that held a policy reference replaced since is retried without counting (a backend may drop
-        a policy once a newer one is published: the retry is then expected, not a fault)."""
+        row; one that held a policy reference replaced since is retried without counting (our backends keep a
+        policy while invocations use it, but a third-party backend may drop it once a newer one is published)."""
         others = []
         for reply in replies:
             rid = reply.record.invocation_id
