@@ -40,7 +40,7 @@ def main() -> None:
                           "run_dir": str(run_dir)}
                 common.log(f"{env} {algo} seed {seed}")
                 summary = common.run_minionsrl(config, timeout_s=1800)
-                from minionsrl.metrics import read_metrics
+                from minionsrl.loop.metrics import read_metrics
 
                 rows = read_metrics(run_dir)
                 lags = [float(r["policy_lag_mean"]) for r in rows if r.get("policy_lag_mean")]

@@ -39,7 +39,7 @@ def train_once(backend: str, n: int, steps: int, rounds: int, cores: int) -> dic
                     "--no-progress", "--no-tensorboard", "--run-dir", str(run_dir)],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     process_s = time.perf_counter() - t0
-    from minionsrl.metrics import read_metrics, read_rows
+    from minionsrl.loop.metrics import read_metrics, read_rows
 
     metrics = read_metrics(run_dir)
     work: dict[int, float] = {}
@@ -62,7 +62,7 @@ def scale_once(backend: str, max_actors: int, steps: int, cores: int) -> list[di
     subprocess.run([MINIONSRL, "scale", "--env-id", ENV, "--backend", backend, "--max-actors", str(max_actors),
                     "--steps", str(steps), "--repeats", "2", "--max-concurrency", str(cores), "--out", str(out)],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    from minionsrl.metrics import read_rows
+    from minionsrl.loop.metrics import read_rows
 
     return [{k: float(v) for k, v in row.items()} for row in read_rows(out / "scale.csv")]
 

@@ -32,8 +32,8 @@ from typing import Any
 import torch
 from common import OUT, PYTHON, ROOT, log, markdown_table, provenance, write_section
 
-from minionsrl import checkpoint
-from minionsrl.metrics import LEARNING_COLUMNS, read_rows
+from minionsrl.loop import checkpoint
+from minionsrl.loop.metrics import LEARNING_COLUMNS, read_rows
 
 DOC = ROOT / "docs" / "RELIABILITY.md"
 # how the fault rate is split over the kinds (shares of --fault-rate)

@@ -26,8 +26,8 @@ t0 = time.perf_counter()
 runtime = sys.argv[1]
 if runtime == "numpy":
     import numpy as np
-    import minionsrl.rollout  # what a function imports: it limits BLAS to one thread
-    from minionsrl.fragment import PolicySnapshot
+    import minionsrl.function.rollout  # what a function imports: it limits BLAS to one thread
+    from minionsrl.function.fragment import PolicySnapshot
     t1 = time.perf_counter()
     snap = PolicySnapshot.decode(open(sys.argv[2], "rb").read(), b"k" * 32)
     policy = snap.numpy_policy()
@@ -38,8 +38,8 @@ else:
     import torch
     torch.set_num_threads(1)
     import numpy as np
-    from minionsrl.fragment import PolicySnapshot
-    from minionsrl.policy import CNNActorCritic
+    from minionsrl.function.fragment import PolicySnapshot
+    from minionsrl.learner.networks import CNNActorCritic
     t1 = time.perf_counter()
     snap = PolicySnapshot.decode(open(sys.argv[2], "rb").read(), b"k" * 32)
     policy = CNNActorCritic(snap.arch)
@@ -63,8 +63,8 @@ def main() -> None:
     import torch
     from threadpoolctl import threadpool_limits
 
-    from minionsrl.numpy_policy import PolicyArch
-    from minionsrl.policy import make_policy, snapshot_of
+    from minionsrl.function.numpy_policy import PolicyArch
+    from minionsrl.learner.networks import make_policy, snapshot_of
 
     torch.set_num_threads(1)
     threadpool_limits(1, "blas")  # as a rollout function does (minionsrl/rollout.py)

@@ -25,7 +25,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from minionsrl.config import TrainConfig
-    from minionsrl.trainer import make_trainer
+    from minionsrl.loop.trainer import make_trainer
 
     out = common.OUT / "pong.jsonl"
     out.unlink(missing_ok=True)

@@ -6,7 +6,7 @@ each exactly as ``Trainer.run_round`` samples: encode the snapshot and ``publish
 n train requests built like ``Trainer._request`` (seeds from ``invocation_seed``, episodes carried
 across rounds), then ``Fragment.from_wire`` on every reply. Steps/s = n·T / (publish + invoke + decode).
 
-The raw limit: this process steps the env with the NumpyPolicy through ``minionsrl.rollout.rollout``
+The raw limit: this process steps the env with the NumpyPolicy through ``minionsrl.function.rollout.rollout``
 (the function's own loop, no backend) for the same T, times the number of cores. It is measured
 right before each n, so the two see the same background load.
 
@@ -38,10 +38,10 @@ class Learner:
 
     def __init__(self, steps: int) -> None:
 
-        from minionsrl.envs import EnvSpec, env_info
-        from minionsrl.normalization import RunningMeanStd
-        from minionsrl.numpy_policy import PolicyArch
-        from minionsrl.policy import ActorCritic
+        from minionsrl.function.envs import EnvSpec, env_info
+        from minionsrl.function.normalization import RunningMeanStd
+        from minionsrl.function.numpy_policy import PolicyArch
+        from minionsrl.learner.networks import ActorCritic
 
         self.spec = EnvSpec(ENV)
         info = env_info(self.spec)
@@ -53,20 +53,20 @@ class Learner:
         self.carries: dict[int, dict[str, Any]] = {}
 
     def snapshot(self) -> Any:
-        from minionsrl.policy import snapshot_of
+        from minionsrl.learner.networks import snapshot_of
 
         self.version += 1
         return snapshot_of(self.policy, self.obs_rms, self.version, 10.0)
 
     def requests(self, round_idx: int, ref: str, n: int) -> list[dict[str, Any]]:
-        from minionsrl.trainer import invocation_seed
+        from minionsrl.loop.trainer import invocation_seed
 
         return [{"id": f"r{round_idx}-train-{slot}", "kind": "train", "policy": ref, "env": self.spec.to_json(),
                  "seed": invocation_seed(SEED, round_idx, slot, 0), "gamma": GAMMA, "steps": self.steps,
                  "carry": self.carries.get(slot)} for slot in range(n)]
 
     def round(self, backend: Any, key: bytes, round_idx: int, n: int) -> dict[str, Any]:
-        from minionsrl.fragment import Fragment
+        from minionsrl.function.fragment import Fragment
 
         t0 = time.perf_counter()
         ref = backend.publish(self.snapshot().encode(key))
@@ -97,7 +97,7 @@ class RawStepper:
     """The raw limit: one process running the rollout function's loop directly (no backend), T steps at a time."""
 
     def __init__(self, learner: Learner) -> None:
-        from minionsrl.envs import make_env
+        from minionsrl.function.envs import make_env
 
         self.steps, self.spec = learner.steps, learner.spec
         self.snap = learner.snapshot()
@@ -108,7 +108,7 @@ class RawStepper:
         self.block(1)  # warm-up: first reset, caches
 
     def block(self, fragments: int) -> dict[str, Any]:
-        from minionsrl.rollout import rollout
+        from minionsrl.function.rollout import rollout
 
         t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(fragments):
@@ -157,8 +157,8 @@ def raw_child(steps: int) -> None:
 
 def measure(n: int, rounds: int, steps: int, raw_fragments: int, out: Path) -> dict[str, Any]:
     """Alternate raw blocks and a backend round, so each triple sees the same background load."""
-    from minionsrl import wire
     from minionsrl.backends.local import LocalBackend
+    from minionsrl.function import wire
 
     learner = Learner(steps)
     raw = RawStepper(learner)
@@ -252,7 +252,7 @@ last three columns) is followed by {args.rounds} measured rounds. A round is wha
 `Trainer.run_round` does before learning: encode and `publish` the snapshot once (a new version every
 round, so every instance re-fetches it, as in training), `invoke` n train requests built like
 `Trainer._request` (episodes carried across rounds), `Fragment.from_wire` on each reply. Steps/s =
-n·T / Σ round time. The raw limit is one process calling `minionsrl.rollout.rollout` (the function's
+n·T / Σ round time. The raw limit is one process calling `minionsrl.function.rollout.rollout` (the function's
 loop: NumpyPolicy + env, episodes carried) back to back for T-step fragments, times the {cores} cores;
 a block of {args.raw_fragments} raw fragments runs right before every measured round, so raw and backend
 see the same background load (steps/s are totals over all blocks / rounds).

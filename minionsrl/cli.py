@@ -132,8 +132,8 @@ def train_config(args: argparse.Namespace) -> tuple[config.TrainConfig, bool]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from minionsrl.loop.trainer import make_trainer
     from minionsrl.progress import TrainingDisplay
-    from minionsrl.trainer import make_trainer
 
     cfg, resume = train_config(args)
     trainer = make_trainer(cfg, resume=resume)
@@ -146,8 +146,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _plot_run(run_dir: Any) -> list[Any]:
-    from minionsrl.metrics import read_metrics
-    from minionsrl.plots import run_plots
+    from minionsrl.experiments.plots import run_plots
+    from minionsrl.loop.metrics import read_metrics
 
     (run_dir / "plots").mkdir(exist_ok=True)
     return run_plots(read_metrics(run_dir), run_dir / "plots", run_dir.name)
@@ -167,7 +167,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_scale(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from minionsrl.scale import run_scale
+    from minionsrl.experiments.scale import run_scale
 
     if args.max_actors < 1 or args.steps < 1 or args.repeats < 1:
         raise ConfigError("--max-actors, --steps and --repeats must be >= 1")
@@ -179,7 +179,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
 
 
 def cmd_motivate(args: argparse.Namespace) -> int:
-    from minionsrl.motivate import run_motivate
+    from minionsrl.experiments.motivate import run_motivate
 
     if min(args.base, args.boost, args.eval_episodes) < 1:
         raise ConfigError("--base, --boost and --eval-episodes must be >= 1")
@@ -191,8 +191,8 @@ def cmd_motivate(args: argparse.Namespace) -> int:
 def cmd_scheduler(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from minionsrl.scheduler import SchedulerHyper, train_scheduler
-    from minionsrl.trainer import prepare_config
+    from minionsrl.loop.trainer import prepare_config
+    from minionsrl.scaling.minions import SchedulerHyper, train_scheduler
 
     if args.jobs < 1 or args.rounds < 1:
         raise ConfigError("--jobs and --rounds must be >= 1")
@@ -209,8 +209,8 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from minionsrl.compare import Arm, markdown_table, run_compare
-    from minionsrl.trainer import prepare_config
+    from minionsrl.experiments.compare import Arm, markdown_table, run_compare
+    from minionsrl.loop.trainer import prepare_config
 
     arms = [Arm.parse(a) for a in args.scalers.split(",") if a.strip()]
     if not arms:
@@ -231,7 +231,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from minionsrl.evaluate import evaluate_run
+    from minionsrl.experiments.evaluate import evaluate_run
 
     result = evaluate_run(args.run_dir, episodes=args.episodes, seed=args.seed, capture_video=args.capture_video)
     print(json.dumps(result, indent=2))

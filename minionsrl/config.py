@@ -25,8 +25,8 @@ from minionsrl.errors import ConfigError
 from minionsrl.redact import check_config_secrets
 
 if TYPE_CHECKING:
-    from minionsrl.faults import FaultPlan
-    from minionsrl.ppo import PPOParams
+    from minionsrl.function.faults import FaultPlan
+    from minionsrl.learner.ppo import PPOParams
 
 BACKENDS = ("local", "server", "ray", "lithops")
 SCALERS = ("fixed", "minions", "nitro", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
@@ -160,12 +160,12 @@ class TrainConfig:
 
     # -- derived views ---------------------------------------------------------------------------
     def ppo_params(self) -> PPOParams:
-        from minionsrl.ppo import PPOParams  # torch lives there: the CLI and config stay light to import
+        from minionsrl.learner.ppo import PPOParams  # torch lives there: the CLI and config stay light to import
 
         return PPOParams(**{f.name: getattr(self, f.name) for f in dataclasses.fields(PPOParams)})
 
     def fault_plan(self) -> FaultPlan:
-        from minionsrl.faults import FaultPlan
+        from minionsrl.function.faults import FaultPlan
 
         return FaultPlan({kind: getattr(self, name) for kind, name in FAULT_FIELDS.items()}, self.fault_seed)
 

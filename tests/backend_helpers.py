@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from minionsrl.envs import EnvSpec
-from minionsrl.numpy_policy import PolicyArch
-from minionsrl.policy import ActorCritic, snapshot_of
-from minionsrl.trainer import invocation_seed
+from minionsrl.function.envs import EnvSpec
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.learner.networks import ActorCritic, snapshot_of
+from minionsrl.loop.trainer import invocation_seed
 
 CART = PolicyArch(4, 2, True, (64, 64))
 COUNTER = PolicyArch(2, 3, True, (8,))

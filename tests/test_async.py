@@ -12,14 +12,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from minionsrl import rollout as rollout_mod
-from minionsrl.async_trainer import AsyncTrainer
 from minionsrl.backends.base import Backend, InvocationRecord, Reply, make_reply
 from minionsrl.config import SCALERS, TrainConfig
 from minionsrl.errors import InvocationError
-from minionsrl.fragment import PolicySnapshot
-from minionsrl.metrics import read_metrics
-from minionsrl.trainer import invocation_seed, make_trainer
+from minionsrl.function import rollout as rollout_mod
+from minionsrl.function.fragment import PolicySnapshot
+from minionsrl.loop.async_trainer import AsyncTrainer
+from minionsrl.loop.metrics import read_metrics
+from minionsrl.loop.trainer import invocation_seed, make_trainer
 
 KEY = b"a" * 32
 

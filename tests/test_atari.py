@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from minionsrl import wire
 from minionsrl.config import TrainConfig
-from minionsrl.envs import EnvSpec, capture_episode, env_info, make_env, restore_episode
 from minionsrl.errors import ConfigError
-from minionsrl.fragment import Fragment
-from minionsrl.numpy_policy import PolicyArch
-from minionsrl.policy import CNNActorCritic, make_policy, snapshot_of
-from minionsrl.rollout import evaluate, rollout
-from minionsrl.trainer import prepare_config
+from minionsrl.function import wire
+from minionsrl.function.envs import EnvSpec, capture_episode, env_info, make_env, restore_episode
+from minionsrl.function.fragment import Fragment
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.function.rollout import evaluate, rollout
+from minionsrl.learner.networks import CNNActorCritic, make_policy, snapshot_of
+from minionsrl.loop.trainer import prepare_config
 
 PONG = EnvSpec("ALE/Pong-v5", {"repeat_action_probability": 0.0})  # no sticky actions: exact replays
 ARCH = PolicyArch(4 * 84 * 84, 6, True, (), "cnn", (4, 84, 84))

@@ -13,10 +13,10 @@ from backend_helpers import CART, COUNTER, KEY, STEPS, requests_for, snapshot
 
 from minionsrl.backends.base import Backend
 from minionsrl.config import TrainConfig
-from minionsrl.envs import EnvSpec
-from minionsrl.fragment import Fragment
-from minionsrl.metrics import LEARNING_COLUMNS, read_metrics
-from minionsrl.trainer import Trainer
+from minionsrl.function.envs import EnvSpec
+from minionsrl.function.fragment import Fragment
+from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics
+from minionsrl.loop.trainer import Trainer
 
 BACKENDS = ["local", "ray", "lithops"]
 SLOW_COUNTER = EnvSpec("custom_env:CounterEnv", {"length": 1000, "sleep_s": 0.05})

@@ -12,7 +12,7 @@ import yaml
 from minionsrl import cli
 from minionsrl.config import PRESETS, TrainConfig, build, load_yaml
 from minionsrl.errors import ConfigError
-from minionsrl.trainer import prepare_config
+from minionsrl.loop.trainer import prepare_config
 
 FAST = ["--max-rounds", "1", "--actors", "1", "--fragment-length", "32", "--eval-episodes", "1",
         "--hidden-sizes", "8", "--no-progress", "--no-tensorboard"]

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from minionsrl.detectors import Curvature, gradient_noise_scale, hessian_curvature, lanczos_extremes
-from minionsrl.numpy_policy import PolicyArch
-from minionsrl.policy import ActorCritic
-from minionsrl.ppo import Batch, PPOParams, ppo_loss
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.learner.detectors import Curvature, gradient_noise_scale, hessian_curvature, lanczos_extremes
+from minionsrl.learner.networks import ActorCritic
+from minionsrl.learner.ppo import Batch, PPOParams, ppo_loss
 
 
 def _batch(arch: PolicyArch, n: int, seed: int = 0) -> Batch:

@@ -11,14 +11,14 @@ import time
 import pytest
 
 from minionsrl.backends.server import ServerBackend
-from minionsrl.compare import Arm, run_compare
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
-from minionsrl.metrics import LEARNING_COLUMNS, read_metrics
-from minionsrl.motivate import run_motivate
-from minionsrl.scale import run_scale
-from minionsrl.scheduler import MinionsScaler, SchedulerAgent, load_agent, save_agent, train_scheduler
-from minionsrl.trainer import Trainer, make_trainer
+from minionsrl.experiments.compare import Arm, run_compare
+from minionsrl.experiments.motivate import run_motivate
+from minionsrl.experiments.scale import run_scale
+from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics
+from minionsrl.loop.trainer import Trainer, make_trainer
+from minionsrl.scaling.minions import MinionsScaler, SchedulerAgent, load_agent, save_agent, train_scheduler
 
 
 def _cfg(tmp_path, **changes) -> TrainConfig:

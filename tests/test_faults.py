@@ -9,17 +9,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from minionsrl import cli, faults, wire
+from minionsrl import cli
 from minionsrl.backends.base import InvocationRecord
 from minionsrl.config import TrainConfig
 from minionsrl.cost import FunctionPricing, load_prices
-from minionsrl.envs import EnvSpec
-from minionsrl.fragment import Fragment
-from minionsrl.metrics import LEARNING_COLUMNS, read_metrics
-from minionsrl.numpy_policy import PolicyArch
-from minionsrl.policy import ActorCritic, snapshot_of
-from minionsrl.rollout import handle
-from minionsrl.trainer import Trainer, invocation_seed
+from minionsrl.function import faults, wire
+from minionsrl.function.envs import EnvSpec
+from minionsrl.function.fragment import Fragment
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.function.rollout import handle
+from minionsrl.learner.networks import ActorCritic, snapshot_of
+from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics
+from minionsrl.loop.trainer import Trainer, invocation_seed
 
 KEY = b"f" * 32
 CART = PolicyArch(4, 2, True, (8,))

@@ -1,4 +1,4 @@
-"""The round's retry policy (minionsrl.gather) against a scripted backend: retries, de-duplication, deadline."""
+"""The round's retry policy (minionsrl.loop.gather) against a scripted backend: retries, de-duplication, deadline."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from minionsrl import gather, wire
 from minionsrl.backends.base import Backend, InvocationRecord, Reply
 from minionsrl.errors import InvocationError
-from minionsrl.faults import DuplicatingBackend
+from minionsrl.function import wire
+from minionsrl.function.faults import DuplicatingBackend
+from minionsrl.loop import gather
 
 
 class ScriptedBackend(Backend):

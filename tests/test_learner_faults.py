@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from minionsrl import checkpoint, cli
-from minionsrl.metrics import LEARNING_COLUMNS, read_metrics, read_rows
+from minionsrl import cli
+from minionsrl.loop import checkpoint
+from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics, read_rows
 
 ROUNDS = 12
 FLAGS = ["--env-id", "CartPole-v1", "--seed", "3", "--actors", "4", "--fragment-length", "64", "--hidden-sizes",

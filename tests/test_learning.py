@@ -7,8 +7,8 @@ import json
 import pytest
 
 from minionsrl.config import TrainConfig
-from minionsrl.metrics import read_metrics
-from minionsrl.trainer import Trainer
+from minionsrl.loop.metrics import read_metrics
+from minionsrl.loop.trainer import Trainer
 
 
 @pytest.mark.slow

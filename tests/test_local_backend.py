@@ -9,8 +9,8 @@ import pytest
 from backend_helpers import CART, COUNTER, KEY, STEPS, requests_for, snapshot
 
 from minionsrl.backends.local import LocalBackend
-from minionsrl.envs import EnvSpec
-from minionsrl.fragment import Fragment
+from minionsrl.function.envs import EnvSpec
+from minionsrl.function.fragment import Fragment
 
 
 @pytest.fixture

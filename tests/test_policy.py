@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from minionsrl.envs import EnvSpec, make_env
-from minionsrl.numpy_policy import NumpyPolicy, PolicyArch
-from minionsrl.policy import ActorCritic, snapshot_of
-from minionsrl.rollout import rollout
+from minionsrl.function.envs import EnvSpec, make_env
+from minionsrl.function.numpy_policy import NumpyPolicy, PolicyArch
+from minionsrl.function.rollout import rollout
+from minionsrl.learner.networks import ActorCritic, snapshot_of
 
 DISCRETE = PolicyArch(obs_dim=4, action_dim=2, discrete=True, hidden=(64, 64))  # CartPole
 CONTINUOUS = PolicyArch(obs_dim=11, action_dim=3, discrete=False, hidden=(64, 64))  # Hopper
@@ -141,7 +141,8 @@ def test_sampled_discrete_actions_follow_the_policy():
     np.testing.assert_allclose(freq, expected, atol=0.03)
 
 
-@pytest.mark.parametrize("module", ["minionsrl.rollout", "minionsrl.backends.local_worker", "minionsrl.fragment"])
+@pytest.mark.parametrize("module", ["minionsrl.function.rollout", "minionsrl.backends.local_worker",
+                                    "minionsrl.function.fragment"])
 def test_rollout_side_does_not_import_torch(module):
     code = f"import sys, {module}; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
@@ -150,6 +151,6 @@ def test_rollout_side_does_not_import_torch(module):
 
 def test_learner_side_does_import_torch():
     """Guard for the check above: the probe sees torch when it is imported."""
-    code = "import sys, minionsrl.policy; print('torch' in sys.modules)"
+    code = "import sys, minionsrl.learner.networks; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "True"

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from minionsrl import rollout as rollout_mod
-from minionsrl import wire
-from minionsrl.envs import EnvSpec, make_env
-from minionsrl.fragment import Fragment, PolicySnapshot
-from minionsrl.normalization import RunningMeanStd
-from minionsrl.numpy_policy import PolicyArch
-from minionsrl.policy import ActorCritic, snapshot_of
-from minionsrl.rollout import evaluate, handle, rollout
+from minionsrl.function import rollout as rollout_mod
+from minionsrl.function import wire
+from minionsrl.function.envs import EnvSpec, make_env
+from minionsrl.function.fragment import Fragment, PolicySnapshot
+from minionsrl.function.normalization import RunningMeanStd
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.function.rollout import evaluate, handle, rollout
+from minionsrl.learner.networks import ActorCritic, snapshot_of
 
 CART = PolicyArch(4, 2, True, (64, 64))
 PEND = PolicyArch(3, 1, False, (64, 64))

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from minionsrl.config import TrainConfig
-from minionsrl.scalers import (
+from minionsrl.scaling.rules import (
     FixedScaler,
     GnsBoostScaler,
     HydrozoaScaler,

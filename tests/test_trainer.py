@@ -17,8 +17,8 @@ import torch
 
 from minionsrl import cli
 from minionsrl.config import TrainConfig
-from minionsrl.metrics import INVOCATION_COLUMNS, LEARNING_COLUMNS, METRIC_COLUMNS, read_metrics
-from minionsrl.trainer import Trainer, invocation_seed
+from minionsrl.loop.metrics import INVOCATION_COLUMNS, LEARNING_COLUMNS, METRIC_COLUMNS, read_metrics
+from minionsrl.loop.trainer import Trainer, invocation_seed
 
 
 def _train(run_dir: Path, **overrides) -> dict:
@@ -242,7 +242,7 @@ def test_eval_command_is_deterministic(finished_run, capsys):
 def test_checkpoint_with_reward_scaling_loads_weights_only(tmp_path):
     """Scalar running statistics (reward scaling) must survive torch.load(weights_only=True) and resume."""
     from minionsrl.config import TrainConfig
-    from minionsrl.trainer import Trainer
+    from minionsrl.loop.trainer import Trainer
 
     cfg = TrainConfig(env_id="Pendulum-v1", actors=2, fragment_length=64, max_rounds=2, eval_every=0, eval_episodes=1,
                       update_epochs=1, normalize_obs=True, normalize_reward=True, progress=False, tensorboard=False,

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from minionsrl.impala import impala_loss, vtrace_batch
-from minionsrl.numpy_policy import PolicyArch
-from minionsrl.policy import make_policy, snapshot_of
-from minionsrl.ppo import Batch, PPOParams, compute_gae
-from minionsrl.rollout import rollout
-from minionsrl.vtrace import vtrace
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.function.rollout import rollout
+from minionsrl.learner.impala import impala_loss, vtrace_batch
+from minionsrl.learner.networks import make_policy, snapshot_of
+from minionsrl.learner.ppo import Batch, PPOParams, compute_gae
+from minionsrl.learner.vtrace import vtrace
 
 
 def _row(*xs):
@@ -103,7 +103,7 @@ CART = PolicyArch(4, 2, True, (16, 16))
 
 
 def _cart_fragments(policy, steps=32, n=2):
-    from minionsrl.envs import EnvSpec, make_env
+    from minionsrl.function.envs import EnvSpec, make_env
 
     snap = snapshot_of(policy, None, 0, 10.0)
     env = make_env(EnvSpec("CartPole-v1"))

@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from minionsrl import wire
-from minionsrl.envs import EnvSpec, make_env
-from minionsrl.fragment import Fragment
-from minionsrl.numpy_policy import PolicyArch
-from minionsrl.policy import ActorCritic, snapshot_of
-from minionsrl.rollout import rollout
+from minionsrl.function import wire
+from minionsrl.function.envs import EnvSpec, make_env
+from minionsrl.function.fragment import Fragment
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.function.rollout import rollout
+from minionsrl.learner.networks import ActorCritic, snapshot_of
 
 KEY = b"0123456789abcdef0123456789abcdef"
 STEPS = 16
@@ -358,12 +358,12 @@ def test_from_wire_rejects_bad_moments(cart_arrays):
 
 def test_snapshot_round_trip_and_type_check():
     policy = ActorCritic(PEND_ARCH)
-    from minionsrl.normalization import RunningMeanStd
+    from minionsrl.function.normalization import RunningMeanStd
 
     rms = RunningMeanStd((3,))
     rms.mean[:] = [1.0, 2.0, 3.0]
     snap = snapshot_of(policy, rms, 9, 5.0)
-    from minionsrl.fragment import PolicySnapshot
+    from minionsrl.function.fragment import PolicySnapshot
 
     back = PolicySnapshot.decode(snap.encode(KEY), KEY)
     assert (back.version, back.arch, back.clip_obs) == (9, PEND_ARCH, 5.0)

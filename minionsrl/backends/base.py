@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from minionsrl import wire
+from minionsrl.function import wire
 
 
 @dataclass

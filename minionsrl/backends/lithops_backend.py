@@ -26,10 +26,10 @@ from typing import Any
 
 import yaml
 
-from minionsrl import rollout
 from minionsrl.backends.base import Reply, retire_policies
 from minionsrl.backends.remote import RemoteBackend
 from minionsrl.errors import ConfigError
+from minionsrl.function import rollout
 
 _SYS_PATH_VAR = "MINIONSRL_SYS_PATH"
 _DONE = ".done"

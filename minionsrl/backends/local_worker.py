@@ -61,7 +61,7 @@ def main() -> None:
     key = read_frame(frames_in)
     if key is None:
         return
-    from minionsrl import rollout  # imported after the pipes are set up: import output goes to stderr
+    from minionsrl.function import rollout  # imported after the pipes are set up: import output goes to stderr
 
     try:
         write_frame(frames_out, READY + b" " + repr(time.monotonic()).encode())

@@ -17,9 +17,9 @@ import os
 import sys
 from typing import Any
 
-from minionsrl import rollout
 from minionsrl.backends.remote import RemoteBackend
 from minionsrl.errors import ConfigError
+from minionsrl.function import rollout
 
 
 def ray_rollout(payload: bytes, policy_refs: list[Any], key: bytes) -> bytes:

@@ -17,22 +17,24 @@ from typing import Any
 import numpy as np
 import torch
 
-from minionsrl import checkpoint, config, gather, wire
+from minionsrl import config
 from minionsrl.backends.base import Backend, Reply
 from minionsrl.config import TrainConfig
 from minionsrl.cost import CostLedger, load_prices
-from minionsrl.detectors import gradient_noise_scale, hessian_curvature
-from minionsrl.envs import EnvInfo, EnvSpec, check_env_id, env_info
 from minionsrl.errors import ConfigError
-from minionsrl.faults import DuplicatingBackend
-from minionsrl.fragment import Fragment
-from minionsrl.metrics import RunLog
-from minionsrl.normalization import RunningMeanStd
-from minionsrl.numpy_policy import PolicyArch
-from minionsrl.policy import make_policy, snapshot_of
-from minionsrl.ppo import PPO, Batch
+from minionsrl.function import wire
+from minionsrl.function.envs import EnvInfo, EnvSpec, check_env_id, env_info
+from minionsrl.function.faults import DuplicatingBackend
+from minionsrl.function.fragment import Fragment
+from minionsrl.function.normalization import RunningMeanStd
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.learner.detectors import gradient_noise_scale, hessian_curvature
+from minionsrl.learner.networks import make_policy, snapshot_of
+from minionsrl.learner.ppo import PPO, Batch
+from minionsrl.loop import checkpoint, gather
+from minionsrl.loop.metrics import RunLog
 from minionsrl.redact import redact_text
-from minionsrl.scalers import Scaler, make_scaler
+from minionsrl.scaling.rules import Scaler, make_scaler
 
 _KIND_TRAIN, _KIND_EVAL, _KIND_DETECT = 0, 1, 2
 
@@ -105,7 +107,7 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
     """The trainer for ``cfg.algo``: synchronous PPO rounds, or the asynchronous APPO/IMPALA learner."""
     if cfg.algo == "ppo":
         return Trainer(cfg, resume=resume, backend=backend, scaler=scaler)
-    from minionsrl.async_trainer import AsyncTrainer
+    from minionsrl.loop.async_trainer import AsyncTrainer
 
     return AsyncTrainer(cfg, resume=resume, backend=backend, scaler=scaler)
 

@@ -1,12 +1,12 @@
 """The rollout function: the unit of work a serverless platform runs.
 
 ``handle(request, fetch_policy, key)`` is the whole contract. The request is JSON; the reply is a
-:mod:`minionsrl.wire` message. Between calls a warm instance keeps its environments and the last
+:mod:`minionsrl.function.wire` message. Between calls a warm instance keeps its environments and the last
 policy it loaded in module globals, exactly as a warm Lambda keeps its globals; a cold one builds
 them and says so in its timings. Every invocation resets its environment with its own seed, so a
 fragment depends only on (policy, env, seed, steps) and never on which instance ran it.
 
-No torch here: inference is NumPy (see :mod:`minionsrl.numpy_policy`).
+No torch here: inference is NumPy (see :mod:`minionsrl.function.numpy_policy`).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import gymnasium as gym
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from minionsrl import faults, wire
-from minionsrl.envs import EnvSpec, capture_episode, make_env, restore_episode
-from minionsrl.fragment import Fragment, PolicySnapshot, Timings
-from minionsrl.normalization import Moments
-from minionsrl.numpy_policy import NumpyPolicy
+from minionsrl.function import faults, wire
+from minionsrl.function.envs import EnvSpec, capture_episode, make_env, restore_episode
+from minionsrl.function.fragment import Fragment, PolicySnapshot, Timings
+from minionsrl.function.normalization import Moments
+from minionsrl.function.numpy_policy import NumpyPolicy
 
 # A function has about one vCPU: BLAS threads beyond one only contend (measured on the CNN's matmuls on
 # 2 shared cores: 1.3 ms per step with one OpenBLAS thread, 30-50 ms with two; docs/BENCHMARKS.md §4).
@@ -183,7 +183,7 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
     """Serve one invocation: parse the JSON request, run it, return an authenticated reply.
 
     Failures become an ``error`` reply carrying the traceback, so the caller can count and retry. A
-    request may carry an injected fault (:mod:`minionsrl.faults`), which the function enacts itself.
+    request may carry an injected fault (:mod:`minionsrl.function.faults`), which the function enacts itself.
     """
     cpu0, t0 = time.process_time(), time.perf_counter()
     invocation_id = "?"

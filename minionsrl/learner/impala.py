@@ -2,9 +2,9 @@
 
 A batch of fragments sampled with older policies (behaviour μ, whose log-probabilities the fragments
 carry) is scored by the learner's current policy π once, before the update: V-trace
-(:mod:`minionsrl.vtrace`) turns rewards, the learner's values and the importance weights π/μ into value
+(:mod:`minionsrl.learner.vtrace`) turns rewards, the learner's values and the importance weights π/μ into value
 targets ``v_s`` and advantages ``ρ_s (r_s + γ v_{s+1} − V(x_s))``. The result is an ordinary
-:class:`~minionsrl.ppo.Batch` whose ``logprobs`` are π's at the start of the update, so
+:class:`~minionsrl.learner.ppo.Batch` whose ``logprobs`` are π's at the start of the update, so
 
 - APPO is PPO's clipped surrogate on it (trust region around π, off-policy correction in ρ_s), and
 - IMPALA is the plain actor-critic loss ``−A·log π − H + ½ (V − v_s)²`` (:func:`impala_loss`).
@@ -18,10 +18,20 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from minionsrl.fragment import Fragment
-from minionsrl.normalization import RunningMeanStd
-from minionsrl.ppo import Batch, LossFn, LossTerms, Policy, PPOParams, flat, ppo_loss, scale_rewards, stack_fragments
-from minionsrl.vtrace import vtrace
+from minionsrl.function.fragment import Fragment
+from minionsrl.function.normalization import RunningMeanStd
+from minionsrl.learner.ppo import (
+    Batch,
+    LossFn,
+    LossTerms,
+    Policy,
+    PPOParams,
+    flat,
+    ppo_loss,
+    scale_rewards,
+    stack_fragments,
+)
+from minionsrl.learner.vtrace import vtrace
 
 _SCORE_CHUNK = 1024  # rows per no-grad forward pass (bounds the memory of CNN activations)
 

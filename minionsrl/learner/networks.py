@@ -8,9 +8,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from minionsrl.fragment import PolicySnapshot
-from minionsrl.normalization import RunningMeanStd
-from minionsrl.numpy_policy import NATURE_CONVS, NATURE_DENSE, PolicyArch
+from minionsrl.function.fragment import PolicySnapshot
+from minionsrl.function.normalization import RunningMeanStd
+from minionsrl.function.numpy_policy import NATURE_CONVS, NATURE_DENSE, PolicyArch
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -68,7 +68,7 @@ class ActorCritic(nn.Module):
         return head.argmax(-1) if self.arch.discrete else head
 
     def numpy_params(self) -> dict[str, np.ndarray]:
-        """Weights in the layout :class:`~minionsrl.numpy_policy.NumpyPolicy` reads."""
+        """Weights in the layout :class:`~minionsrl.function.numpy_policy.NumpyPolicy` reads."""
         out: dict[str, np.ndarray] = {}
         for tower in ("actor", "critic"):
             linears = [m for m in getattr(self, tower) if isinstance(m, nn.Linear)]
@@ -123,7 +123,7 @@ class CNNActorCritic(nn.Module):
                 "critic": self.critic}
 
     def numpy_params(self) -> dict[str, np.ndarray]:
-        """Weights in torch's layout under the names :class:`~minionsrl.numpy_policy.NumpyCNNPolicy` reads."""
+        """Weights in torch's layout under the names :class:`~minionsrl.function.numpy_policy.NumpyCNNPolicy` reads."""
         return {f"{name}.{p}": getattr(m, p).detach().cpu().numpy().astype(np.float32)
                 for name, m in self._named_layers().items() for p in ("weight", "bias")}
 

@@ -227,7 +227,7 @@ def make_scaler(cfg: TrainConfig) -> Scaler:
                                      cfg.nitro_window_mode),
     }
     if cfg.scaler == "minions":
-        from minionsrl.scheduler import MinionsScaler, load_agent
+        from minionsrl.scaling.minions import MinionsScaler, load_agent
 
         agent, meta = load_agent(cfg.scheduler)
         return MinionsScaler(agent, cfg, return_scale=cfg.target_return or float(meta["target_return"]))

@@ -4,7 +4,7 @@ The learner keeps ``n`` rollout functions in flight (``n`` from the scaler) and 
 fragments have arrived instead of waiting for all of them. Every function that returns is
 resubmitted at once with the newest published policy, so invocations never wait for the learner;
 fragments therefore lag: each carries the policy version and the behaviour log-probabilities it was
-sampled with, and V-trace (:mod:`minionsrl.impala`) corrects for the lag. A "round" here is one
+sampled with, and V-trace (:mod:`minionsrl.learner.impala`) corrects for the lag. A "round" here is one
 update: the metrics row, the scaler, evaluation and checkpoints work per update, and the row records
 the policy lag (versions between a fragment's policy and the learner's) of the fragments it used.
 
@@ -22,15 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from minionsrl import gather
 from minionsrl.backends.base import Backend, Reply
 from minionsrl.config import TrainConfig
 from minionsrl.errors import InvocationError
-from minionsrl.fragment import Fragment
-from minionsrl.impala import learner_loss, vtrace_batch
-from minionsrl.ppo import Batch
-from minionsrl.scalers import Scaler
-from minionsrl.trainer import Trainer, _eval_returns
+from minionsrl.function.fragment import Fragment
+from minionsrl.learner.impala import learner_loss, vtrace_batch
+from minionsrl.learner.ppo import Batch
+from minionsrl.loop import gather
+from minionsrl.loop.trainer import Trainer, _eval_returns
+from minionsrl.scaling.rules import Scaler
 
 
 class AsyncTrainer(Trainer):

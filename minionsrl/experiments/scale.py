@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from minionsrl import wire
 from minionsrl.config import TrainConfig
-from minionsrl.envs import EnvSpec
-from minionsrl.numpy_policy import PolicyArch
-from minionsrl.plots import line_plot
-from minionsrl.policy import make_policy, snapshot_of
+from minionsrl.experiments.plots import line_plot
+from minionsrl.function import wire
+from minionsrl.function.envs import EnvSpec
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.learner.networks import make_policy, snapshot_of
 
 COLUMNS = ["actors", "cold_round_s", "round_s", "functions_s", "ideal_s", "overhead_s", "overhead_per_invocation_ms",
            "mean_duration_s", "bytes_in", "bytes_out"]
@@ -28,7 +28,7 @@ COLUMNS = ["actors", "cold_round_s", "round_s", "functions_s", "ideal_s", "overh
 
 def run_scale(cfg: TrainConfig, max_actors: int, steps: int, repeats: int, out_dir: str | Path) -> list[dict[str, Any]]:
     """Measure rounds of 1, 2, 4, … ``max_actors`` invocations of ``steps`` steps each on ``cfg.backend``."""
-    from minionsrl.trainer import invocation_seed, make_backend, prepare_config
+    from minionsrl.loop.trainer import invocation_seed, make_backend, prepare_config
 
     cfg, info = prepare_config(dataclasses.replace(cfg, max_rounds=cfg.max_rounds or 1))
     out_dir = Path(out_dir)

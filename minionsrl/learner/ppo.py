@@ -15,9 +15,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from minionsrl.fragment import Fragment
-from minionsrl.normalization import RunningMeanStd
-from minionsrl.policy import ActorCritic, CNNActorCritic
+from minionsrl.function.fragment import Fragment
+from minionsrl.function.normalization import RunningMeanStd
+from minionsrl.learner.networks import ActorCritic, CNNActorCritic
 
 Policy = ActorCritic | CNNActorCritic
 
@@ -150,7 +150,7 @@ LossFn = Callable[[Policy, Batch, PPOParams], LossTerms]
 
 class PPO:
     """Owns the policy's optimiser and runs minibatch SGD on one round's batch: the clipped-surrogate
-    loss by default; the V-trace learners (:mod:`minionsrl.impala`) pass their own ``loss``."""
+    loss by default; the V-trace learners (:mod:`minionsrl.learner.impala`) pass their own ``loss``."""
 
     def __init__(self, policy: Policy, params: PPOParams, loss: LossFn = ppo_loss) -> None:
         self.policy = policy

@@ -1,6 +1,6 @@
 """What crosses the wire each round: the published policy snapshot and the fragments that come back.
 
-Both are encoded with :mod:`minionsrl.wire` (safetensors + HMAC). Decoding validates every array's
+Both are encoded with :mod:`minionsrl.function.wire` (safetensors + HMAC). Decoding validates every array's
 name, dtype and shape against the request, so a malformed reply is an error, never a silent batch.
 Torch-free: rollout functions import this module.
 """
@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from minionsrl import wire
-from minionsrl.normalization import Moments
-from minionsrl.numpy_policy import NumpyPolicy, PolicyArch, make_numpy_policy
+from minionsrl.function import wire
+from minionsrl.function.normalization import Moments
+from minionsrl.function.numpy_policy import NumpyPolicy, PolicyArch, make_numpy_policy
 
 
 @dataclass

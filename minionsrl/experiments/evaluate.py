@@ -7,13 +7,14 @@ from typing import Any
 
 import gymnasium as gym
 
-from minionsrl import checkpoint, config
-from minionsrl.envs import EnvSpec, env_info, make_env
+from minionsrl import config
 from minionsrl.errors import ConfigError
-from minionsrl.normalization import RunningMeanStd
-from minionsrl.numpy_policy import PolicyArch
-from minionsrl.policy import make_policy, snapshot_of
-from minionsrl.rollout import evaluate
+from minionsrl.function.envs import EnvSpec, env_info, make_env
+from minionsrl.function.normalization import RunningMeanStd
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.function.rollout import evaluate
+from minionsrl.learner.networks import make_policy, snapshot_of
+from minionsrl.loop import checkpoint
 
 
 def evaluate_run(run_dir: str | Path, episodes: int = 10, seed: int = 10_000,

@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from minionsrl import wire
 from minionsrl.backends.base import Backend, Reply
 from minionsrl.config import FAULT_FIELDS
+from minionsrl.function import wire
 
 KINDS = tuple(FAULT_FIELDS)  # the order fixes which kind a draw falls into
 _KIND_CODE = {"train": 0, "eval": 1}

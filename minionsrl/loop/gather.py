@@ -17,7 +17,7 @@ from typing import Any
 
 from minionsrl.backends.base import Backend, Reply
 from minionsrl.errors import InvocationError
-from minionsrl.wire import WireError
+from minionsrl.function.wire import WireError
 
 # Statuses of an attempt in invocations.csv; a stray is a reply to no invocation of this round (a late one).
 OK, FAILED, TIMED_OUT, CANCELLED, DUPLICATE, STRAY = "ok", "failed", "timed_out", "cancelled", "duplicate", "stray"

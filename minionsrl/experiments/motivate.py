@@ -20,14 +20,14 @@ import numpy as np
 
 from minionsrl import config
 from minionsrl.errors import ConfigError
-from minionsrl.plots import scatter_plot
+from minionsrl.experiments.plots import scatter_plot
 
 COLUMNS = ["round", "convexity_ratio", "gns", "eval_base", "eval_boost", "gain"]
 
 
 def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> dict[str, Any]:
     """Train one round from ``ckpt`` with ``actors`` actors in a scratch copy; return its metrics row."""
-    from minionsrl.trainer import make_trainer
+    from minionsrl.loop.trainer import make_trainer
 
     saved = config.build(config.load_yaml(run_dir / "config.yaml"))
     round_idx = int(ckpt.stem.split("-")[1])

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from minionsrl.ppo import Batch, PPOParams, ppo_loss
+from minionsrl.learner.ppo import Batch, PPOParams, ppo_loss
 
 CONVEXITY_EPS = 0.01
 

@@ -22,8 +22,8 @@ import numpy as np
 from minionsrl import config
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
-from minionsrl.metrics import read_metrics
-from minionsrl.plots import forward_fill, line_plot
+from minionsrl.experiments.plots import forward_fill, line_plot
+from minionsrl.loop.metrics import read_metrics
 
 RUN_COLUMNS = ["arm", "scaler", "backend", "seed", "rounds", "env_steps", "final_eval_return", "best_eval_return",
                "train_return_last100", "wall_s", "projected_cloud_s", "cost_serverless_usd", "cost_server_usd",
@@ -67,7 +67,7 @@ def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: s
                 target_return: float | None = None,
                 on_run: Callable[[str, int], None] | None = None) -> list[dict[str, Any]]:
     """Run (or reuse) every arm × seed, then write compare.csv, compare.md and the plots."""
-    from minionsrl.trainer import make_trainer
+    from minionsrl.loop.trainer import make_trainer
 
     out_dir = Path(out_dir)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Policy inference in NumPy, the way rollout functions run it (no torch import: cold starts stay short).
 
-The learner's torch :class:`~minionsrl.policy.ActorCritic` exports its weights in the layout read
+The learner's torch :class:`~minionsrl.learner.networks.ActorCritic` exports its weights in the layout read
 here. Actor and critic towers are fused into one wider network (first layers side by side, deeper
 layers block-diagonal) so one step costs three small matmuls instead of six.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from minionsrl.envs import EnvInfo
+    from minionsrl.function.envs import EnvInfo
 
 LOG_2PI = math.log(2.0 * math.pi)
 

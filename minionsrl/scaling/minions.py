@@ -35,7 +35,7 @@ from torch import nn
 
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
-from minionsrl.scalers import Scaler, as_finite
+from minionsrl.scaling.rules import Scaler, as_finite
 
 STATE_DIM = 8
 SHIPPED = "scheduler-cartpole.safetensors"
@@ -206,7 +206,7 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
                     hyper: SchedulerHyper = SchedulerHyper(),
                     on_job: Callable[[dict[str, Any]], None] | None = None) -> Path:
     """Train the scheduler over ``jobs`` complete training jobs of ``base``; save it and its curve."""
-    from minionsrl.trainer import make_trainer
+    from minionsrl.loop.trainer import make_trainer
 
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -251,7 +251,7 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
 
 def plot_curve(curve_csv: str | Path, png: str | Path, window: int = 10) -> Path:
     """The scheduler's learning curve: MDP return and projected job time per job (moving averages)."""
-    from minionsrl.plots import line_plot
+    from minionsrl.experiments.plots import line_plot
 
     with open(curve_csv, newline="") as fh:
         rows = list(csv.DictReader(fh))
