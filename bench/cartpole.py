@@ -79,7 +79,7 @@ def render(mine: dict[int, dict[str, Any]], sb3: dict[int, dict[str, Any]], args
     sb3_note = "" if set(sb3) == set(mine) else f" SB3 was timed for seeds {sorted(sb3)} only (time was short)."
     return f"""## 1. CartPole-v1: wall time to reach evaluation return 500 vs SB3 PPO
 
-Ours: `Trainer(TrainConfig(env_id="{ENV}", actors={args.actors}, target_return={TARGET:g},
+Ours: `make_trainer(TrainConfig(env_id="{ENV}", actors={args.actors}, target_return={TARGET:g},
 total_timesteps={MAX_STEPS:,}, progress=False, tensorboard=False, seed=s)).run()` (the `classic` preset:
 T = 128, evaluation of 10 deterministic episodes every 5 rounds; the run stops at the first
 evaluation ≥ 500) in a fresh process per seed. "process" is launch to exit: interpreter start,
@@ -99,7 +99,7 @@ Each seed's two runs ran back to back.{sb3_note} {threads_note}
 | return | reached 500 in {reached} of {len(mine)} | {fmt(med_sb3_ret)} (eval) | | | |
 
 Our process time is mostly fixed cost, not training: the difference between "process" and "run"
-above is interpreter start and imports (torch), `Trainer()` — whose `torch.optim.Adam` constructor
+above is interpreter start and imports (torch), `make_trainer()` — whose `torch.optim.Adam` constructor
 imports `torch._dynamo` — and interpreter teardown. SB3 pays the same fixed costs,
 but they are small next to its minute of training.
 

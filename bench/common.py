@@ -263,9 +263,9 @@ def run_sb3(env_id: str, seed: int, steps: int, eval_episodes: int = 0, threads:
 
 
 def _child_minionsrl(config: dict[str, Any]) -> dict[str, Any]:
+    from minionsrl.build import make_trainer
     from minionsrl.config import TrainConfig
     from minionsrl.loop.metrics import read_metrics
-    from minionsrl.loop.trainer import make_trainer
 
     summary = make_trainer(TrainConfig(**config)).run()
     summary.pop("config", None)

@@ -24,8 +24,8 @@ def main() -> None:
     parser.add_argument("--actors", type=int, default=8)
     args = parser.parse_args()
 
+    from minionsrl.build import make_trainer
     from minionsrl.config import TrainConfig
-    from minionsrl.loop.trainer import make_trainer
 
     out = common.OUT / "pong.jsonl"
     out.unlink(missing_ok=True)
@@ -40,7 +40,7 @@ def main() -> None:
             row = trainer.run_round()
             record = {k: row.get(k) for k in ("round", "env_steps", "wall_s", "train_return_mean", "episodes",
                                                "sample_s", "learn_s", "round_s", "sps", "entropy", "approx_kl")}
-            record["returns"] = [float(x) for x in list(trainer.recent_returns)[-row["episodes"]:]] \
+            record["returns"] = [float(x) for x in list(trainer.progress.recent_returns)[-row["episodes"]:]] \
                 if row["episodes"] else []
             rows.append(record)
             common.append_jsonl(out, record)

@@ -59,7 +59,7 @@ class Learner:
         return snapshot_of(self.policy, self.obs_rms, self.version, 10.0)
 
     def requests(self, round_idx: int, ref: str, n: int) -> list[dict[str, Any]]:
-        from minionsrl.loop.trainer import invocation_seed
+        from minionsrl.loop.invocations import invocation_seed
 
         return [{"id": f"r{round_idx}-train-{slot}", "kind": "train", "policy": ref, "env": self.spec.to_json(),
                  "seed": invocation_seed(SEED, round_idx, slot, 0), "gamma": GAMMA, "steps": self.steps,

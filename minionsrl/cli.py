@@ -132,7 +132,7 @@ def train_config(args: argparse.Namespace) -> tuple[config.TrainConfig, bool]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from minionsrl.loop.trainer import make_trainer
+    from minionsrl.build import make_trainer
     from minionsrl.progress import TrainingDisplay
 
     cfg, resume = train_config(args)
@@ -191,8 +191,9 @@ def cmd_motivate(args: argparse.Namespace) -> int:
 def cmd_scheduler(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from minionsrl.loop.trainer import prepare_config
-    from minionsrl.scaling.minions import SchedulerHyper, train_scheduler
+    from minionsrl.build import prepare_config
+    from minionsrl.experiments.scheduler import train_scheduler
+    from minionsrl.scaling.minions import SchedulerHyper
 
     if args.jobs < 1 or args.rounds < 1:
         raise ConfigError("--jobs and --rounds must be >= 1")
@@ -209,8 +210,8 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     import dataclasses
 
+    from minionsrl.build import prepare_config
     from minionsrl.experiments.compare import Arm, markdown_table, run_compare
-    from minionsrl.loop.trainer import prepare_config
 
     arms = [Arm.parse(a) for a in args.scalers.split(",") if a.strip()]
     if not arms:

@@ -16,24 +16,21 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from minionsrl.cost import PLATFORMS
 from minionsrl.errors import ConfigError
+from minionsrl.function.faults import KINDS as fault_kinds
 from minionsrl.redact import check_config_secrets
-
-if TYPE_CHECKING:
-    from minionsrl.function.faults import FaultPlan
-    from minionsrl.learner.ppo import PPOParams
 
 BACKENDS = ("local", "server", "ray", "lithops")
 SCALERS = ("fixed", "minions", "nitro", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
 PRESET_NAMES = ("auto", "classic", "mujoco", "atari")
 ALGOS = ("ppo", "appo", "impala")
 _MAX_HIDDEN = 16384
-FAULT_FIELDS = {kind: f"fault_{kind}" for kind in ("raise", "hang", "kill", "duplicate", "malformed")}
+FAULT_FIELDS = {kind: f"fault_{kind}" for kind in fault_kinds}
 
 # CleanRL's defaults: ppo.py (classic control) and ppo_continuous_action.py (MuJoCo). Fragment
 # length and evaluation cadence are ours (SPEC §1: T = 128 for classic control, 512 for MuJoCo).
@@ -157,17 +154,6 @@ class TrainConfig:
     keep_checkpoints_every: int = _f(0, "also keep checkpoints/round-NNNNN.pt every this many rounds (0: never)", min=0)
     tensorboard: bool = _f(True, "write TensorBoard event files")
     progress: bool = _f(True, "show a live progress display")
-
-    # -- derived views ---------------------------------------------------------------------------
-    def ppo_params(self) -> PPOParams:
-        from minionsrl.learner.ppo import PPOParams  # torch lives there: the CLI and config stay light to import
-
-        return PPOParams(**{f.name: getattr(self, f.name) for f in dataclasses.fields(PPOParams)})
-
-    def fault_plan(self) -> FaultPlan:
-        from minionsrl.function.faults import FaultPlan
-
-        return FaultPlan({kind: getattr(self, name) for kind, name in FAULT_FIELDS.items()}, self.fault_seed)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

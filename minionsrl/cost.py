@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from minionsrl.backends.base import InvocationRecord
+from minionsrl.backends.base import OK, InvocationRecord
 from minionsrl.errors import ConfigError
 
 SECONDS_PER_MONTH = 30 * 24 * 3600
@@ -99,7 +99,7 @@ class FunctionPricing:
     def billed_seconds(self, record: InvocationRecord) -> float:
         """Duration the platform bills, rounded up to its granularity."""
         seconds = record.run_s + (record.init_s if self.bill_init else 0.0)
-        if record.status != "ok" and not record.run_s:  # killed, timed out or cancelled: it held the instance
+        if record.status != OK and not record.run_s:  # killed, timed out or cancelled: it held the instance
             seconds = max(seconds, record.duration_s)
         ms = 1000.0 * seconds
         step = max(self.granularity_ms, 1e-9)

@@ -7,7 +7,7 @@ import torch
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner.networks import ActorCritic, snapshot_of
-from minionsrl.loop.trainer import invocation_seed
+from minionsrl.loop.invocations import invocation_seed
 
 CART = PolicyArch(4, 2, True, (64, 64))
 COUNTER = PolicyArch(2, 3, True, (8,))

@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 from minionsrl.backends.base import Backend, InvocationRecord, Reply, make_reply
+from minionsrl.build import make_trainer
 from minionsrl.config import SCALERS, TrainConfig
 from minionsrl.errors import InvocationError
 from minionsrl.function import rollout as rollout_mod
 from minionsrl.function.fragment import PolicySnapshot
-from minionsrl.loop.async_trainer import AsyncTrainer
+from minionsrl.loop.invocations import invocation_seed
 from minionsrl.loop.metrics import read_metrics
-from minionsrl.loop.trainer import invocation_seed, make_trainer
+from minionsrl.loop.sampler import AsyncSampler
 
 KEY = b"a" * 32
 
@@ -56,7 +57,7 @@ class ScriptedBackend(Backend):
         req = self.queue.popleft()
         record = InvocationRecord(invocation_id=req["id"], kind=req["kind"])
         if self.fail_train and req["kind"] == "train":
-            record.status, record.error = "error", "injected failure"
+            record.status, record.error = "failed", "injected failure"
             return [Reply(record)]
         if self.drop_old_policies:
             rollout_mod._POLICY.clear()  # a fresh instance: nothing cached, the policy is fetched
@@ -67,7 +68,7 @@ class ScriptedBackend(Backend):
         wanted = None if ids is None else set(ids)
         chosen = [r for r in self.queue if wanted is None or r["id"] in wanted]
         self.queue = deque(r for r in self.queue if r not in chosen)
-        return [Reply(InvocationRecord(r["id"], r["kind"], status="error", error="cancelled")) for r in chosen]
+        return [Reply(InvocationRecord(r["id"], r["kind"], status="cancelled", error="cancelled")) for r in chosen]
 
     @property
     def in_flight(self) -> int:
@@ -87,7 +88,7 @@ def _cfg(tmp_path, **kw) -> TrainConfig:
 def test_policy_lag_bookkeeping_with_fifo_arrivals(tmp_path):
     backend = ScriptedBackend()
     trainer = make_trainer(_cfg(tmp_path), backend=backend)
-    assert isinstance(trainer, AsyncTrainer)
+    assert isinstance(trainer.sampler, AsyncSampler)
     trainer.run()
     rows = read_metrics(tmp_path / "run")
     # n = 4 in flight, k = 2, FIFO: update 1 sees the first two (lag 0); update 2 the other two of version 0
@@ -173,8 +174,8 @@ def test_resume_keeps_the_per_slot_call_counters(tmp_path):
     make_trainer(_cfg(tmp_path, max_rounds=2), backend=ScriptedBackend()).run()
     backend = ScriptedBackend()
     trainer = make_trainer(_cfg(tmp_path, max_rounds=3), resume=True, backend=backend)
-    assert trainer.round == 2 and sum(trainer.slot_calls.values()) >= 4
-    before = dict(trainer.slot_calls)
+    assert trainer.round == 2 and sum(trainer.sampler.slot_calls.values()) >= 4
+    before = dict(trainer.sampler.slot_calls)
     trainer.run()
     first = next(r for r in backend.submitted if r["kind"] == "train")
     slot = int(first["id"].rsplit("-", 1)[1])
@@ -220,7 +221,7 @@ def test_impala_takes_one_step_per_group_of_whole_fragments(tmp_path, minibatch,
     trainer = make_trainer(_cfg(tmp_path, algo="impala", minibatch_size=minibatch, max_rounds=3),
                            backend=ScriptedBackend())
     trainer.run()
-    state = trainer.ppo.optimizer.state[next(iter(trainer.policy.parameters()))]
+    state = trainer.learner.ppo.optimizer.state[next(iter(trainer.learner.policy.parameters()))]
     assert int(state["step"]) == 3 * steps_per_update
 
 

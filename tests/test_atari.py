@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from minionsrl.build import prepare_config
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.function import wire
@@ -16,7 +17,6 @@ from minionsrl.function.fragment import Fragment
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import evaluate, rollout
 from minionsrl.learner.networks import CNNActorCritic, make_policy, snapshot_of
-from minionsrl.loop.trainer import prepare_config
 
 PONG = EnvSpec("ALE/Pong-v5", {"repeat_action_probability": 0.0})  # no sticky actions: exact replays
 ARCH = PolicyArch(4 * 84 * 84, 6, True, (), "cnn", (4, 84, 84))

@@ -12,11 +12,11 @@ import pytest
 from backend_helpers import CART, COUNTER, KEY, STEPS, requests_for, snapshot
 
 from minionsrl.backends.base import Backend
+from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.fragment import Fragment
 from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics
-from minionsrl.loop.trainer import Trainer
 
 BACKENDS = ["local", "ray", "lithops"]
 SLOW_COUNTER = EnvSpec("custom_env:CounterEnv", {"length": 1000, "sleep_s": 0.05})
@@ -133,7 +133,7 @@ def test_invocation_timeout_is_surfaced(make_backend):
     t0 = time.perf_counter()
     replies = backend.invoke(requests_for(ref, 1, spec=SLOW_COUNTER, steps=1000))  # 50 s if not stopped
     assert time.perf_counter() - t0 < 15
-    assert replies[0].record.status == "timeout" and "timed out" in replies[0].record.error
+    assert replies[0].record.status == "timed_out" and "timed out" in replies[0].record.error
     assert replies[0].record.duration_s >= 1.0
 
 
@@ -177,7 +177,7 @@ def test_same_seed_same_learning_on_every_backend(tmp_path, request):
         cfg = TrainConfig(env_id="CartPole-v1", actors=3, fragment_length=128, max_rounds=3, seed=11,
                           backend=name, run_dir=str(tmp_path / name), progress=False, tensorboard=False,
                           eval_every=2, eval_episodes=2, max_concurrency=2)
-        Trainer(cfg).run()
+        make_trainer(cfg).run()
         curves[name] = _curve(tmp_path / name)
     assert len(curves["local"]) == 3 and np.isfinite(float(curves["local"][-1][LEARNING_COLUMNS.index("policy_loss")]))
     assert curves["ray"] == curves["local"]

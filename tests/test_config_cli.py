@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from minionsrl import cli
+from minionsrl.build import prepare_config
 from minionsrl.config import PRESETS, TrainConfig, build, load_yaml
 from minionsrl.errors import ConfigError
-from minionsrl.loop.trainer import prepare_config
 
 FAST = ["--max-rounds", "1", "--actors", "1", "--fragment-length", "32", "--eval-episodes", "1",
         "--hidden-sizes", "8", "--no-progress", "--no-tensorboard"]

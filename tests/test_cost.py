@@ -66,7 +66,7 @@ def test_bad_price_files_fail_with_one_line(tmp_path) -> None:
 
 def test_failed_invocation_without_timings_is_billed_for_the_time_it_ran() -> None:
     pricing = FunctionPricing.of(load_prices(), "aws_lambda_x86")
-    cancelled = InvocationRecord("x", "train", duration_s=2.5, status="error", error="cancelled")
+    cancelled = InvocationRecord("x", "train", duration_s=2.5, status="cancelled", error="cancelled")
     assert pricing.billed_seconds(cancelled) == pytest.approx(2.5)
     finished = InvocationRecord("y", "train", run_s=0.5, duration_s=2.5)  # the platform bills its own time
     assert pricing.billed_seconds(finished) == pytest.approx(0.5)

@@ -11,14 +11,15 @@ import time
 import pytest
 
 from minionsrl.backends.server import ServerBackend
+from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.experiments.compare import Arm, run_compare
 from minionsrl.experiments.motivate import run_motivate
 from minionsrl.experiments.scale import run_scale
+from minionsrl.experiments.scheduler import train_scheduler
 from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics
-from minionsrl.loop.trainer import Trainer, make_trainer
-from minionsrl.scaling.minions import MinionsScaler, SchedulerAgent, load_agent, save_agent, train_scheduler
+from minionsrl.scaling.minions import MinionsScaler, SchedulerAgent, load_agent, save_agent
 
 
 def _cfg(tmp_path, **changes) -> TrainConfig:
@@ -56,13 +57,14 @@ def test_compare_writes_table_csv_and_plots_and_server_learns_the_same(tmp_path)
 
 
 def test_ledger_totals_equal_the_sum_of_rows_and_budget_stops_early(tmp_path) -> None:
-    summary = Trainer(_cfg(tmp_path, max_rounds=5)).run()
+    summary = make_trainer(_cfg(tmp_path, max_rounds=5)).run()
     rows = read_metrics(tmp_path / "run")
     assert summary["cost_usd"]["serverless"] == pytest.approx(sum(float(r["cost_serverless_usd"]) for r in rows))
     assert summary["cost_usd"]["server"] == pytest.approx(sum(float(r["cost_server_usd"]) for r in rows))
     assert summary["projected_cloud_s"] == pytest.approx(sum(float(r["projected_round_s"]) for r in rows))
     first_two = sum(float(r["cost_serverless_usd"]) for r in rows[:2])
-    capped = Trainer(_cfg(tmp_path, max_rounds=50, run_dir=str(tmp_path / "capped"), budget_usd=first_two * 1.5)).run()
+    capped = make_trainer(_cfg(tmp_path, max_rounds=50, run_dir=str(tmp_path / "capped"),
+                               budget_usd=first_two * 1.5)).run()
     assert capped["rounds"] < 50
     capped_rows = read_metrics(tmp_path / "capped")
     # the next round's cost is estimated (the dearest of the last 10): at most one round's overshoot
@@ -73,7 +75,7 @@ def test_ledger_totals_equal_the_sum_of_rows_and_budget_stops_early(tmp_path) ->
 def test_server_backend_waits_for_new_hosts_only_when_asked(tmp_path) -> None:
     cfg = _cfg(tmp_path)
     with ServerBackend(b"s" * 32, vcpus_per_host=2, startup_s=0.4, wait_for_startup=True) as backend:
-        trainer = Trainer(dataclasses.replace(cfg, backend="server", scaler="max", max_rounds=1), backend=backend)
+        trainer = make_trainer(dataclasses.replace(cfg, backend="server", scaler="max", max_rounds=1), backend=backend)
         trainer.run()
         assert backend.hosts == 4 and backend.startup_waits == 0  # the first hosts start before the job
     with ServerBackend(b"s" * 32, vcpus_per_host=2, startup_s=0.4, wait_for_startup=True) as backend:
@@ -122,7 +124,8 @@ def test_scheduler_artefact_round_trip_and_greedy_choice(tmp_path) -> None:
     assert meta["n_max"] == 8 and meta["target_return"] == 100.0
     for a, b in zip(agent.state_dict().values(), loaded.state_dict().values(), strict=True):
         assert (a == b).all()
-    scaler = MinionsScaler(loaded, _cfg(tmp_path), return_scale=100.0)
+    cfg = _cfg(tmp_path)
+    scaler = MinionsScaler(loaded, cfg.n_min, cfg.n_max, return_scale=100.0, horizon=cfg.max_rounds)
     n = scaler.next_actors(None)
     assert 2 <= n <= 8 and n == scaler.next_actors(None)  # greedy: the same state gives the same choice
     with pytest.raises(ConfigError, match="does not exist"):
@@ -138,7 +141,7 @@ def test_scheduler_training_runs_jobs_and_the_shipped_one_loads(tmp_path) -> Non
     curve = list(csv.DictReader(open(out.with_suffix(".curve.csv"))))  # noqa: SIM115
     assert [int(r["job"]) for r in curve] == [1, 2]
     assert all(r["reached"] == "False" and float(r["episode_return"]) < 0 for r in curve)
-    summary = Trainer(_cfg(tmp_path, scaler="minions", scheduler=str(out), run_dir=str(tmp_path / "m"))).run()
+    summary = make_trainer(_cfg(tmp_path, scaler="minions", scheduler=str(out), run_dir=str(tmp_path / "m"))).run()
     assert summary["scaler"] == "minions"
     agent, meta = load_agent(None)  # the scheduler shipped with the package
     assert meta["env_id"] == "CartPole-v1" and agent.n_max == meta["n_max"]

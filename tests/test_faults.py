@@ -11,6 +11,7 @@ import torch
 
 from minionsrl import cli
 from minionsrl.backends.base import InvocationRecord
+from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
 from minionsrl.cost import FunctionPricing, load_prices
 from minionsrl.function import faults, wire
@@ -19,8 +20,8 @@ from minionsrl.function.fragment import Fragment
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import handle
 from minionsrl.learner.networks import ActorCritic, snapshot_of
+from minionsrl.loop.invocations import invocation_seed
 from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics
-from minionsrl.loop.trainer import Trainer, invocation_seed
 
 KEY = b"f" * 32
 CART = PolicyArch(4, 2, True, (8,))
@@ -116,7 +117,7 @@ def _train(run_dir: Path, **overrides) -> dict:
     cfg = TrainConfig(**{"env_id": "CartPole-v1", "max_rounds": 3, "actors": 4, "fragment_length": 32,
                          "eval_every": 3, "eval_episodes": 2, "hidden_sizes": [16], "seed": 5, "progress": False,
                          "tensorboard": False, "max_concurrency": 2, "run_dir": str(run_dir), **overrides})
-    return Trainer(cfg).run()
+    return make_trainer(cfg).run()
 
 
 def _csv(path: Path) -> list[dict[str, str]]:
@@ -186,7 +187,7 @@ def test_every_attempt_is_billed(faulty_and_clean):
         for m in metrics:
             records = [InvocationRecord(r["invocation_id"], r["kind"], init_s=float(r["init_s"]),
                                         run_s=float(r["run_s"]), duration_s=float(r["duration_s"]),
-                                        status="ok" if r["status"] in ("ok", "duplicate") else "error")
+                                        status="ok" if r["status"] in ("ok", "duplicate") else "failed")
                        for r in rows if r["round"] == m["round"]]
             expected = (learner_usd_s * float(m["round_s"]) + len(records) * pricing.usd_per_request
                         + sum(pricing.invocation_usd(rec, 1769.0) for rec in records))
@@ -206,7 +207,7 @@ def test_round_deadline_proceeds_without_stragglers_and_bills_them(tmp_path):
     assert all(r["fault"] == "hang" and r["error"] == "cancelled" for r in cancelled)
     pricing = FunctionPricing.of(load_prices(), "aws_lambda_x86")
     for r in cancelled:  # it ran until the deadline and is billed for that time
-        record = InvocationRecord(r["invocation_id"], "train", duration_s=float(r["duration_s"]), status="error")
+        record = InvocationRecord(r["invocation_id"], "train", duration_s=float(r["duration_s"]), status="failed")
         assert float(r["duration_s"]) > 1.0 and pricing.billed_seconds(record) >= float(r["duration_s"])
     assert (metrics["lost"], metrics["timed_out"], metrics["failed"]) == ("2", "2", "0")
     assert int(metrics["env_steps"]) == 2 * 32  # the round learned from the two fragments that arrived

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from minionsrl.backends.base import Backend, InvocationRecord, Reply
+from minionsrl.backends.duplicating import DuplicatingBackend
 from minionsrl.errors import InvocationError
 from minionsrl.function import wire
-from minionsrl.function.faults import DuplicatingBackend
 from minionsrl.loop import gather
 
 
@@ -41,7 +41,7 @@ class ScriptedBackend(Backend):
                 self.running[str(req["id"])] = req
                 continue
             if what in ("error", "timeout"):
-                record.status = "error" if what == "error" else "timeout"
+                record.status = "failed" if what == "error" else "timed_out"
                 record.error = "boom\n  (a second line)" if what == "error" else "timed out after 1 s"
             arrays = {"x": np.array([req["slot"]])} if what != "bad" else {}
             self.ready.extend([Reply(record, arrays)] * (2 if what == "twice" else 1))
@@ -55,7 +55,7 @@ class ScriptedBackend(Backend):
         return out
 
     def cancel(self, ids: Iterable[str] | None = None) -> list[Reply]:
-        out = [Reply(InvocationRecord(i, "train", status="error", error="cancelled")) for i in self.running]
+        out = [Reply(InvocationRecord(i, "train", status="cancelled", error="cancelled")) for i in self.running]
         self.running.clear()
         return out
 
@@ -71,7 +71,7 @@ def _request(slot: int, attempt: int) -> dict[str, Any]:
     return {"id": f"s{slot}-a{attempt}", "kind": "train", "slot": slot, "attempt": attempt}
 
 
-def _validate(slot: int, reply: Reply) -> int:
+def _validate(request: dict[str, Any], reply: Reply) -> int:
     if "x" not in reply.arrays:
         raise wire.WireError("missing x")
     return int(reply.arrays["x"][0])

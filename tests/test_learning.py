@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
 from minionsrl.loop.metrics import read_metrics
-from minionsrl.loop.trainer import Trainer
 
 
 @pytest.mark.slow
@@ -16,7 +16,7 @@ def test_cartpole_defaults_reach_475(tmp_path):
     cfg = TrainConfig(env_id="CartPole-v1", target_return=500, total_timesteps=200_000, seed=1, progress=False,
                       tensorboard=False, run_dir=str(tmp_path / "run"))
     assert cfg.actors == 8
-    summary = Trainer(cfg).run()
+    summary = make_trainer(cfg).run()
     assert summary["best_eval_return"] >= 475, summary
     assert summary["final_eval_return"] >= 475, summary
     assert summary["env_steps"] <= 200_000

@@ -192,7 +192,7 @@ def test_function_error_comes_back_as_error_reply(make_backend):
     ref = backend.publish(snapshot())
     bad = EnvSpec("CartPole-v1", {"not_a_kwarg": 3})
     replies = backend.invoke(requests_for(ref, 1, spec=bad) + requests_for(ref, 1, round_idx=2))
-    assert replies[0].record.status == "error" and not replies[0].ok
+    assert replies[0].record.status == "failed" and not replies[0].ok
     assert "not_a_kwarg" in replies[0].record.error
     assert replies[0].meta["type"] == "error"
     assert replies[1].ok  # the other invocation of the batch is unaffected
@@ -211,7 +211,7 @@ def test_invocation_timeout_kills_a_hung_instance(make_backend):
     elapsed = time.perf_counter() - t0
     assert elapsed < 10.0
     hung, ok = replies
-    assert hung.record.status == "timeout" and "timed out" in hung.record.error
+    assert hung.record.status == "timed_out" and "timed out" in hung.record.error
     assert hung.record.invocation_id == "r1-train-0"
     assert hung.record.duration_s >= 1.0
     assert ok.ok
@@ -227,7 +227,7 @@ def test_instance_that_dies_gives_an_error_record(make_backend):
     dies = EnvSpec("custom_env:CounterEnv", {"exit_code": 3})
     fine = EnvSpec("custom_env:CounterEnv", {"length": 5})
     dead, ok = backend.invoke(requests_for(ref, 1, spec=dies) + requests_for(ref, 1, round_idx=2, spec=fine))
-    assert dead.record.status == "error" and "died" in dead.record.error
+    assert dead.record.status == "failed" and "died" in dead.record.error
     assert dead.record.instance_id not in backend.instance_ids
     assert ok.ok
     assert backend.invoke(requests_for(ref, 1, round_idx=3, spec=fine))[0].ok

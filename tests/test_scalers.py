@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from minionsrl.build import make_scaler
 from minionsrl.config import TrainConfig
 from minionsrl.scaling.rules import (
     FixedScaler,
@@ -14,7 +15,6 @@ from minionsrl.scaling.rules import (
     KungFuScaler,
     NitroScaler,
     RandomScaler,
-    make_scaler,
 )
 
 

@@ -16,15 +16,16 @@ import pytest
 import torch
 
 from minionsrl import cli
+from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
+from minionsrl.loop.invocations import invocation_seed
 from minionsrl.loop.metrics import INVOCATION_COLUMNS, LEARNING_COLUMNS, METRIC_COLUMNS, read_metrics
-from minionsrl.loop.trainer import Trainer, invocation_seed
 
 
 def _train(run_dir: Path, **overrides) -> dict:
     cfg = TrainConfig(**{"env_id": "CartPole-v1", "max_rounds": 6, "actors": 4, "eval_every": 3,
                          "progress": False, "tensorboard": False, "run_dir": str(run_dir), **overrides})
-    return Trainer(cfg).run()
+    return make_trainer(cfg).run()
 
 
 def _learning(run_dir: Path) -> list[dict[str, str]]:
@@ -135,7 +136,7 @@ def test_summary_json(finished_run):
 
 
 def test_run_round_can_be_called_directly(tmp_path):
-    trainer = Trainer(TrainConfig(env_id="CartPole-v1", max_rounds=2, actors=1, fragment_length=32,
+    trainer = make_trainer(TrainConfig(env_id="CartPole-v1", max_rounds=2, actors=1, fragment_length=32,
                                   progress=False, tensorboard=False, run_dir=str(tmp_path / "r")))
     try:
         row = trainer.run_round()
@@ -241,15 +242,15 @@ def test_eval_command_is_deterministic(finished_run, capsys):
 
 def test_checkpoint_with_reward_scaling_loads_weights_only(tmp_path):
     """Scalar running statistics (reward scaling) must survive torch.load(weights_only=True) and resume."""
+    from minionsrl.build import make_trainer
     from minionsrl.config import TrainConfig
-    from minionsrl.loop.trainer import Trainer
 
     cfg = TrainConfig(env_id="Pendulum-v1", actors=2, fragment_length=64, max_rounds=2, eval_every=0, eval_episodes=1,
                       update_epochs=1, normalize_obs=True, normalize_reward=True, progress=False, tensorboard=False,
                       run_dir=str(tmp_path / "run"))
-    assert Trainer(cfg).run()["rounds"] == 2
+    assert make_trainer(cfg).run()["rounds"] == 2
     state = torch.load(tmp_path / "run" / "checkpoints" / "latest.pt", weights_only=True)
     assert state["ret_rms"]["mean"].shape == () and state["obs_rms"]["mean"].shape == (3,)
-    resumed = Trainer(dataclasses.replace(cfg, max_rounds=3), resume=True)
-    assert resumed.round == 2 and resumed.ret_rms.count == pytest.approx(state["ret_rms"]["count"])
+    resumed = make_trainer(dataclasses.replace(cfg, max_rounds=3), resume=True)
+    assert resumed.round == 2 and resumed.learner.ret_rms.count == pytest.approx(state["ret_rms"]["count"])
     assert resumed.run()["rounds"] == 3

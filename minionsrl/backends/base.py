@@ -16,6 +16,9 @@ import numpy as np
 
 from minionsrl.function import wire
 
+# What happened to an invocation: one vocabulary for backends, the gather policy and invocations.csv.
+OK, FAILED, TIMED_OUT, CANCELLED = "ok", "failed", "timed_out", "cancelled"
+
 
 @dataclass
 class InvocationRecord:
@@ -31,7 +34,7 @@ class InvocationRecord:
     duration_s: float = 0.0  # dispatch to reply, as the caller saw it
     bytes_in: int = 0  # request + policy bytes the function fetched
     bytes_out: int = 0  # reply bytes
-    status: str = "ok"  # "ok" | "error" | "timeout" (ran past the invocation timeout and was stopped)
+    status: str = OK  # OK | FAILED | TIMED_OUT (ran past the invocation timeout, stopped) | CANCELLED
     error: str = ""
 
     def row(self) -> dict[str, Any]:
@@ -48,22 +51,22 @@ class Reply:
 
     @property
     def ok(self) -> bool:
-        return self.record.status == "ok"
+        return self.record.status == OK
 
 
 def make_reply(record: InvocationRecord, data: bytes | None, key: bytes, cold_start_s: float = 0.0) -> Reply:
     """Decode a function's reply bytes into a :class:`Reply`, filling the record from its timings."""
     if data is None:
-        record.status = "error"
+        record.status = FAILED
         return Reply(record)
     record.bytes_out = len(data)
     try:
         arrays, meta = wire.decode(data, key)
     except wire.WireError as exc:
-        record.status, record.error = "error", f"bad reply: {exc}"
+        record.status, record.error = FAILED, f"bad reply: {exc}"
         return Reply(record)
     if meta.get("type") == "error":
-        record.status, record.error = "error", str(meta.get("error", "function failed"))
+        record.status, record.error = FAILED, str(meta.get("error", "function failed"))
         return Reply(record, meta=meta)
     instance = meta.get("instance")
     if isinstance(instance, dict) and not record.instance_id:  # remote platforms: the function says where it ran
@@ -167,7 +170,7 @@ class Backend(ABC):
         replies.extend(self.cancel(waiting) if waiting else [])
         answered = {r.record.invocation_id for r in replies}
         replies.extend(Reply(InvocationRecord(invocation_id=str(requests[order[i]]["id"]),
-                                              kind=str(requests[order[i]]["kind"]), status="error",
+                                              kind=str(requests[order[i]]["kind"]), status=FAILED,
                                               error="the backend lost this invocation"))
                        for i in sorted(waiting - answered, key=order.__getitem__))
         return sorted(replies, key=lambda r: order.get(r.record.invocation_id, len(order)))

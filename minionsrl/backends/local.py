@@ -28,7 +28,17 @@ from pathlib import Path
 from typing import Any
 
 from minionsrl.backends import local_worker
-from minionsrl.backends.base import Backend, Pending, Reply, earliest, make_reply, retire_policies
+from minionsrl.backends.base import (
+    CANCELLED,
+    FAILED,
+    TIMED_OUT,
+    Backend,
+    Pending,
+    Reply,
+    earliest,
+    make_reply,
+    retire_policies,
+)
 
 _WORKER_MODULE = "minionsrl.backends.local_worker"
 
@@ -112,12 +122,12 @@ class LocalBackend(Backend):
     def cancel(self, ids: Iterable[str] | None = None) -> list[Reply]:
         wanted = None if ids is None else set(ids)
         chosen = [t for t in self._queue if wanted is None or t.id in wanted]
-        replies = [Reply(t.record(status="error", error="cancelled")) for t in chosen]
+        replies = [Reply(t.record(status=CANCELLED, error="cancelled")) for t in chosen]
         self._queue = deque(t for t in self._queue if t not in chosen)
         now = time.perf_counter()
         for inst in [i for i in self._instances if i.task is not None and (wanted is None or i.task.id in wanted)]:
             replies.append(Reply(inst.task.record(instance_id=inst.id, cold=inst.served == 0,
-                                                  duration_s=now - inst.task.sent, status="error",
+                                                  duration_s=now - inst.task.sent, status=CANCELLED,
                                                   error="cancelled")))
             self._stop(inst, kill=True)
         return replies
@@ -136,7 +146,7 @@ class LocalBackend(Backend):
 
     def _fail_queued(self) -> list[Reply]:
         """Instances keep dying before they are ready: fail what is queued instead of retrying forever."""
-        replies = [Reply(t.record(status="error", error=(
+        replies = [Reply(t.record(status=FAILED, error=(
             f"{self._failed_starts} instances in a row died before they were ready (see stderr)")))
             for t in self._queue]
         self._queue.clear()
@@ -196,7 +206,7 @@ class LocalBackend(Backend):
             if inst.task is not None and now - inst.task.sent > self.invocation_timeout_s:
                 replies.append(Reply(inst.task.record(
                     instance_id=inst.id, cold=inst.served == 0, duration_s=now - inst.task.sent,
-                    status="timeout", error=f"timed out after {self.invocation_timeout_s:g} s")))
+                    status=TIMED_OUT, error=f"timed out after {self.invocation_timeout_s:g} s")))
                 self._stop(inst, kill=True)
         return replies
 

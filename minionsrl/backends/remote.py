@@ -14,7 +14,7 @@ from abc import abstractmethod
 from collections.abc import Iterable
 from typing import Any
 
-from minionsrl.backends.base import Backend, Pending, Reply, earliest, make_reply
+from minionsrl.backends.base import CANCELLED, TIMED_OUT, Backend, Pending, Reply, earliest, make_reply
 
 
 class RemoteBackend(Backend):
@@ -72,13 +72,13 @@ class RemoteBackend(Backend):
     def cancel(self, ids: Iterable[str] | None = None) -> list[Reply]:
         wanted = None if ids is None else set(ids)
         chosen = [p for p in self._pending.values() if wanted is None or p.id in wanted]
-        return self._abandon(chosen, "cancelled", status="error")
+        return self._abandon(chosen, "cancelled", status=CANCELLED)
 
     def _expire(self, now: float) -> list[Reply]:
         if self.invocation_timeout_s is None:
             return []
         late = [p for p in self._pending.values() if now - p.sent > self.invocation_timeout_s]
-        return self._abandon(late, f"timed out after {self.invocation_timeout_s:g} s", status="timeout")
+        return self._abandon(late, f"timed out after {self.invocation_timeout_s:g} s", status=TIMED_OUT)
 
     def _abandon(self, calls: list[Pending], error: str, status: str) -> list[Reply]:
         """Stop ``calls`` and record each as failed, billed for the time it ran."""

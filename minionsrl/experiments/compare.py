@@ -22,6 +22,7 @@ import numpy as np
 from minionsrl import config
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
+from minionsrl.experiments import tables
 from minionsrl.experiments.plots import forward_fill, line_plot
 from minionsrl.loop.metrics import read_metrics
 
@@ -67,7 +68,7 @@ def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: s
                 target_return: float | None = None,
                 on_run: Callable[[str, int], None] | None = None) -> list[dict[str, Any]]:
     """Run (or reuse) every arm × seed, then write compare.csv, compare.md and the plots."""
-    from minionsrl.loop.trainer import make_trainer
+    from minionsrl.build import make_trainer
 
     out_dir = Path(out_dir)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
@@ -121,12 +122,11 @@ def markdown_table(results: list[dict[str, Any]], arms: list[Arm], target: float
             "cost_server_usd", "cost_usd", "mean_actors"]
     if target is not None:
         cols += ["time_to_target_s", "projected_time_to_target_s"]
-    lines = ["| arm | seeds | " + " | ".join(cols) + " |", "|---" * (len(cols) + 2) + "|"]
+    table = []
     for arm in arms:
         rows = [r for r in results if r["arm"] == arm.label]
-        cells = " | ".join(_mean_std([r[c] for r in rows]) for c in cols)
-        lines.append(f"| {arm.label} | {len(rows)} | {cells} |")
-    return "\n".join(lines)
+        table.append([arm.label, len(rows), *(_mean_std([r[c] for r in rows]) for c in cols)])
+    return tables.markdown_table(["arm", "seeds", *cols], table)
 
 
 def _write_outputs(results: list[dict[str, Any]], arms: list[Arm], out_dir: Path, env_id: str,

@@ -8,12 +8,11 @@ from typing import Any
 import gymnasium as gym
 
 from minionsrl import config
+from minionsrl.build import make_learner
 from minionsrl.errors import ConfigError
 from minionsrl.function.envs import EnvSpec, env_info, make_env
-from minionsrl.function.normalization import RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import evaluate
-from minionsrl.learner.networks import make_policy, snapshot_of
 from minionsrl.loop import checkpoint
 
 
@@ -32,13 +31,9 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, seed: int = 10_000,
         raise ConfigError(f"--run-dir: {str(run_dir)!r} has no checkpoint yet")
     spec = EnvSpec(cfg.env_id, cfg.env_kwargs)
     info = env_info(spec)
-    policy = make_policy(PolicyArch.of(info, cfg.hidden_sizes))
-    policy.load_state_dict(state["policy"])
-    obs_rms = None
-    if state.get("obs_rms") is not None:
-        obs_rms = RunningMeanStd(info.obs_shape)
-        obs_rms.load_state_dict(checkpoint.to_arrays(state["obs_rms"]))
-    snapshot = snapshot_of(policy, obs_rms, int(state["round"]), cfg.clip_obs)
+    learner = make_learner(cfg, PolicyArch.of(info, cfg.hidden_sizes))
+    learner.load_state_dict(state)
+    snapshot = learner.snapshot(int(state["round"]))
 
     env = make_env(spec, render_mode="rgb_array" if capture_video else None)
     video_dir = run_dir / "videos"

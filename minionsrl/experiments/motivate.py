@@ -21,13 +21,14 @@ import numpy as np
 from minionsrl import config
 from minionsrl.errors import ConfigError
 from minionsrl.experiments.plots import scatter_plot
+from minionsrl.experiments.tables import markdown_table
 
 COLUMNS = ["round", "convexity_ratio", "gns", "eval_base", "eval_boost", "gain"]
 
 
 def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> dict[str, Any]:
     """Train one round from ``ckpt`` with ``actors`` actors in a scratch copy; return its metrics row."""
-    from minionsrl.loop.trainer import make_trainer
+    from minionsrl.build import make_trainer
 
     saved = config.build(config.load_yaml(run_dir / "config.yaml"))
     round_idx = int(ckpt.stem.split("-")[1])
@@ -64,10 +65,9 @@ def run_motivate(run_dir: str | Path, base: int, boost: int, eval_episodes: int,
         writer = csv.DictWriter(fh, COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    table = "| " + " | ".join(COLUMNS) + " |\n" + "|---" * len(COLUMNS) + "|\n" + "".join(
-        "| " + " | ".join(f"{r[c]:.4g}" for c in COLUMNS) + " |\n" for r in rows)
+    table = markdown_table(COLUMNS, [[r[c] for c in COLUMNS] for r in rows], "{:.4g}".format)
     (out_dir / "motivate.md").write_text(
-        f"# motivate: {run_dir.name}, {base} vs {boost} actors for one round\n\n{table}\n"
+        f"# motivate: {run_dir.name}, {base} vs {boost} actors for one round\n\n{table}\n\n"
         f"mean gain {result['mean_gain']:.4g}; correlation of convexity ratio with gain: "
         f"Pearson {result['pearson']:.3f}, Spearman {result['spearman']:.3f} over {len(rows)} checkpoints\n")
     scatter_plot(ratio, gain, "convexity ratio (base round)", f"gain of {boost} over {base} actors (eval return)",

@@ -17,6 +17,7 @@ import numpy as np
 
 from minionsrl.config import TrainConfig
 from minionsrl.experiments.plots import line_plot
+from minionsrl.experiments.tables import g4, markdown_table
 from minionsrl.function import wire
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.numpy_policy import PolicyArch
@@ -28,7 +29,8 @@ COLUMNS = ["actors", "cold_round_s", "round_s", "functions_s", "ideal_s", "overh
 
 def run_scale(cfg: TrainConfig, max_actors: int, steps: int, repeats: int, out_dir: str | Path) -> list[dict[str, Any]]:
     """Measure rounds of 1, 2, 4, … ``max_actors`` invocations of ``steps`` steps each on ``cfg.backend``."""
-    from minionsrl.loop.trainer import invocation_seed, make_backend, prepare_config
+    from minionsrl.build import make_backend, prepare_config
+    from minionsrl.loop.invocations import invocation_seed
 
     cfg, info = prepare_config(dataclasses.replace(cfg, max_rounds=cfg.max_rounds or 1))
     out_dir = Path(out_dir)
@@ -73,11 +75,9 @@ def _write(rows: list[dict[str, Any]], out_dir: Path, cfg: TrainConfig, steps: i
         writer = csv.DictWriter(fh, COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    header = "| " + " | ".join(COLUMNS) + " |\n" + "|---" * len(COLUMNS) + "|\n"
-    body = "".join("| " + " | ".join(f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in COLUMNS)
-                   + " |\n" for r in rows)
+    table = markdown_table(COLUMNS, [[r[c] for c in COLUMNS] for r in rows], g4)
     (out_dir / "scale.md").write_text(f"# scale: {cfg.env_id}, backend {cfg.backend}, {steps} steps per function\n\n"
-                                      f"{header}{body}")
+                                      f"{table}\n")
     ks = [r["actors"] for r in rows]
     line_plot({"warm round": (ks, [r["round_s"] for r in rows]), "cold round": (ks, [r["cold_round_s"] for r in rows]),
                "ideal (work / cores)": (ks, [r["ideal_s"] for r in rows])}, "concurrent invocations", "seconds",

@@ -11,30 +11,25 @@ function runs:
 * ``malformed``  the function returns corrupted bytes: a flipped byte (fails the HMAC check) or, signed with
                  the right key, a fragment with an array cut short (fails fragment validation).
 
-``duplicate`` (the platform delivers one invocation's reply twice) is enacted by
-:class:`DuplicatingBackend`, a thin wrapper over any :class:`~minionsrl.backends.base.Backend`.
+``duplicate`` (the platform delivers one invocation's reply twice) is enacted on the learner's side by
+:class:`~minionsrl.backends.duplicating.DuplicatingBackend`, a thin wrapper over any backend.
 Which attempt fails is drawn by the learner (:meth:`FaultPlan.draw`) when it builds the request.
-Torch-free: rollout functions import this module.
+Torch-free and config-free: rollout functions import this module.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 import signal
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from minionsrl.backends.base import Backend, Reply
-from minionsrl.config import FAULT_FIELDS
 from minionsrl.function import wire
 
-KINDS = tuple(FAULT_FIELDS)  # the order fixes which kind a draw falls into
-_KIND_CODE = {"train": 0, "eval": 1}
+KINDS = ("raise", "hang", "kill", "duplicate", "malformed")  # the order fixes which kind a draw falls into
 
 
 class InjectedFault(RuntimeError):
@@ -57,7 +52,7 @@ class FaultPlan:
         """The fault of one invocation attempt (``None``: none), deterministic in its arguments."""
         if not self.active:
             return None
-        rng = np.random.default_rng([self.seed, round_idx, slot, attempt, _KIND_CODE.get(kind, 2)])
+        rng = np.random.default_rng([self.seed, round_idx, slot, attempt, wire.SEED_STREAMS[kind]])
         u, variant = rng.random(), int(rng.integers(2))
         edge = 0.0
         for name in KINDS:
@@ -100,42 +95,3 @@ def corrupt_reply(request: dict[str, Any], reply: bytes, key: bytes) -> bytes:
     else:  # nothing to cut: drop the arrays altogether
         arrays = {}
     return wire.encode(arrays, meta, key)
-
-
-class DuplicatingBackend(Backend):
-    """Wraps a backend so that requests carrying a ``duplicate`` fault have their reply delivered twice (the
-    second a copy with its own record: a platform that ran a call twice bills it twice)."""
-
-    def __init__(self, inner: Backend) -> None:
-        self.inner = inner
-        self.key = inner.key
-        self.name = inner.name
-        self._twice: set[str] = set()
-
-    def publish(self, policy_blob: bytes) -> str:
-        return self.inner.publish(policy_blob)
-
-    def submit(self, requests: list[dict[str, Any]]) -> None:
-        self._twice.update(str(r["id"]) for r in requests if (r.get("fault") or {}).get("kind") == "duplicate")
-        self.inner.submit(requests)
-
-    def collect(self, timeout: float | None = None) -> list[Reply]:
-        out: list[Reply] = []
-        for reply in self.inner.collect(timeout):
-            out.append(reply)
-            if reply.record.invocation_id in self._twice:
-                self._twice.discard(reply.record.invocation_id)
-                out.append(Reply(copy.copy(reply.record), reply.arrays, reply.meta))
-        return out
-
-    def cancel(self, ids: Iterable[str] | None = None) -> list[Reply]:
-        replies = self.inner.cancel(ids)
-        self._twice.difference_update(r.record.invocation_id for r in replies)
-        return replies
-
-    @property
-    def in_flight(self) -> int:
-        return self.inner.in_flight
-
-    def close(self) -> None:
-        self.inner.close()

@@ -26,6 +26,11 @@ TAG_BYTES = 32
 ALLOWED_DTYPES = frozenset({"bool", "uint8", "int32", "int64", "float32", "float64"})
 
 
+# Seed streams of a run: each invocation kind's seeds (and fault draws) and the detectors' are drawn from
+# their own stream, so that adding one kind of work never shifts another's random numbers.
+SEED_STREAMS = {"train": 0, "eval": 1, "detect": 2}
+
+
 class WireError(ValueError):
     """A message failed its integrity check or does not have the expected layout."""
 

@@ -104,3 +104,21 @@ def gradient_noise_scale(policy: nn.Module, batch: Batch, params: PPOParams, sli
     g2 = (size * big_sq - small * small_sq) / (size - small)
     trace = (small_sq - big_sq) / (1.0 / small - 1.0 / size)
     return float(trace / g2) if g2 != 0 else float("nan")
+
+
+def detect(wanted: set[str], policy: nn.Module, batch: Batch, params: PPOParams, slices: int, seed: int,
+           samples: int, iterations: int) -> dict[str, float]:
+    """The detectors in ``wanted`` ("gns", "curvature") on a round's batch, as metrics columns. The curvature
+    reads a random subsample of ``samples`` rows (0: all), since Hessian-vector products cost O(batch) each."""
+    out: dict[str, float] = {}
+    if "gns" in wanted:
+        out["gns"] = gradient_noise_scale(policy, batch, params, slices)
+    if "curvature" not in wanted:
+        return out
+    sample = batch
+    if 0 < samples < len(batch):
+        idx = np.random.default_rng(seed).choice(len(batch), samples, replace=False)
+        sample = batch.select(torch.from_numpy(np.sort(idx)))
+    curvature = hessian_curvature(policy, sample, params, iterations, seed=seed)
+    return {**out, "convexity_ratio": curvature.convexity_ratio, "lambda_min": curvature.lambda_min,
+            "lambda_max": curvature.lambda_max}

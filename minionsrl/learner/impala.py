@@ -22,12 +22,10 @@ from minionsrl.function.fragment import Fragment
 from minionsrl.function.normalization import RunningMeanStd
 from minionsrl.learner.ppo import (
     Batch,
-    LossFn,
     LossTerms,
     Policy,
     PPOParams,
     flat,
-    ppo_loss,
     scale_rewards,
     stack_fragments,
 )
@@ -68,8 +66,3 @@ def impala_loss(policy: Policy, mb: Batch, p: PPOParams) -> LossTerms:
     logratio = newlogprob - mb.logprobs
     return LossTerms(pg_loss - p.ent_coef * entropy_loss + p.vf_coef * v_loss, pg_loss, v_loss, entropy_loss,
                      logratio, logratio.exp())
-
-
-def learner_loss(algo: str) -> LossFn:
-    """The loss an algorithm's learner minimises on its batch."""
-    return impala_loss if algo == "impala" else ppo_loss

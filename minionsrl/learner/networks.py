@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -15,20 +17,41 @@ from minionsrl.function.numpy_policy import NATURE_CONVS, NATURE_DENSE, PolicyAr
 LOG_2PI = math.log(2.0 * math.pi)
 
 
-def _layer(n_in: int, n_out: int, std: float) -> nn.Linear:
-    layer = nn.Linear(n_in, n_out)
-    nn.init.orthogonal_(layer.weight, std)
-    nn.init.constant_(layer.bias, 0.0)
-    return layer
+Init = TypeVar("Init", nn.Linear, nn.Conv2d)
 
 
-def _mlp(n_in: int, hidden: tuple[int, ...], n_out: int, last_std: float) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for h in hidden:
-        layers += [_layer(n_in, h, math.sqrt(2)), nn.Tanh()]
-        n_in = h
-    layers.append(_layer(n_in, n_out, last_std))
-    return nn.Sequential(*layers)
+def orthogonal(module: Init, std: float) -> Init:
+    """Initialise ``module`` in place: orthogonal weights with gain ``std``, zero bias (CleanRL)."""
+    nn.init.orthogonal_(module.weight, std)
+    nn.init.constant_(module.bias, 0.0)
+    return module
+
+
+def layer(n_in: int, n_out: int, std: float) -> nn.Linear:
+    """A linear layer with orthogonal weights (gain ``std``) and zero bias."""
+    return orthogonal(nn.Linear(n_in, n_out), std)
+
+
+def mlp(n_in: int, hidden: tuple[int, ...], n_out: int, last_std: float, build_first: bool = False) -> nn.Sequential:
+    """Tanh MLP: hidden layers with gain √2, the last with ``last_std``.
+
+    ``build_first`` creates every layer before initialising any. The values are drawn in another
+    order from torch's global generator, so the same seed gives other weights: the learned
+    scheduler's networks (and its shipped artefact) were made that way.
+    """
+    sizes = (n_in, *hidden, n_out)
+    shapes = list(itertools.pairwise(sizes))
+    gains = [math.sqrt(2)] * len(hidden) + [last_std]
+    if build_first:
+        linears = [nn.Linear(a, b) for a, b in shapes]
+        for lin, gain in zip(linears, gains, strict=True):
+            orthogonal(lin, gain)
+    else:
+        linears = [layer(a, b, gain) for (a, b), gain in zip(shapes, gains, strict=True)]
+    modules: list[nn.Module] = []
+    for lin in linears[:-1]:
+        modules += [lin, nn.Tanh()]
+    return nn.Sequential(*modules, linears[-1])
 
 
 class ActorCritic(nn.Module):
@@ -40,8 +63,8 @@ class ActorCritic(nn.Module):
     def __init__(self, arch: PolicyArch) -> None:
         super().__init__()
         self.arch = arch
-        self.actor = _mlp(arch.obs_dim, arch.hidden, arch.action_dim, 0.01)
-        self.critic = _mlp(arch.obs_dim, arch.hidden, 1, 1.0)
+        self.actor = mlp(arch.obs_dim, arch.hidden, arch.action_dim, 0.01)
+        self.critic = mlp(arch.obs_dim, arch.hidden, 1, 1.0)
         if not arch.discrete:
             self.log_std = nn.Parameter(torch.zeros(1, arch.action_dim))
 
@@ -61,11 +84,6 @@ class ActorCritic(nn.Module):
             logp = (-0.5 * z.pow(2) - log_std - 0.5 * LOG_2PI).sum(-1)
             entropy = (0.5 + 0.5 * LOG_2PI + log_std).sum(-1)
         return logp, entropy, self.value(obs)
-
-    def act_deterministic(self, obs: torch.Tensor) -> torch.Tensor:
-        """Greedy action: argmax of the logits, or the Gaussian mean."""
-        head = self.actor(obs)
-        return head.argmax(-1) if self.arch.discrete else head
 
     def numpy_params(self) -> dict[str, np.ndarray]:
         """Weights in the layout :class:`~minionsrl.function.numpy_policy.NumpyPolicy` reads."""
@@ -90,15 +108,12 @@ class CNNActorCritic(nn.Module):
         channels, side = arch.obs_shape[0], arch.obs_shape[1]
         convs: list[nn.Module] = []
         for out, k, stride in NATURE_CONVS:
-            conv = nn.Conv2d(channels, out, k, stride)
-            nn.init.orthogonal_(conv.weight, math.sqrt(2))
-            nn.init.constant_(conv.bias, 0.0)
-            convs += [conv, nn.ReLU()]
+            convs += [orthogonal(nn.Conv2d(channels, out, k, stride), math.sqrt(2)), nn.ReLU()]
             channels, side = out, (side - k) // stride + 1
         self.conv = nn.Sequential(*convs)
-        self.dense = _layer(channels * side * side, NATURE_DENSE, math.sqrt(2))
-        self.actor = _layer(NATURE_DENSE, arch.action_dim, 0.01)
-        self.critic = _layer(NATURE_DENSE, 1, 1.0)
+        self.dense = layer(channels * side * side, NATURE_DENSE, math.sqrt(2))
+        self.actor = layer(NATURE_DENSE, arch.action_dim, 0.01)
+        self.critic = layer(NATURE_DENSE, 1, 1.0)
 
     def _trunk(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.dense(self.conv(obs.float() / 255.0).flatten(1)))
@@ -113,9 +128,6 @@ class CNNActorCritic(nn.Module):
         logp = logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
         entropy = -(logits.exp() * logits).sum(-1)
         return logp, entropy, self.critic(hidden).squeeze(-1)
-
-    def act_deterministic(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.actor(self._trunk(obs)).argmax(-1)
 
     def _named_layers(self) -> dict[str, nn.Module]:
         convs = [m for m in self.conv if isinstance(m, nn.Conv2d)]

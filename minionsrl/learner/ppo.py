@@ -123,6 +123,11 @@ class LossTerms(NamedTuple):
     ratio: torch.Tensor
 
 
+def clipped_surrogate(adv: torch.Tensor, ratio: torch.Tensor, clip_coef: float) -> torch.Tensor:
+    """PPO's clipped policy loss: the mean of ``max(−A·r, −A·clip(r, 1 − c, 1 + c))``."""
+    return torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip_coef, 1 + clip_coef)).mean()
+
+
 def ppo_loss(policy: Policy, mb: Batch, p: PPOParams) -> LossTerms:
     """CleanRL's PPO loss on a (mini)batch: clipped surrogate, (clipped) value loss, entropy bonus.
 
@@ -134,7 +139,7 @@ def ppo_loss(policy: Policy, mb: Batch, p: PPOParams) -> LossTerms:
     adv = mb.advantages
     if p.norm_adv and len(adv) > 1:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - p.clip_coef, 1 + p.clip_coef)).mean()
+    pg_loss = clipped_surrogate(adv, ratio, p.clip_coef)
     if p.clip_vloss:
         v_clipped = mb.values + (newvalue - mb.values).clamp(-p.clip_coef, p.clip_coef)
         v_loss = 0.5 * torch.max((newvalue - mb.returns) ** 2, (v_clipped - mb.returns) ** 2).mean()

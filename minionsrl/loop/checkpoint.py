@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from minionsrl.errors import ConfigError
@@ -67,13 +66,3 @@ def load(directory: str | Path, name: str = LATEST) -> dict[str, Any] | None:
     except Exception as exc:  # truncated, corrupted, or holding objects weights-only loading refuses
         raise ConfigError(f"--resume: checkpoint {str(path)!r} cannot be read ({type(exc).__name__}); restore it "
                           "from a kept checkpoints/round-NNNNN.pt or start a new run") from exc
-
-
-def to_tensors(state: dict[str, Any]) -> dict[str, Any]:
-    """Convert NumPy arrays in a flat dict to tensors (weights-only loading refuses NumPy objects)."""
-    return {k: torch.from_numpy(np.array(v)) if isinstance(v, np.ndarray | np.generic) else v for k, v in state.items()}
-
-
-def to_arrays(state: dict[str, Any]) -> dict[str, Any]:
-    """Inverse of :func:`to_tensors`."""
-    return {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in state.items()}

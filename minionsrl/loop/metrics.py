@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from minionsrl.backends.base import InvocationRecord
+from minionsrl.loop.gather import OK, Attempt, Gathered
+from minionsrl.loop.invocations import fragment_digest
+from minionsrl.redact import redact_text
 
 METRIC_COLUMNS = [
     "round", "env_steps", "n_actors", "wall_s", "round_s", "sample_s", "learn_s", "eval_s",
@@ -31,7 +34,7 @@ LEARNING_COLUMNS = [
     "convexity_ratio", "gns",
 ]
 # status: ok | failed | timed_out | cancelled (a straggler at the round deadline) | duplicate (a second delivery)
-# | stray (a reply to no invocation of its round)
+# | stray (a reply to no invocation sent)
 INVOCATION_COLUMNS = ["round", *InvocationRecord.__dataclass_fields__, "slot", "attempt", "seed", "fault", "digest"]
 
 TENSORBOARD_TAGS = {
@@ -87,6 +90,24 @@ class RunLog:
         self._invocations.close()
         if self._tb is not None:
             self._tb.close()
+
+
+def invocation_rows(round_idx: int, gathered: list[Gathered]) -> list[dict[str, Any]]:
+    """A round's rows of invocations.csv: training before evaluation, by slot and attempt (then arrival)."""
+    attempts = sorted((a for g in gathered for a in g.attempts),
+                      key=lambda a: (a.request["kind"] != "train", a.slot, a.attempt))
+    return [_invocation_row(round_idx, a) for a in attempts]
+
+
+def _invocation_row(round_idx: int, attempt: Attempt) -> dict[str, Any]:
+    """The record, the slot's seed and attempt, the status and, for an accepted fragment, a digest of its
+    arrays (a fault-free run of the same seed must show the same)."""
+    req, record = attempt.request, attempt.reply.record
+    accepted = attempt.status == OK and req["kind"] == "train"
+    return {"round": round_idx, **record.row(), "error": redact_text(record.error), "status": attempt.status,
+            "slot": attempt.slot, "attempt": attempt.attempt, "seed": req["seed"],
+            "fault": (req.get("fault") or {}).get("kind", ""),
+            "digest": fragment_digest(attempt.result) if accepted else ""}
 
 
 def _fmt(value: Any) -> Any:

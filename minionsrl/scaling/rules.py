@@ -1,44 +1,13 @@
-"""Scalers decide how many actors the next round gets (SPEC §2). Round stats in, next ``n`` out.
-
-A scaler never knows which backend runs the actors. It sees the previous round's metrics row
-(``round``, ``n_actors``, ``convexity_ratio``, ``gns``, …) and returns the next ``n`` within
-``[n_min, n_max]``; whatever it remembers is in ``state_dict`` and goes into the checkpoint.
-"""
+"""The scaling rules of DESIGN §2: fixed counts, schedules, and rules driven by the detectors."""
 
 from __future__ import annotations
 
-import math
-from abc import ABC, abstractmethod
 from collections import deque
 from typing import Any
 
 import numpy as np
 
-from minionsrl.config import TrainConfig
-
-
-class Scaler(ABC):
-    """One small interface for every scaling rule."""
-
-    name: str = "base"
-    needs: frozenset[str] = frozenset()  # detectors the rule reads: "curvature" and/or "gns"
-
-    def __init__(self, n_min: int, n_max: int) -> None:
-        self.n_min, self.n_max = n_min, n_max
-        self.score: float | None = None  # the rule's last score, logged beside n_actors
-
-    @abstractmethod
-    def next_actors(self, last_round: dict[str, Any] | None) -> int:
-        """Number of actors for the coming round, given the previous round's metrics row (or None)."""
-
-    def clip(self, n: float) -> int:
-        return int(min(max(n, self.n_min), self.n_max))
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"score": self.score}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.score = state.get("score")
+from minionsrl.scaling.base import Scaler, as_finite
 
 
 class FixedScaler(Scaler):
@@ -202,33 +171,3 @@ class NitroScaler(Scaler):
         super().load_state_dict(state)
         self.window.clear()
         self.window.extend(state["window"])
-
-
-def as_finite(value: Any) -> float | None:
-    """``value`` as a float, or None when it is missing, empty or not finite."""
-    if value is None or value == "":
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
-def make_scaler(cfg: TrainConfig) -> Scaler:
-    """Build the scaler named by ``cfg.scaler``."""
-    lo, hi = cfg.n_min, cfg.n_max
-    builders = {
-        "fixed": lambda: FixedScaler(cfg.actors),
-        "min": lambda: MinScaler(lo, hi),
-        "max": lambda: MaxScaler(lo, hi),
-        "random": lambda: RandomScaler(lo, hi, cfg.seed),
-        "hydrozoa": lambda: HydrozoaScaler(lo, hi),
-        "kungfu": lambda: KungFuScaler(lo, hi),
-        "gns-boost": lambda: GnsBoostScaler(lo, hi),
-        "nitro": lambda: NitroScaler(lo, hi, cfg.initial_actors, cfg.nitro_window, cfg.nitro_decay, cfg.nitro_floor,
-                                     cfg.nitro_window_mode),
-    }
-    if cfg.scaler == "minions":
-        from minionsrl.scaling.minions import MinionsScaler, load_agent
-
-        agent, meta = load_agent(cfg.scheduler)
-        return MinionsScaler(agent, cfg, return_scale=cfg.target_return or float(meta["target_return"]))
-    return builders[cfg.scaler]()

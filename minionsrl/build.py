@@ -1,0 +1,158 @@
+"""The composition root: a config in, the run's parts out. Every factory lives here, so the parts they
+build (scalers, backends, learners, the loop) never import one another to dispatch.
+
+``prepare_config`` checks and resolves a config before any work starts; ``make_trainer`` assembles
+the round loop from a backend, a scaler, a sampler and a learner.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from minionsrl import config
+from minionsrl.config import TrainConfig
+from minionsrl.cost import CostLedger, load_prices
+from minionsrl.errors import ConfigError
+from minionsrl.function.envs import EnvInfo, EnvSpec, check_env_id, env_info
+from minionsrl.function.numpy_policy import PolicyArch
+
+if TYPE_CHECKING:
+    from minionsrl.backends.base import Backend
+    from minionsrl.learner.learners import Learner
+    from minionsrl.loop.trainer import Trainer
+    from minionsrl.scaling.base import Scaler
+
+
+def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
+    """Check the env id, inspect its spaces and resolve the presets: all before any work starts."""
+    config.validate(cfg, require_stop=False)  # the preset may still supply total_timesteps
+    prices = load_prices(cfg.prices)  # a bad catalogue fails here, before any work
+    if cfg.budget_usd is not None:
+        first = {"fixed": cfg.actors, "minions": 1}.get(cfg.scaler, cfg.n_min)  # fewest actors round 1 can have
+        least = CostLedger(prices, cfg.platform, cfg.function_memory_mb).least_round_usd(first)
+        if cfg.budget_usd < least:
+            raise ConfigError(f"budget_usd: ${cfg.budget_usd:g} is less than the least one round of {first} "
+                              f"function{'s' if first > 1 else ''} can cost (${least:.3g}); raise budget_usd")
+    check_env_id(cfg.env_id)
+    if cfg.backend == "lithops":
+        from minionsrl.backends.lithops_backend import lithops_config
+
+        lithops_config(cfg.lithops_config)  # a missing or broken Lithops config fails here
+    try:
+        info = env_info(EnvSpec(cfg.env_id, cfg.env_kwargs))
+    except ConfigError:
+        raise
+    except Exception as exc:  # bad kwargs, a missing optional dependency, a broken custom env
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"env_id {cfg.env_id!r} with env_kwargs {cfg.env_kwargs!r} cannot be built ({first}); "
+                          "check env_kwargs against the environment's constructor") from exc
+    cfg = config.resolve(cfg, info.family)
+    if cfg.normalize_obs and len(info.obs_shape) == 3:
+        raise ConfigError(f"normalize_obs: {cfg.env_id!r} has image observations (scaled by 1/255 in the "
+                          "network); use --no-normalize-obs")
+    return cfg, info
+
+
+def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
+    """Build the backend named by ``cfg.backend``."""
+    if cfg.backend == "local":
+        from minionsrl.backends.local import LocalBackend
+
+        return LocalBackend(key, max_concurrency=cfg.max_concurrency, idle_timeout_s=cfg.idle_timeout_s,
+                            invocation_timeout_s=cfg.invocation_timeout_s)
+    if cfg.backend == "server":
+        from minionsrl.backends.server import ServerBackend
+
+        servers = load_prices(cfg.prices)["servers"]
+        return ServerBackend(key, max_concurrency=cfg.max_concurrency, vcpus_per_host=servers["actor_host"]["vcpus"],
+                             startup_s=servers["startup_s"], wait_for_startup=cfg.server_wait_startup,
+                             invocation_timeout_s=cfg.invocation_timeout_s)
+    if cfg.backend == "ray":
+        from minionsrl.backends.ray_backend import RayBackend
+
+        return RayBackend(key, address=cfg.ray_address, num_cpus=cfg.ray_num_cpus,
+                          max_concurrency=cfg.max_concurrency, invocation_timeout_s=cfg.invocation_timeout_s)
+    if cfg.backend == "lithops":
+        from minionsrl.backends.lithops_backend import LithopsBackend, lithops_config
+
+        return LithopsBackend(key, lithops_config(cfg.lithops_config), memory_mb=int(cfg.function_memory_mb),
+                              invocation_timeout_s=cfg.invocation_timeout_s, max_concurrency=cfg.max_concurrency)
+    raise ConfigError(f"backend: {cfg.backend!r} is not available")
+
+
+def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
+    """The learner for ``cfg.algo``: PPO, or APPO/IMPALA on V-trace batches."""
+    from minionsrl.learner import learners
+    from minionsrl.learner.ppo import PPOParams
+
+    params = PPOParams(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(PPOParams)})
+    norm = learners.Normalization(cfg.normalize_obs, cfg.normalize_reward, cfg.clip_obs, cfg.clip_reward)
+    if cfg.algo == "ppo":
+        return learners.PPOLearner(arch, params, norm)
+    cls = learners.APPOLearner if cfg.algo == "appo" else learners.IMPALALearner
+    return cls(arch, params, norm, cfg.vtrace_rho_bar, cfg.vtrace_c_bar)
+
+
+def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None = None,
+                 scaler: Scaler | None = None) -> Trainer:
+    """Check ``cfg`` and assemble its run: session, learner, scaler, ledger, backend, sampler, loop.
+    ``backend`` and ``scaler`` replace the ones ``cfg`` names (tests, the scheduler's training)."""
+    import torch
+
+    from minionsrl.backends.duplicating import DuplicatingBackend
+    from minionsrl.function import wire
+    from minionsrl.function.faults import FaultPlan
+    from minionsrl.loop.gather import RetryPolicy
+    from minionsrl.loop.invocations import Publisher, Requests
+    from minionsrl.loop.sampler import AsyncSampler, SyncSampler
+    from minionsrl.loop.session import Session
+    from minionsrl.loop.trainer import Trainer
+
+    cfg, info = prepare_config(cfg)
+    session = Session(cfg, resume)  # a run dir that cannot be used fails here, before any work
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.torch_threads)
+    arch = PolicyArch.of(info, cfg.hidden_sizes)
+    learner = make_learner(cfg, arch)
+    scaler = scaler or make_scaler(cfg)
+    ledger = CostLedger(load_prices(cfg.prices), cfg.platform, cfg.function_memory_mb, cfg.cold_start_s)
+    backend = backend or make_backend(cfg, wire.new_key())
+    if cfg.fault_duplicate > 0:  # the platform's own fault: a wrapper delivers those replies twice
+        backend = DuplicatingBackend(backend)
+    try:
+        publisher = Publisher(backend, backend.key, learner.snapshot)
+        requests = Requests(EnvSpec(cfg.env_id, cfg.env_kwargs), cfg.seed, cfg.gamma, FaultPlan(
+            {kind: getattr(cfg, name) for kind, name in config.FAULT_FIELDS.items()}, cfg.fault_seed))
+        parts = (backend, requests, publisher, arch, cfg.fragment_length, cfg.carry_episodes,
+                 RetryPolicy(cfg.max_retries, cfg.round_deadline_s, cfg.min_reply_fraction))
+        sampler = SyncSampler(*parts) if cfg.algo == "ppo" else AsyncSampler(*parts, k=cfg.async_fragments)
+        return Trainer(cfg, session, learner, sampler, publisher, scaler, ledger, backend)
+    except BaseException:
+        backend.close()
+        raise
+
+
+def make_scaler(cfg: TrainConfig) -> Scaler:
+    """Build the scaler named by ``cfg.scaler``."""
+    from minionsrl.scaling import rules
+
+    lo, hi = cfg.n_min, cfg.n_max
+    builders = {
+        "fixed": lambda: rules.FixedScaler(cfg.actors),
+        "min": lambda: rules.MinScaler(lo, hi),
+        "max": lambda: rules.MaxScaler(lo, hi),
+        "random": lambda: rules.RandomScaler(lo, hi, cfg.seed),
+        "hydrozoa": lambda: rules.HydrozoaScaler(lo, hi),
+        "kungfu": lambda: rules.KungFuScaler(lo, hi),
+        "gns-boost": lambda: rules.GnsBoostScaler(lo, hi),
+        "nitro": lambda: rules.NitroScaler(lo, hi, cfg.initial_actors, cfg.nitro_window, cfg.nitro_decay,
+                                           cfg.nitro_floor, cfg.nitro_window_mode),
+    }
+    if cfg.scaler == "minions":
+        from minionsrl.scaling.minions import MinionsScaler, load_agent
+
+        agent, meta = load_agent(cfg.scheduler)
+        return MinionsScaler(agent, lo, hi, return_scale=cfg.target_return or float(meta["target_return"]),
+                             horizon=cfg.max_rounds or 100, budget_usd=cfg.budget_usd)
+    return builders[cfg.scaler]()

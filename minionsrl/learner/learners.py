@@ -1,0 +1,141 @@
+"""The learner interface (DESIGN §3): a round's fragments in, one update of the policy out.
+
+A learner owns the policy, its optimiser and the normalisers, and nothing of how fragments were
+sampled: :class:`PPOLearner` for synchronous rounds, :class:`APPOLearner` and :class:`IMPALALearner`
+for the asynchronous ones, whose fragments lag behind the policy and are corrected with V-trace.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from minionsrl.function.fragment import Fragment, PolicySnapshot
+from minionsrl.function.normalization import RunningMeanStd
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.learner.impala import impala_loss, vtrace_batch
+from minionsrl.learner.networks import make_policy, snapshot_of
+from minionsrl.learner.ppo import PPO, Batch, LossFn, PPOParams, ppo_loss
+
+
+@dataclass(frozen=True)
+class Normalization:
+    """Observation and reward normalisation settings."""
+
+    obs: bool = False
+    reward: bool = False
+    clip_obs: float = 10.0
+    clip_reward: float = 10.0
+
+
+@dataclass
+class Learned:
+    """One update's outcome: the batch it learned on (what the detectors read) and CleanRL's statistics."""
+
+    batch: Batch
+    stats: dict[str, float]
+
+
+class Learner(ABC):
+    """Owns the policy, its optimiser and the normalisers; learns from a round's fragments."""
+
+    loss: LossFn = staticmethod(ppo_loss)
+
+    def __init__(self, arch: PolicyArch, params: PPOParams, norm: Normalization) -> None:
+        self.params, self.norm = params, norm
+        self.policy = make_policy(arch)
+        self.ppo = PPO(self.policy, params, type(self).loss)
+        self.obs_rms = RunningMeanStd((arch.obs_dim,)) if norm.obs else None
+        self.ret_rms = RunningMeanStd(()) if norm.reward else None
+
+    def set_learning_rate(self, lr: float) -> None:
+        self.ppo.set_learning_rate(lr)
+
+    def snapshot(self, version: int) -> PolicySnapshot:
+        """The policy as rollout functions receive it."""
+        return snapshot_of(self.policy, self.obs_rms, version, self.norm.clip_obs)
+
+    def learn(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:
+        """Merge the fragments' normaliser statistics (in the given order), then update the policy."""
+        for frag in fragments:
+            if self.obs_rms is not None:
+                self.obs_rms.update(frag.obs_moments)
+            if self.ret_rms is not None:
+                self.ret_rms.update(frag.ret_moments)
+        return self._update(fragments, rng)
+
+    @abstractmethod
+    def _update(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:
+        """The algorithm's update on fragments whose statistics are merged."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Weights, optimiser, normalisers and torch's RNG (weights-only loadable)."""
+        return {"policy": self.policy.state_dict(), "optimizer": self.ppo.optimizer.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+                "obs_rms": _tensors(self.obs_rms.state_dict()) if self.obs_rms else None,
+                "ret_rms": _tensors(self.ret_rms.state_dict()) if self.ret_rms else None}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.ppo.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        for rms, saved in ((self.obs_rms, state["obs_rms"]), (self.ret_rms, state["ret_rms"])):
+            if rms is not None:
+                rms.load_state_dict({k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in saved.items()})
+
+
+def _tensors(state: dict[str, Any]) -> dict[str, Any]:
+    """NumPy values as tensors: weights-only checkpoint loading refuses NumPy objects."""
+    return {k: torch.from_numpy(np.array(v)) if isinstance(v, np.ndarray | np.generic) else v for k, v in state.items()}
+
+
+class PPOLearner(Learner):
+    """PPO on the round's batch: GAE, then epochs of minibatch SGD on the clipped surrogate."""
+
+    def _update(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:
+        batch = Batch.from_fragments(fragments, self.params, self.ret_rms, self.norm.clip_reward)
+        return Learned(batch, self.ppo.update(batch, rng))
+
+
+class VTraceLearner(Learner):
+    """Learners on V-trace-corrected batches of lagging fragments (Espeholt et al. 2018)."""
+
+    def __init__(self, arch: PolicyArch, params: PPOParams, norm: Normalization, rho_bar: float,
+                 c_bar: float) -> None:
+        super().__init__(arch, params, norm)
+        self.rho_bar, self.c_bar = rho_bar, c_bar
+
+    def vtrace(self, fragments: list[Fragment]) -> Batch:
+        return vtrace_batch(fragments, self.policy, self.params, self.ret_rms, self.norm.clip_reward,
+                            self.rho_bar, self.c_bar)
+
+
+class APPOLearner(VTraceLearner):
+    """APPO: PPO's clipped surrogate, epochs and minibatches on a V-trace batch scored once."""
+
+    def _update(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:
+        batch = self.vtrace(fragments)
+        return Learned(batch, self.ppo.update(batch, rng))
+
+
+class IMPALALearner(VTraceLearner):
+    """IMPALA: one SGD step per learner batch of whole fragments (``minibatch_size // T`` of them, at least
+    one), each scored with V-trace under the policy as it is at that step — its loss has no trust region,
+    so a correction computed before earlier steps would be stale (Espeholt et al. 2018)."""
+
+    loss = staticmethod(impala_loss)
+
+    def _update(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:
+        steps = len(fragments[0].rewards)
+        group = max(1, self.params.minibatch_size // steps)
+        stats: dict[str, float] = {}
+        for _ in range(self.params.update_epochs):
+            order = rng.permutation(len(fragments))
+            for start in range(0, len(fragments), group):
+                chunk = [fragments[i] for i in order[start : start + group]]
+                stats = self.ppo.update(self.vtrace(chunk), rng, whole_batch=True)
+        return Learned(self.vtrace(fragments), stats)  # the detectors read the whole batch

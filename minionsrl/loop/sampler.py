@@ -1,0 +1,230 @@
+"""Samplers turn "n actors this round" into fragments: the rollout functions of a round, through faults.
+
+:class:`SyncSampler` (PPO) invokes ``n`` functions and waits for them at a barrier with a deadline
+(:func:`~minionsrl.loop.gather.gather`). :class:`AsyncSampler` (APPO, IMPALA; DESIGN §1, last
+paragraph) keeps ``n`` invocations in flight and returns once ``k`` fragments have arrived; every
+function that returns is resubmitted at once with the newest published policy, so invocations never
+wait for the learner and fragments lag (each carries the policy version it was sampled with). Both
+classify replies with one :class:`~minionsrl.loop.gather.Tracker`, retry a failed slot with its seed,
+and keep every attempt for the ledger and ``invocations.csv``.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from minionsrl.backends.base import Backend, Reply
+from minionsrl.errors import InvocationError
+from minionsrl.function.fragment import Fragment
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.loop.gather import DUPLICATE, OK, STRAY, Attempt, Gathered, RetryPolicy, Tracker, gather
+from minionsrl.loop.invocations import Publisher, Requests, eval_returns, eval_split
+
+
+@dataclass
+class Sampled:
+    """A round's fragments (in slot order, or arrival order when asynchronous), every training attempt,
+    and the sampler's own metrics columns."""
+
+    fragments: list[Fragment]
+    gathered: list[Gathered]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Sampler(ABC):
+    """Runs the round's rollout functions on a backend; knows nothing of the learner's algorithm."""
+
+    def __init__(self, backend: Backend, requests: Requests, publisher: Publisher, arch: PolicyArch,
+                 fragment_length: int, carry_episodes: bool, retry: RetryPolicy) -> None:
+        self.backend, self.requests, self.publisher, self.arch = backend, requests, publisher, arch
+        self.steps, self.carry_episodes, self.retry = fragment_length, carry_episodes, retry
+        self.carries: dict[int, dict[str, Any]] = {}  # slot -> episode in progress, sent with its next request
+
+    @abstractmethod
+    def sample(self, round_idx: int, n: int) -> Sampled:
+        """The fragments of round ``round_idx`` from ``n`` actors, with the published policy."""
+
+    @abstractmethod
+    def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Gathered]:
+        """Mean return of ``episodes`` deterministic episodes of the published policy, run as up to
+        ``n_actors`` rollout functions (the mean is over the episodes of the slots that came back)."""
+
+    def finish(self) -> Gathered:
+        """Stop: cancel whatever is still in flight (billed for the time it ran)."""
+        return Gathered({})
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"carries": json.dumps({str(k): v for k, v in self.carries.items()})}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.carries = {int(k): v for k, v in json.loads(state["carries"]).items()}
+
+    def _fragment(self, request: dict[str, Any], reply: Reply, version: int | None = None) -> Fragment:
+        return Fragment.from_wire(reply.arrays, reply.meta, self.steps, self.arch, version)
+
+    @staticmethod
+    def _mean_return(got: Gathered) -> float:
+        return float(np.concatenate([got.results[slot] for slot in sorted(got.results)]).mean())  # slot order
+
+
+class SyncSampler(Sampler):
+    """A barrier per round: ``n`` invocations, retried and de-duplicated, cut at the round deadline."""
+
+    def sample(self, round_idx: int, n: int) -> Sampled:
+        ref, version = self.publisher.ref(), self.publisher.version
+        got = gather(self.backend, n, lambda slot, attempt: self.requests.make(
+            "train", ref, round_idx, slot, attempt, steps=self.steps, carry=self.carries.get(slot)),
+            lambda req, r: self._fragment(req, r, version), self.retry, what=f"round {round_idx} training")
+        if self.carry_episodes:  # a lost slot's episode is lost with it: the slot starts a new one
+            self.carries = {slot: f.meta["carry"] for slot, f in got.results.items() if f.meta.get("carry")}
+        return Sampled([got.results[slot] for slot in sorted(got.results)], [got])  # slot order: not arrival
+
+    def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Gathered]:
+        per_slot, ref = eval_split(episodes, n_actors), self.publisher.ref()
+        got = gather(self.backend, len(per_slot), lambda slot, attempt: self.requests.make(
+            "eval", ref, round_idx, slot, attempt, episodes=per_slot[slot]), eval_returns, self.retry,
+            what=f"round {round_idx} evaluation")
+        return self._mean_return(got), got
+
+
+class AsyncSampler(Sampler):
+    """``n`` invocations kept in flight; a round returns once ``k`` fragments have arrived.
+
+    Seeds stay a function of the run: actor ``slot``'s ``j``-th invocation gets index ``j``, and its retries
+    after a failure keep that seed; which fragments make up an update depends on arrival order, so
+    asynchronous runs are not bit-reproducible, unlike synchronous ones.
+    """
+
+    def __init__(self, *args: Any, k: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.k = k  # fragments per update (default: half of those in flight, at least 1)
+        self.tracker = Tracker(self.backend)
+        self.slot_calls: dict[int, int] = {}  # slot -> invocations started so far (seeds and ids)
+        self.retry_next: dict[int, int] = {}  # slot -> attempt number its failed invocation is retried with
+        self.failures: dict[int, int] = {}  # slot -> failures in a row (stale-policy ones not counted)
+        self.arrived: list[tuple[Fragment, Gathered]] = []  # fragments not yet used by an update
+        self.unlogged: list[Gathered] = []  # failed, duplicate and stray deliveries not yet logged and billed
+        self.n_target = 0  # invocations to keep in flight (the scaler's n of the current round)
+        self.stale_retries = 0  # failed invocations that held an outdated policy reference, resubmitted
+
+    def sample(self, round_idx: int, n: int) -> Sampled:
+        k = min(self.k or max(1, n // 2), n)
+        self.n_target, self.stale_retries = n, 0
+        self._top_up()  # with the policy after the previous update
+        while len(self.arrived) < k:
+            self._route(self._collect())
+        arrived, self.arrived = self.arrived, []
+        gathered, self.unlogged = [g for _, g in arrived] + self.unlogged, []
+        fragments = [f for f, _ in arrived]
+        lags = [self.publisher.version - f.policy_version for f in fragments]  # updates since each was sampled
+        return Sampled(fragments, gathered, {"fragments": len(fragments), "policy_lag_mean": float(np.mean(lags)),
+                                             "policy_lag_max": int(max(lags)), "stale_retries": self.stale_retries})
+
+    def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Gathered]:
+        """Evaluation while training invocations stay in flight: every reply that arrives meanwhile is routed,
+        until each evaluation slot has a result (a failed slot is retried up to ``max_retries`` times)."""
+        per_slot, ref = eval_split(episodes, n_actors), self.publisher.ref()
+
+        def submit(slot: int, attempt: int) -> None:
+            self.tracker.submit([(slot, attempt, self.requests.make("eval", ref, round_idx, slot, attempt,
+                                                                    episodes=per_slot[slot]))])
+
+        for slot in range(len(per_slot)):
+            submit(slot, 0)
+        got = Gathered({})
+        while len(got.results) < len(per_slot):
+            for attempt in self._route(self._collect()):
+                got.attempts.append(attempt)
+                if attempt.status == OK:
+                    got.results[attempt.slot] = attempt.result
+                elif attempt.attempt >= self.retry.max_retries:
+                    raise InvocationError(f"evaluation slot {attempt.slot} failed {attempt.attempt + 1} times "
+                                          f"({attempt.reply.record.invocation_id}: {attempt.reply.record.error})")
+                else:
+                    submit(attempt.slot, attempt.attempt + 1)
+        return self._mean_return(got), got
+
+    def finish(self) -> Gathered:
+        self.n_target = 0  # submit nothing more, not even while a final evaluation runs
+        return Gathered({}, self.tracker.cancel())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "slot_calls": json.dumps({str(k): v for k, v in self.slot_calls.items()})}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.slot_calls = {int(k): int(v) for k, v in json.loads(state.get("slot_calls", "{}")).items()}
+
+    # -- keeping invocations in flight -----------------------------------------------------------
+    def _top_up(self) -> None:
+        """Submit an invocation, with the newest policy, for every slot below ``n_target`` that has none in
+        flight: the slot's next one, or a retry (same seed, next attempt) of the one that failed."""
+        busy = {slot for slot, _, req in self.tracker.flying.values() if req["kind"] == "train"}
+        free = [slot for slot in range(self.n_target) if slot not in busy]
+        if not free:
+            return
+        ref = self.publisher.ref()  # the newest weights
+        sent = []
+        for slot in free:
+            attempt = self.retry_next.pop(slot, 0)
+            if attempt == 0:
+                self.slot_calls[slot] = self.slot_calls.get(slot, 0) + 1
+            sent.append((slot, attempt, self.requests.make("train", ref, self.slot_calls[slot], slot, attempt,
+                                                           steps=self.steps, carry=self.carries.get(slot))))
+        self.tracker.submit(sent)
+
+    def _validate(self, request: dict[str, Any], reply: Reply) -> Any:
+        if request["kind"] == "eval":
+            return eval_returns(request, reply)
+        return self._fragment(request, reply)  # any policy version: lag is expected
+
+    def _route(self, replies: list[Reply]) -> list[Attempt]:
+        """Take in collected replies: fragments are kept for the next update and their slots resubmitted at
+        once; evaluation attempts are returned to the caller.
+
+        A failed invocation is retried (same seed) with the newest policy, up to ``max_retries`` times in a
+        row; one that held a policy reference replaced since is retried without counting (our backends keep a
+        policy while invocations use it, but a third-party backend may drop it once a newer one is published)."""
+        evaluations = []
+        for reply in replies:
+            attempt = self.tracker.receive(reply, self._validate)
+            if attempt.status in (DUPLICATE, STRAY):  # billed, never learned from
+                self.unlogged.append(Gathered({}, [attempt]))
+            elif attempt.request["kind"] == "eval":
+                evaluations.append(attempt)
+            elif attempt.status != OK:
+                self._failed(attempt)
+            else:
+                self.failures.pop(attempt.slot, None)
+                if self.carry_episodes:
+                    carry = attempt.result.meta.get("carry")
+                    if carry is None:
+                        self.carries.pop(attempt.slot, None)
+                    else:
+                        self.carries[attempt.slot] = carry
+                self.arrived.append((attempt.result, Gathered({attempt.slot: attempt.result}, [attempt])))
+        self._top_up()
+        return evaluations
+
+    def _failed(self, attempt: Attempt) -> None:
+        self.unlogged.append(Gathered({}, [attempt]))
+        slot = attempt.slot
+        stale = self.publisher.newest is not None and attempt.request["policy"] != self.publisher.newest
+        self.stale_retries += stale
+        if not stale:
+            self.failures[slot] = self.failures.get(slot, 0) + 1
+            if self.failures[slot] > self.retry.max_retries:
+                raise InvocationError(f"actor slot {slot} failed {self.failures[slot]} times in a row "
+                                      f"({attempt.reply.record.invocation_id}: {attempt.reply.record.error})")
+        self.retry_next[slot] = attempt.attempt + 1  # a new id, the same seed
+
+    def _collect(self) -> list[Reply]:
+        """The next replies; a backend with nothing in flight cannot deliver what the learner waits for."""
+        if not self.backend.in_flight:
+            raise InvocationError("the backend has no invocation in flight but the learner is waiting for replies")
+        return self.backend.collect(timeout=None)

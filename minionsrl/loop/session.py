@@ -1,0 +1,107 @@
+"""A run directory over the run's life: opened fresh or resumed, checkpointed, summarised.
+
+:class:`Progress` holds the run's counters (round, steps, wall time, evaluations, recent returns and
+costs, the last metrics row); :class:`Session` owns the directory: ``config.yaml`` (a resumed run must
+keep every field that changes learning), ``checkpoints/`` and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from minionsrl import config
+from minionsrl.config import TrainConfig
+from minionsrl.errors import ConfigError
+from minionsrl.loop import checkpoint
+
+
+@dataclass
+class Progress:
+    """The run's counters; all of them go into the checkpoint."""
+
+    round: int = 0
+    env_steps: int = 0
+    wall_offset: float = 0.0  # wall seconds of earlier sessions of a resumed run
+    best_eval: float = float("-inf")
+    last_eval: float = float("nan")
+    recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
+    recent_costs: deque[float] = field(default_factory=lambda: deque(maxlen=10))  # serverless $ of the last rounds
+    last_row: dict[str, Any] | None = None
+    started: float = field(default_factory=time.perf_counter)
+
+    def wall(self) -> float:
+        return self.wall_offset + time.perf_counter() - self.started
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"round": self.round, "env_steps": self.env_steps, "wall_s": self.wall(), "best_eval": self.best_eval,
+                "last_eval": self.last_eval, "recent_returns": list(self.recent_returns),
+                "recent_costs": list(self.recent_costs), "last_row": json.dumps(self.last_row)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.round, self.env_steps, self.wall_offset = int(state["round"]), int(state["env_steps"]), state["wall_s"]
+        self.best_eval, self.last_eval = float(state["best_eval"]), float(state["last_eval"])
+        self.recent_returns.extend(state["recent_returns"])
+        self.recent_costs.extend(state["recent_costs"])
+        self.last_row = json.loads(state["last_row"])
+
+
+class Session:
+    """The run directory: ``open`` checks it (and reads the checkpoint to resume from) before any work."""
+
+    def __init__(self, cfg: TrainConfig, resume: bool) -> None:
+        self.cfg, self.resume = cfg, resume
+        self.run_dir = Path(cfg.run_dir)
+        self.resume_state = self._open()
+
+    def _open(self) -> dict[str, Any] | None:
+        cfg_path = self.run_dir / "config.yaml"
+        if not self.resume:
+            if (self.run_dir / "metrics.csv").exists():
+                raise ConfigError(f"run_dir {str(self.run_dir)!r} already holds a run; use --resume to continue "
+                                  "it or choose another --run-dir")
+            try:
+                self.run_dir.mkdir(parents=True, exist_ok=True)
+                config.dump(self.cfg, cfg_path)
+            except OSError as exc:
+                raise ConfigError(f"run_dir: {str(self.run_dir)!r} cannot be written ({exc.strerror or exc}); "
+                                  "choose a writable directory") from exc
+            return None
+        if not cfg_path.exists():
+            raise ConfigError(f"--resume: {str(self.run_dir)!r} holds no run (no config.yaml); check --run-dir")
+        saved = config.build(config.load_yaml(cfg_path))
+        changed = [k for k, v in self.cfg.learning_fields().items() if saved.learning_fields()[k] != v]
+        if changed:
+            raise ConfigError(f"--resume: run_dir belongs to another config ({', '.join(changed)} differ); "
+                              "resume with the same settings or choose another --run-dir")
+        config.dump(self.cfg, cfg_path)
+        return checkpoint.load(self.run_dir / "checkpoints")
+
+    def save(self, state: dict[str, Any], round_idx: int) -> None:
+        """Write the checkpoint (and keep a copy every ``keep_checkpoints_every`` rounds)."""
+        checkpoint.save(self.run_dir / "checkpoints", state)
+        if self.cfg.keep_checkpoints_every and round_idx % self.cfg.keep_checkpoints_every == 0:
+            checkpoint.save(self.run_dir / "checkpoints", state, name=f"round-{round_idx:05d}.pt")
+
+    def write_summary(self, progress: Progress, cost_usd: dict[str, float], projected_cloud_s: float) -> dict[str, Any]:
+        """``summary.json``: the run's outcome and its config."""
+        recent = list(progress.recent_returns)
+        summary = {
+            "env_id": self.cfg.env_id, "seed": self.cfg.seed, "scaler": self.cfg.scaler,
+            "backend": self.cfg.backend, "rounds": progress.round, "env_steps": progress.env_steps,
+            "wall_s": round(progress.wall(), 3), "final_eval_return": progress.last_eval,
+            "best_eval_return": progress.best_eval if math.isfinite(progress.best_eval) else None,
+            "train_return_last100": float(np.mean(recent)) if recent else None,
+            "cost_usd": cost_usd, "projected_cloud_s": projected_cloud_s,
+            "config": dataclasses.asdict(self.cfg),
+        }
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        return summary

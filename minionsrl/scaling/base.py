@@ -1,0 +1,45 @@
+"""The scaler interface (DESIGN §2): the previous round's stats in, the next round's actor count out.
+
+A scaler never knows which backend runs the actors. It sees the previous round's metrics row
+(``round``, ``n_actors``, ``convexity_ratio``, ``gns``, …) and returns the next ``n`` within
+``[n_min, n_max]``; whatever it remembers is in ``state_dict`` and goes into the checkpoint.
+Which rule a config names is decided in :func:`minionsrl.build.make_scaler`.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Any
+
+
+class Scaler(ABC):
+    """One small interface for every scaling rule."""
+
+    name: str = "base"
+    needs: frozenset[str] = frozenset()  # detectors the rule reads: "curvature" and/or "gns"
+
+    def __init__(self, n_min: int, n_max: int) -> None:
+        self.n_min, self.n_max = n_min, n_max
+        self.score: float | None = None  # the rule's last score, logged beside n_actors
+
+    @abstractmethod
+    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+        """Number of actors for the coming round, given the previous round's metrics row (or None)."""
+
+    def clip(self, n: float) -> int:
+        return int(min(max(n, self.n_min), self.n_max))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"score": self.score}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.score = state.get("score")
+
+
+def as_finite(value: Any) -> float | None:
+    """``value`` as a float, or None when it is missing, empty or not finite."""
+    if value is None or value == "":
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
