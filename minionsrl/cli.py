@@ -25,24 +25,15 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"minionsrl: error: {redact_text(message)}; see `{self.prog} --help`\n")
 
 
-def _add_config_flags(parser: argparse.ArgumentParser) -> None:
-    for name, f in FIELDS.items():
-        flag = "--" + name.replace("_", "-")
-        kind = str(f.type)
-        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": f.metadata.get("help", "")}
-        if "bool" in kind:
-            kwargs["action"] = argparse.BooleanOptionalAction
-        elif kind == "list":
-            kwargs.update(nargs="+", type=int, metavar="N")
-        elif kind == "dict":
-            kwargs.update(type=_json_object, metavar="JSON")
-        elif kind.startswith("int"):
-            kwargs.update(type=int)
-        elif kind.startswith("float"):
-            kwargs.update(type=float)
+def _add_config_flags(parser: argparse.ArgumentParser, groups: tuple[str, ...] = config.GROUPS) -> None:
+    """A flag per config field of ``groups`` (``learning_rate`` → ``--learning-rate``; booleans also ``--no-…``)."""
+    for name in config.fields_of(groups):
+        f, kind = FIELDS[name], config.field_kind(name)
+        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": f.metadata["help"]}
+        kwargs.update(_FLAG_KINDS[kind])
         if "choices" in f.metadata:
             kwargs["choices"] = f.metadata["choices"]
-        parser.add_argument(flag, **kwargs)
+        parser.add_argument("--" + name.replace("_", "-"), **kwargs)
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -53,6 +44,12 @@ def _json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("must be a JSON object")
     return value
+
+
+_FLAG_KINDS: dict[str, dict[str, Any]] = {
+    "bool": {"action": argparse.BooleanOptionalAction}, "int": {"type": int}, "float": {"type": float},
+    "str": {}, "list": {"nargs": "+", "type": int, "metavar": "N"}, "dict": {"type": _json_object, "metavar": "JSON"},
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     scl.add_argument("--repeats", type=int, default=5, help="warm rounds per count (median reported)")
     scl.add_argument("--out", default=None, help="output directory (default runs/scale-<backend>)")
     scl.add_argument("--config", metavar="FILE.yaml", help="YAML file with config fields")
-    _add_config_flags(scl)
+    _add_config_flags(scl, ("env", "run", "backend", "cost"))
 
     mot = sub.add_parser("motivate", help="boost one round from saved checkpoints; correlate the gain with "
                          "the convexity ratio")
@@ -99,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--beta", type=float, default=0.1, help="reward per projected round-second")
     st.add_argument("--lam", type=float, default=0.0, help="reward per round-dollar (budget-aligned when > 0)")
     st.add_argument("--config", metavar="FILE.yaml", help="YAML file with config fields of every job")
-    _add_config_flags(st)
+    _add_config_flags(st, tuple(g for g in config.GROUPS if g != "scaler"))  # every job runs the scheduler
 
     plot = sub.add_parser("plot", help="PNG plots of a run: return, cost and actors per round")
     plot.add_argument("--run-dir", required=True, help="run directory written by `minionsrl train`")

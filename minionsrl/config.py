@@ -54,121 +54,154 @@ PRESETS: dict[str, dict[str, Any]] = {
 ALGO_PRESETS: dict[str, dict[str, Any]] = {"ppo": {}, "appo": {}, "impala": dict(update_epochs=1)}
 
 
-def _f(default: Any = None, help: str = "", **rules: Any) -> Any:
-    """A config field with its help text and validation rules (min, max, choices, positive)."""
+GROUPS = ("env", "run", "eval", "learner", "actors", "scaler", "backend", "faults", "cost")
+
+
+def _f(default: Any = None, help: str = "", *, group: str, learning: bool = True, **rules: Any) -> Any:
+    """A config field: its help text, its section (``group``: which subcommands take it as a flag), whether
+    it changes what is learned (a resumed run must keep it), and its validation rules (min, max, choices,
+    positive)."""
+    assert group in GROUPS, group
+    metadata = {"help": help, "group": group, "learning": learning, **rules}
     if isinstance(default, list | dict):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": help, **rules})
-    return field(default=default, metadata={"help": help, **rules})
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 @dataclass
 class TrainConfig:
     """Everything that defines a training run. ``None`` means "from the preset" where one applies."""
 
-    env_id: str = _f("CartPole-v1", "Gymnasium id or custom entry point package.module:ClassName")
-    env_kwargs: dict = _f({}, "keyword arguments for the environment constructor (JSON on the CLI)")
-    preset: str = _f("auto", "hyper-parameter preset: auto picks by env family", choices=PRESET_NAMES)
-    total_timesteps: int | None = _f(None, "stop after this many environment steps", min=1)
-    max_rounds: int | None = _f(None, "stop after this many rounds", min=1)
-    target_return: float | None = _f(None, "stop once the mean evaluation return reaches this")
-    seed: int = _f(1, "seed of the run (weights, actor seeds, minibatch order)", min=0, max=2**32 - 1)
+    env_id: str = _f("CartPole-v1", "Gymnasium id or custom entry point package.module:ClassName", group="env")
+    env_kwargs: dict = _f({}, "keyword arguments for the environment constructor (JSON on the CLI)", group="env")
+    preset: str = _f("auto", "hyper-parameter preset: auto picks by env family", choices=PRESET_NAMES, group="run")
+    total_timesteps: int | None = _f(None, "stop after this many environment steps", min=1, group="run", learning=False)
+    max_rounds: int | None = _f(None, "stop after this many rounds", min=1, group="run", learning=False)
+    target_return: float | None = _f(None, "stop once the mean evaluation return reaches this",
+                                     group="run", learning=False)
+    seed: int = _f(1, "seed of the run (weights, actor seeds, minibatch order)", min=0, max=2**32 - 1, group="run")
     algo: str = _f("ppo", "learner: ppo (synchronous rounds) or appo/impala (asynchronous, V-trace)",
-                   choices=ALGOS)
+                   choices=ALGOS, group="learner")
     async_fragments: int | None = _f(None, "appo/impala: update once this many fragments have arrived "
-                                     "(default: half of those in flight, at least 1)", min=1)
-    vtrace_rho_bar: float = _f(1.0, "appo/impala: V-trace clipping of the importance weight rho", positive=True)
-    vtrace_c_bar: float = _f(1.0, "appo/impala: V-trace clipping of the trace coefficient c", positive=True)
-    scaler: str = _f("fixed", "how many actors each round gets", choices=SCALERS)
-    actors: int = _f(8, "number of actors per round (fixed scaler)", min=1, max=4096)
-    n_min: int = _f(8, "fewest actors a scaler may choose", min=1, max=4096)
-    n_max: int = _f(64, "most actors a scaler may choose", min=1, max=4096)
-    initial_actors: int = _f(16, "actors in round 1 for nitro (n_0)", min=1, max=4096)
-    nitro_window: int = _f(6, "nitro: window W of decayed convexity ratios", min=1)
-    nitro_decay: float = _f(0.96, "nitro: decay delta of the metric and the floor", positive=True, max=1.0)
+                                     "(default: half of those in flight, at least 1)", min=1, group="learner")
+    vtrace_rho_bar: float = _f(1.0, "appo/impala: V-trace clipping of the importance weight rho", positive=True,
+                               group="learner")
+    vtrace_c_bar: float = _f(1.0, "appo/impala: V-trace clipping of the trace coefficient c", positive=True,
+                             group="learner")
+    scaler: str = _f("fixed", "how many actors each round gets", choices=SCALERS, group="scaler")
+    actors: int = _f(8, "number of actors per round (fixed scaler)", min=1, max=4096, group="actors")
+    n_min: int = _f(8, "fewest actors a scaler may choose", min=1, max=4096, group="actors")
+    n_max: int = _f(64, "most actors a scaler may choose", min=1, max=4096, group="actors")
+    initial_actors: int = _f(16, "actors in round 1 for nitro (n_0)", min=1, max=4096, group="scaler")
+    nitro_window: int = _f(6, "nitro: window W of decayed convexity ratios", min=1, group="scaler")
+    nitro_decay: float = _f(0.96, "nitro: decay delta of the metric and the floor", positive=True, max=1.0,
+                            group="scaler")
     nitro_floor: str = _f("r2", "nitro: floor n_max*delta^(r*r) ('r2', published) or delta^r ('r')",
-                          choices=("r2", "r"))
+                          choices=("r2", "r"), group="scaler")
     nitro_window_mode: str = _f("decayed", "nitro: window holds decayed ratios, or also the raw ones (published code)",
-                                choices=("decayed", "decayed+raw"))
-    scheduler: str | None = _f(None, "minions: scheduler artefact (default: the shipped one)")
+                                choices=("decayed", "decayed+raw"), group="scaler")
+    scheduler: str | None = _f(None, "minions: scheduler artefact (default: the shipped one)", group="scaler")
     detectors: str = _f("auto", "compute convexity ratio and noise scale: auto (when the scaler needs them), on, off",
-                        choices=("auto", "on", "off"))
-    lanczos_iterations: int = _f(100, "Lanczos iterations of the curvature detector", min=2)
-    detector_samples: int = _f(4096, "curvature detector: random subsample of the round batch (0: all of it)", min=0)
-    backend: str = _f("local", "where rollout functions run", choices=BACKENDS)
-    fragment_length: int | None = _f(None, "steps per rollout function (T)", min=1, max=1_000_000)
+                        choices=("auto", "on", "off"), group="scaler")
+    lanczos_iterations: int = _f(100, "Lanczos iterations of the curvature detector", min=2, group="scaler")
+    detector_samples: int = _f(4096, "curvature detector: random subsample of the round batch (0: all of it)", min=0,
+                               group="scaler")
+    backend: str = _f("local", "where rollout functions run", choices=BACKENDS, group="backend", learning=False)
+    fragment_length: int | None = _f(None, "steps per rollout function (T)", min=1, max=1_000_000, group="env")
     carry_episodes: bool = _f(True, "continue episodes across rounds by sending the env state with the "
-                              "request (MuJoCo, classic control); off: every fragment starts an episode")
-    eval_every: int | None = _f(None, "evaluate every this many rounds (0: only at the end)", min=0)
-    eval_episodes: int = _f(10, "episodes per evaluation (deterministic policy)", min=1)
-    run_dir: str | None = _f(None, "output directory (default runs/<env>__<seed>__<time>)")
-    learning_rate: float | None = _f(None, "Adam learning rate", positive=True)
-    anneal_lr: bool | None = _f(None, "anneal the learning rate linearly to 0 over total_timesteps")
-    gamma: float | None = _f(None, "discount factor", min=0.0, max=1.0)
-    gae_lambda: float | None = _f(None, "GAE lambda", min=0.0, max=1.0)
-    update_epochs: int | None = _f(None, "epochs over each round's batch", min=1)
-    minibatch_size: int | None = _f(None, "minibatch size (the count follows the round's batch)", min=1)
-    norm_adv: bool | None = _f(None, "normalise advantages per minibatch")
-    clip_coef: float | None = _f(None, "surrogate clipping coefficient", positive=True)
-    clip_vloss: bool | None = _f(None, "clip the value loss")
-    ent_coef: float | None = _f(None, "entropy bonus coefficient", min=0.0)
-    vf_coef: float | None = _f(None, "value loss coefficient", min=0.0)
-    max_grad_norm: float | None = _f(None, "gradient clipping norm", positive=True)
-    target_kl: float | None = _f(None, "stop the epochs early above this approx KL", positive=True)
-    normalize_obs: bool | None = _f(None, "normalise observations with running statistics")
-    normalize_reward: bool | None = _f(None, "scale rewards by the std of discounted returns")
-    clip_obs: float = _f(10.0, "clip normalised observations to +-this", positive=True)
-    clip_reward: float = _f(10.0, "clip scaled rewards to +-this", positive=True)
-    hidden_sizes: list = _f([64, 64], "hidden layer sizes of actor and critic")
-    max_concurrency: int | None = _f(None, "local backend: concurrent instances (default: CPU count)", min=1)
-    idle_timeout_s: float = _f(300.0, "local backend: reap instances idle this long", positive=True)
-    server_wait_startup: bool = _f(False, "server backend: really wait the start-up delay of added hosts")
-    invocation_timeout_s: float | None = _f(None, "fail an invocation running longer than this", positive=True)
+                              "request (MuJoCo, classic control); off: every fragment starts an episode", group="env")
+    eval_every: int | None = _f(None, "evaluate every this many rounds (0: only at the end)", min=0,
+                                group="eval", learning=False)
+    eval_episodes: int = _f(10, "episodes per evaluation (deterministic policy)", min=1, group="eval", learning=False)
+    run_dir: str | None = _f(None, "output directory (default runs/<env>__<seed>__<time>)", group="run", learning=False)
+    learning_rate: float | None = _f(None, "Adam learning rate", positive=True, group="learner")
+    anneal_lr: bool | None = _f(None, "anneal the learning rate linearly to 0 over total_timesteps", group="learner")
+    gamma: float | None = _f(None, "discount factor", min=0.0, max=1.0, group="learner")
+    gae_lambda: float | None = _f(None, "GAE lambda", min=0.0, max=1.0, group="learner")
+    update_epochs: int | None = _f(None, "epochs over each round's batch", min=1, group="learner")
+    minibatch_size: int | None = _f(None, "minibatch size (the count follows the round's batch)", min=1,
+                                    group="learner")
+    norm_adv: bool | None = _f(None, "normalise advantages per minibatch", group="learner")
+    clip_coef: float | None = _f(None, "surrogate clipping coefficient", positive=True, group="learner")
+    clip_vloss: bool | None = _f(None, "clip the value loss", group="learner")
+    ent_coef: float | None = _f(None, "entropy bonus coefficient", min=0.0, group="learner")
+    vf_coef: float | None = _f(None, "value loss coefficient", min=0.0, group="learner")
+    max_grad_norm: float | None = _f(None, "gradient clipping norm", positive=True, group="learner")
+    target_kl: float | None = _f(None, "stop the epochs early above this approx KL", positive=True, group="learner")
+    normalize_obs: bool | None = _f(None, "normalise observations with running statistics", group="learner")
+    normalize_reward: bool | None = _f(None, "scale rewards by the std of discounted returns", group="learner")
+    clip_obs: float = _f(10.0, "clip normalised observations to +-this", positive=True, group="learner")
+    clip_reward: float = _f(10.0, "clip scaled rewards to +-this", positive=True, group="learner")
+    hidden_sizes: list = _f([64, 64], "hidden layer sizes of actor and critic", group="learner")
+    max_concurrency: int | None = _f(None, "local backend: concurrent instances (default: CPU count)", min=1,
+                                     group="backend", learning=False)
+    idle_timeout_s: float = _f(300.0, "local backend: reap instances idle this long", positive=True,
+                               group="backend", learning=False)
+    server_wait_startup: bool = _f(False, "server backend: really wait the start-up delay of added hosts",
+                                   group="backend", learning=False)
+    invocation_timeout_s: float | None = _f(None, "fail an invocation running longer than this", positive=True,
+                                            group="backend", learning=False)
     max_retries: int = _f(3, "retry a failed invocation (raised, timed out, died, malformed) up to this many times",
-                          min=0, max=100)
+                          min=0, max=100, group="faults", learning=False)
     round_deadline_s: float | None = _f(None, "after this long a round proceeds with the fragments that arrived "
-                                        "(stragglers are cancelled and billed)", positive=True)
+                                        "(stragglers are cancelled and billed)", positive=True,
+                                        group="faults", learning=False)
     min_reply_fraction: float = _f(0.5, "fewest fragments a round may proceed with, as a fraction of its actors; "
-                                   "fewer fail the run", positive=True, max=1.0)
-    fault_raise: float = _f(0.0, "fault injection: probability that an invocation raises", min=0.0, max=1.0)
+                                   "fewer fail the run", positive=True, max=1.0, group="faults", learning=False)
+    fault_raise: float = _f(0.0, "fault injection: probability that an invocation raises", min=0.0, max=1.0,
+                            group="faults", learning=False)
     fault_hang: float = _f(0.0, "fault injection: probability that an invocation hangs past its deadline",
-                           min=0.0, max=1.0)
+                           min=0.0, max=1.0, group="faults", learning=False)
     fault_kill: float = _f(0.0, "fault injection: probability that an invocation's instance is SIGKILLed",
-                           min=0.0, max=1.0)
+                           min=0.0, max=1.0, group="faults", learning=False)
     fault_duplicate: float = _f(0.0, "fault injection: probability that an invocation's reply arrives twice",
-                                min=0.0, max=1.0)
+                                min=0.0, max=1.0, group="faults", learning=False)
     fault_malformed: float = _f(0.0, "fault injection: probability that an invocation returns corrupted bytes",
-                                min=0.0, max=1.0)
+                                min=0.0, max=1.0, group="faults", learning=False)
     fault_seed: int = _f(0, "fault injection: seed of the draws (which attempt of which slot gets which fault)",
-                         min=0)
-    ray_address: str | None = _f(None, "ray backend: join the Ray cluster at this address (default: start a local one)")
-    ray_num_cpus: float = _f(1.0, "ray backend: CPUs reserved by each invocation", positive=True)
-    lithops_config: str | None = _f(None, "lithops backend: Lithops config file (default: Lithops' own lookup)")
-    prices: str | None = _f(None, "price catalogue YAML for the cost ledger (default: the shipped one)")
-    platform: str = _f("aws_lambda_x86", "function platform the ledger bills", choices=PLATFORMS)
-    function_memory_mb: float = _f(1769.0, "memory of one function (1769 MB = 1 vCPU on Lambda)", min=128, max=10240)
-    cold_start_s: float = _f(1.0, "modelled cold start of a cloud function, for the projected cloud time", min=0.0)
+                         min=0, group="faults", learning=False)
+    ray_address: str | None = _f(None, "ray backend: join the Ray cluster at this address (default: start a local one)",
+                                 group="backend", learning=False)
+    ray_num_cpus: float = _f(1.0, "ray backend: CPUs reserved by each invocation", positive=True,
+                             group="backend", learning=False)
+    lithops_config: str | None = _f(None, "lithops backend: Lithops config file (default: Lithops' own lookup)",
+                                    group="backend", learning=False)
+    prices: str | None = _f(None, "price catalogue YAML for the cost ledger (default: the shipped one)", group="cost")
+    platform: str = _f("aws_lambda_x86", "function platform the ledger bills", choices=PLATFORMS, group="cost")
+    function_memory_mb: float = _f(1769.0, "memory of one function (1769 MB = 1 vCPU on Lambda)", min=128, max=10240,
+                                   group="cost")
+    cold_start_s: float = _f(1.0, "modelled cold start of a cloud function, for the projected cloud time", min=0.0,
+                             group="cost")
     budget_usd: float | None = _f(None, "stop before a round that would take the serverless cost past this",
-                                  positive=True)
-    torch_threads: int = _f(1, "torch threads for the learner", min=1)
-    checkpoint_every: int = _f(1, "write a checkpoint every this many rounds", min=1)
-    keep_checkpoints_every: int = _f(0, "also keep checkpoints/round-NNNNN.pt every this many rounds (0: never)", min=0)
-    tensorboard: bool = _f(True, "write TensorBoard event files")
-    progress: bool = _f(True, "show a live progress display")
+                                  positive=True, group="cost", learning=False)
+    torch_threads: int = _f(1, "torch threads for the learner", min=1, group="run")
+    checkpoint_every: int = _f(1, "write a checkpoint every this many rounds", min=1, group="run", learning=False)
+    keep_checkpoints_every: int = _f(0, "also keep checkpoints/round-NNNNN.pt every this many rounds (0: never)", min=0,
+                                     group="run", learning=False)
+    tensorboard: bool = _f(True, "write TensorBoard event files", group="run", learning=False)
+    progress: bool = _f(True, "show a live progress display", group="run", learning=False)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     def learning_fields(self) -> dict[str, Any]:
-        """Fields that change what is learned (a resumed run must keep them)."""
-        ignore = {"total_timesteps", "max_rounds", "target_return", "run_dir", "progress", "tensorboard",
-                  "max_concurrency", "idle_timeout_s", "invocation_timeout_s", "checkpoint_every", "eval_every",
-                  "eval_episodes", "budget_usd", "server_wait_startup", "keep_checkpoints_every",
-                  "backend", "ray_address", "ray_num_cpus", "lithops_config",  # same learning on every backend
-                  "max_retries", "round_deadline_s", "min_reply_fraction", *FAULT_FIELDS.values(), "fault_seed"}
-        return {k: v for k, v in self.to_dict().items() if k not in ignore}
+        """Fields that change what is learned (a resumed run must keep them); stop conditions, outputs, where
+        functions run and how faults are handled do not (the same learning on every backend)."""
+        return {k: v for k, v in self.to_dict().items() if FIELDS[k].metadata["learning"]}
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+
+def field_kind(name: str) -> str:
+    """A field's value type, the one dispatch the CLI and YAML share: bool, int, float, str, list or dict
+    (``X | None`` is X)."""
+    return str(FIELDS[name].type).split(" |")[0]
+
+
+def fields_of(groups: tuple[str, ...] = GROUPS) -> list[str]:
+    """The fields of the given sections, in declaration order."""
+    return [name for name, f in FIELDS.items() if f.metadata["group"] in groups]
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
@@ -260,43 +293,29 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
 
 
 def _coerce(name: str, value: Any) -> Any:
-    """Check a YAML/CLI value against the field's annotated type; convert ints to floats where due."""
+    """Check a YAML/CLI value against the field's type; convert ints to floats where due."""
     if value is None:
         return None
-    kind = FIELDS[name].type
-    want = str(kind)
-    if "bool" in want:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(f"{name}: {value!r} must be true or false")
-    if want.startswith("int"):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise ConfigError(f"{name}: {value!r} must be an integer")
-    if want.startswith("float"):
-        if isinstance(value, int | float) and not isinstance(value, bool):
+    kind = field_kind(name)
+    if kind == "float" and isinstance(value, str):  # YAML 1.1 reads 3e-4 (no dot) as a string
+        try:
             return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads 3e-4 (no dot) as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"{name}: {value!r} must be a number")
-    if want.startswith("str"):
-        if isinstance(value, str):
-            return value
-        raise ConfigError(f"{name}: {value!r} must be a string")
-    if want == "list":
-        if isinstance(value, list):
-            return value
-        raise ConfigError(f"{name}: {value!r} must be a list")
-    if want == "dict":
-        if isinstance(value, dict):
-            return value
-        raise ConfigError(f"{name}: {value!r} must be a mapping")
+        except ValueError:
+            pass
+    if kind == "int" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if kind == "float" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    accepted, what = _ACCEPTS[kind]
+    if not isinstance(value, accepted) or (kind in ("int", "float") and isinstance(value, bool)):
+        raise ConfigError(f"{name}: {value!r} must be {what}")
     return value
+
+
+_ACCEPTS: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "bool": (bool, "true or false"), "int": (int, "an integer"), "float": ((int, float), "a number"),
+    "str": (str, "a string"), "list": (list, "a list"), "dict": (dict, "a mapping"),
+}
 
 
 def dump(cfg: TrainConfig, path: str | Path) -> None:

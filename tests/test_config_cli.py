@@ -230,3 +230,24 @@ def test_named_preset_overrides_family():
 def test_default_run_dir_is_under_runs():
     cfg, _ = prepare_config(TrainConfig(env_id="custom_env:CounterEnv", seed=4, max_rounds=1))
     assert cfg.run_dir.startswith("runs/custom_env_CounterEnv__4__")
+
+
+def test_config_sections_drive_flags_and_resume_checks():
+    """Field metadata is the one table: sections decide each subcommand's flags, ``learning`` the resume check."""
+    from minionsrl import config as cfgmod
+
+    assert all(f.metadata["group"] in cfgmod.GROUPS for f in cfgmod.FIELDS.values())
+    learning = TrainConfig().learning_fields()
+    assert "learning_rate" in learning and "seed" in learning
+    assert not {"backend", "run_dir", "max_rounds", "fault_raise", "budget_usd"} & set(learning)
+
+    def flags(*argv: str) -> set[str]:
+        sub = next(a for a in cli.build_parser()._subparsers._group_actions[0].choices.items() if a[0] == argv[0])[1]
+        if len(argv) > 1:
+            sub = sub._subparsers._group_actions[0].choices[argv[1]]
+        return {a.dest for a in sub._actions}
+
+    assert set(cfgmod.FIELDS) <= flags("train")
+    assert "backend" in flags("scale") and "learning_rate" not in flags("scale") and "scaler" not in flags("scale")
+    assert "learning_rate" in flags("scheduler", "train") and "nitro_decay" not in flags("scheduler", "train")
+    assert cfgmod.field_kind("total_timesteps") == "int" and cfgmod.field_kind("hidden_sizes") == "list"

@@ -1,7 +1,4 @@
-"""Backends run rollout functions: ``local`` is the embedded default."""
+"""Backends run rollout functions (``base``: the interface; ``local`` is the embedded default).
 
-from __future__ import annotations
-
-from minionsrl.backends.base import Backend, InvocationRecord, Reply
-
-__all__ = ["Backend", "InvocationRecord", "Reply"]
+Kept empty on purpose: a ``local`` instance (``backends.local_worker``) imports only the function side.
+"""

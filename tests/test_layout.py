@@ -1,0 +1,106 @@
+"""The package's structure: imports point one way, and the function side stays light."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "minionsrl"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (anywhere in the file, lazy imports included)."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # `from pkg import mod` imports the submodule pkg.mod when it is one
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                           for a in node.names]
+            edges.update(t for t in targets if t in modules and t != name)
+        graph[name] = edges
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of the graph as a path (first node repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt):], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_the_package_has_no_import_cycle():
+    graph = import_graph()
+    assert "minionsrl.loop.trainer" in graph and graph["minionsrl.build"]  # the graph is really read
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+# Each layer may import only the layers before it (DESIGN, "Layers and import direction").
+LAYERS = [
+    ("minionsrl.errors", "minionsrl.redact", "minionsrl.function"),
+    ("minionsrl.backends",),
+    ("minionsrl.cost", "minionsrl.config"),
+    ("minionsrl.learner",),
+    ("minionsrl.scaling",),
+    ("minionsrl.loop",),
+    ("minionsrl.build",),
+    ("minionsrl.experiments", "minionsrl.progress"),
+    ("minionsrl.cli",),
+]
+
+
+def _layer(module: str) -> int:
+    for i, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return i
+    return -1  # the package root
+
+
+def test_imports_point_one_way():
+    wrong = [f"{a} -> {b}" for a, edges in import_graph().items() for b in edges if _layer(b) > _layer(a)]
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("module", ["minionsrl.function.rollout", "minionsrl.function.faults",
+                                    "minionsrl.function.fragment", "minionsrl.backends.local_worker"])
+def test_function_side_imports_neither_torch_nor_config_nor_backends(module):
+    """What a rollout function imports, in a fresh interpreter: NumPy, Gymnasium and the function side."""
+    code = (f"import sys, {module}; print(sorted(m for m in sys.modules if m == 'torch' or m.startswith("
+            "('torch.', 'minionsrl.config', 'minionsrl.backends.base', 'minionsrl.loop', 'minionsrl.learner'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]"
