@@ -1,8 +1,9 @@
 """PPO learner (clipped surrogate, GAE, value loss, entropy), faithful to CleanRL's ``ppo.py``.
 
 The batch is whatever the round's ``n`` actors returned (``n × T`` steps), so the number of
-minibatches follows the batch while the minibatch size stays fixed: the number of gradient steps
-per sample does not depend on how many actors the scaler chose.
+minibatches follows the batch while the minibatch size stays fixed (up to rounding, when it does not
+divide the batch): the number of gradient steps per sample does not depend on how many actors the
+scaler chose.
 """
 
 from __future__ import annotations
@@ -153,6 +154,13 @@ def ppo_loss(policy: Policy, mb: Batch, p: PPOParams) -> LossTerms:
 LossFn = Callable[[Policy, Batch, PPOParams], LossTerms]
 
 
+def minibatch_count(rows: int, minibatch_size: int) -> int:
+    """How many minibatches an epoch over ``rows`` rows takes: ``rows / minibatch_size`` rounded (half to
+    even), at least 1. Their size is then within half a ``minibatch_size`` of it (a batch of fewer than
+    half a minibatch is one minibatch)."""
+    return max(1, round(rows / minibatch_size))
+
+
 class PPO:
     """Owns the policy's optimiser and runs minibatch SGD on one round's batch: the clipped-surrogate
     loss by default; the V-trace learners (:mod:`minionsrl.learner.impala`) pass their own ``loss``."""
@@ -169,17 +177,19 @@ class PPO:
 
     def update(self, batch: Batch, rng: np.random.Generator, whole_batch: bool = False) -> dict[str, float]:
         """Run ``update_epochs`` epochs of minibatch SGD (``whole_batch``: one step per epoch on all of it);
-        return CleanRL's loss statistics."""
+        return CleanRL's loss statistics.
+
+        Each epoch splits a permutation of the rows into :func:`minibatch_count` minibatches of equal size up
+        to one row: exactly ``minibatch_size`` rows when that divides the batch (CleanRL's even split), and
+        otherwise no ragged tail (a 1-row tail would even skip advantage normalisation)."""
         p = self.params
-        mb_size = len(batch) if whole_batch else p.minibatch_size
         size = len(batch)
+        chunks = 1 if whole_batch else minibatch_count(size, p.minibatch_size)
         clipfracs: list[torch.Tensor] = []  # summed once at the end: no per-step .item() sync
         approx_kl = old_approx_kl = pg_loss = v_loss = entropy_loss = torch.zeros(())
         for _ in range(p.update_epochs):
-            order = torch.from_numpy(rng.permutation(size))
-            for start in range(0, size, mb_size):
-                idx = order[start : start + mb_size]
-                out = self.loss(self.policy, batch.select(idx), p)
+            for idx in np.array_split(rng.permutation(size), chunks):
+                out = self.loss(self.policy, batch.select(torch.from_numpy(idx)), p)
                 with torch.no_grad():
                     old_approx_kl = (-out.logratio).mean()
                     approx_kl = ((out.ratio - 1) - out.logratio).mean()

@@ -1,0 +1,60 @@
+"""PPO.update's minibatches: equal sizes (up to one row) that partition the batch in every epoch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.learner.networks import ActorCritic
+from minionsrl.learner.ppo import PPO, Batch, PPOParams, ppo_loss
+
+ARCH = PolicyArch(4, 2, True, (8,))
+
+
+def _batch(n: int) -> Batch:
+    g = torch.Generator().manual_seed(0)
+    return Batch(torch.randn(n, 4, generator=g), torch.randint(0, 2, (n,), generator=g),
+                 torch.randn(n, generator=g) * 0.1 - 0.7, torch.randn(n, generator=g), torch.randn(n, generator=g),
+                 torch.randn(n, generator=g))
+
+
+def _minibatches(rows: int, minibatch_size: int, epochs: int = 2, whole_batch: bool = False) -> list[list[int]]:
+    """The rows of every minibatch the update stepped on, epoch by epoch (rows tagged by their observation)."""
+    torch.manual_seed(0)
+    batch = _batch(rows)
+    batch.obs[:, 0] = torch.arange(rows, dtype=torch.float32)  # row id, read back from each minibatch
+    seen: list[list[int]] = []
+
+    def recording_loss(policy, mb, p):
+        seen.append(mb.obs[:, 0].long().tolist())
+        return ppo_loss(policy, mb, p)
+
+    ppo = PPO(ActorCritic(ARCH), PPOParams(update_epochs=epochs, minibatch_size=minibatch_size), loss=recording_loss)
+    ppo.update(batch, np.random.default_rng(1), whole_batch=whole_batch)
+    return seen
+
+
+@pytest.mark.parametrize(("rows", "minibatch_size", "sizes"), [
+    (4096, 64, [64] * 64),       # MuJoCo preset, 8 actors x 512: divisible, unchanged
+    (1024, 128, [128] * 8),      # classic preset, 8 actors x 128
+    (384, 256, [192, 192]),      # Atari preset, 3 actors x 128: was 256 + a 128-row tail
+    (640, 256, [320, 320]),      # Atari preset, 5 actors: 2.5 minibatches round to 2 (half to even)
+    (257, 128, [129, 128]),      # was 128 + 128 + a 1-row tail, which skipped advantage normalisation
+    (100, 128, [100]),           # a batch smaller than a minibatch is one minibatch
+    (50, 128, [50]),             # ... even under half of one
+])
+def test_minibatches_are_equal_up_to_one_row_and_partition_each_epoch(rows, minibatch_size, sizes):
+    epochs = 2
+    seen = _minibatches(rows, minibatch_size, epochs)
+    assert len(seen) == epochs * len(sizes)  # optimizer steps
+    for e in range(epochs):
+        epoch = seen[e * len(sizes) : (e + 1) * len(sizes)]
+        assert [len(mb) for mb in epoch] == sizes
+        assert sorted(i for mb in epoch for i in mb) == list(range(rows))
+
+
+def test_whole_batch_is_one_step_per_epoch():
+    seen = _minibatches(384, 256, epochs=3, whole_batch=True)
+    assert [sorted(mb) for mb in seen] == [list(range(384))] * 3
