@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -196,6 +197,80 @@ def test_carry_keeps_the_time_limit_count():
         env.close()
     assert max(lengths) == 20 and truncations > 0
     assert lengths.count(20) >= truncations
+
+
+def _discounted(rewards: np.ndarray, terminated: np.ndarray, gamma: float, start: float = 0.0,
+                resets: np.ndarray | None = None) -> np.ndarray:
+    """Gymnasium's NormalizeReward recurrence, d = d·γ·(1 − terminated) + r, from ``start`` (``resets``: the
+    steps that zero it instead of ``terminated``)."""
+    resets = terminated if resets is None else resets
+    out, d = np.empty(len(rewards)), start
+    for t, (r, done) in enumerate(zip(rewards.astype(np.float64), resets, strict=True)):
+        d = d * gamma * (1.0 - float(done)) + r
+        out[t] = d
+    return out
+
+
+class _Replay(gym.Env):
+    """Replays given rewards and termination flags (never truncates), for Gymnasium's own wrapper."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,))
+    action_space = gym.spaces.Discrete(1)
+
+    def __init__(self, rewards: np.ndarray, terminated: np.ndarray) -> None:
+        self.steps, self.t = list(zip(rewards.tolist(), terminated.tolist(), strict=True)), 0
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        reward, term = self.steps[self.t]
+        self.t += 1
+        return np.zeros(1, np.float32), reward, term, False, {}
+
+
+def test_discounted_return_resets_at_terminations_only_like_gymnasium():
+    """The reward scaler's discounted return follows Gymnasium's NormalizeReward (CleanRL's reward scaling):
+    a termination resets it, a time-limit truncation does not, and it carries across fragments."""
+    spec, snap, gamma = EnvSpec("CartPole-v1", {"max_episode_steps": 20}), _snapshot(CART), 0.99
+    env = make_env(spec)
+    frags, carry = [], None
+    try:
+        for i in range(6):
+            frags.append(rollout(env, snap, snap.numpy_policy(), 50, i, gamma, carry))
+            carry = frags[-1].meta["carry"]
+    finally:
+        env.close()
+    terminated = np.concatenate([f.terminated for f in frags])
+    truncated = np.concatenate([f.truncated for f in frags])
+    assert terminated.any() and truncated.any()  # both kinds of episode end are exercised
+    start = 0.0
+    for frag in frags:
+        expected = _discounted(frag.rewards, frag.terminated, gamma, start)
+        assert frag.ret_moments.count == len(expected)
+        assert frag.ret_moments.mean == pytest.approx(expected.mean(), rel=1e-12)
+        assert frag.ret_moments.var == pytest.approx(expected.var(), rel=1e-12)
+        assert frag.meta["carry"]["disc_return"] == pytest.approx(expected[-1], rel=1e-12)
+        # resetting at truncations too (the old behaviour) gives other moments
+        old = _discounted(frag.rewards, frag.terminated, gamma, start, resets=frag.terminated | frag.truncated)
+        if frag.truncated[:-1].any():
+            assert frag.ret_moments.mean != pytest.approx(old.mean(), rel=1e-6)
+        start = frag.meta["carry"]["disc_return"]
+    # the recurrence is Gymnasium's own: replay the rewards and terminations through its wrapper
+    rewards = np.concatenate([f.rewards for f in frags])
+    wrapped = gym.wrappers.NormalizeReward(_Replay(rewards, terminated), gamma=gamma)
+    wrapped.reset(seed=0)
+    theirs = []
+    for _ in range(len(rewards)):
+        wrapped.step(0)
+        theirs.append(float(wrapped.discounted_reward[0]))
+    np.testing.assert_allclose(theirs, _discounted(rewards, terminated, gamma), rtol=1e-12)
+    # with CartPole's reward of 1 per step: a truncation keeps the sum growing, a termination restarts it
+    disc = _discounted(rewards, terminated, gamma)
+    trunc_at, term_at = np.flatnonzero(truncated[:-1]), np.flatnonzero(terminated)
+    np.testing.assert_allclose(disc[trunc_at + 1], disc[trunc_at] * gamma + 1.0)
+    assert (disc[trunc_at] > 1.0).all()
+    np.testing.assert_array_equal(disc[term_at], 1.0)
 
 
 def test_carry_for_mujoco_continues_the_episode():

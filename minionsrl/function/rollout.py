@@ -70,6 +70,10 @@ def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: 
     ``trunc_values``; the fragment's own cut is bootstrapped with ``last_value``, and the episode in
     progress is returned in ``fragment.meta["carry"]`` where the env supports it.
 
+    The discounted return whose moments feed the reward scaler is Gymnasium's ``NormalizeReward``
+    recurrence, ``d = d·γ·(1 − terminated) + r``: a termination restarts it, a time-limit truncation does
+    not, and it travels in the carry (``disc_return``).
+
     Where the env separates the learning signal from the game (Atari: ``info["raw_reward"]`` and
     ``info["game_over"]``), rewards and terminations are the learning signal and the reported
     episode returns are full games of raw rewards. Image observations stay uint8 throughout.
@@ -120,7 +124,9 @@ def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: 
         actions[t] = action
         obs, reward, term, trunc, info = env.step(env_action)
         rewards[t] = reward
-        disc = disc * gamma + reward
+        # the reward scaler's discounted return, exactly as Gymnasium's NormalizeReward (CleanRL's) keeps it:
+        # a termination restarts it (from this step's reward on); a time-limit truncation does not
+        disc = disc * gamma * (1.0 - float(term)) + reward
         disc_returns[t] = disc
         ep_ret += info.get("raw_reward", reward)
         ep_len += 1
@@ -128,7 +134,6 @@ def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: 
             terminated[t], truncated[t] = term, trunc and not term
             if truncated[t]:
                 trunc_values[t] = policy.forward(normalize(obs))[1]
-            disc = 0.0
             if info.get("game_over", True):
                 ep_returns.append(ep_ret)
                 ep_lengths.append(ep_len)
