@@ -143,10 +143,14 @@ class CostLedger:
     def hosts_for(self, n_actors: int) -> int:
         return math.ceil(n_actors / self.vcpus_per_host)
 
+    def serverless_usd(self, round_s: float, records: list[InvocationRecord]) -> float:
+        """The serverless cost of a round (or of its part so far): learner host, functions and requests."""
+        functions = sum(self.pricing.invocation_usd(r, self.memory_mb) for r in records)
+        return self.learner_usd_s * round_s + functions + len(records) * self.pricing.usd_per_request
+
     def bill_round(self, round_s: float, sample_s: float, records: list[InvocationRecord], n_actors: int) -> RoundBill:
         """Bill one round from its wall time and invocation records; update the totals."""
-        functions = sum(self.pricing.invocation_usd(r, self.memory_mb) for r in records)
-        serverless = self.learner_usd_s * round_s + functions + len(records) * self.pricing.usd_per_request
+        serverless = self.serverless_usd(round_s, records)
 
         hosts = self.hosts_for(n_actors)
         added = max(hosts - self.actor_hosts, 0)

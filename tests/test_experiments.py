@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 import time
 
 import pytest
@@ -70,6 +71,19 @@ def test_ledger_totals_equal_the_sum_of_rows_and_budget_stops_early(tmp_path) ->
     # the next round's cost is estimated (the dearest of the last 10): at most one round's overshoot
     overshoot = capped["cost_usd"]["serverless"] - first_two * 1.5
     assert overshoot < max(float(r["cost_serverless_usd"]) for r in capped_rows)
+
+
+def test_a_budget_stop_still_evaluates_the_last_round(tmp_path) -> None:
+    """The round that exhausts the budget is the last, and the last round always evaluates: the stop is
+    decided before its evaluation, with the round's cost so far, not after its bill."""
+    probe = make_trainer(_cfg(tmp_path, max_rounds=3, eval_every=0, run_dir=str(tmp_path / "probe"))).run()
+    per_round = probe["cost_usd"]["serverless"] / 3
+    capped = make_trainer(_cfg(tmp_path, max_rounds=50, eval_every=0, run_dir=str(tmp_path / "capped"),
+                               budget_usd=per_round * 8)).run()
+    rows = read_metrics(tmp_path / "capped")
+    assert capped["rounds"] < 50
+    assert rows[-1]["eval_return_mean"] != "" and math.isfinite(capped["final_eval_return"])
+    assert all(r["eval_return_mean"] == "" for r in rows[:-1])  # eval_every=0: only the last round evaluates
 
 
 def test_server_backend_waits_for_new_hosts_only_when_asked(tmp_path) -> None:

@@ -60,6 +60,7 @@ class Trainer:
         self.publisher, self.scaler, self.ledger, self.backend = publisher, scaler, ledger, backend
         self.run_dir = session.run_dir
         self.progress = Progress()
+        self.finished = False  # whether the last round run was the run's last (decided before its evaluation)
         if session.resume_state is not None:
             self._restore(session.resume_state)
         self.log = RunLog(self.run_dir, self.round if session.resume else None, self.env_steps, cfg.tensorboard)
@@ -81,8 +82,10 @@ class Trainer:
         """Train until a stop condition holds; return the summary (also written to summary.json)."""
         self.progress.started = time.perf_counter()
         try:
-            while not self._done():
+            last = self._done()
+            while not last:
                 row = self.run_round()
+                last = self.finished
                 if on_round is not None:
                     on_round(row)
             self.sampler.finish()  # e.g. stopped by the budget with invocations in flight: none may outlive the run
@@ -110,13 +113,18 @@ class Trainer:
             p.recent_returns.extend(frag.episode_returns.tolist())
         learned_at = time.perf_counter()
         gathered = list(sampled.gathered)
-        if self._done():  # the last round: abandon what is still in flight (billed for the time it ran)
+        # Whether this is the last round is decided once, here, with what the round has cost so far: a later
+        # check could find the budget spent after the round and skip the final evaluation it promised.
+        spent = self.ledger.serverless_usd(time.perf_counter() - started,
+                                           [a.reply.record for g in gathered for a in g.attempts])
+        self.finished = self._done(spent)
+        if self.finished:  # abandon what is still in flight (billed for the time it ran)
             gathered.append(self.sampler.finish())
 
         detected = self._detect(learned, len(sampled.fragments))
         detected_at = time.perf_counter()
         eval_return = None
-        if (cfg.eval_every and p.round % cfg.eval_every == 0) or self._done():  # the last round always
+        if (cfg.eval_every and p.round % cfg.eval_every == 0) or self.finished:  # the last round always
             eval_return, evaluated = self._logging_failures(gathered, lambda: self.sampler.evaluate(
                 p.round, n, cfg.eval_episodes))
             p.last_eval, p.best_eval = eval_return, max(p.best_eval, eval_return)
@@ -124,7 +132,7 @@ class Trainer:
         result = RoundResult(p.round, n, lr, sampled, learned, detected, eval_return, gathered, started, sampled_at,
                              learned_at, detected_at, time.perf_counter())
         row = self._bill_and_log(result)
-        if p.round % cfg.checkpoint_every == 0 or self._done():
+        if p.round % cfg.checkpoint_every == 0 or self.finished:
             self.session.save(self._state(), p.round)
         return row
 
@@ -181,21 +189,24 @@ class Trainer:
             return cfg.learning_rate
         return cfg.learning_rate * max(1.0 - self.env_steps / cfg.total_timesteps, 0.0)
 
-    def _done(self) -> bool:
+    def _done(self, pending_usd: float = 0.0) -> bool:
+        """Whether a stop condition holds; ``pending_usd``: what the current round has cost so far (not yet
+        in the ledger)."""
         cfg, p = self.cfg, self.progress
         return bool(
             (cfg.total_timesteps is not None and p.env_steps >= cfg.total_timesteps)
             or (cfg.max_rounds is not None and p.round >= cfg.max_rounds)
             or (cfg.target_return is not None and np.isfinite(p.last_eval) and p.last_eval >= cfg.target_return)
-            or self._over_budget()
+            or self._over_budget(pending_usd)
         )
 
-    def _over_budget(self) -> bool:
+    def _over_budget(self, pending_usd: float) -> bool:
         """Whether the next round would exceed the budget, estimating its cost as the dearest of the last
         10 rounds (evaluation rounds and cold starts cost more than the rest)."""
-        if self.cfg.budget_usd is None or not self.progress.recent_costs:
+        costs = [*self.progress.recent_costs, *([pending_usd] if pending_usd else [])]
+        if self.cfg.budget_usd is None or not costs:
             return False
-        return not self.ledger.affordable(self.cfg.budget_usd, max(self.progress.recent_costs))
+        return not self.ledger.affordable(self.cfg.budget_usd - pending_usd, max(costs))
 
     # -- checkpoint ------------------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:
