@@ -30,10 +30,11 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     prices = load_prices(cfg.prices)  # a bad catalogue fails here, before any work
     if cfg.budget_usd is not None:
         first = {"fixed": cfg.actors, "minions": 1}.get(cfg.scaler, cfg.n_min)  # fewest actors round 1 can have
-        least = CostLedger(prices, cfg.platform, cfg.function_memory_mb).least_round_usd(first)
+        least = CostLedger(prices, cfg.platform, cfg.function_memory_mb, cfg.cold_start_s).least_round_usd(first)
         if cfg.budget_usd < least:
-            raise ConfigError(f"budget_usd: ${cfg.budget_usd:g} is less than the least one round of {first} "
-                              f"function{'s' if first > 1 else ''} can cost (${least:.3g}); raise budget_usd")
+            raise ConfigError(f"budget_usd: ${cfg.budget_usd:g} is less than the least a first round of {first} "
+                              f"function{'s' if first > 1 else ''} and the learner host can cost (${least:.3g}); "
+                              "raise budget_usd")
     check_env_id(cfg.env_id)
     if cfg.backend == "lithops":
         from minionsrl.backends.lithops_backend import lithops_config

@@ -171,11 +171,12 @@ class CostLedger:
         return (self.cold_start_s if record.cold else record.init_s) + record.run_s
 
     def least_round_usd(self, n_actors: int) -> float:
-        """The least a round of ``n_actors`` functions can cost: its requests, each billed at least one unit."""
+        """The least a first round of ``n_actors`` functions can cost: its requests, each billed at least one
+        unit, and the learner host while it waits for one modelled cold start."""
         least = FunctionPricing(self.pricing.usd_per_gb_s, self.pricing.usd_per_request, self.pricing.granularity_ms,
                                 bill_init=False)
         unit = least.invocation_usd(InvocationRecord("least", "train", run_s=1e-9), self.memory_mb)
-        return n_actors * (self.pricing.usd_per_request + unit)
+        return n_actors * (self.pricing.usd_per_request + unit) + self.learner_usd_s * self.cold_start_s
 
     def affordable(self, budget_usd: float | None, next_round_usd: float) -> bool:
         """Whether a round expected to cost ``next_round_usd`` stays within the budget."""

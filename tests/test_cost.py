@@ -70,3 +70,17 @@ def test_failed_invocation_without_timings_is_billed_for_the_time_it_ran() -> No
     assert pricing.billed_seconds(cancelled) == pytest.approx(2.5)
     finished = InvocationRecord("y", "train", run_s=0.5, duration_s=2.5)  # the platform bills its own time
     assert pricing.billed_seconds(finished) == pytest.approx(0.5)
+
+
+def test_least_budget_counts_the_learner_host(tmp_path) -> None:
+    """A budget below what round 1 must cost is refused before any work, learner host included: $0.00001 was
+    accepted when only the functions' requests counted, and round 1 then spent 35x that."""
+    from minionsrl.build import prepare_config
+    from minionsrl.config import TrainConfig
+
+    ledger = CostLedger(load_prices(), "aws_lambda_x86", cold_start_s=1.0)
+    assert ledger.least_round_usd(8) > ledger.learner_usd_s * 1.0 > 0
+    with pytest.raises(ConfigError, match="learner host"):
+        prepare_config(TrainConfig(env_id="CartPole-v1", budget_usd=0.00001, max_rounds=1,
+                                   run_dir=str(tmp_path / "r")))
+    prepare_config(TrainConfig(env_id="CartPole-v1", budget_usd=0.01, max_rounds=1, run_dir=str(tmp_path / "r")))
