@@ -4,7 +4,8 @@
   on the round's batch, by Lanczos iterations on Hessian-vector products (double back-propagation,
   Rademacher start vector, full re-orthogonalisation); ``c = -(λmax + ε) / (λmin − ε)``.
 * **Gradient noise scale** (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training",
-  appendix A.1): ``B_simple = tr(Σ) / |G|²`` from the gradient of the whole batch and of ``k`` slices.
+  appendix A.1): ``B_simple = tr(Σ) / |G|²`` from the gradient of the whole batch and of ``k`` slices
+  (cut from a random permutation of the rows; one loss, advantages normalised once over the batch).
 
 Neither touches the parameters, their ``.grad`` or the optimiser: the model is left exactly as it was.
 """
@@ -12,7 +13,7 @@ Neither touches the parameters, their ``.grad`` or the optimiser: the model is l
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -83,21 +84,37 @@ def hessian_curvature(policy: nn.Module, batch: Batch, params: PPOParams, iterat
     return Curvature(lam_min, lam_max)
 
 
-def gradient_noise_scale(policy: nn.Module, batch: Batch, params: PPOParams, slices: int) -> float:
+def gradient_noise_scale(policy: nn.Module, batch: Batch, params: PPOParams, slices: int, seed: int = 0) -> float:
     """``B_simple`` from the full-batch gradient and the gradients of ``slices`` equal slices.
 
     With |G_B|² the squared norm of a size-B gradient, the unbiased estimates are
     |G|² = (B·|G_B|² − b·E|G_b|²)/(B − b) and tr(Σ) = (E|G_b|² − |G_B|²)/(1/b − 1/B).
     Returns NaN with fewer than 2 slices; the ratio can be negative when the noise is small.
+
+    McCandlish et al. derive these estimates for i.i.d. samples of one loss, so two things are done here:
+
+    * the slices are cut from a random permutation of the rows (``seed`` draws it), not contiguous rows:
+      contiguous rows are whole actors' fragments, whose samples are correlated (one episode, one start),
+      which inflates the spread between small-batch gradients;
+    * advantages are normalised once, over the whole batch (when ``params.norm_adv``), and every gradient
+      is of ``ppo_loss`` with per-minibatch normalisation off. Re-normalising inside each slice would make
+      each slice's gradient that of a different loss than the full batch's; with one loss, the mean of
+      the slice gradients is the full-batch gradient when the slices partition the batch.
     """
     weights = [p for p in policy.parameters() if p.requires_grad]
     size = len(batch)
     if slices < 2 or size < 2 * slices:
         return float("nan")
     small = size // slices
-    big_sq = float(_flat_grad(ppo_loss(policy, batch, params).loss, weights).pow(2).sum())
+    adv = batch.advantages
+    if params.norm_adv:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    batch = replace(batch, advantages=adv)
+    one_loss = replace(params, norm_adv=False)
+    order = torch.from_numpy(np.random.default_rng(seed).permutation(size))
+    big_sq = float(_flat_grad(ppo_loss(policy, batch, one_loss).loss, weights).pow(2).sum())
     small_sq = np.mean([
-        float(_flat_grad(ppo_loss(policy, batch.select(torch.arange(i * small, (i + 1) * small)), params).loss,
+        float(_flat_grad(ppo_loss(policy, batch.select(order[i * small : (i + 1) * small]), one_loss).loss,
                          weights).pow(2).sum())
         for i in range(slices)
     ])
@@ -112,7 +129,8 @@ def detect(wanted: set[str], policy: nn.Module, batch: Batch, params: PPOParams,
     reads a random subsample of ``samples`` rows (0: all), since Hessian-vector products cost O(batch) each."""
     out: dict[str, float] = {}
     if "gns" in wanted:
-        out["gns"] = gradient_noise_scale(policy, batch, params, slices)
+        # its slices from a stream apart from the curvature's subsample (default_rng(seed) below)
+        out["gns"] = gradient_noise_scale(policy, batch, params, slices, seed=seed + 1)
     if "curvature" not in wanted:
         return out
     sample = batch
