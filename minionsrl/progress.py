@@ -51,8 +51,13 @@ class TrainingDisplay:
 
     def print_summary(self, summary: dict[str, Any], run_dir: Path) -> None:
         table = Table(title=f"minionsrl · {summary['env_id']}", show_header=False)
-        for key in ("rounds", "env_steps", "wall_s", "final_eval_return", "best_eval_return", "train_return_last100"):
+        for key in ("stopped_by", "rounds", "env_steps", "wall_s", "final_eval_return", "best_eval_return",
+                    "train_return_last100"):
             value = summary.get(key)
             table.add_row(key, _num(value, ".2f") if isinstance(value, float) else str(value))
         table.add_row("run_dir", str(run_dir))
         Console().print(table)
+        if summary.get("stopped_by") == "budget_usd":
+            spent, budget = summary["cost_usd"]["serverless"], summary["config"]["budget_usd"]
+            Console(stderr=True).print(f"minionsrl: stopped by the budget: ${spent:.4g} of budget_usd ${budget:g} "
+                                       "spent, and the next round would have exceeded it")

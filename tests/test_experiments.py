@@ -65,7 +65,7 @@ def test_ledger_totals_equal_the_sum_of_rows_and_budget_stops_early(tmp_path) ->
     assert summary["projected_cloud_s"] == pytest.approx(sum(float(r["projected_round_s"]) for r in rows))
     first_two = sum(float(r["cost_serverless_usd"]) for r in rows[:2])
     capped = make_trainer(_cfg(tmp_path, max_rounds=50, run_dir=str(tmp_path / "capped"),
-                               budget_usd=first_two * 1.5)).run()
+                               budget_usd=first_two * 1.5, cold_start_s=0.0)).run()
     assert capped["rounds"] < 50
     capped_rows = read_metrics(tmp_path / "capped")
     # the next round's cost is estimated (the dearest of the last 10): at most one round's overshoot
@@ -79,11 +79,34 @@ def test_a_budget_stop_still_evaluates_the_last_round(tmp_path) -> None:
     probe = make_trainer(_cfg(tmp_path, max_rounds=3, eval_every=0, run_dir=str(tmp_path / "probe"))).run()
     per_round = probe["cost_usd"]["serverless"] / 3
     capped = make_trainer(_cfg(tmp_path, max_rounds=50, eval_every=0, run_dir=str(tmp_path / "capped"),
-                               budget_usd=per_round * 8)).run()
+                               budget_usd=per_round * 8, cold_start_s=0.0)).run()
     rows = read_metrics(tmp_path / "capped")
     assert capped["rounds"] < 50
     assert rows[-1]["eval_return_mean"] != "" and math.isfinite(capped["final_eval_return"])
     assert all(r["eval_return_mean"] == "" for r in rows[:-1])  # eval_every=0: only the last round evaluates
+
+
+def _strict_json(path) -> dict:
+    def refuse(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def test_summary_says_why_the_run_stopped_and_is_valid_json(tmp_path) -> None:
+    from minionsrl.loop.session import Progress, Session
+
+    probe = make_trainer(_cfg(tmp_path, max_rounds=2, eval_every=0, run_dir=str(tmp_path / "probe"))).run()
+    assert probe["stopped_by"] == "max_rounds" and _strict_json(tmp_path / "probe" / "summary.json")["rounds"] == 2
+    make_trainer(_cfg(tmp_path, max_rounds=50, eval_every=0, run_dir=str(tmp_path / "capped"),
+                      budget_usd=probe["cost_usd"]["serverless"] * 3, cold_start_s=0.0)).run()
+    capped = _strict_json(tmp_path / "capped" / "summary.json")
+    assert capped["stopped_by"] == "budget_usd" and capped["rounds"] < 50
+    # a run that has not evaluated yet: null, not NaN
+    session = Session(_cfg(tmp_path, run_dir=str(tmp_path / "fresh")), resume=False)
+    session.write_summary(Progress(), None, {"serverless": 0.0, "server": 0.0}, 0.0)
+    fresh = _strict_json(tmp_path / "fresh" / "summary.json")
+    assert fresh["final_eval_return"] is None and fresh["best_eval_return"] is None and fresh["stopped_by"] is None
 
 
 def test_server_backend_waits_for_new_hosts_only_when_asked(tmp_path) -> None:

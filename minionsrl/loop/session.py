@@ -91,17 +91,20 @@ class Session:
         if self.cfg.keep_checkpoints_every and round_idx % self.cfg.keep_checkpoints_every == 0:
             checkpoint.save(self.run_dir / "checkpoints", state, name=f"round-{round_idx:05d}.pt")
 
-    def write_summary(self, progress: Progress, cost_usd: dict[str, float], projected_cloud_s: float) -> dict[str, Any]:
-        """``summary.json``: the run's outcome and its config."""
+    def write_summary(self, progress: Progress, stopped_by: str | None, cost_usd: dict[str, float],
+                      projected_cloud_s: float) -> dict[str, Any]:
+        """``summary.json``: the run's outcome, the stop condition that ended it, and its config. Numbers that
+        do not exist (no evaluation yet) are ``null``: JSON has no NaN."""
         recent = list(progress.recent_returns)
         summary = {
             "env_id": self.cfg.env_id, "seed": self.cfg.seed, "scaler": self.cfg.scaler,
             "backend": self.cfg.backend, "rounds": progress.round, "env_steps": progress.env_steps,
-            "wall_s": round(progress.wall(), 3), "final_eval_return": progress.last_eval,
+            "wall_s": round(progress.wall(), 3), "stopped_by": stopped_by,
+            "final_eval_return": progress.last_eval if math.isfinite(progress.last_eval) else None,
             "best_eval_return": progress.best_eval if math.isfinite(progress.best_eval) else None,
             "train_return_last100": float(np.mean(recent)) if recent else None,
             "cost_usd": cost_usd, "projected_cloud_s": projected_cloud_s,
             "config": dataclasses.asdict(self.cfg),
         }
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False))
         return summary

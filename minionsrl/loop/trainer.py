@@ -11,6 +11,7 @@ bills, and a :class:`~minionsrl.loop.session.Session` keeps the run directory. T
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ class Trainer:
         self.run_dir = session.run_dir
         self.progress = Progress()
         self.finished = False  # whether the last round run was the run's last (decided before its evaluation)
+        self.stopped_by: str | None = None  # the stop condition that ended the run
         if session.resume_state is not None:
             self._restore(session.resume_state)
         self.log = RunLog(self.run_dir, self.round if session.resume else None, self.env_steps, cfg.tensorboard)
@@ -90,7 +92,8 @@ class Trainer:
                     on_round(row)
             self.sampler.finish()  # e.g. stopped by the budget with invocations in flight: none may outlive the run
             return self.session.write_summary(
-                self.progress, {"serverless": self.ledger.total_serverless_usd, "server": self.ledger.total_server_usd},
+                self.progress, self.stopped_by,
+                {"serverless": self.ledger.total_serverless_usd, "server": self.ledger.total_server_usd},
                 self.ledger.total_projected_s)
         finally:
             self.log.close()
@@ -190,15 +193,19 @@ class Trainer:
         return cfg.learning_rate * max(1.0 - self.env_steps / cfg.total_timesteps, 0.0)
 
     def _done(self, pending_usd: float = 0.0) -> bool:
-        """Whether a stop condition holds; ``pending_usd``: what the current round has cost so far (not yet
-        in the ledger)."""
+        """Whether a stop condition holds (and which: ``stopped_by``); ``pending_usd``: what the current round
+        has cost so far (not yet in the ledger)."""
         cfg, p = self.cfg, self.progress
-        return bool(
-            (cfg.total_timesteps is not None and p.env_steps >= cfg.total_timesteps)
-            or (cfg.max_rounds is not None and p.round >= cfg.max_rounds)
-            or (cfg.target_return is not None and np.isfinite(p.last_eval) and p.last_eval >= cfg.target_return)
-            or self._over_budget(pending_usd)
-        )
+        reasons = {
+            "target_return": cfg.target_return is not None and math.isfinite(p.last_eval)
+            and p.last_eval >= cfg.target_return,
+            "total_timesteps": cfg.total_timesteps is not None and p.env_steps >= cfg.total_timesteps,
+            "max_rounds": cfg.max_rounds is not None and p.round >= cfg.max_rounds,
+        }
+        self.stopped_by = next((name for name, hit in reasons.items() if hit), None)
+        if self.stopped_by is None and self._over_budget(pending_usd):
+            self.stopped_by = "budget_usd"
+        return self.stopped_by is not None
 
     def _over_budget(self, pending_usd: float) -> bool:
         """Whether the next round would exceed the budget, estimating its cost as the dearest of the last
