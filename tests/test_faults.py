@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 from pathlib import Path
 
@@ -56,6 +57,17 @@ def test_draw_is_a_pure_function_of_seed_round_slot_attempt():
     assert first != [other.draw(*key) for key in keys]
     # a retry draws afresh: the next attempt of a faulty slot is not bound to fail the same way
     assert any(plan.draw(r, s, 0, k) != plan.draw(r, s, 1, k) for r, s, _, k in keys)
+
+
+def test_draw_does_not_depend_on_the_order_of_the_rates():
+    """Kinds are walked in the fixed order of KINDS, not in the rates dict's insertion order."""
+    rates = {"raise": 0.1, "hang": 0.05, "kill": 0.15, "duplicate": 0.1, "malformed": 0.2}
+    keys = [(r, s, a, k) for r in range(1, 6) for s in range(10) for a in range(2) for k in ("train", "eval")]
+    expected = [faults.FaultPlan(rates, seed=7).draw(*key) for key in keys]
+    assert {d["kind"] for d in expected if d} == set(faults.KINDS)  # every kind is drawn somewhere
+    for order in itertools.permutations(rates):
+        plan = faults.FaultPlan({kind: rates[kind] for kind in order}, seed=7)
+        assert [plan.draw(*key) for key in keys] == expected, order
 
 
 def test_draw_frequencies_follow_the_rates():
