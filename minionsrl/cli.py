@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from typing import Any
 
@@ -16,6 +17,10 @@ from minionsrl import config
 from minionsrl.config import FIELDS
 from minionsrl.errors import ConfigError, InvocationError
 from minionsrl.redact import redact_text
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: its message says how to continue it."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -134,9 +139,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     cfg, resume = train_config(args)
     trainer = make_trainer(cfg, resume=resume)
-    with TrainingDisplay(trainer.cfg, enabled=trainer.cfg.progress, start_steps=trainer.env_steps,
-                         start_round=trainer.round) as display:
-        summary = trainer.run(on_round=display.update)
+    try:
+        with TrainingDisplay(trainer.cfg, enabled=trainer.cfg.progress, start_steps=trainer.env_steps,
+                             start_round=trainer.round) as display:
+            summary = trainer.run(on_round=display.update)
+    except KeyboardInterrupt:
+        raise Interrupted(f"continue with --resume --run-dir {shlex.quote(str(trainer.run_dir))}") from None
     display.print_summary(summary, trainer.run_dir)
     _plot_run(trainer.run_dir)
     return 0
@@ -248,8 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     except InvocationError as exc:
         print(f"minionsrl: invocation failed: {redact_text(str(exc))}", file=sys.stderr)
         return 1
+    except Interrupted as exc:
+        print(f"minionsrl: interrupted; {exc}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
-        print("minionsrl: interrupted; continue with --resume --run-dir DIR", file=sys.stderr)
+        print("minionsrl: interrupted", file=sys.stderr)
         return 130
 
 

@@ -254,3 +254,23 @@ def test_checkpoint_with_reward_scaling_loads_weights_only(tmp_path):
     resumed = make_trainer(dataclasses.replace(cfg, max_rounds=3), resume=True)
     assert resumed.round == 2 and resumed.learner.ret_rms.count == pytest.approx(state["ret_rms"]["count"])
     assert resumed.run()["rounds"] == 3
+
+
+def test_ctrl_c_says_how_to_resume_this_run(tmp_path, subprocess_env):
+    """Ctrl-C mid-run: exit 130 with the resume command naming this run's directory (was a literal DIR)."""
+    run_dir = tmp_path / "run dir"
+    proc = subprocess.Popen([sys.executable, "-m", "minionsrl.cli", "train", "--env-id", "CartPole-v1", "--actors",
+                             "2", "--max-rounds", "100000", "--no-progress", "--no-tensorboard", "--run-dir",
+                             str(run_dir)], env=subprocess_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while _n_rows(run_dir / "metrics.csv") < 2:
+            assert proc.poll() is None, f"training ended early: {proc.stderr.read().decode()[-2000:]}"
+            assert time.monotonic() < deadline, "no 2 rounds within 120 s"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert f"continue with --resume --run-dir '{run_dir}'" in err.decode()
