@@ -37,7 +37,7 @@ from common import (
 
 ENV = "Hopper-v5"
 TARGET_RETURN, TARGET_RATIO = 2500.0, 0.3
-CLEANRL_HOPPER = 2383  # CleanRL PPO, Hopper-v4, 1M steps, mean of 3 seeds (SPEC §8)
+CLEANRL_HOPPER = 2383  # CleanRL PPO, Hopper-v4, 1M steps, mean of 3 seeds (DESIGN §8)
 
 
 def sb3_extrapolated(sb3: dict[str, Any], steps: int) -> float:

@@ -1,7 +1,7 @@
 """minionsrl: deep RL with serverless actors.
 
 Kept import-light on purpose: rollout functions import submodules of this package and must not
-pay for torch. Use ``from minionsrl.loop.trainer import Trainer`` and ``from minionsrl.config import
+pay for torch. Use ``from minionsrl.build import make_trainer`` and ``from minionsrl.config import
 TrainConfig`` for the Python API.
 """
 

@@ -33,7 +33,7 @@ _MAX_HIDDEN = 16384
 FAULT_FIELDS = {kind: f"fault_{kind}" for kind in fault_kinds}
 
 # CleanRL's defaults: ppo.py (classic control) and ppo_continuous_action.py (MuJoCo). Fragment
-# length and evaluation cadence are ours (SPEC §1: T = 128 for classic control, 512 for MuJoCo).
+# length and evaluation cadence are ours (DESIGN §1: T = 128 for classic control, 512 for MuJoCo).
 PRESETS: dict[str, dict[str, Any]] = {
     "classic": dict(total_timesteps=500_000, fragment_length=128, eval_every=5, learning_rate=2.5e-4,
                     anneal_lr=True, gamma=0.99, gae_lambda=0.95, update_epochs=4, minibatch_size=128,

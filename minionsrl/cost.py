@@ -1,4 +1,4 @@
-"""The cost ledger (SPEC §4): what each invocation and each round cost, serverless and on servers.
+"""The cost ledger (DESIGN §4): what each invocation and each round cost, serverless and on servers.
 
 Prices are data (``minionsrl/data/prices.yaml``, or ``--prices FILE``). Formulas, with ``R`` the
 round's wall time and ``n`` its actor count (worked example in ``docs/COST.md``):

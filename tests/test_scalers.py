@@ -1,4 +1,4 @@
-"""Scaling rules on worked examples (SPEC §2)."""
+"""Scaling rules on worked examples (DESIGN §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``minionsrl compare``: scalers × seeds on one env → CSV, Markdown table and PNG curves (SPEC §7).
+"""``minionsrl compare``: scalers × seeds on one env → CSV, Markdown table and PNG curves (DESIGN §7).
 
 An *arm* is ``scaler[:n][@backend]``: ``fixed:16@server`` is the server-based baseline, ``fixed:16``
 the same actors as functions, ``nitro`` the Nitro scaler. Each (arm, seed) is one ordinary run in

@@ -4,7 +4,7 @@ From each kept checkpoint of a run (``--keep-checkpoints-every``), one more roun
 with ``base`` actors and with ``boost`` actors, both evaluated right after the update on the same
 episodes. The gain is ``eval(boost) − eval(base)``. The convexity ratio (and noise scale) measured on
 the base round's batch — what a scaler would know before deciding to boost — is then correlated with
-the gain (Pearson and Spearman). This is the experiment behind Nitro's design (SPEC §7).
+the gain (Pearson and Spearman). This is the experiment behind Nitro's design (DESIGN §7).
 """
 
 from __future__ import annotations

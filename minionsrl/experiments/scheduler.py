@@ -1,4 +1,4 @@
-"""``minionsrl scheduler train``: train the learned scheduler (SPEC §2.2) over whole training jobs.
+"""``minionsrl scheduler train``: train the learned scheduler (DESIGN §2.2) over whole training jobs.
 
 Each job is one ordinary run of the base config whose scaler is a sampling
 :class:`~minionsrl.scaling.minions.MinionsScaler`; after it, the agent takes one PPO update on the

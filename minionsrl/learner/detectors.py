@@ -1,6 +1,6 @@
 """Detectors read a round's batch after the update and estimate how useful more samples would be.
 
-* **Convexity ratio** (Nitro, SPEC §2.1): the extreme eigenvalues of the Hessian of the full PPO loss
+* **Convexity ratio** (Nitro, DESIGN §2.1): the extreme eigenvalues of the Hessian of the full PPO loss
   on the round's batch, by Lanczos iterations on Hessian-vector products (double back-propagation,
   Rademacher start vector, full re-orthogonalisation); ``c = -(λmax + ε) / (λmin − ε)``.
 * **Gradient noise scale** (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training",

@@ -1,4 +1,4 @@
-"""The MinionsRL learned scheduler (SPEC §2.2): a small PPO agent that picks each round's actor count.
+"""The MinionsRL learned scheduler (DESIGN §2.2): a small PPO agent that picks each round's actor count.
 
 The MDP's episode is one whole training job. State (normalised, 8 numbers): round index, learner
 loss, mean evaluation return, KL, learner time, actor time, round time, remaining budget (capped at
@@ -38,7 +38,7 @@ SHIPPED = "scheduler-cartpole.safetensors"
 
 @dataclass(frozen=True)
 class SchedulerHyper:
-    """The agent's hyper-parameters (SPEC §2.2) and the reward's coefficients."""
+    """The agent's hyper-parameters (DESIGN §2.2) and the reward's coefficients."""
 
     learning_rate: float = 1e-3
     gamma: float = 0.99

@@ -128,7 +128,7 @@ class GnsBoostScaler(Scaler):
 
 
 class NitroScaler(Scaler):
-    """Nitro (SPEC §2.1): boost by the detected convexity ratio, front-loaded by a decaying floor.
+    """Nitro (DESIGN §2.1): boost by the detected convexity ratio, front-loaded by a decaying floor.
 
     ``R_r = c_r·δ^r`` goes into a window of the last ``W`` values; ``score`` is its min-max position
     (1 for a single value or no spread); the floor is ``clip(n_max·δ^(r·r), n_min, n_max)`` (or
