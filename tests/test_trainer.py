@@ -159,17 +159,22 @@ def _n_rows(path: Path) -> int:
         return 0
 
 
+def _wait_for_rows(proc: subprocess.Popen, metrics: Path, rows: int, timeout_s: float) -> None:
+    """Wait until a training process has written ``rows`` rounds."""
+    deadline = time.monotonic() + timeout_s
+    while _n_rows(metrics) < rows:
+        assert proc.poll() is None, f"training ended early: {proc.stderr.read().decode()[-2000:]}"
+        assert time.monotonic() < deadline, f"no {rows} rounds within {timeout_s} s"
+        time.sleep(0.02)
+
+
 def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path, subprocess_env):
     killed = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, "-m", "minionsrl.cli", "train", *RESUME_FLAGS,
                              "--run-dir", str(killed)], env=subprocess_env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
-        deadline = time.monotonic() + 180
-        while _n_rows(killed / "metrics.csv") < 5:
-            assert proc.poll() is None, f"training ended early: {proc.stderr.read().decode()[-2000:]}"
-            assert time.monotonic() < deadline, "no 5 rounds within 180 s"
-            time.sleep(0.02)
+        _wait_for_rows(proc, killed / "metrics.csv", 5, 180)
         os.killpg(proc.pid, signal.SIGKILL)  # the learner and its worker processes, mid-run
         proc.wait(timeout=30)
     finally:
@@ -263,11 +268,7 @@ def test_ctrl_c_says_how_to_resume_this_run(tmp_path, subprocess_env):
                              "2", "--max-rounds", "100000", "--no-progress", "--no-tensorboard", "--run-dir",
                              str(run_dir)], env=subprocess_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 120
-        while _n_rows(run_dir / "metrics.csv") < 2:
-            assert proc.poll() is None, f"training ended early: {proc.stderr.read().decode()[-2000:]}"
-            assert time.monotonic() < deadline, "no 2 rounds within 120 s"
-            time.sleep(0.02)
+        _wait_for_rows(proc, run_dir / "metrics.csv", 2, 120)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
