@@ -27,10 +27,11 @@ if TYPE_CHECKING:
 def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     """Check the env id, inspect its spaces and resolve the presets: all before any work starts."""
     config.validate(cfg, require_stop=False)  # the preset may still supply total_timesteps
+    cfg = dataclasses.replace(cfg, device=learner_device(cfg.device))
     prices = load_prices(cfg.prices)  # a bad catalogue fails here, before any work
     if cfg.budget_usd is not None:
         first = {"fixed": cfg.actors, "minions": 1}.get(cfg.scaler, cfg.n_min)  # fewest actors round 1 can have
-        least = CostLedger(prices, cfg.platform, cfg.function_memory_mb, cfg.cold_start_s).least_round_usd(first)
+        least = make_ledger(cfg, prices).least_round_usd(first)
         if cfg.budget_usd < least:
             raise ConfigError(f"budget_usd: ${cfg.budget_usd:g} is less than the least a first round of {first} "
                               f"function{'s' if first > 1 else ''} and the learner host can cost (${least:.3g}); "
@@ -82,6 +83,26 @@ def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
     raise ConfigError(f"backend: {cfg.backend!r} is not available")
 
 
+def learner_device(device: str) -> str:
+    """``auto``: a CUDA device when torch sees one, else the CPU; ``cuda`` where there is none is bad input."""
+    if device == "cpu":
+        return device
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if device == "cuda":
+        raise ConfigError("device: 'cuda' was asked for but torch sees no CUDA device on this machine; use "
+                          "--device cpu (or auto)")
+    return "cpu"
+
+
+def make_ledger(cfg: TrainConfig, prices: dict | None = None) -> CostLedger:
+    """The cost ledger of a run: its function platform, and a learner host of the kind the learner runs on."""
+    return CostLedger(load_prices(cfg.prices) if prices is None else prices, cfg.platform, cfg.function_memory_mb,
+                      cfg.cold_start_s, learner_device=cfg.device)
+
+
 def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
     """The learner for ``cfg.algo``: PPO, or APPO/IMPALA on V-trace batches."""
     from minionsrl.learner import learners
@@ -89,10 +110,11 @@ def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
 
     params = PPOParams(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(PPOParams)})
     norm = learners.Normalization(cfg.normalize_obs, cfg.normalize_reward, cfg.clip_obs, cfg.clip_reward)
+    device = learner_device(cfg.device)
     if cfg.algo == "ppo":
-        return learners.PPOLearner(arch, params, norm)
+        return learners.PPOLearner(arch, params, norm, device)
     cls = learners.APPOLearner if cfg.algo == "appo" else learners.IMPALALearner
-    return cls(arch, params, norm, cfg.vtrace_rho_bar, cfg.vtrace_c_bar)
+    return cls(arch, params, norm, cfg.vtrace_rho_bar, cfg.vtrace_c_bar, device)
 
 
 def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None = None,
@@ -117,7 +139,7 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
     arch = PolicyArch.of(info, cfg.hidden_sizes)
     learner = make_learner(cfg, arch)
     scaler = scaler or make_scaler(cfg)
-    ledger = CostLedger(load_prices(cfg.prices), cfg.platform, cfg.function_memory_mb, cfg.cold_start_s)
+    ledger = make_ledger(cfg)
     backend = backend or make_backend(cfg, wire.new_key())
     if cfg.fault_duplicate > 0:  # the platform's own fault: a wrapper delivers those replies twice
         backend = DuplicatingBackend(backend)

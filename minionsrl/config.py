@@ -29,6 +29,7 @@ BACKENDS = ("local", "server", "ray", "lithops")
 SCALERS = ("fixed", "minions", "nitro", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
 PRESET_NAMES = ("auto", "classic", "mujoco", "atari")
 ALGOS = ("ppo", "appo", "impala")
+DEVICES = ("auto", "cpu", "cuda")
 _MAX_HIDDEN = 16384
 FAULT_FIELDS = {kind: f"fault_{kind}" for kind in fault_kinds}
 
@@ -119,8 +120,11 @@ class TrainConfig:
     gamma: float | None = _f(None, "discount factor", min=0.0, max=1.0, group="learner")
     gae_lambda: float | None = _f(None, "GAE lambda", min=0.0, max=1.0, group="learner")
     update_epochs: int | None = _f(None, "epochs over each round's batch", min=1, group="learner")
-    minibatch_size: int | None = _f(None, "minibatch size (the count follows the round's batch)", min=1,
-                                    group="learner")
+    minibatch_size: int | None = _f(None, "minibatch size (the count follows the round's batch); exclusive with "
+                                    "num_minibatches", min=1, group="learner")
+    num_minibatches: int | None = _f(None, "minibatches per epoch (minibatch = batch / K: the SGD steps per round "
+                                     "stay fixed as actors grow); exclusive with minibatch_size", min=1,
+                                     group="learner")
     norm_adv: bool | None = _f(None, "normalise advantages per minibatch", group="learner")
     clip_coef: float | None = _f(None, "surrogate clipping coefficient", positive=True, group="learner")
     clip_vloss: bool | None = _f(None, "clip the value loss", group="learner")
@@ -175,6 +179,9 @@ class TrainConfig:
     budget_usd: float | None = _f(None, "stop before a round that would take the serverless cost past this",
                                   positive=True, group="cost", learning=False)
     torch_threads: int = _f(1, "torch threads for the learner", min=1, group="run")
+    device: str = _f("auto", "where the learner runs (update, detectors, V-trace): auto (a GPU when there is one), "
+                     "cpu or cuda; rollout functions never need one", choices=DEVICES, group="learner",
+                     learning=False)
     checkpoint_every: int = _f(1, "write a checkpoint every this many rounds", min=1, group="run", learning=False)
     keep_checkpoints_every: int = _f(0, "also keep checkpoints/round-NNNNN.pt every this many rounds (0: never)", min=0,
                                      group="run", learning=False)
@@ -237,7 +244,11 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
     """Fill unset fields from the preset (``auto``: by env family) and a default run dir; validate."""
     name = (family if family in PRESETS else "classic") if cfg.preset == "auto" else cfg.preset
     preset = {**PRESETS[name], **ALGO_PRESETS[cfg.algo]}
-    filled = {k: v for k, v in preset.items() if getattr(cfg, k) is None}
+    if cfg.minibatch_size is not None and cfg.num_minibatches is not None:
+        raise ConfigError("num_minibatches: set either num_minibatches or minibatch_size, not both")
+    # a minibatch count given by the user replaces the preset's minibatch size
+    filled = {k: v for k, v in preset.items()
+              if getattr(cfg, k) is None and not (k == "minibatch_size" and cfg.num_minibatches is not None)}
     cfg = dataclasses.replace(cfg, **filled)
     if cfg.run_dir is None:
         safe_env = cfg.env_id.replace("/", "_").replace(":", "_")

@@ -55,7 +55,8 @@ def load_prices(path: str | Path | None = None) -> dict[str, Any]:
         "servers": ("usd_per_host_month", "startup_s"),
     }
     paths = [f"{section}.{key}" for section, keys in required.items() for key in keys]
-    for path in [*paths, "servers.actor_host.usd_per_hour", "servers.learner_host.usd_per_hour"]:
+    for path in [*paths, "servers.actor_host.usd_per_hour", "servers.gpu_learner_host.usd_per_hour",
+                 "servers.cpu_learner_host.usd_per_hour"]:
         value = _at(prices, path)
         if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < math.inf:
             raise ConfigError(f"prices: {source} needs a non-negative number at {path}")
@@ -124,13 +125,15 @@ class CostLedger:
     """Bills every round both ways and keeps the running totals (checkpointed)."""
 
     def __init__(self, prices: dict[str, Any], platform: str = "aws_lambda_x86", memory_mb: float = 1769.0,
-                 cold_start_s: float = 1.0) -> None:
+                 cold_start_s: float = 1.0, learner_device: str = "cpu") -> None:
         self.prices = prices
         self.pricing = FunctionPricing.of(prices, platform)
         self.memory_mb = memory_mb
         self.cold_start_s = cold_start_s
         servers = prices["servers"]
-        self.learner_usd_s = servers["learner_host"]["usd_per_hour"] / 3600.0
+        # the learner is billed on the kind of host it ran on: a GPU host only for a GPU learner
+        self.learner_host = servers["gpu_learner_host" if learner_device == "cuda" else "cpu_learner_host"]
+        self.learner_usd_s = self.learner_host["usd_per_hour"] / 3600.0
         self.actor_usd_s = servers["actor_host"]["usd_per_hour"] / 3600.0
         self.vcpus_per_host = int(servers["actor_host"].get("vcpus", 16))
         self.host_overhead_usd_s = servers["usd_per_host_month"] / SECONDS_PER_MONTH

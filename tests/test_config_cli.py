@@ -251,3 +251,35 @@ def test_config_sections_drive_flags_and_resume_checks():
     assert "backend" in flags("scale") and "learning_rate" not in flags("scale") and "scaler" not in flags("scale")
     assert "learning_rate" in flags("scheduler", "train") and "nitro_decay" not in flags("scheduler", "train")
     assert cfgmod.field_kind("total_timesteps") == "int" and cfgmod.field_kind("hidden_sizes") == "list"
+
+
+def test_cuda_asked_for_without_one_is_one_line_before_any_work(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    code = cli.main(["train", "--env-id", "CartPole-v1", "--device", "cuda", "--max-rounds", "1",
+                     "--run-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "device: 'cuda'" in err[0] and "--device cpu" in err[0]
+    assert not (tmp_path / "r").exists()  # nothing started
+
+
+def test_num_minibatches_is_exclusive_with_minibatch_size_and_replaces_the_presets(tmp_path):
+    from minionsrl.build import make_learner, prepare_config
+    from minionsrl.errors import ConfigError
+    from minionsrl.function.numpy_policy import PolicyArch
+    from minionsrl.learner.ppo import minibatch_count
+
+    with pytest.raises(ConfigError, match=r"num_minibatches.*not both"):
+        prepare_config(TrainConfig(env_id="Hopper-v5", num_minibatches=32, minibatch_size=64, max_rounds=1,
+                                   run_dir="unused"))
+    cfg, info = prepare_config(TrainConfig(env_id="Hopper-v5", num_minibatches=32, max_rounds=1, run_dir="unused"))
+    assert cfg.minibatch_size is None and cfg.update_epochs == 10  # the rest of the preset still applies
+    params = make_learner(cfg, PolicyArch.of(info, cfg.hidden_sizes)).params
+    # the SGD steps per epoch stay 32 as the batch grows with the actors (CleanRL: minibatch = batch / K)
+    assert [minibatch_count(n * 512, params) for n in (4, 8, 64)] == [32, 32, 32]
+    assert minibatch_count(20, params) == 20  # never more minibatches than rows
+    preset, _ = prepare_config(TrainConfig(env_id="Hopper-v5", max_rounds=1, run_dir="unused"))
+    per_sample = make_learner(preset, PolicyArch.of(info, preset.hidden_sizes)).params
+    assert [minibatch_count(n * 512, per_sample) for n in (4, 8, 64)] == [32, 64, 512]

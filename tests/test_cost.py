@@ -23,7 +23,7 @@ def test_billed_duration_rounds_up_to_the_millisecond() -> None:
 
 
 def test_round_bill_matches_the_worked_example() -> None:
-    ledger = CostLedger(load_prices(), "aws_lambda_x86", memory_mb=1769.0, cold_start_s=1.0)
+    ledger = CostLedger(load_prices(), "aws_lambda_x86", memory_mb=1769.0, cold_start_s=1.0, learner_device="cuda")
     bill = ledger.bill_round(round_s=2.0, sample_s=1.5, records=_records(), n_actors=3)
     assert bill.cost_serverless_usd == pytest.approx(0.0017697593, rel=1e-8)
     assert bill.cost_server_usd == pytest.approx(0.0652683951, rel=1e-8)
@@ -46,8 +46,8 @@ def test_growing_past_one_host_pays_the_startup_again() -> None:
 
 
 def test_arm_is_cheaper_and_budget_check() -> None:
-    x86 = CostLedger(load_prices(), "aws_lambda_x86")
-    arm = CostLedger(load_prices(), "aws_lambda_arm")
+    x86 = CostLedger(load_prices(), "aws_lambda_x86", learner_device="cuda")
+    arm = CostLedger(load_prices(), "aws_lambda_arm", learner_device="cuda")
     assert arm.bill_round(2.0, 1.5, _records(), 3).cost_serverless_usd < x86.bill_round(
         2.0, 1.5, _records(), 3).cost_serverless_usd
     assert x86.affordable(None, 1e9)
@@ -84,3 +84,23 @@ def test_least_budget_counts_the_learner_host(tmp_path) -> None:
         prepare_config(TrainConfig(env_id="CartPole-v1", budget_usd=0.00001, max_rounds=1,
                                    run_dir=str(tmp_path / "r")))
     prepare_config(TrainConfig(env_id="CartPole-v1", budget_usd=0.01, max_rounds=1, run_dir=str(tmp_path / "r")))
+
+
+def test_the_learner_host_follows_the_learner_device(tmp_path) -> None:
+    """A CPU learner is billed as the catalogue's CPU host, a GPU learner as its GPU host; the run's device
+    (auto: a GPU when torch sees one) decides which."""
+    from minionsrl.build import make_ledger, prepare_config
+    from minionsrl.config import TrainConfig
+
+    prices = load_prices()
+    cpu = CostLedger(prices, learner_device="cpu").bill_round(2.0, 1.5, _records(), 3)
+    gpu = CostLedger(prices, learner_device="cuda").bill_round(2.0, 1.5, _records(), 3)
+    gap_usd_s = (prices["servers"]["gpu_learner_host"]["usd_per_hour"]
+                 - prices["servers"]["cpu_learner_host"]["usd_per_hour"]) / 3600
+    assert gpu.cost_serverless_usd - cpu.cost_serverless_usd == pytest.approx(2.0 * gap_usd_s)
+    assert gpu.cost_server_usd - cpu.cost_server_usd == pytest.approx((2.0 + 60.0) * gap_usd_s)  # + host start-up
+    cfg, _ = prepare_config(TrainConfig(env_id="CartPole-v1", max_rounds=1, run_dir=str(tmp_path / "r")))
+    import torch
+
+    assert cfg.device == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert make_ledger(cfg).learner_host["name"] == ("p3.2xlarge" if cfg.device == "cuda" else "c5.large")

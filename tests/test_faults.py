@@ -192,7 +192,7 @@ def test_every_attempt_is_billed(faulty_and_clean):
     clean, faulty = faulty_and_clean
     prices = load_prices()
     pricing = FunctionPricing.of(prices, "aws_lambda_x86")
-    learner_usd_s = prices["servers"]["learner_host"]["usd_per_hour"] / 3600
+    learner_usd_s = prices["servers"]["cpu_learner_host"]["usd_per_hour"] / 3600
     for run_dir in (clean, faulty):
         rows = _csv(run_dir / "invocations.csv")
         metrics = read_metrics(run_dir)

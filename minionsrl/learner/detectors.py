@@ -76,8 +76,8 @@ def hessian_curvature(policy: nn.Module, batch: Batch, params: PPOParams, iterat
     grad = _flat_grad(loss, weights, create_graph=True)  # the graph is reused by every product
 
     def hvp(v: torch.Tensor) -> torch.Tensor:
-        prods = torch.autograd.grad(grad, weights, grad_outputs=v.to(grad.dtype), retain_graph=True)
-        return torch.cat([p.reshape(-1) for p in prods]).to(torch.float64)
+        prods = torch.autograd.grad(grad, weights, grad_outputs=v.to(grad.device, grad.dtype), retain_graph=True)
+        return torch.cat([p.reshape(-1) for p in prods]).to("cpu", torch.float64)  # Lanczos runs on the CPU
 
     gen = torch.Generator().manual_seed(seed)
     lam_min, lam_max = lanczos_extremes(hvp, grad.numel(), iterations, gen)

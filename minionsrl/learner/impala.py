@@ -40,12 +40,13 @@ def vtrace_batch(fragments: list[Fragment], policy: Policy, params: PPOParams, r
     stack = stack_fragments(fragments)
     n, steps = stack["rewards"].shape
     obs, actions = flat(stack["obs"]), flat(stack["actions"])
+    device = next(policy.parameters()).device
     with torch.no_grad():
-        parts = [policy.evaluate(obs[i : i + _SCORE_CHUNK], actions[i : i + _SCORE_CHUNK])
+        parts = [policy.evaluate(obs[i : i + _SCORE_CHUNK].to(device), actions[i : i + _SCORE_CHUNK].to(device))
                  for i in range(0, len(obs), _SCORE_CHUNK)]
-        logp = torch.cat([p[0] for p in parts])
-        values = torch.cat([p[2] for p in parts])
-        bootstrap = policy.value(torch.from_numpy(np.concatenate([f.last_obs for f in fragments])))
+        logp = torch.cat([p[0] for p in parts]).cpu()
+        values = torch.cat([p[2] for p in parts]).cpu()
+        bootstrap = policy.value(torch.from_numpy(np.concatenate([f.last_obs for f in fragments])).to(device)).cpu()
     log_rhos = logp.numpy().reshape(n, steps).astype(np.float64) - stack["logprobs"]
     vs, adv = vtrace(scale_rewards(stack["rewards"], reward_rms, clip_reward), values.numpy().reshape(n, steps),
                      stack["terminated"], stack["truncated"], stack["trunc_values"], bootstrap.numpy(), log_rhos,

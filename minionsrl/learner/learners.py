@@ -7,6 +7,7 @@ for the asynchronous ones, whose fragments lag behind the policy and are correct
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -45,9 +46,9 @@ class Learner(ABC):
 
     loss: LossFn = staticmethod(ppo_loss)
 
-    def __init__(self, arch: PolicyArch, params: PPOParams, norm: Normalization) -> None:
-        self.params, self.norm = params, norm
-        self.policy = make_policy(arch)
+    def __init__(self, arch: PolicyArch, params: PPOParams, norm: Normalization, device: str = "cpu") -> None:
+        self.params, self.norm, self.device = params, norm, torch.device(device)
+        self.policy = make_policy(arch).to(self.device)
         self.ppo = PPO(self.policy, params, type(self).loss)
         self.obs_rms = RunningMeanStd((arch.obs_dim,)) if norm.obs else None
         self.ret_rms = RunningMeanStd(()) if norm.reward else None
@@ -97,7 +98,7 @@ class PPOLearner(Learner):
     """PPO on the round's batch: GAE, then epochs of minibatch SGD on the clipped surrogate."""
 
     def _update(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:
-        batch = Batch.from_fragments(fragments, self.params, self.ret_rms, self.norm.clip_reward)
+        batch = Batch.from_fragments(fragments, self.params, self.ret_rms, self.norm.clip_reward).to(self.device)
         return Learned(batch, self.ppo.update(batch, rng))
 
 
@@ -105,13 +106,13 @@ class VTraceLearner(Learner):
     """Learners on V-trace-corrected batches of lagging fragments (Espeholt et al. 2018)."""
 
     def __init__(self, arch: PolicyArch, params: PPOParams, norm: Normalization, rho_bar: float,
-                 c_bar: float) -> None:
-        super().__init__(arch, params, norm)
+                 c_bar: float, device: str = "cpu") -> None:
+        super().__init__(arch, params, norm, device)
         self.rho_bar, self.c_bar = rho_bar, c_bar
 
     def vtrace(self, fragments: list[Fragment]) -> Batch:
         return vtrace_batch(fragments, self.policy, self.params, self.ret_rms, self.norm.clip_reward,
-                            self.rho_bar, self.c_bar)
+                            self.rho_bar, self.c_bar).to(self.device)
 
 
 class APPOLearner(VTraceLearner):
@@ -124,18 +125,20 @@ class APPOLearner(VTraceLearner):
 
 class IMPALALearner(VTraceLearner):
     """IMPALA: one SGD step per learner batch of whole fragments (``minibatch_size // T`` of them, at least
-    one), each scored with V-trace under the policy as it is at that step — its loss has no trust region,
-    so a correction computed before earlier steps would be stale (Espeholt et al. 2018)."""
+    one, or ``num_minibatches`` batches per pass, split evenly), each scored with V-trace under the policy as
+    it is at that step — its loss has no trust region, so a correction computed before earlier steps would be
+    stale (Espeholt et al. 2018)."""
 
     loss = staticmethod(impala_loss)
 
     def _update(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:
-        steps = len(fragments[0].rewards)
-        group = max(1, self.params.minibatch_size // steps)
+        p, count = self.params, len(fragments)
+        if p.num_minibatches is not None:  # that many learner batches per pass, whatever the fragment count
+            groups = min(p.num_minibatches, count)
+        else:
+            groups = math.ceil(count / max(1, p.minibatch_size // len(fragments[0].rewards)))
         stats: dict[str, float] = {}
-        for _ in range(self.params.update_epochs):
-            order = rng.permutation(len(fragments))
-            for start in range(0, len(fragments), group):
-                chunk = [fragments[i] for i in order[start : start + group]]
-                stats = self.ppo.update(self.vtrace(chunk), rng, whole_batch=True)
+        for _ in range(p.update_epochs):
+            for chunk in np.array_split(rng.permutation(count), groups):
+                stats = self.ppo.update(self.vtrace([fragments[i] for i in chunk]), rng, whole_batch=True)
         return Learned(self.vtrace(fragments), stats)  # the detectors read the whole batch

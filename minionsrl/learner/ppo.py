@@ -8,6 +8,7 @@ scaler chose.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -31,7 +32,8 @@ class PPOParams:
     gamma: float = 0.99
     gae_lambda: float = 0.95
     update_epochs: int = 4
-    minibatch_size: int = 128
+    minibatch_size: int | None = 128
+    num_minibatches: int | None = None  # when set: this many minibatches per epoch, whatever the batch
     norm_adv: bool = True
     clip_coef: float = 0.2
     clip_vloss: bool = True
@@ -89,8 +91,13 @@ class Batch:
     def __len__(self) -> int:
         return len(self.obs)
 
+    def to(self, device: torch.device | str) -> Batch:
+        """The batch on ``device`` (where the learner's policy is)."""
+        return Batch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
+
     def select(self, idx: torch.Tensor) -> Batch:
-        """The rows ``idx`` of every field (a minibatch)."""
+        """The rows ``idx`` of every field (a minibatch), on the batch's device."""
+        idx = idx.to(self.obs.device)
         return Batch(self.obs[idx], self.actions[idx], self.logprobs[idx], self.advantages[idx], self.returns[idx],
                      self.values[idx])
 
@@ -154,11 +161,14 @@ def ppo_loss(policy: Policy, mb: Batch, p: PPOParams) -> LossTerms:
 LossFn = Callable[[Policy, Batch, PPOParams], LossTerms]
 
 
-def minibatch_count(rows: int, minibatch_size: int) -> int:
-    """How many minibatches an epoch over ``rows`` rows takes: ``rows / minibatch_size`` rounded (half to
-    even), at least 1. Their size is then within half a ``minibatch_size`` of it (a batch of fewer than
-    half a minibatch is one minibatch)."""
-    return max(1, round(rows / minibatch_size))
+def minibatch_count(rows: int, p: PPOParams) -> int:
+    """How many minibatches an epoch over ``rows`` rows takes: ``num_minibatches`` when set (CleanRL's
+    ``--num-minibatches``: the SGD steps per round stay fixed as the batch grows; at most one per row), else
+    ``rows / minibatch_size`` rounded (half to even), at least 1 — their size is then within half a
+    ``minibatch_size`` of it (a batch of fewer than half a minibatch is one minibatch)."""
+    if p.num_minibatches is not None:
+        return min(p.num_minibatches, rows)
+    return max(1, round(rows / p.minibatch_size))
 
 
 class PPO:
@@ -184,7 +194,7 @@ class PPO:
         otherwise no ragged tail (a 1-row tail would even skip advantage normalisation)."""
         p = self.params
         size = len(batch)
-        chunks = 1 if whole_batch else minibatch_count(size, p.minibatch_size)
+        chunks = 1 if whole_batch else minibatch_count(size, p)
         clipfracs: list[torch.Tensor] = []  # summed once at the end: no per-step .item() sync
         approx_kl = old_approx_kl = pg_loss = v_loss = entropy_loss = torch.zeros(())
         for _ in range(p.update_epochs):
@@ -202,7 +212,7 @@ class PPO:
             if p.target_kl is not None and approx_kl.item() > p.target_kl:
                 break
 
-        y_pred, y_true = batch.values.numpy(), batch.returns.numpy()
+        y_pred, y_true = batch.values.cpu().numpy(), batch.returns.cpu().numpy()
         var_y = np.var(y_true)
         explained_var = float("nan") if var_y == 0 else float(1 - np.var(y_true - y_pred) / var_y)
         return {
