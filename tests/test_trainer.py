@@ -275,3 +275,12 @@ def test_ctrl_c_says_how_to_resume_this_run(tmp_path, subprocess_env):
         proc.kill()
     assert proc.returncode == 130
     assert f"continue with --resume --run-dir '{run_dir}'" in err.decode()
+
+
+def test_the_round_whose_evaluation_reaches_the_target_is_the_last(tmp_path):
+    """The stop is decided before a round's evaluation (so a budget stop still evaluates) and again after it:
+    a round that evaluates at the target ends the run, with no extra round."""
+    cfg = TrainConfig(env_id="CartPole-v1", actors=2, fragment_length=32, max_rounds=5, eval_every=2, eval_episodes=1,
+                      target_return=1.0, progress=False, tensorboard=False, run_dir=str(tmp_path / "r"))
+    summary = make_trainer(cfg).run()  # any evaluation returns >= 1 on CartPole
+    assert summary["rounds"] == 2 and summary["stopped_by"] == "target_return"

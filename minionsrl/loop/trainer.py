@@ -132,6 +132,7 @@ class Trainer:
                 p.round, n, cfg.eval_episodes))
             p.last_eval, p.best_eval = eval_return, max(p.best_eval, eval_return)
             gathered.append(evaluated)
+            self.finished = self.finished or self._done(spent)  # the target may be reached by this evaluation
         result = RoundResult(p.round, n, lr, sampled, learned, detected, eval_return, gathered, started, sampled_at,
                              learned_at, detected_at, time.perf_counter())
         row = self._bill_and_log(result)
