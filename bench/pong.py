@@ -49,8 +49,7 @@ def main() -> None:
             if row["round"] % 20 == 0:
                 write(rows, args, started, trainer.cfg)
     finally:
-        trainer.log.close()
-        trainer.backend.close()
+        trainer.close()
     write(rows, args, started, trainer.cfg)
 
 

@@ -142,8 +142,7 @@ def test_run_round_can_be_called_directly(tmp_path):
         row = trainer.run_round()
         assert row["round"] == 1
     finally:
-        trainer.log.close()
-        trainer.backend.close()
+        trainer.close()
 
 
 # -- (c) resume after a kill -----------------------------------------------------------------------
@@ -284,3 +283,35 @@ def test_the_round_whose_evaluation_reaches_the_target_is_the_last(tmp_path):
                       target_return=1.0, progress=False, tensorboard=False, run_dir=str(tmp_path / "r"))
     summary = make_trainer(cfg).run()  # any evaluation returns >= 1 on CartPole
     assert summary["rounds"] == 2 and summary["stopped_by"] == "target_return"
+
+
+def test_checkpoints_are_written_in_the_background_and_their_errors_surface(tmp_path, monkeypatch):
+    """A round's checkpoint is written while the next round samples; the learner waits for it before the
+    next update (which changes the tensors it holds), and a failed write is raised there, not lost."""
+    import threading
+
+    from minionsrl.loop import checkpoint
+    from minionsrl.loop.session import Session
+
+    session = Session(TrainConfig(run_dir=str(tmp_path / "r")), resume=False)
+    release = threading.Event()
+    real_save = checkpoint.save
+
+    def slow_save(*args, **kwargs):
+        release.wait(10)
+        return real_save(*args, **kwargs)
+
+    monkeypatch.setattr(checkpoint, "save", slow_save)
+    session.save({"round": 1}, 1)  # returns while the write waits
+    assert not (tmp_path / "r" / "checkpoints" / checkpoint.LATEST).exists()
+    release.set()
+    session.wait()
+    assert (tmp_path / "r" / "checkpoints" / checkpoint.LATEST).exists()
+
+    def failing_save(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(checkpoint, "save", failing_save)
+    session.save({"round": 2}, 2)
+    with pytest.raises(OSError, match="No space left"):
+        session.wait()

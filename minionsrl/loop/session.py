@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -60,6 +61,8 @@ class Session:
     def __init__(self, cfg: TrainConfig, resume: bool) -> None:
         self.cfg, self.resume = cfg, resume
         self.run_dir = Path(cfg.run_dir)
+        self._writer: threading.Thread | None = None  # the checkpoint being written
+        self._write_error: BaseException | None = None
         self.resume_state = self._open()
 
     def _open(self) -> dict[str, Any] | None:
@@ -86,10 +89,30 @@ class Session:
         return checkpoint.load(self.run_dir / "checkpoints")
 
     def save(self, state: dict[str, Any], round_idx: int) -> None:
-        """Write the checkpoint (and keep a copy every ``keep_checkpoints_every`` rounds)."""
-        checkpoint.save(self.run_dir / "checkpoints", state)
-        if self.cfg.keep_checkpoints_every and round_idx % self.cfg.keep_checkpoints_every == 0:
-            checkpoint.save(self.run_dir / "checkpoints", state, name=f"round-{round_idx:05d}.pt")
+        """Start writing the checkpoint (and a kept copy every ``keep_checkpoints_every`` rounds) in the
+        background, so that it overlaps the next round's sampling. ``state`` shares the learner's tensors:
+        :meth:`wait` must return before they change (the next update)."""
+        self.wait()
+
+        def write() -> None:
+            try:
+                checkpoint.save(self.run_dir / "checkpoints", state)
+                if self.cfg.keep_checkpoints_every and round_idx % self.cfg.keep_checkpoints_every == 0:
+                    checkpoint.save(self.run_dir / "checkpoints", state, name=f"round-{round_idx:05d}.pt")
+            except BaseException as exc:  # handed to the learner's thread by wait()
+                self._write_error = exc
+
+        self._writer = threading.Thread(target=write, name="checkpoint", daemon=True)
+        self._writer.start()
+
+    def wait(self, raise_error: bool = True) -> None:
+        """Wait until the checkpoint being written is on disk; raise what went wrong writing it."""
+        if self._writer is not None:
+            self._writer.join()
+            self._writer = None
+        error, self._write_error = self._write_error, None
+        if error is not None and raise_error:
+            raise error
 
     def write_summary(self, progress: Progress, stopped_by: str | None, cost_usd: dict[str, float],
                       projected_cloud_s: float) -> dict[str, Any]:

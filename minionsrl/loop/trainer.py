@@ -91,13 +91,20 @@ class Trainer:
                 if on_round is not None:
                     on_round(row)
             self.sampler.finish()  # e.g. stopped by the budget with invocations in flight: none may outlive the run
+            self.session.wait()
             return self.session.write_summary(
                 self.progress, self.stopped_by,
                 {"serverless": self.ledger.total_serverless_usd, "server": self.ledger.total_server_usd},
                 self.ledger.total_projected_s)
         finally:
-            self.log.close()
-            self.backend.close()
+            self.close()
+
+    def close(self) -> None:
+        """Close the logs and the backend, and let the last checkpoint reach the disk (for callers of
+        :meth:`run_round`; :meth:`run` closes by itself)."""
+        self.log.close()
+        self.backend.close()
+        self.session.wait(raise_error=False)  # on the way out of an error: that error is the one to report
 
     def run_round(self) -> dict[str, Any]:
         """One round: choose n, sample, learn, detect, evaluate, bill, log, checkpoint."""
@@ -109,6 +116,7 @@ class Trainer:
 
         sampled = self._logging_failures([], lambda: self.sampler.sample(p.round, n))
         sampled_at = time.perf_counter()
+        self.session.wait()  # the previous round's checkpoint, written while this round sampled
         learned = self.learner.learn(sampled.fragments, np.random.default_rng([cfg.seed, p.round]))
         self.publisher.version = p.round  # the next publish carries this update
         p.env_steps += len(learned.batch)
