@@ -1,17 +1,19 @@
 """The cost ledger (DESIGN §4): what each invocation and each round cost, serverless and on servers.
 
-Prices are data (``minionsrl/data/prices.yaml``, or ``--prices FILE``). Formulas, with ``R`` the
-round's wall time and ``n`` its actor count (worked example in ``docs/COST.md``):
+Prices are data (``minionsrl/data/prices.yaml``, or ``--prices FILE``). Every host that waits on a
+round is billed for the round as the cloud would run it, ``P`` (its projected time, below), not for this
+machine's wall time ``R``, in which ``n`` functions queue on a few cores; the bill over ``R`` is kept
+beside it. Formulas, with ``n`` the round's actor count (worked example in ``docs/COST.md``):
 
 * invocation bill = ceil(billed_ms / granularity) · granularity / 1000 · memory_GB · price_GB_s, where
   billed_ms is the run time plus the init time (the cold start when cold) if the platform bills init; an
   invocation that failed without timings of its own (killed, timed out, cancelled) is billed for the time
   the caller saw it run;
-* serverless round = learner_host_rate · R + Σ invocation bills + invocations · price_per_request;
-* server round = (learner host + ceil(n / vCPUs per actor host) actor hosts) · R (billed idle), plus
-  every host's share of its monthly IP/disk, plus ``startup_s`` of every actor host added this round;
-* projected cloud round time = R − sample time + max over functions (modelled cold start or measured
-  warm init, + run time), i.e. each function on its own instance with no queueing.
+* projected cloud round time P = R − sample time + max over training functions (modelled cold start or
+  measured warm init, + run time), i.e. each function on its own instance with no queueing;
+* serverless round = learner_host_rate · P + Σ invocation bills + invocations · price_per_request;
+* server round = (learner host + ceil(n / vCPUs per actor host) actor hosts) · P (billed idle), plus
+  every host's share of its monthly IP/disk, plus ``startup_s`` of every actor host added this round.
 """
 
 from __future__ import annotations
@@ -114,8 +116,10 @@ class FunctionPricing:
 class RoundBill:
     """A round's line in the ledger."""
 
-    cost_serverless_usd: float
+    cost_serverless_usd: float  # hosts billed over the projected round
     cost_server_usd: float
+    cost_serverless_wall_usd: float  # hosts billed over this machine's wall time instead
+    cost_server_wall_usd: float
     projected_round_s: float
     projected_server_round_s: float
     actor_hosts: int
@@ -141,33 +145,43 @@ class CostLedger:
         self.actor_hosts = 0
         self.total_serverless_usd = 0.0
         self.total_server_usd = 0.0
+        self.total_serverless_wall_usd = 0.0
+        self.total_server_wall_usd = 0.0
         self.total_projected_s = 0.0
 
     def hosts_for(self, n_actors: int) -> int:
         return math.ceil(n_actors / self.vcpus_per_host)
 
-    def serverless_usd(self, round_s: float, records: list[InvocationRecord]) -> float:
-        """The serverless cost of a round (or of its part so far): learner host, functions and requests."""
+    def projected_s(self, round_s: float, sample_s: float, records: list[InvocationRecord]) -> float:
+        """What the round (so far) takes in the cloud: the learner's part of it as measured, and its slowest
+        training function on an instance of its own (a modelled cold start, or its measured warm init)."""
+        slowest = max((self._cloud_latency(r) for r in records if r.kind == "train"), default=0.0)
+        return max(round_s - sample_s, 0.0) + slowest
+
+    def serverless_usd(self, host_s: float, records: list[InvocationRecord]) -> float:
+        """The serverless cost of a round (or of its part so far): the learner host for ``host_s``, the
+        functions and their requests."""
         functions = sum(self.pricing.invocation_usd(r, self.memory_mb) for r in records)
-        return self.learner_usd_s * round_s + functions + len(records) * self.pricing.usd_per_request
+        return self.learner_usd_s * host_s + functions + len(records) * self.pricing.usd_per_request
 
     def bill_round(self, round_s: float, sample_s: float, records: list[InvocationRecord], n_actors: int) -> RoundBill:
-        """Bill one round from its wall time and invocation records; update the totals."""
-        serverless = self.serverless_usd(round_s, records)
-
+        """Bill one round from its wall time and invocation records, hosts over the projected round; update
+        the totals."""
+        projected = self.projected_s(round_s, sample_s, records)
         hosts = self.hosts_for(n_actors)
         added = max(hosts - self.actor_hosts, 0)
         startup = self.startup_s if added else 0.0
         server_rate = self.learner_usd_s + hosts * self.actor_usd_s + (hosts + 1) * self.host_overhead_usd_s
-        server = server_rate * (round_s + startup)
         self.actor_hosts = max(self.actor_hosts, hosts)  # servers, once started, stay (billed idle)
-
-        slowest = max((self._cloud_latency(r) for r in records if r.kind == "train"), default=0.0)
-        projected = max(round_s - sample_s, 0.0) + slowest
-        self.total_serverless_usd += serverless
-        self.total_server_usd += server
+        bill = RoundBill(self.serverless_usd(projected, records), server_rate * (projected + startup),
+                         self.serverless_usd(round_s, records), server_rate * (round_s + startup), projected,
+                         projected + startup, hosts)
+        self.total_serverless_usd += bill.cost_serverless_usd
+        self.total_server_usd += bill.cost_server_usd
+        self.total_serverless_wall_usd += bill.cost_serverless_wall_usd
+        self.total_server_wall_usd += bill.cost_server_wall_usd
         self.total_projected_s += projected
-        return RoundBill(serverless, server, projected, round_s + startup, hosts)
+        return bill
 
     def _cloud_latency(self, record: InvocationRecord) -> float:
         """A function's latency on its own cloud instance: modelled cold start, else measured warm init."""
@@ -185,12 +199,13 @@ class CostLedger:
         """Whether a round expected to cost ``next_round_usd`` stays within the budget."""
         return budget_usd is None or self.total_serverless_usd + next_round_usd <= budget_usd
 
+    _TOTALS = ("total_serverless_usd", "total_server_usd", "total_serverless_wall_usd", "total_server_wall_usd",
+               "total_projected_s")
+
     def state_dict(self) -> dict[str, Any]:
-        return {"actor_hosts": self.actor_hosts, "total_serverless_usd": self.total_serverless_usd,
-                "total_server_usd": self.total_server_usd, "total_projected_s": self.total_projected_s}
+        return {"actor_hosts": self.actor_hosts, **{name: getattr(self, name) for name in self._TOTALS}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.actor_hosts = int(state["actor_hosts"])
-        self.total_serverless_usd = float(state["total_serverless_usd"])
-        self.total_server_usd = float(state["total_server_usd"])
-        self.total_projected_s = float(state["total_projected_s"])
+        for name in self._TOTALS:
+            setattr(self, name, float(state[name]))

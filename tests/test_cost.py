@@ -23,16 +23,32 @@ def test_billed_duration_rounds_up_to_the_millisecond() -> None:
 
 
 def test_round_bill_matches_the_worked_example() -> None:
+    """docs/COST.md's example: hosts billed over the projected round (2.0004 s), the wall-time bill beside it."""
     ledger = CostLedger(load_prices(), "aws_lambda_x86", memory_mb=1769.0, cold_start_s=1.0, learner_device="cuda")
     bill = ledger.bill_round(round_s=2.0, sample_s=1.5, records=_records(), n_actors=3)
-    assert bill.cost_serverless_usd == pytest.approx(0.0017697593, rel=1e-8)
-    assert bill.cost_server_usd == pytest.approx(0.0652683951, rel=1e-8)
     assert bill.projected_round_s == pytest.approx(2.0004)
-    assert bill.actor_hosts == 1
+    assert bill.cost_serverless_usd == pytest.approx(0.0017700993, rel=1e-8)
+    assert bill.cost_server_usd == pytest.approx(0.0652688161, rel=1e-8)
+    assert bill.cost_serverless_wall_usd == pytest.approx(0.0017697593, rel=1e-8)
+    assert bill.cost_server_wall_usd == pytest.approx(0.0652683951, rel=1e-8)
     again = ledger.bill_round(round_s=2.0, sample_s=1.5, records=_records(), n_actors=3)
-    assert again.cost_server_usd == pytest.approx(0.0021054321, rel=1e-8)  # hosts already up: no start
-    assert ledger.total_serverless_usd == pytest.approx(2 * 0.0017697593, rel=1e-8)
-    assert ledger.total_server_usd == pytest.approx(0.0652683951 + 0.0021054321, rel=1e-8)
+    assert again.cost_server_usd == pytest.approx(0.0021058532, rel=1e-8)  # no host starts this time
+    assert ledger.total_serverless_usd == pytest.approx(2 * 0.0017700993, rel=1e-8)
+    assert ledger.total_serverless_wall_usd == pytest.approx(2 * 0.0017697593, rel=1e-8)
+    assert ledger.total_server_usd == pytest.approx(0.0652688161 + 0.0021058532, rel=1e-8)
+    assert bill.actor_hosts == 1
+
+
+def test_hosts_are_billed_for_the_projected_round_not_the_queued_local_one() -> None:
+    """64 functions queue on this machine's 2 cores (a long wall-time round); in the cloud they run side by
+    side, so the hosts wait only for the learner's part and the slowest function."""
+    ledger = CostLedger(load_prices(), "aws_lambda_x86", cold_start_s=1.0)
+    warm = [InvocationRecord(str(i), "train", init_s=0.001, run_s=0.3) for i in range(64)]
+    bill = ledger.bill_round(round_s=12.0, sample_s=10.0, records=warm, n_actors=64)
+    assert bill.projected_round_s == pytest.approx(2.0 + 0.301)
+    host_s = ledger.learner_usd_s
+    assert bill.cost_serverless_wall_usd - bill.cost_serverless_usd == pytest.approx(host_s * (12.0 - 2.301))
+    assert bill.cost_server_usd < bill.cost_server_wall_usd
 
 
 def test_growing_past_one_host_pays_the_startup_again() -> None:
@@ -40,9 +56,9 @@ def test_growing_past_one_host_pays_the_startup_again() -> None:
     ledger.bill_round(1.0, 0.5, [], n_actors=16)
     bigger = ledger.bill_round(1.0, 0.5, [], n_actors=17)
     assert bigger.actor_hosts == 2
-    assert bigger.projected_server_round_s == pytest.approx(61.0)
+    assert bigger.projected_server_round_s == pytest.approx(0.5 + 60.0)  # the learner's 0.5 s, no function
     shrink = ledger.bill_round(1.0, 0.5, [], n_actors=4)
-    assert shrink.projected_server_round_s == pytest.approx(1.0)
+    assert shrink.projected_server_round_s == pytest.approx(0.5)
 
 
 def test_arm_is_cheaper_and_budget_check() -> None:
@@ -97,8 +113,8 @@ def test_the_learner_host_follows_the_learner_device(tmp_path) -> None:
     gpu = CostLedger(prices, learner_device="cuda").bill_round(2.0, 1.5, _records(), 3)
     gap_usd_s = (prices["servers"]["gpu_learner_host"]["usd_per_hour"]
                  - prices["servers"]["cpu_learner_host"]["usd_per_hour"]) / 3600
-    assert gpu.cost_serverless_usd - cpu.cost_serverless_usd == pytest.approx(2.0 * gap_usd_s)
-    assert gpu.cost_server_usd - cpu.cost_server_usd == pytest.approx((2.0 + 60.0) * gap_usd_s)  # + host start-up
+    assert gpu.cost_serverless_usd - cpu.cost_serverless_usd == pytest.approx(gpu.projected_round_s * gap_usd_s)
+    assert gpu.cost_server_usd - cpu.cost_server_usd == pytest.approx((gpu.projected_round_s + 60.0) * gap_usd_s)
     cfg, _ = prepare_config(TrainConfig(env_id="CartPole-v1", max_rounds=1, run_dir=str(tmp_path / "r")))
     import torch
 

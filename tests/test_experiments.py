@@ -58,7 +58,7 @@ def test_compare_writes_table_csv_and_plots_and_server_learns_the_same(tmp_path)
 
 
 def test_ledger_totals_equal_the_sum_of_rows_and_budget_stops_early(tmp_path) -> None:
-    summary = make_trainer(_cfg(tmp_path, max_rounds=5)).run()
+    summary = make_trainer(_cfg(tmp_path, max_rounds=5, cold_start_s=0.0)).run()
     rows = read_metrics(tmp_path / "run")
     assert summary["cost_usd"]["serverless"] == pytest.approx(sum(float(r["cost_serverless_usd"]) for r in rows))
     assert summary["cost_usd"]["server"] == pytest.approx(sum(float(r["cost_server_usd"]) for r in rows))
@@ -76,7 +76,8 @@ def test_ledger_totals_equal_the_sum_of_rows_and_budget_stops_early(tmp_path) ->
 def test_a_budget_stop_still_evaluates_the_last_round(tmp_path) -> None:
     """The round that exhausts the budget is the last, and the last round always evaluates: the stop is
     decided before its evaluation, with the round's cost so far, not after its bill."""
-    probe = make_trainer(_cfg(tmp_path, max_rounds=3, eval_every=0, run_dir=str(tmp_path / "probe"))).run()
+    probe = make_trainer(_cfg(tmp_path, max_rounds=3, eval_every=0, run_dir=str(tmp_path / "probe"),
+                                cold_start_s=0.0)).run()
     per_round = probe["cost_usd"]["serverless"] / 3
     capped = make_trainer(_cfg(tmp_path, max_rounds=50, eval_every=0, run_dir=str(tmp_path / "capped"),
                                budget_usd=per_round * 8, cold_start_s=0.0)).run()
@@ -96,7 +97,8 @@ def _strict_json(path) -> dict:
 def test_summary_says_why_the_run_stopped_and_is_valid_json(tmp_path) -> None:
     from minionsrl.loop.session import Progress, Session
 
-    probe = make_trainer(_cfg(tmp_path, max_rounds=2, eval_every=0, run_dir=str(tmp_path / "probe"))).run()
+    probe = make_trainer(_cfg(tmp_path, max_rounds=2, eval_every=0, run_dir=str(tmp_path / "probe"),
+                                cold_start_s=0.0)).run()
     assert probe["stopped_by"] == "max_rounds" and _strict_json(tmp_path / "probe" / "summary.json")["rounds"] == 2
     make_trainer(_cfg(tmp_path, max_rounds=50, eval_every=0, run_dir=str(tmp_path / "capped"),
                       budget_usd=probe["cost_usd"]["serverless"] * 3, cold_start_s=0.0)).run()

@@ -201,7 +201,7 @@ def test_every_attempt_is_billed(faulty_and_clean):
                                         run_s=float(r["run_s"]), duration_s=float(r["duration_s"]),
                                         status="ok" if r["status"] in ("ok", "duplicate") else "failed")
                        for r in rows if r["round"] == m["round"]]
-            expected = (learner_usd_s * float(m["round_s"]) + len(records) * pricing.usd_per_request
+            expected = (learner_usd_s * float(m["projected_round_s"]) + len(records) * pricing.usd_per_request
                         + sum(pricing.invocation_usd(rec, 1769.0) for rec in records))
             assert float(m["cost_serverless_usd"]) == pytest.approx(expected, rel=1e-9)
         summary = json.loads((run_dir / "summary.json").read_text())

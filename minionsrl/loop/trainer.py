@@ -94,7 +94,9 @@ class Trainer:
             self.session.wait()
             return self.session.write_summary(
                 self.progress, self.stopped_by,
-                {"serverless": self.ledger.total_serverless_usd, "server": self.ledger.total_server_usd},
+                {"serverless": self.ledger.total_serverless_usd, "server": self.ledger.total_server_usd,
+                 "serverless_wall": self.ledger.total_serverless_wall_usd,
+                 "server_wall": self.ledger.total_server_wall_usd},
                 self.ledger.total_projected_s)
         finally:
             self.close()
@@ -126,8 +128,9 @@ class Trainer:
         gathered = list(sampled.gathered)
         # Whether this is the last round is decided once, here, with what the round has cost so far: a later
         # check could find the budget spent after the round and skip the final evaluation it promised.
-        spent = self.ledger.serverless_usd(time.perf_counter() - started,
-                                           [a.reply.record for g in gathered for a in g.attempts])
+        records = [a.reply.record for g in gathered for a in g.attempts]
+        spent = self.ledger.serverless_usd(
+            self.ledger.projected_s(time.perf_counter() - started, sampled_at - started, records), records)
         self.finished = self._done(spent)
         if self.finished:  # abandon what is still in flight (billed for the time it ran)
             gathered.append(self.sampler.finish())
@@ -186,6 +189,8 @@ class Trainer:
             "episodes": len(episodes), "learning_rate": r.learning_rate, "sps": batch_size / (r.ended - r.started),
             **r.learned.stats,
             "cost_serverless_usd": bill.cost_serverless_usd, "cost_server_usd": bill.cost_server_usd,
+            "cost_serverless_wall_usd": bill.cost_serverless_wall_usd,
+            "cost_server_wall_usd": bill.cost_server_wall_usd,
             "cum_cost_serverless_usd": self.ledger.total_serverless_usd,
             "cum_cost_server_usd": self.ledger.total_server_usd, "projected_round_s": bill.projected_round_s,
             "scaler_score": self.scaler.score, **r.detected, **fault_counts(attempts, lost), **r.sampled.extra,
