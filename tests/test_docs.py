@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
 from minionsrl.loop.metrics import INVOCATION_COLUMNS, METRIC_COLUMNS
-from minionsrl.loop.session import Progress, Session
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -26,8 +26,9 @@ def test_readme_lists_the_csv_columns_the_code_writes():
 
 
 def test_readme_lists_the_summary_keys(tmp_path):
-    summary = Session(TrainConfig(run_dir=str(tmp_path / "r")), resume=False).write_summary(
-        Progress(), None, {"serverless": 0.0, "server": 0.0}, 0.0)
+    summary = make_trainer(TrainConfig(env_id="CartPole-v1", actors=1, fragment_length=16, max_rounds=1,
+                                       eval_episodes=1, progress=False, tensorboard=False,
+                                       run_dir=str(tmp_path / "r"))).run()
     assert _listed("summary.json") == [k for k in summary if k != "config"]
     assert "cost_usd: {serverless, server, serverless_wall, server_wall}" in README
     assert list(summary["cost_usd"]) == ["serverless", "server", "serverless_wall", "server_wall"]
