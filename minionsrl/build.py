@@ -148,7 +148,7 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
         requests = Requests(EnvSpec(cfg.env_id, cfg.env_kwargs), cfg.seed, cfg.gamma, FaultPlan(
             {kind: getattr(cfg, name) for kind, name in config.FAULT_FIELDS.items()}, cfg.fault_seed))
         parts = (backend, requests, publisher, arch, cfg.fragment_length, cfg.carry_episodes,
-                 RetryPolicy(cfg.max_retries, cfg.round_deadline_s, cfg.min_reply_fraction))
+                 RetryPolicy(cfg.max_retries, cfg.round_deadline_s, cfg.min_reply_fraction), cfg.envs_per_function)
         sampler = SyncSampler(*parts) if cfg.algo == "ppo" else AsyncSampler(*parts, k=cfg.async_fragments)
         return Trainer(cfg, session, learner, sampler, publisher, scaler, ledger, backend)
     except BaseException:

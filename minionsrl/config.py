@@ -109,6 +109,9 @@ class TrainConfig:
                                group="scaler")
     backend: str = _f("local", "where rollout functions run", choices=BACKENDS, group="backend", learning=False)
     fragment_length: int | None = _f(None, "steps per rollout function (T)", min=1, max=1_000_000, group="env")
+    envs_per_function: int = _f(1, "environments one rollout function steps together, its policy run once per step "
+                                "on all of them (RLlib's num_envs_per_env_runner); fragments stay one per "
+                                "environment", min=1, max=256, group="env")
     carry_episodes: bool = _f(True, "continue episodes across rounds by sending the env state with the "
                               "request (MuJoCo, classic control); off: every fragment starts an episode", group="env")
     eval_every: int | None = _f(None, "evaluate every this many rounds (0: only at the end)", min=0,

@@ -404,3 +404,37 @@ def test_handle_keeps_only_the_newest_policy(cold_instance):
         wire.decode(handle(_request(policy=ref), fetch, KEY), KEY)
     assert fetched == ["P1", "P2", "P1"]
     assert list(rollout_mod._POLICY) == ["P1"]
+
+
+def test_several_environments_per_function_each_give_the_fragment_they_would_alone():
+    """``envs_per_function``: one function steps E environments with one batched forward pass per step; each
+    fragment equals the one-environment rollout with that environment's seed and carried episode."""
+    spec, snap = EnvSpec("Pendulum-v1"), _snapshot(PolicyArch(3, 1, False, (64, 64)))
+    seeds = rollout_mod.env_seeds(123, 3)
+    assert len(set(seeds)) == 3 and rollout_mod.env_seeds(123, 1) == [123]
+    alone = [_run(spec, snap, 50, s) for s in seeds]
+    carry = alone[1].meta["carry"]
+    envs = [make_env(spec) for _ in range(3)]
+    together = rollout_mod.rollout_many(envs, snap, snap.numpy_policy(), 50, seeds, 0.99, [None, carry, None])
+    continued = _run(spec, snap, 50, seeds[1], carry=carry)
+    for got, want in zip(together, [alone[0], continued, alone[2]], strict=True):
+        for name in Fragment._STEP_ARRAYS:
+            np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-5, atol=1e-5)
+        assert got.last_value == pytest.approx(want.last_value, abs=1e-5)
+
+
+def test_a_function_of_several_environments_replies_with_one_fragment_each():
+    spec, snap = EnvSpec("CartPole-v1"), _snapshot(CART)
+    key = b"k" * 32
+    blob = snap.encode(key)
+    request = {"id": "r1-train-0", "kind": "train", "attempt": 0, "policy": "p", "env": spec.to_json(), "seed": 5,
+               "gamma": 0.99, "steps": 40, "envs": 4, "carries": [None] * 4}
+    arrays, meta = wire.decode(handle(json.dumps(request).encode(), lambda ref: blob, key), key)
+    frags = Fragment.many_from_wire(arrays, meta, 40, CART, envs=4, version=0)
+    assert len(frags) == 4 and all(f.obs.shape == (40, 4) for f in frags)
+    assert len({f.obs[0].tobytes() for f in frags}) == 4  # four environments, four seeds
+    assert all(f.meta["carry"] is not None for f in frags)  # each returns its episode in progress
+    with pytest.raises(wire.WireError, match="3 fragments"):
+        Fragment.many_from_wire(arrays, meta, 40, CART, envs=3)
+    with pytest.raises(wire.WireError, match="unexpected arrays"):
+        Fragment.many_from_wire({**arrays, "e9/obs": arrays["e0/obs"]}, meta, 40, CART, envs=4)

@@ -19,7 +19,7 @@ from minionsrl import cli
 from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
 from minionsrl.loop.invocations import invocation_seed
-from minionsrl.loop.metrics import INVOCATION_COLUMNS, LEARNING_COLUMNS, METRIC_COLUMNS, read_metrics
+from minionsrl.loop.metrics import INVOCATION_COLUMNS, LEARNING_COLUMNS, METRIC_COLUMNS, read_metrics, read_rows
 
 
 def _train(run_dir: Path, **overrides) -> dict:
@@ -315,3 +315,22 @@ def test_checkpoints_are_written_in_the_background_and_their_errors_surface(tmp_
     session.save({"round": 2}, 2)
     with pytest.raises(OSError, match="No space left"):
         session.wait()
+
+
+@pytest.mark.parametrize("algo", ["ppo", "appo"])
+def test_several_environments_per_function_learn_from_every_fragment(tmp_path, algo):
+    cfg = TrainConfig(env_id="CartPole-v1", algo=algo, actors=2, envs_per_function=3, fragment_length=16,
+                      max_rounds=3, eval_every=0, eval_episodes=1, progress=False, tensorboard=False,
+                      run_dir=str(tmp_path / "r"))
+    summary = make_trainer(cfg).run()
+    rows = read_rows(tmp_path / "r" / "metrics.csv")
+    train = [r for r in read_rows(tmp_path / "r" / "invocations.csv") if r["kind"] == "train"]
+    steps = [int(r["env_steps"]) for r in rows]
+    if algo == "ppo":  # every round: 2 functions x 3 environments x 16 steps
+        assert steps == [96, 192, 288] and summary["env_steps"] == 288
+    else:  # an update once one function's 3 fragments (or more, arriving together) are in
+        assert all(s % 48 == 0 for s in steps) and steps == sorted(steps) and steps[0] >= 48
+    assert len({r["digest"] for r in train if r["status"] == "ok"}) == sum(r["status"] == "ok" for r in train)
+    resumed = make_trainer(dataclasses.replace(cfg, max_rounds=4), resume=True)
+    assert len(resumed.sampler.carries) == 6  # each environment's episode in progress came back
+    resumed.close()

@@ -92,6 +92,10 @@ class Fragment:
     _STEP_ARRAYS = ("obs", "actions", "logprobs", "values", "rewards", "terminated", "truncated", "trunc_values")
 
     def encode(self, meta: dict[str, Any], key: bytes) -> bytes:
+        return wire.encode(self.arrays(), {**meta, "type": "fragment", "policy_version": self.policy_version}, key)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The fragment's arrays as they cross the wire."""
         arrays = {name: getattr(self, name) for name in self._STEP_ARRAYS}
         arrays["last_value"] = np.array([self.last_value], dtype=np.float32)
         arrays["last_obs"] = self.last_obs
@@ -102,7 +106,36 @@ class Fragment:
                 arrays[f"{prefix}/mean"] = np.asarray(m.mean, dtype=np.float64).reshape(-1)
                 arrays[f"{prefix}/var"] = np.asarray(m.var, dtype=np.float64).reshape(-1)
                 arrays[f"{prefix}/count"] = np.array([m.count], dtype=np.float64)
-        return wire.encode(arrays, {**meta, "type": "fragment", "policy_version": self.policy_version}, key)
+        return arrays
+
+    @staticmethod
+    def encode_many(fragments: list[Fragment], meta: dict[str, Any], key: bytes) -> bytes:
+        """One reply for a function's fragments: a single fragment as :meth:`encode` writes it; several with
+        their arrays under ``e{i}/`` and their carried episodes in ``meta["fragments"]``."""
+        if len(fragments) == 1:
+            return fragments[0].encode({**meta, **fragments[0].meta}, key)
+        arrays: dict[str, np.ndarray] = {}
+        for i, frag in enumerate(fragments):
+            arrays.update({f"e{i}/{name}": value for name, value in frag.arrays().items()})
+        return wire.encode(arrays, {**meta, "type": "fragment", "policy_version": fragments[0].policy_version,
+                                    "fragments": [frag.meta for frag in fragments]}, key)
+
+    @classmethod
+    def many_from_wire(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any], steps: int, arch: PolicyArch,
+                       envs: int = 1, version: int | None = None) -> list[Fragment]:
+        """The ``envs`` fragments of one reply (:meth:`encode_many`), each checked as :meth:`from_wire` does."""
+        if envs == 1:
+            return [cls.from_wire(arrays, meta, steps, arch, version)]
+        per_env = meta.get("fragments")
+        if not isinstance(per_env, list) or len(per_env) != envs or not all(isinstance(m, dict) for m in per_env):
+            raise wire.WireError(f"reply does not describe {envs} fragments")
+        stray = sorted(name for name in arrays if name.split("/", 1)[0] not in {f"e{i}" for i in range(envs)})
+        if stray:
+            raise wire.WireError(f"reply holds unexpected arrays {stray[:3]}")
+        return [cls.from_wire({name[len(f"e{i}/"):]: value for name, value in arrays.items()
+                               if name.startswith(f"e{i}/")},
+                              {**meta, "carry": per_env[i].get("carry")}, steps, arch, version)
+                for i in range(envs)]
 
     @classmethod
     def from_wire(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any], steps: int,

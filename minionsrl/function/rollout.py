@@ -63,7 +63,7 @@ class _ObsNormalizer:
 
 def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: int, seed: int,
             gamma: float, carry: dict[str, Any] | None = None) -> Fragment:
-    """Run ``steps`` steps of the stochastic policy, seeded with ``seed``.
+    """Run ``steps`` steps of the stochastic policy, seeded with ``seed`` (one environment).
 
     The env is reset with ``seed``; if ``carry`` holds an episode captured at the end of a previous
     fragment, that episode continues from it. Episodes cut by a time limit record V(final obs) in
@@ -78,82 +78,120 @@ def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: 
     ``info["game_over"]``), rewards and terminations are the learning signal and the reported
     episode returns are full games of raw rewards. Image observations stay uint8 throughout.
     """
-    arch = policy.arch
-    rng = np.random.default_rng(seed)
-    normalize = _ObsNormalizer(snapshot, arch.image)
-    # Noise for the whole fragment in one call: Gaussian for continuous, Gumbel-max for discrete.
-    noise = rng.gumbel(size=(steps, arch.action_dim)) if arch.discrete else rng.standard_normal(
-        (steps, arch.action_dim))
-    if not arch.discrete:
-        noise = (noise * policy.std).astype(np.float32)
-        low = np.asarray(env.action_space.low, dtype=np.float32)
-        high = np.asarray(env.action_space.high, dtype=np.float32)
+    return rollout_many([env], snapshot, policy, steps, [seed], gamma, [carry])[0]
 
-    # Image stacks are stored as they come (uint8, one write per step); vectors normalised to float32.
-    obs_buf = np.empty((steps, *arch.step_obs_shape), dtype=np.uint8 if arch.image else np.float32)
-    raw_obs = np.empty((steps, arch.obs_dim), dtype=np.float64) if normalize.enabled else None
-    heads = np.empty((steps, arch.action_dim), dtype=np.float32)
-    actions = np.empty((steps,), dtype=np.int64) if arch.discrete else np.empty((steps, arch.action_dim), np.float32)
-    values = np.empty(steps, dtype=np.float32)
-    rewards = np.empty(steps, dtype=np.float32)
-    terminated = np.zeros(steps, dtype=np.bool_)
-    truncated = np.zeros(steps, dtype=np.bool_)
-    trunc_values = np.zeros(steps, dtype=np.float32)
-    disc_returns = np.empty(steps, dtype=np.float64)
-    ep_returns: list[float] = []
-    ep_lengths: list[int] = []
 
-    obs, _ = env.reset(seed=seed)
-    ep_ret, ep_len, disc = 0.0, 0, 0.0
-    if carry is not None:
-        restored = restore_episode(env, carry["env"])
-        obs = restored if restored is not None else np.asarray(carry["obs"], dtype=env.observation_space.dtype)
-        ep_ret, ep_len, disc = float(carry["ep_return"]), int(carry["ep_length"]), float(carry["disc_return"])
+def rollout_many(envs: list[gym.Env], snapshot: PolicySnapshot, policy: NumpyPolicy, steps: int, seeds: list[int],
+                 gamma: float, carries: list[dict[str, Any] | None]) -> list[Fragment]:
+    """:func:`rollout` of several environments in lockstep, one fragment each: every step runs the policy
+    once on all their observations (batched inference: one matmul, or one im2col per convolution, for
+    all of them). Each environment has its own seed, noise and carried episode."""
+    normalize = _ObsNormalizer(snapshot, policy.arch.image)
+    tracks = [_Track(env, policy, normalize, steps, seed, carry) for env, seed, carry in
+              zip(envs, seeds, carries, strict=True)]
     for t in range(steps):
-        if raw_obs is not None:
-            raw_obs[t] = obs
-        x = normalize(obs)
-        head, value = policy.forward(x)
-        obs_buf[t], heads[t], values[t] = x, head, value
-        if arch.discrete:
-            action = int(np.argmax(head + noise[t]))
+        xs = [track.observe(t) for track in tracks]
+        if len(tracks) == 1:  # one observation: the unbatched forward pass (bit-identical to before)
+            head, value = policy.forward(xs[0])
+            heads, values = head[None], np.asarray(value)[None]
+        else:
+            heads, values = policy.forward(np.stack(xs))
+        for track, head, value in zip(tracks, heads, values, strict=True):
+            track.act(t, head, value, gamma)
+    return [track.fragment(snapshot.version) for track in tracks]
+
+
+class _Track:
+    """One environment's fragment in the making: its noise, buffers and episode in progress."""
+
+    def __init__(self, env: gym.Env, policy: NumpyPolicy, normalize: _ObsNormalizer, steps: int, seed: int,
+                 carry: dict[str, Any] | None) -> None:
+        arch = policy.arch
+        self.env, self.policy, self.normalize, self.arch = env, policy, normalize, arch
+        rng = np.random.default_rng(seed)
+        # Noise for the whole fragment in one call: Gaussian for continuous, Gumbel-max for discrete.
+        noise = rng.gumbel(size=(steps, arch.action_dim)) if arch.discrete else rng.standard_normal(
+            (steps, arch.action_dim))
+        if not arch.discrete:
+            noise = (noise * policy.std).astype(np.float32)
+            self.low = np.asarray(env.action_space.low, dtype=np.float32)
+            self.high = np.asarray(env.action_space.high, dtype=np.float32)
+        self.noise = noise
+        # Image stacks are stored as they come (uint8, one write per step); vectors normalised to float32.
+        self.obs_buf = np.empty((steps, *arch.step_obs_shape), dtype=np.uint8 if arch.image else np.float32)
+        self.raw_obs = np.empty((steps, arch.obs_dim), dtype=np.float64) if normalize.enabled else None
+        self.heads = np.empty((steps, arch.action_dim), dtype=np.float32)
+        self.actions = (np.empty((steps,), dtype=np.int64) if arch.discrete
+                        else np.empty((steps, arch.action_dim), np.float32))
+        self.values = np.empty(steps, dtype=np.float32)
+        self.rewards = np.empty(steps, dtype=np.float32)
+        self.terminated = np.zeros(steps, dtype=np.bool_)
+        self.truncated = np.zeros(steps, dtype=np.bool_)
+        self.trunc_values = np.zeros(steps, dtype=np.float32)
+        self.disc_returns = np.empty(steps, dtype=np.float64)
+        self.ep_returns: list[float] = []
+        self.ep_lengths: list[int] = []
+        self.obs, _ = env.reset(seed=seed)
+        self.ep_ret, self.ep_len, self.disc = 0.0, 0, 0.0
+        if carry is not None:
+            restored = restore_episode(env, carry["env"])
+            self.obs = restored if restored is not None else np.asarray(carry["obs"],
+                                                                        dtype=env.observation_space.dtype)
+            self.ep_ret, self.ep_len = float(carry["ep_return"]), int(carry["ep_length"])
+            self.disc = float(carry["disc_return"])
+
+    def observe(self, t: int) -> np.ndarray:
+        """The policy's input at step ``t`` (and the raw observation, for the normaliser's moments)."""
+        if self.raw_obs is not None:
+            self.raw_obs[t] = self.obs
+        self.obs_buf[t] = x = self.normalize(self.obs)
+        return x
+
+    def act(self, t: int, head: np.ndarray, value: float, gamma: float) -> None:
+        """Sample the action from the policy's ``head``, step the env and record the step."""
+        self.heads[t], self.values[t] = head, value
+        if self.arch.discrete:
+            action = int(np.argmax(head + self.noise[t]))
             env_action: Any = action
         else:
-            action = head + noise[t]
-            env_action = np.clip(action, low, high)
-        actions[t] = action
-        obs, reward, term, trunc, info = env.step(env_action)
-        rewards[t] = reward
+            action = head + self.noise[t]
+            env_action = np.clip(action, self.low, self.high)
+        self.actions[t] = action
+        self.obs, reward, term, trunc, info = self.env.step(env_action)
+        self.rewards[t] = reward
         # the reward scaler's discounted return, exactly as Gymnasium's NormalizeReward (CleanRL's) keeps it:
         # a termination restarts it (from this step's reward on); a time-limit truncation does not
-        disc = disc * gamma * (1.0 - float(term)) + reward
-        disc_returns[t] = disc
-        ep_ret += info.get("raw_reward", reward)
-        ep_len += 1
+        self.disc = self.disc * gamma * (1.0 - float(term)) + reward
+        self.disc_returns[t] = self.disc
+        self.ep_ret += info.get("raw_reward", reward)
+        self.ep_len += 1
         if term or trunc:
-            terminated[t], truncated[t] = term, trunc and not term
-            if truncated[t]:
-                trunc_values[t] = policy.forward(normalize(obs))[1]
+            self.terminated[t], self.truncated[t] = term, trunc and not term
+            if self.truncated[t]:
+                self.trunc_values[t] = self.policy.forward(self.normalize(self.obs))[1]
             if info.get("game_over", True):
-                ep_returns.append(ep_ret)
-                ep_lengths.append(ep_len)
-                ep_ret, ep_len = 0.0, 0
-            obs, _ = env.reset()
-    last_obs = normalize(obs)
-    last_value = float(policy.forward(last_obs)[1])
-    env_state = capture_episode(env)
-    next_carry = None if env_state is None else {
-        "env": env_state, "obs": None if arch.image else np.asarray(obs).tolist(), "ep_return": ep_ret,
-        "ep_length": ep_len, "disc_return": disc}
-    return Fragment(
-        obs=obs_buf, actions=actions, logprobs=policy.log_prob(heads, actions), values=values,
-        rewards=rewards, terminated=terminated, truncated=truncated, trunc_values=trunc_values,
-        last_value=last_value, last_obs=np.asarray(last_obs)[None], episode_returns=np.asarray(ep_returns,
-                                                                                             dtype=np.float64),
-        episode_lengths=np.asarray(ep_lengths, dtype=np.int64),
-        obs_moments=Moments.of(raw_obs) if raw_obs is not None else None,
-        ret_moments=Moments.of(disc_returns), policy_version=snapshot.version, meta={"carry": next_carry},
-    )
+                self.ep_returns.append(self.ep_ret)
+                self.ep_lengths.append(self.ep_len)
+                self.ep_ret, self.ep_len = 0.0, 0
+            self.obs, _ = self.env.reset()
+
+    def fragment(self, version: int) -> Fragment:
+        """The finished fragment, bootstrapped with the value of the observation after its last step."""
+        last_obs = self.normalize(self.obs)
+        last_value = float(self.policy.forward(last_obs)[1])
+        env_state = capture_episode(self.env)
+        next_carry = None if env_state is None else {
+            "env": env_state, "obs": None if self.arch.image else np.asarray(self.obs).tolist(),
+            "ep_return": self.ep_ret, "ep_length": self.ep_len, "disc_return": self.disc}
+        return Fragment(
+            obs=self.obs_buf, actions=self.actions, logprobs=self.policy.log_prob(self.heads, self.actions),
+            values=self.values, rewards=self.rewards, terminated=self.terminated, truncated=self.truncated,
+            trunc_values=self.trunc_values, last_value=last_value, last_obs=np.asarray(last_obs)[None],
+            episode_returns=np.asarray(self.ep_returns, dtype=np.float64),
+            episode_lengths=np.asarray(self.ep_lengths, dtype=np.int64),
+            obs_moments=Moments.of(self.raw_obs) if self.raw_obs is not None else None,
+            ret_moments=Moments.of(self.disc_returns), policy_version=version, meta={"carry": next_carry},
+        )
 
 
 def evaluate(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, episodes: int,
@@ -178,6 +216,13 @@ def evaluate(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, episod
     return returns, lengths
 
 
+def env_seeds(seed: int, n_envs: int) -> list[int]:
+    """The seeds of a function's environments: its own seed for one, else one drawn per environment."""
+    if n_envs == 1:
+        return [seed]
+    return [int(s) for s in np.random.SeedSequence([seed, n_envs]).generate_state(n_envs)]
+
+
 def _instance() -> dict[str, Any]:
     """Which instance serves this invocation, and how many it served before (pid read now: platforms fork)."""
     served, _SERVED[0] = _SERVED[0], _SERVED[0] + 1
@@ -197,11 +242,14 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
         invocation_id = str(req["id"])
         faults.before_work(req)
         spec = EnvSpec.from_json(req["env"])
+        n_envs = int(req.get("envs", 1)) if req["kind"] == "train" else 1
         env_key = json.dumps(spec.to_json(), sort_keys=True)
-        env_built = env_key not in _ENVS
-        if env_built:
-            _ENVS[env_key] = make_env(spec)
-        env = _ENVS[env_key]
+        keys = [env_key] + [f"{env_key}#{e}" for e in range(1, n_envs)]  # a warm instance keeps all of them
+        env_built = any(k not in _ENVS for k in keys)
+        for k in keys:
+            if k not in _ENVS:
+                _ENVS[k] = make_env(spec)
+        envs = [_ENVS[k] for k in keys]
         policy_fetched = req["policy"] not in _POLICY
         bytes_fetched = 0
         if policy_fetched:
@@ -215,19 +263,26 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
         meta: dict[str, Any] = {"id": invocation_id, "env_built": env_built, "policy_fetched": policy_fetched,
                                 "policy_bytes": bytes_fetched, "instance": _instance()}
         if req["kind"] == "train":
-            fragment = rollout(env, snapshot, policy, int(req["steps"]), int(req["seed"]), float(req["gamma"]),
-                               req.get("carry"))
-            meta.update(fragment.meta)
+            seed = int(req["seed"])
+            if n_envs == 1:
+                fragments = [rollout(envs[0], snapshot, policy, int(req["steps"]), seed, float(req["gamma"]),
+                                     req.get("carry"))]
+            else:
+                carries = req.get("carries") or [None] * n_envs
+                if len(carries) != n_envs:
+                    raise ValueError(f"request carries {len(carries)} episodes for {n_envs} environments")
+                fragments = rollout_many(envs, snapshot, policy, int(req["steps"]), env_seeds(seed, n_envs),
+                                         float(req["gamma"]), carries)
             arrays_reply = None
         elif req["kind"] == "eval":
-            rets, lens = evaluate(env, snapshot, policy, int(req["episodes"]), int(req["seed"]))
+            rets, lens = evaluate(envs[0], snapshot, policy, int(req["episodes"]), int(req["seed"]))
             arrays_reply = {"episode_returns": rets, "episode_lengths": lens}
         else:
             raise ValueError(f"unknown invocation kind {req['kind']!r}")
         t2 = time.perf_counter()
         meta["timings"] = Timings(init_s=t1 - t0, run_s=t2 - t1, cpu_s=time.process_time() - cpu0).to_json()
         if arrays_reply is None:
-            reply = fragment.encode(meta, key)
+            reply = Fragment.encode_many(fragments, meta, key)
         else:
             reply = wire.encode(arrays_reply, {**meta, "type": "eval"}, key)
         return faults.corrupt_reply(req, reply, key)

@@ -66,12 +66,13 @@ class Publisher:
         return None if self._published is None else self._published[1]
 
 
-def fragment_digest(fragment: Fragment) -> str:
-    """A short digest of a fragment's step arrays: equal digests, equal training data."""
+def fragment_digest(fragments: list[Fragment]) -> str:
+    """A short digest of the step arrays of a reply's fragments: equal digests, equal training data."""
     h = hashlib.sha256()
-    for name in Fragment._STEP_ARRAYS:
-        h.update(np.ascontiguousarray(getattr(fragment, name)).tobytes())
-    h.update(np.float32(fragment.last_value).tobytes())
+    for fragment in fragments:
+        for name in Fragment._STEP_ARRAYS:
+            h.update(np.ascontiguousarray(getattr(fragment, name)).tobytes())
+        h.update(np.float32(fragment.last_value).tobytes())
     return h.hexdigest()[:16]
 
 

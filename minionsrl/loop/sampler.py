@@ -40,10 +40,12 @@ class Sampler(ABC):
     """Runs the round's rollout functions on a backend; knows nothing of the learner's algorithm."""
 
     def __init__(self, backend: Backend, requests: Requests, publisher: Publisher, arch: PolicyArch,
-                 fragment_length: int, carry_episodes: bool, retry: RetryPolicy) -> None:
+                 fragment_length: int, carry_episodes: bool, retry: RetryPolicy, envs_per_function: int = 1) -> None:
         self.backend, self.requests, self.publisher, self.arch = backend, requests, publisher, arch
         self.steps, self.carry_episodes, self.retry = fragment_length, carry_episodes, retry
-        self.carries: dict[int, dict[str, Any]] = {}  # slot -> episode in progress, sent with its next request
+        self.envs = envs_per_function
+        # actor (slot · envs + env) -> its episode in progress, sent with the slot's next request
+        self.carries: dict[int, dict[str, Any]] = {}
 
     @abstractmethod
     def sample(self, round_idx: int, n: int) -> Sampled:
@@ -64,8 +66,25 @@ class Sampler(ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.carries = {int(k): v for k, v in json.loads(state["carries"]).items()}
 
-    def _fragment(self, request: dict[str, Any], reply: Reply, version: int | None = None) -> Fragment:
-        return Fragment.from_wire(reply.arrays, reply.meta, self.steps, self.arch, version)
+    def _train_request(self, ref: str, index: int, slot: int, attempt: int) -> dict[str, Any]:
+        """A training request; a function of several environments carries each one's episode."""
+        if self.envs == 1:
+            return self.requests.make("train", ref, index, slot, attempt, steps=self.steps,
+                                      carry=self.carries.get(slot))
+        return self.requests.make("train", ref, index, slot, attempt, steps=self.steps, envs=self.envs,
+                                  carries=[self.carries.get(slot * self.envs + e) for e in range(self.envs)])
+
+    def _fragments(self, request: dict[str, Any], reply: Reply, version: int | None = None) -> list[Fragment]:
+        return Fragment.many_from_wire(reply.arrays, reply.meta, self.steps, self.arch, self.envs, version)
+
+    def _keep_carries(self, slot: int, fragments: list[Fragment]) -> None:
+        """Remember the episodes a slot's fragments left in progress (a finished one is forgotten)."""
+        for e, frag in enumerate(fragments):
+            actor, carry = slot * self.envs + e, frag.meta.get("carry")
+            if carry is None:
+                self.carries.pop(actor, None)
+            else:
+                self.carries[actor] = carry
 
     @staticmethod
     def _mean_return(got: Gathered) -> float:
@@ -77,12 +96,14 @@ class SyncSampler(Sampler):
 
     def sample(self, round_idx: int, n: int) -> Sampled:
         ref, version = self.publisher.ref(), self.publisher.version
-        got = gather(self.backend, n, lambda slot, attempt: self.requests.make(
-            "train", ref, round_idx, slot, attempt, steps=self.steps, carry=self.carries.get(slot)),
-            lambda req, r: self._fragment(req, r, version), self.retry, what=f"round {round_idx} training")
-        if self.carry_episodes:  # a lost slot's episode is lost with it: the slot starts a new one
-            self.carries = {slot: f.meta["carry"] for slot, f in got.results.items() if f.meta.get("carry")}
-        return Sampled([got.results[slot] for slot in sorted(got.results)], [got])  # slot order: not arrival
+        got = gather(self.backend, n, lambda slot, attempt: self._train_request(ref, round_idx, slot, attempt),
+                     lambda req, r: self._fragments(req, r, version), self.retry, what=f"round {round_idx} training")
+        if self.carry_episodes:  # a lost slot's episodes are lost with it: the slot starts new ones
+            self.carries = {}
+            for slot, fragments in got.results.items():
+                self._keep_carries(slot, fragments)
+        # slot order, not arrival order
+        return Sampled([f for slot in sorted(got.results) for f in got.results[slot]], [got])
 
     def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Gathered]:
         per_slot, ref = eval_split(episodes, n_actors), self.publisher.ref()
@@ -107,7 +128,7 @@ class AsyncSampler(Sampler):
         self.slot_calls: dict[int, int] = {}  # slot -> invocations started so far (seeds and ids)
         self.retry_next: dict[int, int] = {}  # slot -> attempt number its failed invocation is retried with
         self.failures: dict[int, int] = {}  # slot -> failures in a row (stale-policy ones not counted)
-        self.arrived: list[tuple[Fragment, Gathered]] = []  # fragments not yet used by an update
+        self.arrived: list[tuple[list[Fragment], Gathered]] = []  # replies' fragments not yet used by an update
         self.unlogged: list[Gathered] = []  # failed, duplicate and stray deliveries not yet logged and billed
         self.n_target = 0  # invocations to keep in flight (the scaler's n of the current round)
         self.stale_retries = 0  # failed invocations that held an outdated policy reference, resubmitted
@@ -120,7 +141,7 @@ class AsyncSampler(Sampler):
             self._route(self._collect())
         arrived, self.arrived = self.arrived, []
         gathered, self.unlogged = [g for _, g in arrived] + self.unlogged, []
-        fragments = [f for f, _ in arrived]
+        fragments = [f for frags, _ in arrived for f in frags]
         lags = [self.publisher.version - f.policy_version for f in fragments]  # updates since each was sampled
         return Sampled(fragments, gathered, {"fragments": len(fragments), "policy_lag_mean": float(np.mean(lags)),
                                              "policy_lag_max": int(max(lags)), "stale_retries": self.stale_retries})
@@ -174,14 +195,13 @@ class AsyncSampler(Sampler):
             attempt = self.retry_next.pop(slot, 0)
             if attempt == 0:
                 self.slot_calls[slot] = self.slot_calls.get(slot, 0) + 1
-            sent.append((slot, attempt, self.requests.make("train", ref, self.slot_calls[slot], slot, attempt,
-                                                           steps=self.steps, carry=self.carries.get(slot))))
+            sent.append((slot, attempt, self._train_request(ref, self.slot_calls[slot], slot, attempt)))
         self.tracker.submit(sent)
 
     def _validate(self, request: dict[str, Any], reply: Reply) -> Any:
         if request["kind"] == "eval":
             return eval_returns(request, reply)
-        return self._fragment(request, reply)  # any policy version: lag is expected
+        return self._fragments(request, reply)  # any policy version: lag is expected
 
     def _route(self, replies: list[Reply]) -> list[Attempt]:
         """Take in collected replies: fragments are kept for the next update and their slots resubmitted at
@@ -202,11 +222,7 @@ class AsyncSampler(Sampler):
             else:
                 self.failures.pop(attempt.slot, None)
                 if self.carry_episodes:
-                    carry = attempt.result.meta.get("carry")
-                    if carry is None:
-                        self.carries.pop(attempt.slot, None)
-                    else:
-                        self.carries[attempt.slot] = carry
+                    self._keep_carries(attempt.slot, attempt.result)
                 self.arrived.append((attempt.result, Gathered({attempt.slot: attempt.result}, [attempt])))
         self._top_up()
         return evaluations
