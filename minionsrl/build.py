@@ -8,6 +8,7 @@ the round loop from a backend, a scaler, a sampler and a learner.
 from __future__ import annotations
 
 import dataclasses
+import glob
 from typing import TYPE_CHECKING
 
 from minionsrl import config
@@ -30,7 +31,7 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     cfg = dataclasses.replace(cfg, device=learner_device(cfg.device))
     prices = load_prices(cfg.prices)  # a bad catalogue fails here, before any work
     if cfg.budget_usd is not None:
-        first = {"fixed": cfg.actors, "minions": 1}.get(cfg.scaler, cfg.n_min)  # fewest actors round 1 can have
+        first = _first_actors(cfg)
         least = make_ledger(cfg, prices).least_round_usd(first)
         if cfg.budget_usd < least:
             raise ConfigError(f"budget_usd: ${cfg.budget_usd:g} is less than the least a first round of {first} "
@@ -83,10 +84,16 @@ def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
     raise ConfigError(f"backend: {cfg.backend!r} is not available")
 
 
+def _first_actors(cfg: TrainConfig) -> int:
+    """The fewest actors round 1 can have."""
+    return {"fixed": cfg.actors, "minions": 1}.get(cfg.scaler, cfg.n_min)
+
+
 def learner_device(device: str) -> str:
-    """``auto``: a CUDA device when torch sees one, else the CPU; ``cuda`` where there is none is bad input."""
-    if device == "cpu":
-        return device
+    """``auto``: a CUDA device when torch sees one, else the CPU; ``cuda`` where there is none is bad input.
+    ``auto`` on a machine without NVIDIA device files answers "cpu" without loading torch (a second saved)."""
+    if device == "cpu" or (device == "auto" and not glob.glob("/dev/nvidia[0-9]*")):
+        return "cpu"
     import torch
 
     if torch.cuda.is_available():
@@ -121,29 +128,32 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
                  scaler: Scaler | None = None) -> Trainer:
     """Check ``cfg`` and assemble its run: session, learner, scaler, ledger, backend, sampler, loop.
     ``backend`` and ``scaler`` replace the ones ``cfg`` names (tests, the scheduler's training)."""
-    import torch
-
     from minionsrl.backends.duplicating import DuplicatingBackend
     from minionsrl.function import wire
-    from minionsrl.function.faults import FaultPlan
-    from minionsrl.loop.gather import RetryPolicy
-    from minionsrl.loop.invocations import Publisher, Requests
-    from minionsrl.loop.sampler import AsyncSampler, SyncSampler
     from minionsrl.loop.session import Session
-    from minionsrl.loop.trainer import Trainer
 
     cfg, info = prepare_config(cfg)
     session = Session(cfg, resume)  # a run dir that cannot be used fails here, before any work
-    torch.manual_seed(cfg.seed)
-    torch.set_num_threads(cfg.torch_threads)
-    arch = PolicyArch.of(info, cfg.hidden_sizes)
-    learner = make_learner(cfg, arch)
-    scaler = scaler or make_scaler(cfg)
-    ledger = make_ledger(cfg)
-    backend = backend or make_backend(cfg, wire.new_key())
+    if backend is None:  # started first, so that its instances boot while the learner's framework loads
+        backend = make_backend(cfg, wire.new_key())
+        backend.prewarm(_first_actors(cfg))
     if cfg.fault_duplicate > 0:  # the platform's own fault: a wrapper delivers those replies twice
         backend = DuplicatingBackend(backend)
     try:
+        import torch
+
+        from minionsrl.function.faults import FaultPlan
+        from minionsrl.loop.gather import RetryPolicy
+        from minionsrl.loop.invocations import Publisher, Requests
+        from minionsrl.loop.sampler import AsyncSampler, SyncSampler
+        from minionsrl.loop.trainer import Trainer
+
+        torch.manual_seed(cfg.seed)
+        torch.set_num_threads(cfg.torch_threads)
+        arch = PolicyArch.of(info, cfg.hidden_sizes)
+        learner = make_learner(cfg, arch)
+        scaler = scaler or make_scaler(cfg)
+        ledger = make_ledger(cfg)
         publisher = Publisher(backend, backend.key, learner.snapshot)
         requests = Requests(EnvSpec(cfg.env_id, cfg.env_kwargs), cfg.seed, cfg.gamma, FaultPlan(
             {kind: getattr(cfg, name) for kind, name in config.FAULT_FIELDS.items()}, cfg.fault_seed))

@@ -297,3 +297,14 @@ def test_a_print_in_the_function_does_not_corrupt_the_reply_stream():
         assert all(r.ok for r in replies), [r.record.error for r in replies]
     finally:
         backend.close()
+
+
+def test_prewarmed_instances_boot_ahead_and_are_still_cold_on_first_use(make_backend):
+    """Instances started while the learner sets up: the first invocation on each is billed as cold, with its
+    measured start."""
+    backend = make_backend(max_concurrency=2)
+    backend.prewarm(5)
+    assert backend.instances_started == 2  # capped at the concurrency
+    replies = backend.invoke(requests_for(backend.publish(snapshot()), 2))
+    assert all(r.ok and r.record.cold and r.record.init_s > 0 for r in replies)
+    assert backend.instances_started == 2  # no further start: the prewarmed ones served

@@ -150,6 +150,10 @@ class Backend(ABC):
     def close(self) -> None:
         """Release every instance and resource."""
 
+    def prewarm(self, count: int) -> None:  # noqa: B027 - optional: most platforms cannot prewarm
+        """Start up to ``count`` instances ahead of the first invocations, where the platform can (their first
+        invocations are still cold, and billed so); by default nothing."""
+
     def invoke(self, requests: list[dict[str, Any]], deadline_s: float | None = None) -> list[Reply]:
         """Run one function per request and wait for them all, or until ``deadline_s`` seconds have passed,
         after which the stragglers are cancelled. Every request gets at least one reply (several if the

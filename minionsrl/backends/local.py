@@ -89,6 +89,12 @@ class LocalBackend(Backend):
         self._retire_policies()
         return str(path)
 
+    def prewarm(self, count: int) -> None:
+        """Start instances now (up to the concurrency cap), so that they boot while the learner sets up; their
+        start is measured and their first invocation is cold all the same."""
+        for _ in range(min(count, self.max_concurrency) - len(self._instances)):
+            self._start_instance()
+
     # -- invoking --------------------------------------------------------------------------------
     def submit(self, requests: list[dict[str, Any]]) -> None:
         self.reap_idle()

@@ -12,8 +12,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from minionsrl.errors import ConfigError
 
 LATEST = "latest.pt"
@@ -29,6 +27,8 @@ def save(directory: str | Path, state: dict[str, Any], name: str = LATEST) -> Pa
     path = directory / name
     tmp = directory / f".{name}.tmp"
     buffer = io.BytesIO()
+    import torch  # imported when first needed: a run's set-up starts its functions meanwhile
+
     torch.save(state, buffer)
     data = buffer.getvalue()
     with open(tmp, "wb") as fh:
@@ -62,6 +62,8 @@ def load(directory: str | Path, name: str = LATEST) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
+        import torch
+
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # truncated, corrupted, or holding objects weights-only loading refuses
         raise ConfigError(f"--resume: checkpoint {str(path)!r} cannot be read ({type(exc).__name__}); restore it "
