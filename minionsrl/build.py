@@ -181,6 +181,8 @@ def make_scaler(cfg: TrainConfig) -> Scaler:
         "gns-boost": lambda: rules.GnsBoostScaler(lo, hi),
         "nitro": lambda: rules.NitroScaler(lo, hi, cfg.initial_actors, cfg.nitro_window, cfg.nitro_decay,
                                            cfg.nitro_floor, cfg.nitro_window_mode),
+        "critical": lambda: rules.CriticalScaler(lo, hi, cfg.fragment_length * cfg.envs_per_function, cfg.objective,
+                                                 cfg.initial_actors),
     }
     if cfg.scaler == "minions":
         from minionsrl.scaling.minions import MinionsScaler, load_agent

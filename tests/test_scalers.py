@@ -9,6 +9,7 @@ import pytest
 from minionsrl.build import make_scaler
 from minionsrl.config import TrainConfig
 from minionsrl.scaling.rules import (
+    CriticalScaler,
     FixedScaler,
     GnsBoostScaler,
     HydrozoaScaler,
@@ -108,9 +109,54 @@ def test_state_round_trips_through_state_dict() -> None:
 
 
 def test_make_scaler_builds_every_name() -> None:
-    for name in ("fixed", "nitro", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random"):
-        scaler = make_scaler(TrainConfig(scaler=name, actors=12, n_min=4, n_max=32))
+    for name in ("fixed", "nitro", "critical", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random"):
+        scaler = make_scaler(TrainConfig(scaler=name, actors=12, n_min=4, n_max=32, fragment_length=128))
         assert scaler.name == name
         n = scaler.next_actors(None)
         assert 4 <= n <= 32 or (isinstance(scaler, FixedScaler) and n == 12)
         assert not math.isnan(n)
+
+
+def _crow(r: int, n: int, cost: float, gns: float, seconds: float = 1.0) -> dict:
+    return {"round": r, "n_actors": n, "cost_serverless_usd": cost, "projected_round_s": seconds, "gns": gns}
+
+
+def test_critical_minimises_cost_per_unit_of_progress_on_a_worked_example() -> None:
+    """D(n) = a + b·n with a = 0.01, b = 0.001, T = 100, B_noise = 10,000: n* = √(a·B/(b·T)) = √1000 ≈ 31.6."""
+    scaler = CriticalScaler(1, 256, fragment_steps=100, n0=8)
+    a, b = 0.01, 0.001
+    assert scaler.next_actors(None) == 8
+    assert scaler.next_actors(_crow(1, 8, a + b * 8, 10_000.0)) == 16  # one count seen: try another
+    n = scaler.next_actors(_crow(2, 16, a + b * 16, 10_000.0))
+    assert scaler.fit() == pytest.approx((a, b))
+    assert scaler.score == pytest.approx(math.sqrt(1000.0)) and n == 32
+    # the choice is the minimum of D(n)·(1 + B/(nT)) over the integers
+    costs = {k: (a + b * k) * (1 + 10_000.0 / (k * 100)) for k in range(1, 257)}
+    assert costs[n] <= min(costs.values()) * 1.001
+
+
+def test_critical_small_noise_picks_n_min_large_noise_n_max_and_dearer_actors_fewer() -> None:
+    def choice(noise: float, b: float, a: float = 0.01) -> int:
+        scaler = CriticalScaler(4, 64, fragment_steps=512, n0=8)
+        scaler.next_actors(None)
+        scaler.next_actors(_crow(1, 8, a + b * 8, noise))
+        return scaler.next_actors(_crow(2, 16, a + b * 16, noise))
+
+    assert choice(noise=10.0, b=1e-4) == 4  # a batch of 4·512 is already far above B_noise
+    assert choice(noise=1e9, b=1e-4) == 64
+    assert choice(noise=-5.0, b=1e-4) == 4  # a negative estimate: noise too small to measure
+    cheap, dear = choice(noise=2e3, b=1e-5), choice(noise=2e3, b=1e-4)  # n* 62.5 and 19.8
+    assert 4 < dear < cheap <= 64  # dearer functions: the cost optimum moves down
+    assert choice(noise=2e5, b=0.0) == 64  # actors that cost nothing extra: as many as allowed
+
+
+def test_critical_time_objective_reads_projected_seconds_and_resumes() -> None:
+    scaler = CriticalScaler(1, 64, fragment_steps=100, objective="time", n0=8)
+    scaler.next_actors(None)
+    scaler.next_actors(_crow(1, 8, 99.0, 2_000.0, seconds=1.0 + 0.01 * 8))
+    n = scaler.next_actors(_crow(2, 16, 99.0, 2_000.0, seconds=1.0 + 0.01 * 16))
+    assert scaler.fit() == pytest.approx((1.0, 0.01)) and n == round(math.sqrt(1.0 * 2_000 / (0.01 * 100)))
+    again = CriticalScaler(1, 64, fragment_steps=100, objective="time", n0=8)
+    again.load_state_dict(scaler.state_dict())
+    row = _crow(3, n, 99.0, 2_000.0, seconds=1.0 + 0.01 * n)
+    assert again.next_actors(row) == scaler.next_actors(row)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Any
 
@@ -171,3 +172,76 @@ class NitroScaler(Scaler):
         super().load_state_dict(state)
         self.window.clear()
         self.window.extend(state["window"])
+
+
+class CriticalScaler(Scaler):
+    """The actor count that minimises dollars (or seconds) per unit of training progress, from the gradient
+    noise scale (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training"; docs/SCALING.md).
+
+    With ``B = n·T`` samples a round and ``B_noise`` the noise scale, a round makes progress ∝
+    ``1 / (1 + B_noise / B)``. A round's cost is fitted as ``D(n) = a + b·n`` by least squares over the
+    recent rounds (``a``: what does not grow with n, the learner host and its fixed work; ``b``: what an
+    actor adds), so the cost per unit of progress ``D(n)·(1 + B_noise/(n·T))`` is least at
+    ``n* = √(a·B_noise / (b·T))``, clipped to ``[n_min, n_max]``. ``objective="cost"`` fits the serverless
+    dollars of a round, ``"time"`` its projected cloud seconds. ``B_noise`` is smoothed (EWMA) over rounds;
+    until two different counts have been seen the fit has nothing to go on, so the first rounds run
+    ``n_0`` and then a second count (twice or half of it).
+    """
+
+    name = "critical"
+    needs = frozenset({"gns"})
+
+    def __init__(self, n_min: int, n_max: int, fragment_steps: int, objective: str = "cost", n0: int = 16,
+                 ewma: float = 0.9, window: int = 20) -> None:
+        super().__init__(n_min, n_max)
+        self.steps, self.objective, self.n0, self.ewma = fragment_steps, objective, n0, ewma
+        self.window = window
+        self.noise: float | None = None  # smoothed B_noise (samples)
+        self.seen: deque[tuple[int, float]] = deque(maxlen=window)  # (n, the round's cost or seconds)
+
+    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+        if last_round is None:
+            return self.clip(self.n0)
+        n = int(last_round["n_actors"])
+        measure = as_finite(last_round.get("cost_serverless_usd" if self.objective == "cost" else "projected_round_s"))
+        if measure is not None:
+            self.seen.append((n, measure))
+        gns = as_finite(last_round.get("gns"))
+        if gns is not None:
+            self.noise = gns if self.noise is None else self.ewma * self.noise + (1 - self.ewma) * gns
+        fit = self.fit()
+        if fit is None:  # one count seen so far: try another, to learn what an actor adds
+            return self.clip(2 * n) if self.clip(2 * n) != n else self.clip(n // 2)
+        if self.noise is None:
+            return n
+        return self.best(*fit, self.noise)
+
+    def fit(self) -> tuple[float, float] | None:
+        """``(a, b)`` of ``D(n) = a + b·n`` by least squares over the recent rounds (None: one count seen)."""
+        ns = np.array([n for n, _ in self.seen], dtype=np.float64)
+        if len(set(ns.tolist())) < 2:
+            return None
+        b, a = np.polyfit(ns, np.array([d for _, d in self.seen]), 1)
+        return float(a), float(b)
+
+    def best(self, a: float, b: float, noise: float) -> int:
+        """``n*`` for round cost ``a + b·n`` and noise scale ``noise``: ``n_min`` when the noise is small (a
+        small batch already gives a full step's progress), ``n_max`` when an actor costs nothing extra."""
+        if noise <= 0:
+            self.score = 0.0
+            return self.n_min
+        if b <= 0:
+            self.score = float(self.n_max)
+            return self.n_max
+        n_star = math.sqrt(max(a, 0.0) * noise / (b * self.steps))
+        self.score = n_star
+        return self.clip(round(n_star))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "noise": self.noise, "seen": [list(p) for p in self.seen]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.noise = state["noise"]
+        self.seen.clear()
+        self.seen.extend((int(n), float(d)) for n, d in state["seen"])
