@@ -115,7 +115,9 @@ def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
     from minionsrl.learner import learners
     from minionsrl.learner.ppo import PPOParams
 
-    params = PPOParams(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(PPOParams)})
+    reference_batch = cfg.actors * cfg.fragment_length * cfg.envs_per_function  # what the budgets are relative to
+    params = PPOParams(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(PPOParams)
+                          if f.name != "reference_batch"}, reference_batch=reference_batch)
     norm = learners.Normalization(cfg.normalize_obs, cfg.normalize_reward, cfg.clip_obs, cfg.clip_reward)
     device = learner_device(cfg.device)
     if cfg.algo == "ppo":

@@ -30,6 +30,7 @@ SCALERS = ("fixed", "minions", "nitro", "critical", "hydrozoa", "kungfu", "gns-b
 PRESET_NAMES = ("auto", "classic", "mujoco", "atari")
 ALGOS = ("ppo", "appo", "impala")
 DEVICES = ("auto", "cpu", "cuda")
+LEARNER_BUDGETS = ("per-sample", "per-round", "fixed-compute")
 _MAX_HIDDEN = 16384
 FAULT_FIELDS = {kind: f"fault_{kind}" for kind in fault_kinds}
 
@@ -130,6 +131,12 @@ class TrainConfig:
     num_minibatches: int | None = _f(None, "minibatches per epoch (minibatch = batch / K: the SGD steps per round "
                                      "stay fixed as actors grow); exclusive with minibatch_size", min=1,
                                      group="learner")
+    learner_budget: str = _f("per-sample", "how the update's work follows the actor count: per-sample (minibatches "
+                             "of a fixed size: SGD steps grow with n), per-round (a fixed number of minibatches) or "
+                             "fixed-compute (a fixed number of steps of a fixed size: fewer epochs as n grows); the "
+                             "reference is a batch of --actors functions", choices=LEARNER_BUDGETS, group="learner")
+    lr_batch_scaling: str = _f("none", "learning rate for larger batches: none, or sqrt (times sqrt(batch / reference "
+                               "batch))", choices=("none", "sqrt"), group="learner")
     norm_adv: bool | None = _f(None, "normalise advantages per minibatch", group="learner")
     clip_coef: float | None = _f(None, "surrogate clipping coefficient", positive=True, group="learner")
     clip_vloss: bool | None = _f(None, "clip the value loss", group="learner")

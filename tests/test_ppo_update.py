@@ -58,3 +58,36 @@ def test_minibatches_are_equal_up_to_one_row_and_partition_each_epoch(rows, mini
 def test_whole_batch_is_one_step_per_epoch():
     seen = _minibatches(384, 256, epochs=3, whole_batch=True)
     assert [sorted(mb) for mb in seen] == [list(range(384))] * 3
+
+
+@pytest.mark.parametrize(("budget", "mb", "k", "expected"), [
+    # reference batch 8 actors x 512 = 4096 rows, 10 epochs; (minibatches per epoch, SGD steps) at 4, 8, 64 actors
+    ("per-sample", 64, None, [(32, 320), (64, 640), (512, 5120)]),      # steps grow with n (the presets' way)
+    ("per-round", 64, None, [(64, 640), (64, 640), (64, 640)]),         # 64 minibatches whatever n
+    ("per-round", None, 32, [(32, 320), (32, 320), (32, 320)]),         # ... or --num-minibatches
+    ("fixed-compute", 64, None, [(32, 640), (64, 640), (512, 640)]),    # 640 steps of 64 rows: 20, 10, 1.25 epochs
+])
+def test_learner_budgets(budget, mb, k, expected):
+    from minionsrl.learner.ppo import update_plan
+
+    p = PPOParams(update_epochs=10, minibatch_size=mb, num_minibatches=k, learner_budget=budget,
+                  reference_batch=4096)
+    assert [update_plan(n * 512, p) for n in (4, 8, 64)] == expected
+
+
+def test_fixed_compute_cuts_the_last_epoch_short_and_sqrt_scales_the_rate():
+    from minionsrl.learner.ppo import lr_factor
+
+    torch.manual_seed(0)
+    batch = _batch(96)
+    steps: list[int] = []
+
+    def counting_loss(policy, mb, p):
+        steps.append(len(mb.obs))
+        return ppo_loss(policy, mb, p)
+
+    p = PPOParams(update_epochs=2, minibatch_size=16, learner_budget="fixed-compute", reference_batch=64)
+    PPO(ActorCritic(ARCH), p, loss=counting_loss).update(batch, np.random.default_rng(0))
+    assert steps == [16] * 8  # 2 epochs x 4 minibatches of the reference: 8 steps, 1.33 epochs of 96 rows
+    assert lr_factor(256, PPOParams(lr_batch_scaling="sqrt", reference_batch=64)) == pytest.approx(2.0)
+    assert lr_factor(256, PPOParams(reference_batch=64)) == 1.0

@@ -20,7 +20,7 @@ from minionsrl.function.normalization import RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner.impala import impala_loss, vtrace_batch
 from minionsrl.learner.networks import make_policy, snapshot_of
-from minionsrl.learner.ppo import PPO, Batch, LossFn, PPOParams, ppo_loss
+from minionsrl.learner.ppo import PPO, Batch, LossFn, PPOParams, lr_factor, ppo_loss
 
 
 @dataclass(frozen=True)
@@ -50,24 +50,31 @@ class Learner(ABC):
         self.params, self.norm, self.device = params, norm, torch.device(device)
         self.policy = make_policy(arch).to(self.device)
         self.ppo = PPO(self.policy, params, type(self).loss)
+        self.lr = params.learning_rate
         self.obs_rms = RunningMeanStd((arch.obs_dim,)) if norm.obs else None
         self.ret_rms = RunningMeanStd(()) if norm.reward else None
 
     def set_learning_rate(self, lr: float) -> None:
-        self.ppo.set_learning_rate(lr)
+        """The round's learning rate (annealed), before any scaling with the batch (:func:`lr_factor`)."""
+        self.lr = lr
 
     def snapshot(self, version: int) -> PolicySnapshot:
         """The policy as rollout functions receive it."""
         return snapshot_of(self.policy, self.obs_rms, version, self.norm.clip_obs)
 
     def learn(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:
-        """Merge the fragments' normaliser statistics (in the given order), then update the policy."""
+        """Merge the fragments' normaliser statistics (in the given order), then update the policy with the
+        round's learning rate (scaled with the batch where asked); the rate used is in the statistics."""
         for frag in fragments:
             if self.obs_rms is not None:
                 self.obs_rms.update(frag.obs_moments)
             if self.ret_rms is not None:
                 self.ret_rms.update(frag.ret_moments)
-        return self._update(fragments, rng)
+        lr = self.lr * lr_factor(sum(len(f.rewards) for f in fragments), self.params)
+        self.ppo.set_learning_rate(lr)
+        learned = self._update(fragments, rng)
+        learned.stats["learning_rate"] = lr
+        return learned
 
     @abstractmethod
     def _update(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:

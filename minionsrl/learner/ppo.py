@@ -9,6 +9,7 @@ scaler chose.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -34,6 +35,12 @@ class PPOParams:
     update_epochs: int = 4
     minibatch_size: int | None = 128
     num_minibatches: int | None = None  # when set: this many minibatches per epoch, whatever the batch
+    # how the update's work follows the batch (DESIGN §1): "per-sample" (minibatches of a fixed size, SGD steps
+    # grow with the batch), "per-round" (a fixed number of minibatches) or "fixed-compute" (a fixed number of
+    # steps of a fixed size); the latter two, and the learning-rate rule, relative to ``reference_batch``
+    learner_budget: str = "per-sample"
+    reference_batch: int | None = None
+    lr_batch_scaling: str = "none"  # "sqrt": the learning rate times sqrt(batch / reference_batch)
     norm_adv: bool = True
     clip_coef: float = 0.2
     clip_vloss: bool = True
@@ -171,6 +178,29 @@ def minibatch_count(rows: int, p: PPOParams) -> int:
     return max(1, round(rows / p.minibatch_size))
 
 
+def update_plan(rows: int, p: PPOParams) -> tuple[int, int]:
+    """(minibatches per epoch, SGD steps in all) of an update on ``rows`` rows under ``p.learner_budget``."""
+    if p.learner_budget == "per-sample":
+        chunks = minibatch_count(rows, p)
+        return chunks, chunks * p.update_epochs
+    reference = p.reference_batch or rows
+    reference_chunks = p.num_minibatches or max(1, round(reference / p.minibatch_size))
+    if p.learner_budget == "per-round":  # the minibatches grow with the batch, their number does not
+        chunks = min(reference_chunks, rows)
+        return chunks, chunks * p.update_epochs
+    # fixed-compute: the reference's steps, each of the reference's minibatch size: fewer epochs as n grows
+    size = reference / reference_chunks
+    chunks = min(max(1, round(rows / size)), rows)
+    return chunks, reference_chunks * p.update_epochs
+
+
+def lr_factor(rows: int, p: PPOParams) -> float:
+    """The learning rate's multiplier for a batch of ``rows`` under ``p.lr_batch_scaling``."""
+    if p.lr_batch_scaling == "sqrt" and p.reference_batch:
+        return math.sqrt(rows / p.reference_batch)
+    return 1.0
+
+
 class PPO:
     """Owns the policy's optimiser and runs minibatch SGD on one round's batch: the clipped-surrogate
     loss by default; the V-trace learners (:mod:`minionsrl.learner.impala`) pass their own ``loss``."""
@@ -189,16 +219,17 @@ class PPO:
         """Run ``update_epochs`` epochs of minibatch SGD (``whole_batch``: one step per epoch on all of it);
         return CleanRL's loss statistics.
 
-        Each epoch splits a permutation of the rows into :func:`minibatch_count` minibatches of equal size up
-        to one row: exactly ``minibatch_size`` rows when that divides the batch (CleanRL's even split), and
-        otherwise no ragged tail (a 1-row tail would even skip advantage normalisation)."""
+        Each epoch splits a permutation of the rows into minibatches of equal size up to one row (their number
+        from :func:`update_plan`): exactly ``minibatch_size`` rows when that divides the batch (CleanRL's even
+        split), and otherwise no ragged tail (a 1-row tail would even skip advantage normalisation)."""
         p = self.params
         size = len(batch)
-        chunks = 1 if whole_batch else minibatch_count(size, p)
+        chunks, steps = (1, p.update_epochs) if whole_batch else update_plan(size, p)
         clipfracs: list[torch.Tensor] = []  # summed once at the end: no per-step .item() sync
         approx_kl = old_approx_kl = pg_loss = v_loss = entropy_loss = torch.zeros(())
-        for _ in range(p.update_epochs):
-            for idx in np.array_split(rng.permutation(size), chunks):
+        for epoch in range(math.ceil(steps / chunks)):
+            split = np.array_split(rng.permutation(size), chunks)
+            for idx in split[: steps - epoch * chunks]:  # the last epoch may be cut short (fixed compute)
                 out = self.loss(self.policy, batch.select(torch.from_numpy(idx)), p)
                 with torch.no_grad():
                     old_approx_kl = (-out.logratio).mean()
