@@ -27,7 +27,7 @@ from minionsrl.redact import check_config_secrets
 
 BACKENDS = ("local", "server", "ray", "lithops")
 SCALERS = ("fixed", "minions", "nitro", "critical", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
-PRESET_NAMES = ("auto", "classic", "mujoco", "atari")
+PRESET_NAMES = ("auto", "classic", "mujoco", "atari", "nitro")
 ALGOS = ("ppo", "appo", "impala")
 DEVICES = ("auto", "cpu", "cuda")
 LEARNER_BUDGETS = ("per-sample", "per-round", "fixed-compute")
@@ -40,17 +40,25 @@ PRESETS: dict[str, dict[str, Any]] = {
     "classic": dict(total_timesteps=500_000, fragment_length=128, eval_every=5, learning_rate=2.5e-4,
                     anneal_lr=True, gamma=0.99, gae_lambda=0.95, update_epochs=4, minibatch_size=128,
                     norm_adv=True, clip_coef=0.2, clip_vloss=True, ent_coef=0.01, vf_coef=0.5,
-                    max_grad_norm=0.5, normalize_obs=False, normalize_reward=False),
+                    max_grad_norm=0.5, normalize_obs=False, normalize_reward=False, kl_coef=0.0),
     "mujoco": dict(total_timesteps=1_000_000, fragment_length=512, eval_every=10, learning_rate=3e-4,
                    anneal_lr=True, gamma=0.99, gae_lambda=0.95, update_epochs=10, minibatch_size=64,
                    norm_adv=True, clip_coef=0.2, clip_vloss=True, ent_coef=0.0, vf_coef=0.5,
-                   max_grad_norm=0.5, normalize_obs=True, normalize_reward=True),
+                   max_grad_norm=0.5, normalize_obs=True, normalize_reward=True, kl_coef=0.0),
     # ppo_atari.py: 8 envs x 128 steps in 4 minibatches (256), clip 0.1, 10M steps.
     "atari": dict(total_timesteps=10_000_000, fragment_length=128, eval_every=50, learning_rate=2.5e-4,
                   anneal_lr=True, gamma=0.99, gae_lambda=0.95, update_epochs=4, minibatch_size=256,
                   norm_adv=True, clip_coef=0.1, clip_vloss=True, ent_coef=0.01, vf_coef=0.5,
-                  max_grad_norm=0.5, normalize_obs=False, normalize_reward=False),
+                  max_grad_norm=0.5, normalize_obs=False, normalize_reward=False, kl_coef=0.0),
 }
+# The papers' learner (--preset nitro), applied over the family preset: PPO as the published Nitro code ran it
+# on RLlib — one full-batch minibatch per epoch (so the SGD steps per round do not depend on n), 30 epochs,
+# lr 5e-5, GAE lambda 1.0, clip 0.3, the squared value error clipped at 10, value coefficient 1.0, no entropy
+# bonus, no gradient clipping, no observation filter, and the adaptive KL penalty (0.2, target 0.01).
+NITRO_PRESET: dict[str, Any] = dict(num_minibatches=1, update_epochs=30, learning_rate=5e-5, anneal_lr=False,
+                                    gae_lambda=1.0, clip_coef=0.3, vf_clip=10.0, vf_coef=1.0, ent_coef=0.0,
+                                    max_grad_norm=0.0, kl_coef=0.2, kl_target=0.01, normalize_obs=False,
+                                    normalize_reward=False)
 # Applied over the family preset. IMPALA takes one pass, one SGD step per group of whole fragments
 # (Espeholt et al. 2018); APPO keeps PPO's epochs, minibatches and clipping.
 ALGO_PRESETS: dict[str, dict[str, Any]] = {"ppo": {}, "appo": {}, "impala": dict(update_epochs=1)}
@@ -142,7 +150,13 @@ class TrainConfig:
     clip_vloss: bool | None = _f(None, "clip the value loss", group="learner")
     ent_coef: float | None = _f(None, "entropy bonus coefficient", min=0.0, group="learner")
     vf_coef: float | None = _f(None, "value loss coefficient", min=0.0, group="learner")
-    max_grad_norm: float | None = _f(None, "gradient clipping norm", positive=True, group="learner")
+    max_grad_norm: float | None = _f(None, "gradient clipping norm (0: no clipping)", min=0.0, group="learner")
+    vf_clip: float | None = _f(None, "clip the squared value error at this (RLlib's vf_clip_param; replaces "
+                               "clip_vloss)", positive=True, group="learner")
+    kl_coef: float | None = _f(None, "initial coefficient of an adaptive KL penalty (0: none)", min=0.0,
+                               group="learner")
+    kl_target: float | None = _f(None, "target KL of the adaptive penalty: its coefficient x1.5 above 2x the "
+                                 "target, halved below half of it", positive=True, group="learner")
     target_kl: float | None = _f(None, "stop the epochs early above this approx KL", positive=True, group="learner")
     normalize_obs: bool | None = _f(None, "normalise observations with running statistics", group="learner")
     normalize_reward: bool | None = _f(None, "scale rewards by the std of discounted returns", group="learner")
@@ -254,13 +268,16 @@ def build(overrides: dict[str, Any]) -> TrainConfig:
 
 def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
     """Fill unset fields from the preset (``auto``: by env family) and a default run dir; validate."""
-    name = (family if family in PRESETS else "classic") if cfg.preset == "auto" else cfg.preset
-    preset = {**PRESETS[name], **ALGO_PRESETS[cfg.algo]}
+    family = family if family in PRESETS else "classic"
+    name = family if cfg.preset in ("auto", "nitro") else cfg.preset
+    preset = {**PRESETS[name], **(NITRO_PRESET if cfg.preset == "nitro" else {}), **ALGO_PRESETS[cfg.algo]}
+    if "num_minibatches" in preset:  # a preset's minibatch count replaces the family's minibatch size
+        preset.pop("minibatch_size", None)
     if cfg.minibatch_size is not None and cfg.num_minibatches is not None:
         raise ConfigError("num_minibatches: set either num_minibatches or minibatch_size, not both")
-    # a minibatch count given by the user replaces the preset's minibatch size
-    filled = {k: v for k, v in preset.items()
-              if getattr(cfg, k) is None and not (k == "minibatch_size" and cfg.num_minibatches is not None)}
+    # a minibatch size or count given by the user replaces the preset's way of splitting the batch
+    user_split = {"minibatch_size", "num_minibatches"} if {cfg.minibatch_size, cfg.num_minibatches} != {None} else set()
+    filled = {k: v for k, v in preset.items() if getattr(cfg, k) is None and k not in user_split}
     cfg = dataclasses.replace(cfg, **filled)
     if cfg.run_dir is None:
         safe_env = cfg.env_id.replace("/", "_").replace(":", "_")

@@ -283,3 +283,20 @@ def test_num_minibatches_is_exclusive_with_minibatch_size_and_replaces_the_prese
     preset, _ = prepare_config(TrainConfig(env_id="Hopper-v5", max_rounds=1, run_dir="unused"))
     per_sample = make_learner(preset, PolicyArch.of(info, preset.hidden_sizes)).params
     assert [minibatch_count(n * 512, per_sample) for n in (4, 8, 64)] == [32, 64, 512]
+
+
+def test_preset_nitro_is_rllib_ppo_as_the_published_code_ran_it():
+    from minionsrl.build import make_learner, prepare_config
+    from minionsrl.function.numpy_policy import PolicyArch
+    from minionsrl.learner.ppo import update_plan
+
+    cfg, info = prepare_config(TrainConfig(env_id="Hopper-v5", preset="nitro", max_rounds=1, run_dir="unused"))
+    assert (cfg.num_minibatches, cfg.minibatch_size, cfg.update_epochs, cfg.learning_rate, cfg.gae_lambda) == (
+        1, None, 30, 5e-5, 1.0)
+    assert (cfg.clip_coef, cfg.vf_clip, cfg.vf_coef, cfg.ent_coef, cfg.max_grad_norm) == (0.3, 10.0, 1.0, 0.0, 0.0)
+    assert (cfg.kl_coef, cfg.kl_target, cfg.anneal_lr, cfg.fragment_length) == (0.2, 0.01, False, 512)
+    params = make_learner(cfg, PolicyArch.of(info, cfg.hidden_sizes)).params
+    assert [update_plan(n * 512, params) for n in (8, 64)] == [(1, 30), (1, 30)]  # 30 full-batch steps, any n
+    own, _ = prepare_config(TrainConfig(env_id="Hopper-v5", preset="nitro", minibatch_size=64, max_rounds=1,
+                                        run_dir="unused"))
+    assert (own.minibatch_size, own.num_minibatches) == (64, None)  # the user's split wins over the preset's

@@ -91,3 +91,33 @@ def test_fixed_compute_cuts_the_last_epoch_short_and_sqrt_scales_the_rate():
     assert steps == [16] * 8  # 2 epochs x 4 minibatches of the reference: 8 steps, 1.33 epochs of 96 rows
     assert lr_factor(256, PPOParams(lr_batch_scaling="sqrt", reference_batch=64)) == pytest.approx(2.0)
     assert lr_factor(256, PPOParams(reference_batch=64)) == 1.0
+
+
+def test_adaptive_kl_rule_on_a_worked_example():
+    """RLlib's rule, coefficient 0.2 and target 0.01: x1.5 when the KL exceeds 0.02, halved below 0.005."""
+    from minionsrl.learner.ppo import adapt_kl_coef
+
+    coef, trace = 0.2, []
+    for kl in (0.03, 0.025, 0.01, 0.004, 0.02, 0.0):
+        coef = adapt_kl_coef(coef, kl, 0.01)
+        trace.append(round(coef, 6))
+    assert trace == [0.3, 0.45, 0.45, 0.225, 0.225, 0.1125]  # 0.02 is not above 2x the target: unchanged
+
+
+def test_rllib_loss_terms_and_the_coefficient_adapting_after_an_update():
+    from minionsrl.learner.ppo import PPO
+
+    torch.manual_seed(0)
+    batch, policy = _batch(64), ActorCritic(ARCH)
+    plain = ppo_loss(policy, batch, PPOParams(clip_vloss=False))
+    rllib = ppo_loss(policy, batch, PPOParams(vf_clip=0.5, kl_coef=0.2))
+    _, _, value = policy.evaluate(batch.obs, batch.actions)
+    assert rllib.v_loss.item() == pytest.approx(((value - batch.returns) ** 2).clamp(max=0.5).mean().item())
+    kl = ((plain.ratio - 1) - plain.logratio).mean()
+    expected = plain.pg_loss - 0.01 * plain.entropy + 0.5 * rllib.v_loss + 0.2 * kl  # default ent and vf coefs
+    assert rllib.loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    ppo = PPO(policy, PPOParams(update_epochs=5, num_minibatches=1, learning_rate=0.05, kl_coef=0.2, kl_target=1e-6,
+                                max_grad_norm=0.0))
+    ppo.update(batch, np.random.default_rng(0))
+    assert ppo.kl_coef == pytest.approx(0.3)  # a large step: the KL was far above twice the tiny target
+    assert ppo.current_params.kl_coef == pytest.approx(0.3)

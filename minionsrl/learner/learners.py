@@ -83,6 +83,7 @@ class Learner(ABC):
     def state_dict(self) -> dict[str, Any]:
         """Weights, optimiser, normalisers and torch's RNG (weights-only loadable)."""
         return {"policy": self.policy.state_dict(), "optimizer": self.ppo.optimizer.state_dict(),
+                "kl_coef": self.ppo.kl_coef,
                 "torch_rng": torch.get_rng_state(),
                 "obs_rms": _tensors(self.obs_rms.state_dict()) if self.obs_rms else None,
                 "ret_rms": _tensors(self.ret_rms.state_dict()) if self.ret_rms else None}
@@ -90,6 +91,7 @@ class Learner(ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.policy.load_state_dict(state["policy"])
         self.ppo.optimizer.load_state_dict(state["optimizer"])
+        self.ppo.kl_coef = float(state.get("kl_coef", self.params.kl_coef))
         torch.set_rng_state(state["torch_rng"])
         for rms, saved in ((self.obs_rms, state["obs_rms"]), (self.ret_rms, state["ret_rms"])):
             if rms is not None:

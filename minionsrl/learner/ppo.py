@@ -41,6 +41,11 @@ class PPOParams:
     learner_budget: str = "per-sample"
     reference_batch: int | None = None
     lr_batch_scaling: str = "none"  # "sqrt": the learning rate times sqrt(batch / reference_batch)
+    # RLlib's PPO (the published Nitro code's learner): the squared value error clipped at ``vf_clip`` (instead of
+    # CleanRL's clipped value change), and an adaptive KL penalty ``kl_coef · KL`` steered towards ``kl_target``
+    vf_clip: float | None = None
+    kl_coef: float = 0.0
+    kl_target: float | None = None
     norm_adv: bool = True
     clip_coef: float = 0.2
     clip_vloss: bool = True
@@ -155,14 +160,28 @@ def ppo_loss(policy: Policy, mb: Batch, p: PPOParams) -> LossTerms:
     if p.norm_adv and len(adv) > 1:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
     pg_loss = clipped_surrogate(adv, ratio, p.clip_coef)
-    if p.clip_vloss:
+    if p.vf_clip is not None:  # RLlib: the squared error itself is clipped (and not halved)
+        v_loss = ((newvalue - mb.returns) ** 2).clamp(max=p.vf_clip).mean()
+    elif p.clip_vloss:
         v_clipped = mb.values + (newvalue - mb.values).clamp(-p.clip_coef, p.clip_coef)
         v_loss = 0.5 * torch.max((newvalue - mb.returns) ** 2, (v_clipped - mb.returns) ** 2).mean()
     else:
         v_loss = 0.5 * ((newvalue - mb.returns) ** 2).mean()
     entropy_loss = entropy.mean()
     loss = pg_loss - p.ent_coef * entropy_loss + v_loss * p.vf_coef
+    if p.kl_coef:  # the KL to the behaviour policy, by the (ratio − 1) − log ratio estimator (always ≥ 0)
+        loss = loss + p.kl_coef * ((ratio - 1) - logratio).mean()
     return LossTerms(loss, pg_loss, v_loss, entropy_loss, logratio, ratio)
+
+
+def adapt_kl_coef(coef: float, kl: float, target: float) -> float:
+    """RLlib's adaptive KL coefficient after an update whose mean KL was ``kl``: times 1.5 above twice the
+    target, halved below half of it, else unchanged."""
+    if kl > 2.0 * target:
+        return coef * 1.5
+    if kl < 0.5 * target:
+        return coef * 0.5
+    return coef
 
 
 LossFn = Callable[[Policy, Batch, PPOParams], LossTerms]
@@ -209,7 +228,15 @@ class PPO:
         self.policy = policy
         self.params = params
         self.loss = loss
+        self.kl_coef = params.kl_coef  # adapted after every update when params.kl_target is set
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=params.learning_rate, eps=1e-5, fused=True)
+
+    @property
+    def current_params(self) -> PPOParams:
+        """The parameters with the KL coefficient as adapted so far."""
+        if self.kl_coef == self.params.kl_coef:
+            return self.params
+        return dataclasses.replace(self.params, kl_coef=self.kl_coef)
 
     def set_learning_rate(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
@@ -222,9 +249,10 @@ class PPO:
         Each epoch splits a permutation of the rows into minibatches of equal size up to one row (their number
         from :func:`update_plan`): exactly ``minibatch_size`` rows when that divides the batch (CleanRL's even
         split), and otherwise no ragged tail (a 1-row tail would even skip advantage normalisation)."""
-        p = self.params
+        p = self.current_params
         size = len(batch)
         chunks, steps = (1, p.update_epochs) if whole_batch else update_plan(size, p)
+        kls: list[torch.Tensor] = []
         clipfracs: list[torch.Tensor] = []  # summed once at the end: no per-step .item() sync
         approx_kl = old_approx_kl = pg_loss = v_loss = entropy_loss = torch.zeros(())
         for epoch in range(math.ceil(steps / chunks)):
@@ -235,14 +263,18 @@ class PPO:
                     old_approx_kl = (-out.logratio).mean()
                     approx_kl = ((out.ratio - 1) - out.logratio).mean()
                     clipfracs.append(((out.ratio - 1.0).abs() > p.clip_coef).float().mean())
+                    kls.append(approx_kl)
                 pg_loss, v_loss, entropy_loss, loss = out.pg_loss, out.v_loss, out.entropy, out.loss
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                nn.utils.clip_grad_norm_(self.policy.parameters(), p.max_grad_norm)
+                if p.max_grad_norm:  # 0: no clipping (RLlib's default)
+                    nn.utils.clip_grad_norm_(self.policy.parameters(), p.max_grad_norm)
                 self.optimizer.step()
             if p.target_kl is not None and approx_kl.item() > p.target_kl:
                 break
 
+        if p.kl_target is not None and kls:  # after the update, on its mean KL (RLlib's rule)
+            self.kl_coef = adapt_kl_coef(self.kl_coef, torch.stack(kls).mean().item(), p.kl_target)
         y_pred, y_true = batch.values.cpu().numpy(), batch.returns.cpu().numpy()
         var_y = np.var(y_true)
         explained_var = float("nan") if var_y == 0 else float(1 - np.var(y_true - y_pred) / var_y)

@@ -169,7 +169,7 @@ class Trainer:
         if not wanted:
             return {}
         seed = invocation_seed(self.cfg.seed, self.round, 0, wire.SEED_STREAMS["detect"])
-        return detect(wanted, self.learner.policy, learned.batch, self.learner.params, n, seed,
+        return detect(wanted, self.learner.policy, learned.batch, self.learner.ppo.current_params, n, seed,
                       self.cfg.detector_samples, self.cfg.lanczos_iterations)
 
     def _bill_and_log(self, r: RoundResult) -> dict[str, Any]:
