@@ -43,8 +43,8 @@ class RemoteBackend(Backend):
     # -- the Backend primitives ------------------------------------------------------------------
     def submit(self, requests: list[dict[str, Any]]) -> None:
         payloads = [json.dumps(r).encode() for r in requests]
+        sent = time.perf_counter()  # before the calls start: a quick one can end before _start returns
         handles = self._start(payloads)
-        sent = time.perf_counter()
         for request, payload, handle in zip(requests, payloads, handles, strict=True):
             self._pending[handle] = Pending(request, payload, sent, handle)
 
