@@ -66,12 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_flags(train)
 
     cmp = sub.add_parser("compare", help="scalers x seeds on one env: CSV, Markdown table, PNG curves")
-    cmp.add_argument("--scalers", required=True, help="comma-separated arms scaler[:n][@backend], e.g. "
-                     "fixed:16@server,fixed:16,nitro")
+    cmp.add_argument("--scalers", required=True, help="comma-separated arms scaler[:n][@backend][/learner-budget], "
+                     "e.g. fixed:16@server,fixed:16,nitro,fixed:64/per-round")
     cmp.add_argument("--seeds", type=int, default=3, help="seeds 1..K per arm")
     cmp.add_argument("--rounds", type=int, required=True, help="rounds per run")
     cmp.add_argument("--out", default=None, help="output directory (default runs/compare-<env>)")
     cmp.add_argument("--target", type=float, default=None, help="report the time to reach this eval return")
+    cmp.add_argument("--dollar-budget", type=float, default=None, help="report each arm's return when it had spent "
+                     "this many dollars (default: the cheapest run's total)")
     cmp.add_argument("--config", metavar="FILE.yaml", help="YAML file with config fields shared by every run")
     _add_config_flags(cmp)
 
@@ -214,25 +216,29 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     import dataclasses
+    from pathlib import Path
 
     from minionsrl.build import prepare_config
-    from minionsrl.experiments.compare import Arm, markdown_table, run_compare
+    from minionsrl.experiments.compare import Arm, run_compare
 
     arms = [Arm.parse(a) for a in args.scalers.split(",") if a.strip()]
     if not arms:
         raise ConfigError("--scalers: name at least one arm")
     if args.seeds < 1 or args.rounds < 1:
         raise ConfigError("--seeds and --rounds must be >= 1")
+    if args.dollar_budget is not None and not args.dollar_budget > 0:
+        raise ConfigError("--dollar-budget must be > 0")
     base, _ = train_config(args)
     base = dataclasses.replace(base, max_rounds=args.rounds, total_timesteps=None)
     for arm in arms:  # every arm's config is checked before the first run starts
         prepare_config(dataclasses.replace(arm.apply(base), run_dir="unused"))
     out = args.out or f"runs/compare-{base.env_id.replace(':', '_').replace('/', '_')}"
-    results = run_compare(base, arms, list(range(1, args.seeds + 1)), out, args.target,
-                          on_run=lambda label, seed: print(f"compare: {label} seed {seed}", file=sys.stderr))
-    print(markdown_table(results, arms, args.target))
-    print(f"outputs in {out}/ (compare.csv, compare.md, return_vs_round.png, return_vs_dollars.png, "
-          "actors_per_round.png)")
+    run_compare(base, arms, list(range(1, args.seeds + 1)), out, args.target,
+                on_run=lambda label, seed: print(f"compare: {label} seed {seed}", file=sys.stderr),
+                dollar_budget=args.dollar_budget)
+    print(Path(out, "compare.md").read_text())
+    print(f"outputs in {out}/ (compare.csv, compare.md, pareto.png, return_vs_round.png, return_vs_steps.png, "
+          "return_vs_dollars.png, return_vs_projected_time.png, actors_per_round.png)")
     return 0
 
 

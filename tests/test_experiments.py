@@ -31,6 +31,10 @@ def _cfg(tmp_path, **changes) -> TrainConfig:
 
 def test_arm_parsing() -> None:
     assert Arm.parse("fixed:16@server") == Arm("fixed", 16, "server")
+    assert Arm.parse("fixed:64/per-round") == Arm("fixed", 64, "local", "per-round")
+    assert Arm.parse("nitro@ray/fixed-compute").label == "nitro@ray+fixed-compute"
+    with pytest.raises(ConfigError, match="learner budget"):
+        Arm.parse("fixed:8/per-day")
     assert Arm.parse("nitro").label == "nitro"
     assert Arm.parse("fixed:16@server").label == "fixed-16@server"
     with pytest.raises(ConfigError, match="not one of"):
@@ -43,8 +47,13 @@ def test_compare_writes_table_csv_and_plots_and_server_learns_the_same(tmp_path)
     arms = [Arm("fixed", 4, "server"), Arm("fixed", 4), Arm("hydrozoa")]
     results = run_compare(_cfg(tmp_path), arms, [1], tmp_path / "cmp", target_return=1.0)
     assert [r["arm"] for r in results] == ["fixed-4@server", "fixed-4", "hydrozoa"]  # one seed: arm order
-    for name in ("compare.csv", "compare.md", "return_vs_round.png", "return_vs_dollars.png", "actors_per_round.png"):
+    for name in ("compare.csv", "compare.md", "pareto.png", "return_vs_round.png", "return_vs_steps.png",
+                 "return_vs_dollars.png", "return_vs_projected_time.png", "actors_per_round.png"):
         assert (tmp_path / "cmp" / name).stat().st_size > 0
+    assert all(r["usd_to_target"] is not None for r in results)
+    cheapest = min(results, key=lambda r: r["cost_usd"])  # the default budget: it has spent exactly that
+    assert cheapest["return_at_budget"] == cheapest["final_eval_return"]
+    assert "Pareto" in (tmp_path / "cmp" / "compare.md").read_text()
     server, local = (read_metrics(tmp_path / "cmp" / "runs" / f"{a}__s1") for a in ("fixed-4@server", "fixed-4"))
     assert [[r[c] for c in LEARNING_COLUMNS] for r in server] == [[r[c] for c in LEARNING_COLUMNS] for r in local]
     by_arm = {r["arm"]: r for r in results}
@@ -109,6 +118,20 @@ def test_summary_says_why_the_run_stopped_and_is_valid_json(tmp_path) -> None:
     session.write_summary(Progress(), None, {"serverless": 0.0, "server": 0.0}, 0.0)
     fresh = _strict_json(tmp_path / "fresh" / "summary.json")
     assert fresh["final_eval_return"] is None and fresh["best_eval_return"] is None and fresh["stopped_by"] is None
+
+
+def test_pareto_front_return_at_budget_and_bootstrap_interval() -> None:
+    from minionsrl.experiments.compare import _return_at, bootstrap_ci, pareto_front
+
+    points = {"cheap-weak": (1.0, 100.0), "dear-strong": (3.0, 300.0), "dominated": (3.0, 200.0),
+              "cheap-strong": (1.0, 150.0)}
+    assert pareto_front(points) == ["dear-strong", "cheap-strong"]
+    rows = [{"cum_cost_serverless_usd": str(c), "eval_return_mean": e} for c, e in
+            ((0.1, ""), (0.2, "10"), (0.3, ""), (0.4, "30"))]
+    assert _return_at(rows, "cum_cost_serverless_usd", 0.35) == 10.0  # the last evaluation known by then
+    assert _return_at(rows, "cum_cost_serverless_usd", 0.05) is None
+    lo, hi = bootstrap_ci([1.0, 2.0, 3.0, 4.0])
+    assert 1.0 <= lo < 2.5 < hi <= 4.0 and bootstrap_ci([5.0]) == (5.0, 5.0)
 
 
 def test_server_backend_waits_for_new_hosts_only_when_asked(tmp_path) -> None:

@@ -1,9 +1,15 @@
 """``minionsrl compare``: scalers × seeds on one env → CSV, Markdown table and PNG curves (DESIGN §7).
 
-An *arm* is ``scaler[:n][@backend]``: ``fixed:16@server`` is the server-based baseline, ``fixed:16``
-the same actors as functions, ``nitro`` the Nitro scaler. Each (arm, seed) is one ordinary run in
+An *arm* is ``scaler[:n][@backend][/learner-budget]``: ``fixed:16@server`` is the server-based baseline,
+``fixed:16`` the same actors as functions, ``nitro`` the Nitro scaler, ``fixed:64/per-round`` 64 actors
+whose learner keeps the reference's minibatch count. Each (arm, seed) is one ordinary run in
 ``OUT/runs/<arm>__s<seed>``; finished runs are reused and interrupted ones resumed, so a cut
-comparison continues where it stopped.
+comparison continues where it stopped (across sessions too).
+
+Per arm it reports the mean over seeds with a bootstrap 95% interval, the dollars to reach the target
+return, the return at a fixed dollar budget (the cheapest arm's total unless given), and which arms are
+on the Pareto front of (dollars, final return); curves of return vs round, env steps, dollars and
+projected cloud time.
 """
 
 from __future__ import annotations
@@ -23,12 +29,13 @@ from minionsrl import config
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.experiments import tables
-from minionsrl.experiments.plots import forward_fill, line_plot
+from minionsrl.experiments.plots import forward_fill, line_plot, scatter_plot
 from minionsrl.loop.metrics import read_metrics
 
-RUN_COLUMNS = ["arm", "scaler", "backend", "seed", "rounds", "env_steps", "final_eval_return", "best_eval_return",
-               "train_return_last100", "wall_s", "projected_cloud_s", "cost_serverless_usd", "cost_server_usd",
-               "cost_usd", "mean_actors", "time_to_target_s", "projected_time_to_target_s"]
+RUN_COLUMNS = ["arm", "scaler", "backend", "learner_budget", "seed", "rounds", "env_steps", "final_eval_return",
+               "best_eval_return", "train_return_last100", "wall_s", "projected_cloud_s", "cost_serverless_usd",
+               "cost_server_usd", "cost_usd", "mean_actors", "time_to_target_s", "projected_time_to_target_s",
+               "usd_to_target", "return_at_budget"]
 
 
 @dataclass(frozen=True)
@@ -38,16 +45,21 @@ class Arm:
     scaler: str
     actors: int | None = None
     backend: str = "local"
+    learner_budget: str | None = None  # None: the base config's
 
     @property
     def label(self) -> str:
         name = self.scaler if self.actors is None else f"{self.scaler}-{self.actors}"
-        return name if self.backend == "local" else f"{name}@{self.backend}"
+        name = name if self.backend == "local" else f"{name}@{self.backend}"
+        return name if self.learner_budget is None else f"{name}+{self.learner_budget}"
 
     @classmethod
     def parse(cls, text: str) -> Arm:
-        """``scaler[:n][@backend]``, e.g. ``fixed:16@server``."""
-        body, _, backend = text.strip().partition("@")
+        """``scaler[:n][@backend][/learner-budget]``, e.g. ``fixed:16@server`` or ``fixed:64/per-round``."""
+        text, _, budget = text.strip().partition("/")
+        if budget and budget not in config.LEARNER_BUDGETS:
+            raise ConfigError(f"--scalers: learner budget {budget!r} is not one of {', '.join(config.LEARNER_BUDGETS)}")
+        body, _, backend = text.partition("@")
         scaler, _, n = body.partition(":")
         if scaler not in config.SCALERS:
             raise ConfigError(f"--scalers: {scaler!r} is not one of {', '.join(config.SCALERS)}")
@@ -55,18 +67,20 @@ class Arm:
             raise ConfigError(f"--scalers: backend {backend!r} in {text!r} is not one of {', '.join(config.BACKENDS)}")
         if n and not n.isdigit():
             raise ConfigError(f"--scalers: {text!r}: the actor count after ':' must be a positive integer")
-        return cls(scaler, int(n) if n else None, backend or "local")
+        return cls(scaler, int(n) if n else None, backend or "local", budget or None)
 
     def apply(self, cfg: TrainConfig) -> TrainConfig:
         changes: dict[str, Any] = {"scaler": self.scaler, "backend": self.backend}
         if self.actors is not None:
             changes["actors"] = self.actors
+        if self.learner_budget is not None:
+            changes["learner_budget"] = self.learner_budget
         return dataclasses.replace(cfg, **changes)
 
 
 def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: str | Path,
-                target_return: float | None = None,
-                on_run: Callable[[str, int], None] | None = None) -> list[dict[str, Any]]:
+                target_return: float | None = None, on_run: Callable[[str, int], None] | None = None,
+                dollar_budget: float | None = None) -> list[dict[str, Any]]:
     """Run (or reuse) every arm × seed, then write compare.csv, compare.md and the plots."""
     from minionsrl.build import make_trainer
 
@@ -82,8 +96,29 @@ def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: s
                 cfg = dataclasses.replace(arm.apply(base), seed=seed, run_dir=str(run_dir), progress=False)
                 make_trainer(cfg, resume=(run_dir / "metrics.csv").exists()).run()
             results.append(_run_row(arm, seed, run_dir, target_return))
-    _write_outputs(results, arms, out_dir, base.env_id, target_return)
+    if dollar_budget is None:  # the cheapest run's total: every arm has spent at least that much
+        dollar_budget = min(r["cost_usd"] for r in results)
+    for row in results:
+        row["return_at_budget"] = _return_at(read_metrics(Path(out_dir) / "runs" / f"{row['arm']}__s{row['seed']}"),
+                                             _cost_column(row["backend"]), dollar_budget)
+    _write_outputs(results, arms, out_dir, base.env_id, target_return, dollar_budget)
     return results
+
+
+def _cost_column(backend: str) -> str:
+    """What an arm really pays, cumulated: servers for the server backend, functions otherwise."""
+    return "cum_cost_server_usd" if backend == "server" else "cum_cost_serverless_usd"
+
+
+def _return_at(rows: list[dict[str, str]], cost_column: str, dollars: float) -> float | None:
+    """The last evaluation return known when the run had spent ``dollars`` (None: none by then)."""
+    known = None
+    for r in rows:
+        if float(r[cost_column]) > dollars * (1 + 1e-9):
+            break
+        if r["eval_return_mean"]:
+            known = float(r["eval_return_mean"])
+    return known
 
 
 def _run_row(arm: Arm, seed: int, run_dir: Path, target: float | None) -> dict[str, Any]:
@@ -94,7 +129,8 @@ def _run_row(arm: Arm, seed: int, run_dir: Path, target: float | None) -> dict[s
                if target is not None and r["eval_return_mean"] and float(r["eval_return_mean"]) >= target]
     first = reached[0] if reached else None
     return {
-        "arm": arm.label, "scaler": arm.scaler, "backend": arm.backend, "seed": seed, "rounds": summary["rounds"],
+        "arm": arm.label, "scaler": arm.scaler, "backend": arm.backend,
+        "learner_budget": summary["config"]["learner_budget"], "seed": seed, "rounds": summary["rounds"],
         "env_steps": summary["env_steps"], "final_eval_return": summary["final_eval_return"],
         "best_eval_return": summary["best_eval_return"], "train_return_last100": summary["train_return_last100"],
         "wall_s": summary["wall_s"], "projected_cloud_s": summary["projected_cloud_s"],
@@ -104,39 +140,82 @@ def _run_row(arm: Arm, seed: int, run_dir: Path, target: float | None) -> dict[s
         "mean_actors": float(np.mean([int(r["n_actors"]) for r in rows])),
         "time_to_target_s": float(rows[first - 1]["wall_s"]) if first else None,
         "projected_time_to_target_s": sum(float(r["projected_round_s"]) for r in rows[:first]) if first else None,
+        "usd_to_target": float(rows[first - 1][_cost_column(arm.backend)]) if first else None,
     }
 
 
-def _mean_std(values: list[Any]) -> str:
+def bootstrap_ci(values: list[float], level: float = 0.95, draws: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """A percentile bootstrap interval of the mean over seeds (a single value is its own interval)."""
+    vals = np.asarray(values, dtype=np.float64)
+    if len(vals) < 2:
+        return float(vals[0]), float(vals[0])
+    means = np.random.default_rng(seed).choice(vals, (draws, len(vals))).mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def _mean_ci(values: list[Any]) -> str:
     vals = [float(v) for v in values if v is not None]
     if not vals:
         return "–"
     if len(vals) == 1:
         return f"{vals[0]:.4g}"
-    return f"{np.mean(vals):.4g} ± {np.std(vals):.2g}"
+    lo, hi = bootstrap_ci(vals)
+    return f"{np.mean(vals):.4g} [{lo:.4g}, {hi:.4g}]"
 
 
-def markdown_table(results: list[dict[str, Any]], arms: list[Arm], target: float | None) -> str:
-    """Mean ± std over seeds per arm."""
+def pareto_front(points: dict[str, tuple[float, float]]) -> list[str]:
+    """Labels whose (cost, return) no other point beats: as cheap or cheaper and as good or better, one
+    strictly."""
+    return [a for a, (ca, ra) in points.items()
+            if not any((cb <= ca and rb >= ra) and (cb < ca or rb > ra) for b, (cb, rb) in points.items() if b != a)]
+
+
+def markdown_table(results: list[dict[str, Any]], arms: list[Arm], target: float | None,
+                   dollar_budget: float | None = None) -> str:
+    """Per arm, over seeds: the mean with a bootstrap 95% interval; the Pareto front of (dollars, return)."""
     cols = ["final_eval_return", "best_eval_return", "wall_s", "projected_cloud_s", "cost_serverless_usd",
             "cost_server_usd", "cost_usd", "mean_actors"]
     if target is not None:
-        cols += ["time_to_target_s", "projected_time_to_target_s"]
+        cols += ["time_to_target_s", "projected_time_to_target_s", "usd_to_target"]
+    if dollar_budget is not None:
+        cols += ["return_at_budget"]
+    front = pareto_front(_arm_points(results, arms))
     table = []
     for arm in arms:
         rows = [r for r in results if r["arm"] == arm.label]
-        table.append([arm.label, len(rows), *(_mean_std([r[c] for r in rows]) for c in cols)])
-    return tables.markdown_table(["arm", "seeds", *cols], table)
+        table.append([arm.label, len(rows), *(_mean_ci([r[c] for r in rows]) for c in cols),
+                      "yes" if arm.label in front else ""])
+    return tables.markdown_table(["arm", "seeds", *cols, "Pareto"], table)
+
+
+def _arm_points(results: list[dict[str, Any]], arms: list[Arm]) -> dict[str, tuple[float, float]]:
+    """Each arm's mean (dollars, final return) over its seeds."""
+    points = {}
+    for arm in arms:
+        rows = [r for r in results if r["arm"] == arm.label and r["final_eval_return"] is not None]
+        if rows:
+            points[arm.label] = (float(np.mean([r["cost_usd"] for r in rows])),
+                                 float(np.mean([r["final_eval_return"] for r in rows])))
+    return points
 
 
 def _write_outputs(results: list[dict[str, Any]], arms: list[Arm], out_dir: Path, env_id: str,
-                   target: float | None) -> None:
+                   target: float | None, dollar_budget: float) -> None:
     with open(out_dir / "compare.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, RUN_COLUMNS)
         writer.writeheader()
         writer.writerows(results)
-    (out_dir / "compare.md").write_text(f"# compare: {env_id}\n\n{markdown_table(results, arms, target)}\n")
-    curves: dict[str, dict[str, tuple]] = {"return": {}, "dollars": {}, "actors": {}}
+    table = markdown_table(results, arms, target, dollar_budget)
+    (out_dir / "compare.md").write_text(
+        f"# compare: {env_id}\n\nMean over seeds [bootstrap 95% interval]; `return_at_budget`: the return known "
+        f"at ${dollar_budget:.4g}; Pareto: no other arm is as cheap and as good (`pareto.png`).\n\n{table}\n")
+    points = _arm_points(results, arms)
+    front = pareto_front(points)
+    scatter_plot([c for c, _ in points.values()], [r for _, r in points.values()], "mean cost (USD)",
+                 "mean final eval return", f"{env_id}: dollars vs return (Pareto front labelled)",
+                 out_dir / "pareto.png", labels=[a if a in front else "" for a in points], fit=False)
+    curves: dict[str, dict[str, tuple]] = {"return": {}, "dollars": {}, "actors": {}, "steps": {}, "projected": {}}
     bands: dict[str, tuple] = {}
     for arm in arms:
         runs = [read_metrics(out_dir / "runs" / f"{arm.label}__s{r['seed']}") for r in results if r["arm"] == arm.label]
@@ -144,8 +223,9 @@ def _write_outputs(results: list[dict[str, Any]], arms: list[Arm], out_dir: Path
         rounds = np.arange(1, length + 1)
         returns = np.array([forward_fill([float(x["eval_return_mean"]) if x["eval_return_mean"] else None
                                           for x in m[:length]]) for m in runs])
-        cost_col = "cum_cost_server_usd" if arm.backend == "server" else "cum_cost_serverless_usd"
-        dollars = np.array([[float(x[cost_col]) for x in m[:length]] for m in runs])
+        dollars = np.array([[float(x[_cost_column(arm.backend)]) for x in m[:length]] for m in runs])
+        steps = np.array([[int(x["env_steps"]) for x in m[:length]] for m in runs])
+        projected = np.array([np.cumsum([float(x["projected_round_s"]) for x in m[:length]]) for m in runs])
         actors = np.array([[int(x["n_actors"]) for x in m[:length]] for m in runs])
         with warnings.catch_warnings():  # rounds before the first evaluation are all-NaN: left blank
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -154,9 +234,15 @@ def _write_outputs(results: list[dict[str, Any]], arms: list[Arm], out_dir: Path
         curves["return"][arm.label] = (rounds, mean_return)
         curves["dollars"][arm.label] = (dollars.mean(axis=0), mean_return)
         curves["actors"][arm.label] = (rounds, actors.mean(axis=0))
+        curves["steps"][arm.label] = (steps.mean(axis=0), mean_return)
+        curves["projected"][arm.label] = (projected.mean(axis=0), mean_return)
     line_plot(curves["return"], "round", "eval return (mean over seeds; band: min–max)", f"{env_id}: return",
               out_dir / "return_vs_round.png", bands)
     line_plot(curves["dollars"], "cumulative cost (USD)", "eval return", f"{env_id}: return vs dollars",
               out_dir / "return_vs_dollars.png")
     line_plot(curves["actors"], "round", "actors (mean over seeds)", f"{env_id}: actors per round",
               out_dir / "actors_per_round.png")
+    line_plot(curves["steps"], "env steps", "eval return", f"{env_id}: return vs env steps",
+              out_dir / "return_vs_steps.png")
+    line_plot(curves["projected"], "projected cloud time (s)", "eval return", f"{env_id}: return vs projected time",
+              out_dir / "return_vs_projected_time.png")

@@ -64,12 +64,15 @@ def run_plots(rows: list[dict[str, str]], out_dir: str | Path, title: str) -> li
 
 
 def scatter_plot(x: Sequence[float], y: Sequence[float], xlabel: str, ylabel: str, title: str,
-                 path: str | Path) -> Path:
-    """Points with a least-squares line."""
+                 path: str | Path, labels: Sequence[str] | None = None, fit: bool = True) -> Path:
+    """Points, optionally labelled, with a least-squares line (``fit``)."""
     fig, ax = plt.subplots(figsize=(6, 4.2), dpi=110)
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     ax.scatter(x, y, s=18)
-    if len(x) >= 2 and np.std(x) > 0:
+    for xi, yi, label in zip(x, y, labels or [], strict=False):
+        if label:
+            ax.annotate(label, (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    if fit and len(x) >= 2 and np.std(x) > 0:
         slope, intercept = np.polyfit(x, y, 1)
         xs = np.linspace(x.min(), x.max(), 50)
         ax.plot(xs, slope * xs + intercept, color="gray", linewidth=1)
