@@ -205,6 +205,13 @@ def test_scheduler_training_runs_jobs_and_the_shipped_one_loads(tmp_path) -> Non
     assert all(r["reached"] == "False" and float(r["episode_return"]) < 0 for r in curve)
     summary = make_trainer(_cfg(tmp_path, scaler="minions", scheduler=str(out), run_dir=str(tmp_path / "m"))).run()
     assert summary["scaler"] == "minions"
-    agent, meta = load_agent(None)  # the scheduler shipped with the package
+    rows = read_metrics(tmp_path / "m")
+    assert all(r["gns"] for r in rows)  # a new scheduler reads the noise scale: the detector runs for it
+    # a training cut short goes on where it stopped
+    out = train_scheduler(_cfg(tmp_path, max_rounds=3), jobs=3, target=500.0, out=out, n_max=8)
+    assert [int(r["job"]) for r in csv.DictReader(open(out.with_suffix(".curve.csv")))] == [1, 2, 3]  # noqa: SIM115
+    assert load_agent(out)[1]["jobs"] == 3
+    agent, meta = load_agent(None)  # the scheduler shipped with the package: the first eight features
     assert meta["env_id"] == "CartPole-v1" and agent.n_max == meta["n_max"]
+    assert "gns" not in agent.features and len(agent.features) == 8
     json.dumps(meta)

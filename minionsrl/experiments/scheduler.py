@@ -24,7 +24,7 @@ from torch import nn
 from minionsrl.config import TrainConfig
 from minionsrl.experiments.plots import line_plot
 from minionsrl.learner.ppo import clipped_surrogate
-from minionsrl.scaling.minions import Episode, MinionsScaler, SchedulerAgent, SchedulerHyper, save_agent
+from minionsrl.scaling.minions import Episode, MinionsScaler, SchedulerAgent, SchedulerHyper, load_agent, save_agent
 
 CURVE_COLUMNS = ["job", "episode_return", "rounds", "reached", "best_eval_return", "projected_cloud_s", "wall_s",
                  "mean_actors", "cost_serverless_usd"]
@@ -70,12 +70,18 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(base.seed)
     agent = SchedulerAgent(n_max)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=hyper.learning_rate)
     curve_path = out.with_suffix(".curve.csv")
-    with open(curve_path, "w", newline="") as fh:
+    done = _jobs_done(curve_path) if out.exists() else 0
+    if done:  # a training cut short goes on from its last saved agent (the optimiser's moments start afresh)
+        agent, _ = load_agent(out)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=hyper.learning_rate)
+    meta = {"env_id": base.env_id, "target_return": target, "max_rounds": base.max_rounds,
+            "hyper": dataclasses.asdict(hyper), "curve": curve_path.name}
+    with open(curve_path, "a" if done else "w", newline="") as fh:
         writer = csv.DictWriter(fh, CURVE_COLUMNS)
-        writer.writeheader()
-        for job in range(1, jobs + 1):
+        if not done:
+            writer.writeheader()
+        for job in range(done + 1, jobs + 1):
             cfg = dataclasses.replace(base, seed=base.seed * 100_000 + job, target_return=target, progress=False,
                                       tensorboard=False, run_dir=tempfile.mkdtemp(prefix=f"minionsrl-job{job}-"))
             scaler = MinionsScaler(agent, cfg.n_min, cfg.n_max, return_scale=abs(target) or 1.0,
@@ -98,13 +104,20 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
                    "cost_serverless_usd": summary["cost_usd"]["serverless"]}
             writer.writerow(row)
             fh.flush()
+            save_agent(agent, out, {**meta, "jobs": job})  # after every job: a cut training loses at most one
             shutil.rmtree(cfg.run_dir, ignore_errors=True)
             if on_job is not None:
                 on_job(row)
     plot_curve(curve_path, out.with_suffix(".curve.png"))
-    save_agent(agent, out, {"env_id": base.env_id, "jobs": jobs, "target_return": target, "max_rounds": base.max_rounds,
-                            "hyper": dataclasses.asdict(hyper), "curve": curve_path.name})
     return out
+
+
+def _jobs_done(curve_csv: Path) -> int:
+    """Jobs already in a learning curve (0 when there is none)."""
+    if not curve_csv.exists():
+        return 0
+    with open(curve_csv, newline="") as fh:
+        return sum(1 for _ in csv.DictReader(fh))
 
 
 def plot_curve(curve_csv: str | Path, png: str | Path, window: int = 10) -> Path:

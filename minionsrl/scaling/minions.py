@@ -1,11 +1,12 @@
 """The MinionsRL learned scheduler (DESIGN §2.2): a small PPO agent that picks each round's actor count.
 
-The MDP's episode is one whole training job. State (normalised, 8 numbers): round index, learner
-loss, mean evaluation return, KL, learner time, actor time, round time, remaining budget (capped at
-1, so an infinite budget never reaches the network). Action: the number of actors, ``1..n_max``
-(categorical). Reward per round: ``−β · round_seconds`` (the *projected cloud* round time, since on
-a function platform actors run side by side), optionally ``− λ · round_dollars`` (budget-aligned),
-plus at the end, if the target return was not reached, ``best_return − target``.
+The MDP's episode is one whole training job. State (normalised): round index, learner loss, mean
+evaluation return, KL, learner time, actor time, round time, remaining budget (capped at 1, so an
+infinite budget never reaches the network) and, for schedulers trained since, the gradient noise
+scale. Action: the number of actors, ``1..n_max`` (categorical). Reward per round:
+``−β · round_seconds`` (the *projected cloud* round time, since on a function platform actors run side
+by side), optionally ``− λ · round_dollars`` (budget-aligned), plus at the end, if the target return was
+not reached, ``best_return − target``.
 
 The agent is PPO with separate 64-64 tanh actor and critic, lr 1e-3, γ 0.99, clip 0.2, Monte-Carlo
 returns and entropy 0.01, updated after every job. Artefacts are safetensors files (weights plus JSON
@@ -32,7 +33,10 @@ from minionsrl.errors import ConfigError
 from minionsrl.learner.networks import mlp
 from minionsrl.scaling.base import Scaler, as_finite
 
-STATE_DIM = 8
+# The MDP state's features, in order. The shipped CartPole scheduler was trained on the first eight; new ones
+# also see the gradient noise scale, which says how much a larger batch would help (DESIGN §2.2).
+FEATURES_V1 = ("round", "loss", "eval_return", "kl", "learn_s", "sample_s", "round_s", "budget")
+FEATURES = (*FEATURES_V1, "gns")
 SHIPPED = "scheduler-cartpole.safetensors"
 
 
@@ -52,11 +56,14 @@ class SchedulerHyper:
 class SchedulerAgent(nn.Module):
     """Categorical actor over ``1..n_max`` and a value critic, separate 64-64 tanh MLPs."""
 
-    def __init__(self, n_max: int) -> None:
+    def __init__(self, n_max: int, features: tuple[str, ...] = FEATURES) -> None:
         super().__init__()
-        self.n_max = n_max
-        self.actor = mlp(STATE_DIM, (64, 64), n_max, 0.01, build_first=True)
-        self.critic = mlp(STATE_DIM, (64, 64), 1, 1.0, build_first=True)
+        unknown = set(features) - set(FEATURES)
+        if unknown:
+            raise ValueError(f"unknown scheduler state features {sorted(unknown)}")
+        self.n_max, self.features = n_max, tuple(features)
+        self.actor = mlp(len(features), (64, 64), n_max, 0.01, build_first=True)
+        self.critic = mlp(len(features), (64, 64), 1, 1.0, build_first=True)
 
     def distribution(self, states: torch.Tensor) -> torch.distributions.Categorical:
         return torch.distributions.Categorical(logits=self.actor(states))
@@ -65,7 +72,8 @@ class SchedulerAgent(nn.Module):
 def save_agent(agent: SchedulerAgent, path: str | Path, metadata: dict[str, Any]) -> None:
     """Write the agent as a safetensors file with JSON metadata."""
     save_file({k: v.contiguous() for k, v in agent.state_dict().items()}, str(path),
-              metadata={"minionsrl": json.dumps({"n_max": agent.n_max, **metadata})})
+              metadata={"minionsrl": json.dumps({"n_max": agent.n_max, "features": list(agent.features),
+                                                 **metadata})})
 
 
 def load_agent(path: str | Path | None) -> tuple[SchedulerAgent, dict[str, Any]]:
@@ -78,7 +86,7 @@ def load_agent(path: str | Path | None) -> tuple[SchedulerAgent, dict[str, Any]]
         with safe_open(str(path), framework="pt") as fh:
             meta = json.loads(fh.metadata()["minionsrl"])
             tensors = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 - safe_open has no __iter__
-        agent = SchedulerAgent(int(meta["n_max"]))
+        agent = SchedulerAgent(int(meta["n_max"]), tuple(meta.get("features", FEATURES_V1)))
         agent.load_state_dict(tensors)
     except (OSError, KeyError, ValueError, RuntimeError, SafetensorError) as exc:
         raise ConfigError(f"scheduler: {str(path)!r} is not a minionsrl scheduler ({exc})") from exc
@@ -120,21 +128,26 @@ class MinionsScaler(Scaler):
         self.generator = torch.Generator().manual_seed(seed)
         self.last_eval = 0.0
         self.episode = Episode()
+        self.needs = frozenset({"gns"}) if "gns" in agent.features else frozenset()
 
     def state(self, row: dict[str, Any] | None) -> np.ndarray:
         """The normalised MDP state after ``row`` (zeros before the first round)."""
         if row is None:
-            return np.zeros(STATE_DIM, dtype=np.float32)
+            return np.zeros(len(self.agent.features), dtype=np.float32)
         if row.get("eval_return_mean") is not None:
             self.last_eval = float(row["eval_return_mean"])
         spent = float(row["cum_cost_serverless_usd"])
         budget = 1.0 if self.budget_usd is None else max(0.0, 1.0 - spent / self.budget_usd)
         loss = (as_finite(row.get("policy_loss")) or 0.0) + (as_finite(row.get("value_loss")) or 0.0)
-        return np.array([
-            int(row["round"]) / self.horizon, _signed_log(loss), self.last_eval / self.return_scale,
-            min((as_finite(row.get("approx_kl")) or 0.0) * 100.0, 10.0), math.log1p(float(row["learn_s"])),
-            math.log1p(float(row["sample_s"])), math.log1p(float(row["round_s"])), min(budget, 1.0),
-        ], dtype=np.float32)
+        values = {
+            "round": int(row["round"]) / self.horizon, "loss": _signed_log(loss),
+            "eval_return": self.last_eval / self.return_scale,
+            "kl": min((as_finite(row.get("approx_kl")) or 0.0) * 100.0, 10.0),
+            "learn_s": math.log1p(float(row["learn_s"])), "sample_s": math.log1p(float(row["sample_s"])),
+            "round_s": math.log1p(float(row["round_s"])), "budget": min(budget, 1.0),
+            "gns": _signed_log(as_finite(row.get("gns")) or 0.0) / 10.0,  # noise scales span 1e-2..1e5 samples
+        }
+        return np.array([values[name] for name in self.agent.features], dtype=np.float32)
 
     def next_actors(self, last_round: dict[str, Any] | None) -> int:
         if self.explore and last_round is not None and self.episode.transitions:
