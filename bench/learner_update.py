@@ -14,6 +14,12 @@ sides exchange the problem (weights, batch) through ``.npz`` files and results a
 under ``taskset -c 0``; torch with ``set_num_threads(1)``, XLA with ``--xla_cpu_multi_thread_eigen=false``.
 
     .venv/bin/python bench/learner_update.py [--repeats 5] [--cnn-repeats 3] [--reuse]
+    .venv/bin/python bench/learner_update.py --sizes cnn-1k --paths eager,jax_im2col   # a subset, in minutes
+
+A subset run (``--sizes``/``--paths`` narrowed) times only the update and renders its own subsection
+(``bench/out/learner_update_subset.jsonl``) below the last full run's table, which it keeps. The ``jax_im2col``
+paths write the CNN's convolutions as im2col + one matmul, as the NumPy rollout policy does, instead of
+``lax.conv_general_dilated`` (slow inside ``lax.scan`` on XLA:CPU, jax-ml/jax issue 12868).
 
 This file is also the children's entry point: ``python bench/learner_update.py --child {torch,jax} JSON``.
 """
@@ -54,10 +60,16 @@ SIZES: dict[str, dict[str, Any]] = {
     "cnn-1k": {"label": "(c) Nature CNN, 1,024 samples, 4 epochs × 4 minibatches of 256", "net": "cnn", "n": 1024,
                "epochs": 4, "mb": 256},
 }
-PATHS = ("eager", "flat", "compile", "jax", "jax_unroll")
+PATHS = ("eager", "flat", "compile", "jax", "jax_unroll", "jax_im2col", "jax_im2col_unroll")
+TORCH_PATHS = ("eager", "flat", "compile")
+CNN_ONLY = ("jax_unroll", "jax_im2col", "jax_im2col_unroll")  # the MLP has no convolutions to rewrite
 PATH_NAMES = {"eager": "torch eager (project `PPO`)", "flat": "torch flat buffer + fused clip/Adam",
               "compile": "torch.compile(loss)", "jax": "JAX jit(scan) + optax",
-              "jax_unroll": "JAX jit(scan, unroll=True) + optax"}
+              "jax_unroll": "JAX jit(scan, unroll=True) + optax",
+              "jax_im2col": "JAX im2col + matmul convs, jit(scan) + optax",
+              "jax_im2col_unroll": "JAX im2col + matmul convs, jit(scan, unroll=True) + optax"}
+FULL_COMMAND = ".venv/bin/python bench/learner_update.py"
+SUBSET_RESULTS = common.OUT / "learner_update_subset.jsonl"  # --sizes/--paths runs: a subsection, not the table
 NEW_N = {"even": 4160, "ragged": 4100}  # a round with more actors: 65 minibatches of 64; 64 of 64 or 65 rows
 
 
@@ -349,7 +361,20 @@ def jax_child(cfg: dict[str, Any]) -> dict[str, Any]:
             sd[f"{h}.weight"], sd[f"{h}.bias"] = p[h][0].T, p[h][1]
         return sd
 
-    def make_update(net: str, mb_size: int, unroll: bool):
+    def conv_im2col(x, w, stride: int):
+        """A valid NHWC convolution as im2col + one matmul, as the NumPy policy's ``_conv_nhwc``: the k·k
+        strided slices stacked in (kh, kw, C) order, then ``cols @ w`` with the HWIO kernel flattened."""
+        k, _, c, n_out = w.shape
+        b, h, wd, _ = x.shape
+        ho, wo = (h - k) // stride + 1, (wd - k) // stride + 1
+        cols = jnp.stack([x[:, i:i + stride * (ho - 1) + 1:stride, j:j + stride * (wo - 1) + 1:stride, :]
+                          for i in range(k) for j in range(k)], axis=3)  # (b, ho, wo, k·k, C)
+        cols = cols.reshape(b * ho * wo, k * k * c)
+        if cols.dtype != jnp.float32:  # the frames: gathered as uint8 (4× less to move), scaled after
+            cols = cols.astype(jnp.float32) / 255.0
+        return (cols @ w.reshape(k * k * c, n_out)).reshape(b, ho, wo, n_out)
+
+    def make_update(net: str, mb_size: int, unroll: bool, im2col: bool = False):
         def evaluate(p, obs, actions):
             if net == "mlp":
                 def tower(layers, x):
@@ -362,10 +387,13 @@ def jax_child(cfg: dict[str, Any]) -> dict[str, Any]:
                 logp = (-0.5 * z ** 2 - log_std - 0.5 * log2pi).sum(-1)
                 ent = (0.5 + 0.5 * log2pi + log_std).sum(-1)
                 return logp, ent, tower(p["critic"], obs)[:, 0]
-            x = obs.astype(jnp.float32) / 255.0
+            x = obs if im2col else obs.astype(jnp.float32) / 255.0
             for (w, b), (_, _, stride) in zip(p["conv"], convs, strict=True):
-                x = jax.nn.relu(lax.conv_general_dilated(x, w, (stride, stride), "VALID",
-                                                         dimension_numbers=("NHWC", "HWIO", "NHWC")) + b)
+                if im2col:
+                    x = jax.nn.relu(conv_im2col(x, w, stride) + b)
+                else:
+                    x = jax.nn.relu(lax.conv_general_dilated(x, w, (stride, stride), "VALID",
+                                                             dimension_numbers=("NHWC", "HWIO", "NHWC")) + b)
             h = jax.nn.relu(x.reshape(x.shape[0], -1) @ p["dense"][0] + p["dense"][1])
             logits = jax.nn.log_softmax(h @ p["actor"][0] + p["actor"][1])
             logp = jnp.take_along_axis(logits, actions[:, None].astype(jnp.int32), -1)[:, 0]
@@ -388,16 +416,18 @@ def jax_child(cfg: dict[str, Any]) -> dict[str, Any]:
 
         tx = optax.chain(optax.clip_by_global_norm(HP["max_grad_norm"]), optax.adam(HP["lr"], eps=HP["eps"]))
 
+        def sgd_step(p, opt_state, mb):
+            (_, (pg, v_loss, ent, logratio, ratio)), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, mb)
+            updates, opt_state = tx.update(grads, opt_state, p)
+            stats = {"policy_loss": pg, "value_loss": v_loss, "entropy": ent,
+                     "old_approx_kl": (-logratio).mean(), "approx_kl": ((ratio - 1) - logratio).mean(),
+                     "clipfrac": (jnp.abs(ratio - 1) > HP["clip"]).mean()}
+            return optax.apply_updates(p, updates), opt_state, stats
+
         def update(p, opt_state, batch, perms):
             def step(carry, idx):
-                p, opt_state = carry
-                mb = jax.tree.map(lambda x: x[idx], batch)
-                (_, (pg, v_loss, ent, logratio, ratio)), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, mb)
-                updates, opt_state = tx.update(grads, opt_state, p)
-                stats = {"policy_loss": pg, "value_loss": v_loss, "entropy": ent,
-                         "old_approx_kl": (-logratio).mean(), "approx_kl": ((ratio - 1) - logratio).mean(),
-                         "clipfrac": (jnp.abs(ratio - 1) > HP["clip"]).mean()}
-                return (optax.apply_updates(p, updates), opt_state), stats
+                p, opt_state, stats = sgd_step(*carry, jax.tree.map(lambda x: x[idx], batch))
+                return (p, opt_state), stats
 
             def epoch(carry, perm):
                 return lax.scan(step, carry, perm.reshape(-1, mb_size), unroll=unroll)
@@ -407,7 +437,7 @@ def jax_child(cfg: dict[str, Any]) -> dict[str, Any]:
             last["clipfrac"] = stats["clipfrac"].mean()
             return p, opt_state, last
 
-        return jax.jit(update), tx, loss_fn
+        return jax.jit(update), tx, loss_fn, jax.jit(sgd_step)
 
     def one_size(key: str, variant: str) -> dict[str, Any]:
         size = SIZES[key]
@@ -419,7 +449,8 @@ def jax_child(cfg: dict[str, Any]) -> dict[str, Any]:
         obs = data["obs"] if net == "mlp" else data["obs"].transpose(0, 2, 3, 1)  # frames stored NHWC
         batch = {"obs": jnp.asarray(obs), "actions": jnp.asarray(data["actions"]),
                  **{k: jnp.asarray(data[k]) for k in ("logprobs", "advantages", "returns", "values")}}
-        update, tx, loss_fn = make_update(net, size["mb"], unroll=variant == "jax_unroll")
+        update, tx, loss_fn, sgd_step = make_update(net, size["mb"], unroll=variant.endswith("_unroll"),
+                                                    im2col=variant.startswith("jax_im2col"))
 
         def run(b: dict, n: int) -> tuple[float, Any, dict]:
             opt_state = tx.init(p0)
@@ -496,12 +527,34 @@ def jax_child(cfg: dict[str, Any]) -> dict[str, Any]:
             res["hvp"] = {"first_s": hvp_first, "hvp_s": statistics.median(hvp_s), "grad_s": statistics.median(grad_s),
                           "max_diff_vs_torch": max_diff(hv_sd, torch_hv),
                           "max_abs_torch": max(float(np.abs(x).max()) for x in torch_hv.values())}
+        if cfg.get("python_loop") and net == "cnn":
+            # the same minibatches through one jitted SGD step called from Python: the per-step cost with no
+            # loop inside the XLA program (tells a slow step from a slow loop body)
+            perms = permutations(size["n"], size["epochs"]).astype(np.int32)
+            idxs = [jnp.asarray(i) for i in perms.reshape(-1, size["mb"])]
+            loop_s, loop_first, p = [], 0.0, p0
+            for rep in range(1 + cfg["repeats"][key]):
+                p, opt_state = p0, tx.init(p0)
+                t0 = time.perf_counter()
+                for idx in idxs:
+                    p, opt_state, _ = sgd_step(p, opt_state, jax.tree.map(lambda x, idx=idx: x[idx], batch))
+                jax.block_until_ready(p)
+                if rep == 0:
+                    loop_first = time.perf_counter() - t0
+                else:
+                    loop_s.append(time.perf_counter() - t0)
+            res["python_loop"] = {"first_s": loop_first, "times_s": loop_s,
+                                  "max_diff_vs_eager": max_diff(from_jax(p, net, init_sd), final_sd)}
         print(f"[{variant}] {key}: first {first:.2f}s, median {statistics.median(res['times_s']):.3f}s",
               file=sys.stderr, flush=True)
         return res
 
     for key in cfg["sizes"]:
-        variants = ["jax"] + (["jax_unroll"] if SIZES[key]["net"] == "cnn" and not cfg.get("aot") else [])
+        if cfg.get("aot"):
+            variants = ["jax"]
+        else:
+            variants = [v for v in cfg.get("paths", PATHS) if v.startswith("jax")
+                        and (SIZES[key]["net"] == "cnn" or v not in CNN_ONLY)]
         out["sizes"][key] = {v: one_size(key, v) for v in variants}
     return out
 
@@ -627,7 +680,7 @@ def child(kind: str, cfg: dict[str, Any], env: dict[str, str] | None = None, tim
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     from minionsrl.function.numpy_policy import NATURE_CONVS
 
-    record: dict[str, Any] = {"started": time.time(), "args": vars(args)}
+    record: dict[str, Any] = {"started": time.time(), "args": vars(args), "command": common.reproduce_command()}
     record["jax_venv"] = ensure_jax_venv()
     common.log(f"JAX venv ready ({record['jax_venv']['seconds']:.1f} s)")
     repeats = {k: args.cnn_repeats if SIZES[k]["net"] == "cnn" else args.repeats for k in args.sizes}
@@ -664,15 +717,48 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return record
 
 
+def measure_subset(args: argparse.Namespace, paths: list[str]) -> dict[str, Any]:
+    """Only ``args.sizes`` and ``paths``: the update's timings and weights, none of the extras."""
+    from minionsrl.function.numpy_policy import NATURE_CONVS
+
+    record: dict[str, Any] = {"started": time.time(), "args": vars(args), "paths": paths,
+                              "command": common.reproduce_command()}
+    jax_paths = [p for p in paths if p.startswith("jax")]
+    if jax_paths:
+        record["jax_venv"] = ensure_jax_venv()
+    repeats = {k: args.cnn_repeats if SIZES[k]["net"] == "cnn" else args.repeats for k in args.sizes}
+    base = {"sizes": args.sizes, "repeats": repeats, "convs": NATURE_CONVS, "path_budget_s": args.path_budget_s}
+    env_torch = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                 "TORCHINDUCTOR_CACHE_DIR": str(WORK / "inductor-cache-subset")}
+    record["torch"] = child("torch", {**base, "paths": [p for p in paths if p in TORCH_PATHS], "extras": False},
+                            env_torch)
+    common.log("torch done")
+    if jax_paths:
+        env_jax = {**os.environ, "XLA_FLAGS": XLA_FLAGS, "JAX_PLATFORMS": "cpu"}
+        env_jax.pop("JAX_COMPILATION_CACHE_DIR", None)
+        record["jax"] = child("jax", {**base, "paths": jax_paths, "python_loop": args.python_loop}, env_jax,
+                              timeout=3600)
+        version = [str(JAX_PYTHON), "-c", "import platform; print(platform.python_version())"]
+        record["jax_python"] = subprocess.run(version, capture_output=True, text=True, check=True).stdout.strip()
+        common.log("jax done")
+    record["commit"] = common.git_commit()
+    record["loadavg_end"] = common.load_average()
+    record["ended"] = time.time()
+    common.append_jsonl(SUBSET_RESULTS, record)
+    return record
+
+
 def path_result(r: dict[str, Any], key: str, path: str) -> dict[str, Any] | None:
     """One path's figures for one size, torch's and JAX's alike: times, first call, hashes, difference to eager."""
     if path.startswith("jax"):
-        js = r["jax"]["sizes"][key].get(path)
+        js = r.get("jax", {}).get("sizes", {}).get(key, {}).get(path)
         if js is None:
             return None
         return {"times": js["times_s"], "first": js["first_s"], "hashes": [js["first_hash"], *js["hashes"]],
                 "diff": js["max_diff_vs_eager"]}
     ts = r["torch"]["sizes"][key]
+    if path not in ts["times_s"]:
+        return None
     return {"times": ts["times_s"][path], "first": ts["first_s"][path],
             "hashes": [ts["first_hash"][path], *ts["hashes"][path]], "diff": ts["max_diff_vs_eager"][path]}
 
@@ -781,6 +867,7 @@ def render(r: dict[str, Any]) -> str:
                     f"{unrolled / med(t['cnn-1k']['times_s']['eager']):.1f}× torch eager's time. The slow path was "
                     f"timed {len(js_cnn['jax']['times_s'])} time(s) after its first call (`--path-budget-s`).")
     provenance = common.provenance(r["started"], r["ended"])
+    provenance = re.sub(r"Reproduce: `[^`]*`", f"Reproduce: `{r.get('command', FULL_COMMAND)}`", provenance)
     if r.get("commit"):
         provenance = provenance.replace(f"commit {common.git_commit()}", f"commit {r['commit']}")
     if r.get("loadavg_end"):
@@ -833,6 +920,97 @@ noisy (a negative "first − median" is that noise): compare the rows of one siz
 """
 
 
+def render_subset(r: dict[str, Any], full: dict[str, Any] | None = None) -> str:
+    """The subsection of a ``--sizes``/``--paths`` run (the im2col question), below the full run's table."""
+    med = statistics.median
+    rows = []
+    summary = []
+    looped: dict[tuple[str, str], float] = {}
+    for key in r["args"]["sizes"]:
+        steps = r["torch"]["sizes"][key]["steps"]
+        eager = med(r["torch"]["sizes"][key]["times_s"]["eager"])
+        for path in PATHS:
+            pr = path_result(r, key, path)
+            if pr is None:
+                continue
+            m = med(pr["times"])
+            same = len(set(pr["hashes"])) == 1
+            rows.append([SIZES[key]["label"] if path == "eager" else "", PATH_NAMES[path], m, m / steps * 1e3,
+                         pr["first"], pr["first"] - m, m / eager, len(pr["times"]),
+                         f"yes ({len(pr['hashes'])} runs)" if same else "**no**",
+                         "—" if path == "eager" else f"{pr['diff']:.1e}"])
+            loop = r.get("jax", {}).get("sizes", {}).get(key, {}).get(path, {}).get("python_loop")
+            kind = "im2col + matmul" if path.startswith("jax_im2col") else "`lax.conv_general_dilated`"
+            if loop and (key, kind) not in looped:  # scan and unrolled scan share the step: one row a kind
+                looped[(key, kind)] = lm = med(loop["times_s"])
+                rows.append(["", f"JAX, {kind} convs: jit(one SGD step) called 16× from a Python loop", lm,
+                             lm / steps * 1e3, loop["first_s"], loop["first_s"] - lm, lm / eager, len(loop["times_s"]),
+                             "—", f"{loop['max_diff_vs_eager']:.1e}"])
+            if path != "eager":
+                summary.append((key, path, m, eager, pr["first"] - m, loop and med(loop["times_s"])))
+    table = common.markdown_table(
+        ["size", "path", "s / update (median)", "ms / SGD step", "first call s", "first − median s", "× eager time",
+         "timed runs", "same seed → same weights", "max \\|w − w_eager\\|"], rows, [0, 0, 3, 1, 2, 2, 2, 0, 0, 0])
+    lines = []
+    for key, path, m, eager, compile_s, loop_m in summary:
+        if not path.startswith("jax_im2col"):
+            continue
+        word = "slower" if m > eager else "faster"
+        factor = m / eager if m > eager else eager / m
+        line = (f"{PATH_NAMES[path]} ({key}): {m:.2f} s an update against torch eager's {eager:.2f} s, "
+                f"**{factor:.2f}× {word}**; compile (first call − median) {compile_s:.1f} s")
+        if loop_m and not path.endswith("_unroll"):
+            verdict = ("the XLA loop costs nothing extra: the per-step gradient cost, not the loop, is the limit"
+                       if m <= loop_m * 1.1 else f"the XLA loop adds {m / loop_m:.1f}× to the step's cost")
+            line += f"; the same SGD step jitted alone and called 16 times from Python: {loop_m:.2f} s, so {verdict}"
+        lines.append(line + ".")
+    fs = (full or {}).get("jax", {}).get("sizes", {}).get("cnn-1k", {})
+    if "jax" in fs and "cnn-1k" in r["args"]["sizes"] and "jax_im2col" in r.get("jax", {}).get("sizes", {}).get(
+            "cnn-1k", {}):
+        old = med(fs["jax"]["times_s"])
+        new = med(r["jax"]["sizes"]["cnn-1k"]["jax_im2col"]["times_s"])
+        lines.append(f"Against the full run's `lax.conv_general_dilated` under `lax.scan` ({old:.0f} s an update, "
+                     f"{old / med(full['torch']['sizes']['cnn-1k']['times_s']['eager']):.0f}× eager), im2col + matmul "
+                     f"is {old / new:.0f}× faster: the slow convolution-in-a-loop of issue 12868 is gone.")
+    ims = [(m, eager) for key, path, m, eager, *_ in summary if path == "jax_im2col" and key == "cnn-1k"]
+    if full and ims:
+        ft = full["torch"]["sizes"]
+        mlp = [med(ft[k]["times_s"]["eager"]) / med(full["jax"]["sizes"][k]["jax"]["times_s"])
+               for k in ("mlp-4k", "mlp-32k") if k in ft]
+        m, eager = ims[0]
+        cnn = (f"takes {m / eager:.2f}× torch eager's time on the Nature CNN" if m > eager * 1.05 else
+               f"runs the Nature CNN at {eager / m:.2f}× torch eager's speed")
+        lines.append("For the learner framework, on one CPU core: JAX `jit(scan)` runs the MLP updates at "
+                     + " and ".join(f"{x:.1f}×" for x in mlp) + f" torch eager's speed (table above) and, with "
+                     f"im2col convolutions under `lax.scan`, {cnn}; no unrolling and no per-size workaround needed.")
+    command = r.get("command", "").replace(" --no-write", "")
+    provenance = common.provenance(r["started"], r["ended"], command)
+    if r.get("commit"):
+        provenance = provenance.replace(f"commit {common.git_commit()}", f"commit {r['commit']}")
+    if r.get("loadavg_end"):
+        provenance = re.sub(r"at the end [^(]*\(", f"at the end {r['loadavg_end']} (", provenance, count=1)
+    lines.append(f"Load average at the end {r.get('loadavg_end', 'n/a')} on 2 cores: other work shared the pinned "
+                 "core, so single runs vary by up to ±30 %; the ratios within this table are the result.")
+    bullets = "\n".join(f"- {x}" for x in lines)
+    return f"""### The Nature CNN in JAX with im2col + matmul convolutions
+
+The same update, problem, initial weights, minibatches, pinning and flags as above, with the three convolutions
+written as the NumPy rollout policy writes them (`minionsrl/function/numpy_policy.py`, `_conv_nhwc`): NHWC, the
+k·k strided slices of the input stacked in (kh, kw, C) order and reshaped to one (B·Ho·Wo, k·k·C) matrix, then one
+matmul with the HWIO kernel flattened to (k·k·C, out), + bias, ReLU; the frames' patches are gathered as uint8
+and scaled by 1/255 after. No `lax.conv` is left in the program. Each JAX path also ran as one jitted SGD step
+(loss, gradient, clip, Adam) called 16 times from Python on the same minibatches ("Python loop" rows; no XLA loop
+at all), which separates the cost of a step from the cost of the loop around it. Torch eager ran again in this
+run as the reference; the earlier rows above are from another run, so compare within this table.
+
+{table}
+
+{bullets}
+
+{provenance}
+"""
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=5, help="timed updates per path for the MLP sizes")
@@ -842,17 +1020,38 @@ def main() -> None:
     p.add_argument("--path-budget-s", type=float, default=60.0,
                    help="stop repeating a JAX path once its timed updates add up to this (at least one)")
     p.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    p.add_argument("--paths", default=",".join(PATHS),
+                   help=f"comma-separated subset of {','.join(PATHS)} (eager is always run: the reference). "
+                        "With --sizes or --paths narrowed, only the update is timed (no start-up, cache, HVP or "
+                        "size facts) and the results go to a subsection, the full table is kept")
+    p.add_argument("--python-loop", action=argparse.BooleanOptionalAction, default=True,
+                   help="subset runs, CNN: also time each JAX path's jitted SGD step called from a Python loop")
     p.add_argument("--reuse", action="store_true", help="re-render the last results in bench/out instead of running")
     p.add_argument("--no-write", action="store_true", help="print the section without writing docs/BENCHMARKS.md")
     args = p.parse_args()
+    paths = [q for q in args.paths.split(",") if q]
+    if unknown := set(paths) - set(PATHS):
+        p.error(f"unknown paths {sorted(unknown)}; choose from {','.join(PATHS)}")
+    paths = ["eager", *[q for q in PATHS if q in paths and q != "eager"]]
+    subset = set(args.sizes) != set(SIZES) or set(paths) != set(PATHS)
+    full_records = common.load_jsonl(RESULTS)
     if args.reuse:
-        records = common.load_jsonl(RESULTS)
-        if not records:
+        if not full_records:
             sys.exit("no earlier results in " + str(RESULTS))
-        record = records[-1]
+        record = full_records[-1]
+        subset_records = common.load_jsonl(SUBSET_RESULTS)
+        sub = subset_records[-1] if subset_records else None
+    elif subset:
+        sub = measure_subset(args, paths)
+        if not full_records:  # nothing to keep the full table from: print the subset alone
+            print(render_subset(sub))
+            return
+        record = full_records[-1]
     else:
-        record = measure(args)
+        record, sub = measure(args), None
     text = render(record)
+    if sub is not None:
+        text = text.rstrip("\n") + "\n\n" + render_subset(sub, record)
     if not args.no_write:
         common.write_section("learner_update", text)
     print(text)
