@@ -28,7 +28,11 @@ if TYPE_CHECKING:
 def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     """Check the env id, inspect its spaces and resolve the presets: all before any work starts."""
     config.validate(cfg, require_stop=False)  # the preset may still supply total_timesteps
-    cfg = dataclasses.replace(cfg, device=learner_device(cfg.device))
+    learner_device(cfg.device)  # cuda where there is none fails here; the config keeps what was asked for
+    needs = _RULE_NEEDS.get(cfg.scaler, frozenset())
+    if cfg.detectors == "off" and needs:
+        raise ConfigError(f"detectors: {cfg.scaler} reads the {' and '.join(sorted(needs))} detector(s) every "
+                          "round; use --detectors auto (or on)")
     prices = load_prices(cfg.prices)  # a bad catalogue fails here, before any work
     if cfg.budget_usd is not None:
         first = _first_actors(cfg)
@@ -84,6 +88,16 @@ def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
     raise ConfigError(f"backend: {cfg.backend!r} is not available")
 
 
+def _rule_needs() -> dict[str, frozenset[str]]:
+    from minionsrl.scaling import rules
+
+    return {cls.name: cls.needs for cls in vars(rules).values()
+            if isinstance(cls, type) and issubclass(cls, rules.Scaler) and cls.needs}
+
+
+_RULE_NEEDS = _rule_needs()
+
+
 def _first_actors(cfg: TrainConfig) -> int:
     """The fewest actors round 1 can have."""
     return {"fixed": cfg.actors, "minions": 1}.get(cfg.scaler, cfg.n_min)
@@ -107,7 +121,7 @@ def learner_device(device: str) -> str:
 def make_ledger(cfg: TrainConfig, prices: dict | None = None) -> CostLedger:
     """The cost ledger of a run: its function platform, and a learner host of the kind the learner runs on."""
     return CostLedger(load_prices(cfg.prices) if prices is None else prices, cfg.platform, cfg.function_memory_mb,
-                      cfg.cold_start_s, learner_device=cfg.device)
+                      cfg.cold_start_s, learner_device=learner_device(cfg.device))
 
 
 def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
@@ -155,6 +169,9 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
         arch = PolicyArch.of(info, cfg.hidden_sizes)
         learner = make_learner(cfg, arch)
         scaler = scaler or make_scaler(cfg)
+        if cfg.detectors == "off" and scaler.needs:  # e.g. a learned scheduler that reads the noise scale
+            raise ConfigError(f"detectors: the {scaler.name} scaler reads {', '.join(sorted(scaler.needs))} every "
+                              "round; use --detectors auto (or on)")
         ledger = make_ledger(cfg)
         publisher = Publisher(backend, backend.key, learner.snapshot)
         requests = Requests(EnvSpec(cfg.env_id, cfg.env_kwargs), cfg.seed, cfg.gamma, FaultPlan(

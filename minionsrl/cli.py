@@ -1,4 +1,4 @@
-"""The ``minionsrl`` command: ``train`` and ``eval``.
+"""The ``minionsrl`` command: ``train``, ``eval``, ``compare``, ``motivate``, ``scale``, ``scheduler train``, ``plot``.
 
 Every field of :class:`~minionsrl.config.TrainConfig` is a flag (``learning_rate`` →
 ``--learning-rate``, booleans also as ``--no-...``); ``--config FILE.yaml`` supplies any of them and

@@ -279,6 +279,11 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
     user_split = {"minibatch_size", "num_minibatches"} if {cfg.minibatch_size, cfg.num_minibatches} != {None} else set()
     filled = {k: v for k, v in preset.items() if getattr(cfg, k) is None and k not in user_split}
     cfg = dataclasses.replace(cfg, **filled)
+    if cfg.kl_target is not None and not cfg.kl_coef:
+        raise ConfigError("kl_target: the adaptive KL penalty needs a starting coefficient; set kl_coef > 0 "
+                          "(RLlib's is 0.2)")
+    if cfg.algo == "impala" and cfg.kl_coef:
+        raise ConfigError("kl_coef: IMPALA's loss has no KL penalty; use --algo ppo or appo, or kl_coef 0")
     if cfg.run_dir is None:
         safe_env = cfg.env_id.replace("/", "_").replace(":", "_")
         cfg = dataclasses.replace(cfg, run_dir=f"runs/{safe_env}__{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}")

@@ -225,6 +225,15 @@ def test_impala_takes_one_step_per_group_of_whole_fragments(tmp_path, minibatch,
     assert int(state["step"]) == 3 * steps_per_update
 
 
+def test_impala_epochs_are_passes_not_squared(tmp_path):
+    """update_epochs passes over the fragments, one step per group each (was update_epochs² steps per group)."""
+    trainer = make_trainer(_cfg(tmp_path, algo="impala", minibatch_size=32, update_epochs=3, max_rounds=2),
+                           backend=ScriptedBackend())
+    trainer.run()
+    state = trainer.learner.ppo.optimizer.state[next(iter(trainer.learner.policy.parameters()))]
+    assert int(state["step"]) == 2 * 3 * 2  # 2 updates x 3 passes x 2 groups of one fragment (k = 2)
+
+
 def test_a_round_deadline_is_refused_for_asynchronous_learners():
     from minionsrl import config
 

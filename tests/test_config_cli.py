@@ -300,3 +300,17 @@ def test_preset_nitro_is_rllib_ppo_as_the_published_code_ran_it():
     own, _ = prepare_config(TrainConfig(env_id="Hopper-v5", preset="nitro", minibatch_size=64, max_rounds=1,
                                         run_dir="unused"))
     assert (own.minibatch_size, own.num_minibatches) == (64, None)  # the user's split wins over the preset's
+
+
+def test_inconsistent_learner_and_detector_settings_are_one_line(tmp_path, capsys):
+    for argv, expected in (
+        (["--scaler", "nitro", "--detectors", "off"], "detectors: nitro reads the curvature and gns"),
+        (["--scaler", "critical", "--detectors", "off"], "detectors: critical reads the gns"),
+        (["--kl-target", "0.01"], "kl_target: the adaptive KL penalty needs"),
+        (["--algo", "impala", "--preset", "nitro"], "kl_coef: IMPALA's loss has no KL penalty"),
+    ):
+        code = cli.main(["train", "--env-id", "CartPole-v1", "--max-rounds", "1", "--run-dir", str(tmp_path / "r"),
+                         *argv])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and expected in err[0], (argv, err)
+    assert not (tmp_path / "r").exists()

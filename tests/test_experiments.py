@@ -103,6 +103,21 @@ def _strict_json(path) -> dict:
     return json.loads(path.read_text(), parse_constant=refuse)
 
 
+def test_a_budget_stop_is_kept_on_resume_unless_the_budget_is_raised(tmp_path) -> None:
+    """The run decided its budget stop before its last evaluation; a resume keeps that decision instead of
+    re-checking with the whole bill (which could stop a resumed run a round earlier than an uninterrupted one)."""
+    probe = make_trainer(_cfg(tmp_path, max_rounds=2, eval_every=0, run_dir=str(tmp_path / "probe"),
+                              cold_start_s=0.0)).run()
+    cfg = _cfg(tmp_path, max_rounds=50, eval_every=0, run_dir=str(tmp_path / "capped"), cold_start_s=0.0,
+               budget_usd=probe["cost_usd"]["serverless"] * 3)
+    capped = make_trainer(cfg).run()
+    assert capped["stopped_by"] == "budget_usd"
+    again = make_trainer(cfg, resume=True).run()
+    assert again["rounds"] == capped["rounds"] and again["stopped_by"] == "budget_usd"
+    raised = make_trainer(dataclasses.replace(cfg, budget_usd=cfg.budget_usd * 3), resume=True).run()
+    assert raised["rounds"] > capped["rounds"]
+
+
 def test_summary_says_why_the_run_stopped_and_is_valid_json(tmp_path) -> None:
     from minionsrl.loop.session import Progress, Session
 

@@ -130,7 +130,8 @@ def _run_row(arm: Arm, seed: int, run_dir: Path, target: float | None) -> dict[s
     first = reached[0] if reached else None
     return {
         "arm": arm.label, "scaler": arm.scaler, "backend": arm.backend,
-        "learner_budget": summary["config"]["learner_budget"], "seed": seed, "rounds": summary["rounds"],
+        "learner_budget": summary["config"].get("learner_budget", "per-sample"),  # runs older than the option
+        "seed": seed, "rounds": summary["rounds"],
         "env_steps": summary["env_steps"], "final_eval_return": summary["final_eval_return"],
         "best_eval_return": summary["best_eval_return"], "train_return_last100": summary["train_return_last100"],
         "wall_s": summary["wall_s"], "projected_cloud_s": summary["projected_cloud_s"],

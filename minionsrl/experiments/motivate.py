@@ -34,13 +34,16 @@ def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> di
     round_idx = int(ckpt.stem.split("-")[1])
     with tempfile.TemporaryDirectory(prefix="minionsrl-motivate-") as tmp:
         cfg = dataclasses.replace(saved, scaler="fixed", actors=actors, max_rounds=round_idx + 1, total_timesteps=None,
-                                  target_return=None, eval_every=1, eval_episodes=eval_episodes, detectors="on",
+                                  target_return=None, budget_usd=None, eval_every=1, eval_episodes=eval_episodes,
+                                  detectors="on",
                                   run_dir=tmp, progress=False, tensorboard=False, keep_checkpoints_every=0)
         Path(tmp, "checkpoints").mkdir()
         shutil.copy(ckpt, Path(tmp, "checkpoints", "latest.pt"))
         config.dump(cfg, Path(tmp, "config.yaml"))
         trainer = make_trainer(cfg, resume=True)  # an APPO/IMPALA run boosts its invocations in flight
         trainer.run()
+        if trainer.round != round_idx + 1:
+            raise ConfigError(f"motivate: the round after {ckpt.name} did not run; check the run's config")
         return trainer.last_row
 
 

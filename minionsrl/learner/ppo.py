@@ -1,9 +1,9 @@
 """PPO learner (clipped surrogate, GAE, value loss, entropy), faithful to CleanRL's ``ppo.py``.
 
-The batch is whatever the round's ``n`` actors returned (``n × T`` steps), so the number of
-minibatches follows the batch while the minibatch size stays fixed (up to rounding, when it does not
-divide the batch): the number of gradient steps per sample does not depend on how many actors the
-scaler chose.
+The batch is whatever the round's ``n`` actors returned (``n × T`` steps). How the update's work
+follows it is the learner budget (:func:`update_plan`): by default the minibatch size stays fixed (up to
+rounding, when it does not divide the batch), so the gradient steps per sample do not depend on how many
+actors the scaler chose; ``per-round`` and ``fixed-compute`` hold the steps per round fixed instead.
 """
 
 from __future__ import annotations
@@ -243,15 +243,15 @@ class PPO:
             group["lr"] = lr
 
     def update(self, batch: Batch, rng: np.random.Generator, whole_batch: bool = False) -> dict[str, float]:
-        """Run ``update_epochs`` epochs of minibatch SGD (``whole_batch``: one step per epoch on all of it);
-        return CleanRL's loss statistics.
+        """Run ``update_epochs`` epochs of minibatch SGD (``whole_batch``: one step on all of it, the caller
+        making the epochs); return CleanRL's loss statistics.
 
         Each epoch splits a permutation of the rows into minibatches of equal size up to one row (their number
         from :func:`update_plan`): exactly ``minibatch_size`` rows when that divides the batch (CleanRL's even
         split), and otherwise no ragged tail (a 1-row tail would even skip advantage normalisation)."""
         p = self.current_params
         size = len(batch)
-        chunks, steps = (1, p.update_epochs) if whole_batch else update_plan(size, p)
+        chunks, steps = (1, 1) if whole_batch else update_plan(size, p)
         kls: list[torch.Tensor] = []
         clipfracs: list[torch.Tensor] = []  # summed once at the end: no per-step .item() sync
         approx_kl = old_approx_kl = pg_loss = v_loss = entropy_loss = torch.zeros(())

@@ -125,10 +125,6 @@ class Tracker:
             attempts.append(Attempt(slot, attempt, request, reply, CANCELLED))
         return attempts
 
-    def slot_busy(self) -> set[int]:
-        """Slots with an invocation in flight."""
-        return {slot for slot, _, _ in self.flying.values()}
-
 
 def gather(backend: Backend, slots: int, make_request: Callable[[int, int], dict[str, Any]],
            validate: Validator, policy: RetryPolicy, what: str = "round") -> Gathered:

@@ -37,6 +37,8 @@ class Progress:
     recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     recent_costs: deque[float] = field(default_factory=lambda: deque(maxlen=10))  # serverless $ of the last rounds
     last_row: dict[str, Any] | None = None
+    stopped_by: str | None = None  # the stop condition the last round found, if it was the run's last
+    stop_budget_usd: float | None = None  # the budget in force when the budget stopped the run
     started: float = field(default_factory=time.perf_counter)
 
     def wall(self) -> float:
@@ -45,7 +47,8 @@ class Progress:
     def state_dict(self) -> dict[str, Any]:
         return {"round": self.round, "env_steps": self.env_steps, "wall_s": self.wall(), "best_eval": self.best_eval,
                 "last_eval": self.last_eval, "recent_returns": list(self.recent_returns),
-                "recent_costs": list(self.recent_costs), "last_row": json.dumps(self.last_row)}
+                "recent_costs": list(self.recent_costs), "last_row": json.dumps(self.last_row),
+                "stop": json.dumps({"stopped_by": self.stopped_by, "budget_usd": self.stop_budget_usd})}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.round, self.env_steps, self.wall_offset = int(state["round"]), int(state["env_steps"]), state["wall_s"]
@@ -53,6 +56,8 @@ class Progress:
         self.recent_returns.extend(state["recent_returns"])
         self.recent_costs.extend(state["recent_costs"])
         self.last_row = json.loads(state["last_row"])
+        stop = json.loads(state.get("stop", "{}"))
+        self.stopped_by, self.stop_budget_usd = stop.get("stopped_by"), stop.get("budget_usd")
 
 
 class Session:

@@ -39,7 +39,6 @@ class RoundResult:
 
     round: int
     n_actors: int
-    learning_rate: float
     sampled: Sampled
     learned: Learned
     detected: dict[str, float]
@@ -84,7 +83,7 @@ class Trainer:
         """Train until a stop condition holds; return the summary (also written to summary.json)."""
         self.progress.started = time.perf_counter()
         try:
-            last = self._done()
+            last = self._resumed_done() if self.session.resume_state is not None else self._done()
             while not last:
                 row = self.run_round()
                 last = self.finished
@@ -144,9 +143,11 @@ class Trainer:
             p.last_eval, p.best_eval = eval_return, max(p.best_eval, eval_return)
             gathered.append(evaluated)
             self.finished = self.finished or self._done(spent)  # the target may be reached by this evaluation
-        result = RoundResult(p.round, n, lr, sampled, learned, detected, eval_return, gathered, started, sampled_at,
+        result = RoundResult(p.round, n, sampled, learned, detected, eval_return, gathered, started, sampled_at,
                              learned_at, detected_at, time.perf_counter())
         row = self._bill_and_log(result)
+        p.stopped_by = self.stopped_by if self.finished else None  # the decision travels with the checkpoint
+        p.stop_budget_usd = cfg.budget_usd if p.stopped_by == "budget_usd" else None
         if p.round % cfg.checkpoint_every == 0 or self.finished:
             self.session.save(self._state(), p.round)
         return row
@@ -186,7 +187,7 @@ class Trainer:
             "learn_s": r.learned_at - r.sampled_at,
             "detector_s": r.detected_at - r.learned_at, "eval_s": r.ended - r.detected_at,
             "eval_return_mean": r.eval_return, "train_return_mean": float(np.mean(episodes)) if episodes else None,
-            "episodes": len(episodes), "learning_rate": r.learning_rate, "sps": batch_size / (r.ended - r.started),
+            "episodes": len(episodes), "sps": batch_size / (r.ended - r.started),  # learning_rate: in the stats
             **r.learned.stats,
             "cost_serverless_usd": bill.cost_serverless_usd, "cost_server_usd": bill.cost_server_usd,
             "cost_serverless_wall_usd": bill.cost_serverless_wall_usd,
@@ -206,7 +207,7 @@ class Trainer:
             return cfg.learning_rate
         return cfg.learning_rate * max(1.0 - self.env_steps / cfg.total_timesteps, 0.0)
 
-    def _done(self, pending_usd: float = 0.0) -> bool:
+    def _done(self, pending_usd: float = 0.0, check_budget: bool = True) -> bool:
         """Whether a stop condition holds (and which: ``stopped_by``); ``pending_usd``: what the current round
         has cost so far (not yet in the ledger)."""
         cfg, p = self.cfg, self.progress
@@ -217,9 +218,19 @@ class Trainer:
             "max_rounds": cfg.max_rounds is not None and p.round >= cfg.max_rounds,
         }
         self.stopped_by = next((name for name, hit in reasons.items() if hit), None)
-        if self.stopped_by is None and self._over_budget(pending_usd):
+        if self.stopped_by is None and check_budget and self._over_budget(pending_usd):
             self.stopped_by = "budget_usd"
         return self.stopped_by is not None
+
+    def _resumed_done(self) -> bool:
+        """Whether a resumed run is already over. The budget is not re-checked here: the run decided that before
+        its last round's evaluation (with the round's cost so far), and re-checking with the whole bill could stop
+        it a round earlier than the uninterrupted run; the decision is kept unless the budget was raised since."""
+        if self.progress.stopped_by == "budget_usd" and self.cfg.budget_usd is not None \
+                and self.cfg.budget_usd <= self.progress.stop_budget_usd:
+            self.stopped_by = "budget_usd"
+            return True
+        return self._done(check_budget=False)
 
     def _over_budget(self, pending_usd: float) -> bool:
         """Whether the next round would exceed the budget, estimating its cost as the dearest of the last
