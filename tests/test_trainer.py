@@ -332,5 +332,7 @@ def test_several_environments_per_function_learn_from_every_fragment(tmp_path, a
         assert all(s % 48 == 0 for s in steps) and steps == sorted(steps) and steps[0] >= 48
     assert len({r["digest"] for r in train if r["status"] == "ok"}) == sum(r["status"] == "ok" for r in train)
     resumed = make_trainer(dataclasses.replace(cfg, max_rounds=4), resume=True)
-    assert len(resumed.sampler.carries) == 6  # each environment's episode in progress came back
+    # each environment's episode in progress came back (appo: of the functions that returned before the end)
+    carried = len(resumed.sampler.carries)
+    assert carried == 6 if algo == "ppo" else carried in (3, 6)
     resumed.close()
