@@ -37,7 +37,7 @@ class Progress:
     recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     recent_costs: deque[float] = field(default_factory=lambda: deque(maxlen=10))  # serverless $ of the last rounds
     last_row: dict[str, Any] | None = None
-    stopped_by: str | None = None  # the stop condition the last round found, if it was the run's last
+    stopped_by: str | None = None  # the stop condition that ends the run (decided in its last round)
     stop_budget_usd: float | None = None  # the budget in force when the budget stopped the run
     started: float = field(default_factory=time.perf_counter)
 
@@ -119,15 +119,14 @@ class Session:
         if error is not None and raise_error:
             raise error
 
-    def write_summary(self, progress: Progress, stopped_by: str | None, cost_usd: dict[str, float],
-                      projected_cloud_s: float) -> dict[str, Any]:
+    def write_summary(self, progress: Progress, cost_usd: dict[str, float], projected_cloud_s: float) -> dict[str, Any]:
         """``summary.json``: the run's outcome, the stop condition that ended it, and its config. Numbers that
         do not exist (no evaluation yet) are ``null``: JSON has no NaN."""
         recent = list(progress.recent_returns)
         summary = {
             "env_id": self.cfg.env_id, "seed": self.cfg.seed, "scaler": self.cfg.scaler,
             "backend": self.cfg.backend, "rounds": progress.round, "env_steps": progress.env_steps,
-            "wall_s": round(progress.wall(), 3), "stopped_by": stopped_by,
+            "wall_s": round(progress.wall(), 3), "stopped_by": progress.stopped_by,
             "final_eval_return": progress.last_eval if math.isfinite(progress.last_eval) else None,
             "best_eval_return": progress.best_eval if math.isfinite(progress.best_eval) else None,
             "train_return_last100": float(np.mean(recent)) if recent else None,

@@ -60,8 +60,6 @@ class Trainer:
         self.publisher, self.scaler, self.ledger, self.backend = publisher, scaler, ledger, backend
         self.run_dir = session.run_dir
         self.progress = Progress()
-        self.finished = False  # whether the last round run was the run's last (decided before its evaluation)
-        self.stopped_by: str | None = None  # the stop condition that ended the run
         if session.resume_state is not None:
             self._restore(session.resume_state)
         self.log = RunLog(self.run_dir, self.round if session.resume else None, self.env_steps, cfg.tensorboard)
@@ -83,16 +81,16 @@ class Trainer:
         """Train until a stop condition holds; return the summary (also written to summary.json)."""
         self.progress.started = time.perf_counter()
         try:
-            last = self._resumed_done() if self.session.resume_state is not None else self._done()
-            while not last:
+            p = self.progress
+            p.stopped_by = self._resumed_stop() if self.session.resume_state is not None else self._stop_reason()
+            while p.stopped_by is None:
                 row = self.run_round()
-                last = self.finished
                 if on_round is not None:
                     on_round(row)
             self.sampler.finish()  # e.g. stopped by the budget with invocations in flight: none may outlive the run
             self.session.wait()
             return self.session.write_summary(
-                self.progress, self.stopped_by,
+                self.progress,
                 {"serverless": self.ledger.total_serverless_usd, "server": self.ledger.total_server_usd,
                  "serverless_wall": self.ledger.total_serverless_wall_usd,
                  "server_wall": self.ledger.total_server_wall_usd},
@@ -130,25 +128,24 @@ class Trainer:
         records = [a.reply.record for g in gathered for a in g.attempts]
         spent = self.ledger.serverless_usd(
             self.ledger.projected_s(time.perf_counter() - started, sampled_at - started, records), records)
-        self.finished = self._done(spent)
-        if self.finished:  # abandon what is still in flight (billed for the time it ran)
+        p.stopped_by = self._stop_reason(spent)
+        if p.stopped_by:  # abandon what is still in flight (billed for the time it ran)
             gathered.append(self.sampler.finish())
 
         detected = self._detect(learned, len(sampled.fragments))
         detected_at = time.perf_counter()
         eval_return = None
-        if (cfg.eval_every and p.round % cfg.eval_every == 0) or self.finished:  # the last round always
+        if (cfg.eval_every and p.round % cfg.eval_every == 0) or p.stopped_by:  # the last round always
             eval_return, evaluated = self._logging_failures(gathered, lambda: self.sampler.evaluate(
                 p.round, n, cfg.eval_episodes))
             p.last_eval, p.best_eval = eval_return, max(p.best_eval, eval_return)
             gathered.append(evaluated)
-            self.finished = self.finished or self._done(spent)  # the target may be reached by this evaluation
+            p.stopped_by = p.stopped_by or self._stop_reason(spent)  # the target may be reached by this evaluation
         result = RoundResult(p.round, n, sampled, learned, detected, eval_return, gathered, started, sampled_at,
                              learned_at, detected_at, time.perf_counter())
         row = self._bill_and_log(result)
-        p.stopped_by = self.stopped_by if self.finished else None  # the decision travels with the checkpoint
         p.stop_budget_usd = cfg.budget_usd if p.stopped_by == "budget_usd" else None
-        if p.round % cfg.checkpoint_every == 0 or self.finished:
+        if p.round % cfg.checkpoint_every == 0 or p.stopped_by:  # the decision travels with the checkpoint
             self.session.save(self._state(), p.round)
         return row
 
@@ -207,9 +204,9 @@ class Trainer:
             return cfg.learning_rate
         return cfg.learning_rate * max(1.0 - self.env_steps / cfg.total_timesteps, 0.0)
 
-    def _done(self, pending_usd: float = 0.0, check_budget: bool = True) -> bool:
-        """Whether a stop condition holds (and which: ``stopped_by``); ``pending_usd``: what the current round
-        has cost so far (not yet in the ledger)."""
+    def _stop_reason(self, pending_usd: float = 0.0, check_budget: bool = True) -> str | None:
+        """The stop condition that holds, if any; ``pending_usd``: what the current round has cost so far (not
+        yet in the ledger)."""
         cfg, p = self.cfg, self.progress
         reasons = {
             "target_return": cfg.target_return is not None and math.isfinite(p.last_eval)
@@ -217,20 +214,19 @@ class Trainer:
             "total_timesteps": cfg.total_timesteps is not None and p.env_steps >= cfg.total_timesteps,
             "max_rounds": cfg.max_rounds is not None and p.round >= cfg.max_rounds,
         }
-        self.stopped_by = next((name for name, hit in reasons.items() if hit), None)
-        if self.stopped_by is None and check_budget and self._over_budget(pending_usd):
-            self.stopped_by = "budget_usd"
-        return self.stopped_by is not None
+        reason = next((name for name, hit in reasons.items() if hit), None)
+        if reason is None and check_budget and self._over_budget(pending_usd):
+            reason = "budget_usd"
+        return reason
 
-    def _resumed_done(self) -> bool:
-        """Whether a resumed run is already over. The budget is not re-checked here: the run decided that before
+    def _resumed_stop(self) -> str | None:
+        """Why a resumed run is already over, if it is. The budget is not re-checked here: the run decided that before
         its last round's evaluation (with the round's cost so far), and re-checking with the whole bill could stop
         it a round earlier than the uninterrupted run; the decision is kept unless the budget was raised since."""
         if self.progress.stopped_by == "budget_usd" and self.cfg.budget_usd is not None \
                 and self.cfg.budget_usd <= self.progress.stop_budget_usd:
-            self.stopped_by = "budget_usd"
-            return True
-        return self._done(check_budget=False)
+            return "budget_usd"
+        return self._stop_reason(check_budget=False)
 
     def _over_budget(self, pending_usd: float) -> bool:
         """Whether the next round would exceed the budget, estimating its cost as the dearest of the last
