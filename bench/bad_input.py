@@ -96,7 +96,7 @@ def prepare(workdir: Path) -> None:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert cli.main(["train", *FAST, "--env-id", "CartPole-v1", "--run-dir", str(workdir / "done")]) == 0
     shutil.copytree(workdir / "done", workdir / "broken-ckpt")
-    ckpt = workdir / "broken-ckpt" / "checkpoints" / "latest.pt"
+    ckpt = workdir / "broken-ckpt" / "checkpoints" / "latest.safetensors"
     ckpt.write_bytes(ckpt.read_bytes()[:100])
     (workdir / "empty").mkdir()
 

@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
 from common import OUT, PYTHON, ROOT, log, markdown_table, provenance, write_section
 
 from minionsrl.loop import checkpoint
@@ -74,8 +73,8 @@ def _wait_for(condition, proc: subprocess.Popen, what: str) -> None:
 
 
 def _checkpoint_round(run_dir: Path) -> int:
-    path = run_dir / "checkpoints" / checkpoint.LATEST
-    return int(torch.load(path, weights_only=True)["round"]) if path.exists() else 0
+    state = checkpoint.load(run_dir / "checkpoints")
+    return int(state["round"]) if state else 0
 
 
 def _kill(proc: subprocess.Popen, run_dir: Path, how: str) -> dict[str, Any]:

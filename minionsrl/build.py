@@ -104,17 +104,20 @@ def _first_actors(cfg: TrainConfig) -> int:
 
 
 def learner_device(device: str) -> str:
-    """``auto``: a CUDA device when torch sees one, else the CPU; ``cuda`` where there is none is bad input.
-    ``auto`` on a machine without NVIDIA device files answers "cpu" without loading torch (a second saved)."""
+    """``auto``: a CUDA device when JAX sees one, else the CPU; ``cuda`` where there is none is bad input.
+    ``auto`` on a machine without NVIDIA device files answers "cpu" without loading JAX (a second saved)."""
     if device == "cpu" or (device == "auto" and not glob.glob("/dev/nvidia[0-9]*")):
         return "cpu"
-    import torch
+    import jax
 
-    if torch.cuda.is_available():
+    try:
+        jax.devices("gpu")
         return "cuda"
-    if device == "cuda":
-        raise ConfigError("device: 'cuda' was asked for but torch sees no CUDA device on this machine; use "
-                          "--device cpu (or auto)")
+    except RuntimeError:  # JAX without a CUDA plugin, or no device it can use
+        if device == "cuda":
+            raise ConfigError("device: 'cuda' was asked for but JAX sees no CUDA device on this machine (a GPU "
+                              "learner needs the `cuda` extra: pip install 'minionsrl[cuda]'); use --device cpu "
+                              "(or auto)") from None
     return "cpu"
 
 
@@ -126,7 +129,7 @@ def make_ledger(cfg: TrainConfig, prices: dict | None = None) -> CostLedger:
 
 def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
     """The learner for ``cfg.algo``: PPO, or APPO/IMPALA on V-trace batches."""
-    from minionsrl.learner import learners
+    from minionsrl.learner import learners, runtime
     from minionsrl.learner.ppo import PPOParams
 
     reference_batch = cfg.actors * cfg.fragment_length * cfg.envs_per_function  # what the budgets are relative to
@@ -134,10 +137,11 @@ def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
                           if f.name != "reference_batch"}, reference_batch=reference_batch)
     norm = learners.Normalization(cfg.normalize_obs, cfg.normalize_reward, cfg.clip_obs, cfg.clip_reward)
     device = learner_device(cfg.device)
+    runtime.configure(cfg.learner_threads)
     if cfg.algo == "ppo":
-        return learners.PPOLearner(arch, params, norm, device)
+        return learners.PPOLearner(arch, params, norm, device, cfg.seed)
     cls = learners.APPOLearner if cfg.algo == "appo" else learners.IMPALALearner
-    return cls(arch, params, norm, cfg.vtrace_rho_bar, cfg.vtrace_c_bar, device)
+    return cls(arch, params, norm, cfg.vtrace_rho_bar, cfg.vtrace_c_bar, device, cfg.seed)
 
 
 def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None = None,
@@ -156,16 +160,12 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
     if cfg.fault_duplicate > 0:  # the platform's own fault: a wrapper delivers those replies twice
         backend = DuplicatingBackend(backend)
     try:
-        import torch
-
         from minionsrl.function.faults import FaultPlan
         from minionsrl.loop.gather import RetryPolicy
         from minionsrl.loop.invocations import Publisher, Requests
         from minionsrl.loop.sampler import AsyncSampler, SyncSampler
         from minionsrl.loop.trainer import Trainer
 
-        torch.manual_seed(cfg.seed)
-        torch.set_num_threads(cfg.torch_threads)
         arch = PolicyArch.of(info, cfg.hidden_sizes)
         learner = make_learner(cfg, arch)
         scaler = scaler or make_scaler(cfg)

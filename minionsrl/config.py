@@ -204,12 +204,13 @@ class TrainConfig:
                              group="cost")
     budget_usd: float | None = _f(None, "stop before a round that would take the serverless cost past this",
                                   positive=True, group="cost", learning=False)
-    torch_threads: int = _f(1, "torch threads for the learner", min=1, group="run")
+    learner_threads: int = _f(1, "CPU threads of the learner's compiled update (XLA); 1 leaves the other cores to the "
+                              "rollout functions", min=1, group="run")
     device: str = _f("auto", "where the learner runs (update, detectors, V-trace): auto (a GPU when there is one), "
                      "cpu or cuda; rollout functions never need one", choices=DEVICES, group="learner",
                      learning=False)
     checkpoint_every: int = _f(1, "write a checkpoint every this many rounds", min=1, group="run", learning=False)
-    keep_checkpoints_every: int = _f(0, "also keep checkpoints/round-NNNNN.pt every this many rounds (0: never)", min=0,
+    keep_checkpoints_every: int = _f(0, "also keep checkpoints/round-NNNNN.safetensors every this many rounds (0: never)", min=0,
                                      group="run", learning=False)
     tensorboard: bool = _f(True, "write TensorBoard event files", group="run", learning=False)
     progress: bool = _f(True, "show a live progress display", group="run", learning=False)

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from minionsrl import cli
 from minionsrl.loop import checkpoint
@@ -54,7 +53,7 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def _checkpoint_round(run_dir: Path) -> int:
-    return int(torch.load(run_dir / "checkpoints" / checkpoint.LATEST, weights_only=True)["round"])
+    return int(checkpoint.load(run_dir / "checkpoints")["round"])
 
 
 @pytest.mark.slow

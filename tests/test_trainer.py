@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from minionsrl import cli
 from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
+from minionsrl.loop import checkpoint
 from minionsrl.loop.invocations import invocation_seed
 from minionsrl.loop.metrics import INVOCATION_COLUMNS, LEARNING_COLUMNS, METRIC_COLUMNS, read_metrics, read_rows
 
@@ -62,7 +62,7 @@ def finished_run(tmp_path_factory):
 
 def test_run_dir_files(finished_run):
     run_dir, _ = finished_run
-    for name in ("config.yaml", "metrics.csv", "invocations.csv", "summary.json", "checkpoints/latest.pt"):
+    for name in ("config.yaml", "metrics.csv", "invocations.csv", "summary.json", "checkpoints/latest.safetensors"):
         assert (run_dir / name).is_file(), name
     events = list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
     assert events and events[0].stat().st_size > 0
@@ -108,11 +108,11 @@ def test_invocations_csv(finished_run):
     assert len(cold) == len(instances) <= (os.cpu_count() or 1)  # one cold start per instance, then reuse
 
 
-def test_checkpoint_loads_weights_only(finished_run):
+def test_checkpoint_is_plain_arrays_and_json(finished_run):
     run_dir, _ = finished_run
-    state = torch.load(run_dir / "checkpoints" / "latest.pt", map_location="cpu", weights_only=True)
+    state = checkpoint.load(run_dir / "checkpoints")
     assert state["round"] == 4 and state["env_steps"] == 768
-    for key in ("policy", "optimizer", "scaler", "torch_rng", "last_row", "carries", "recent_returns",
+    for key in ("policy", "optimizer", "scaler", "last_row", "carries", "recent_returns",
                 "best_eval", "last_eval", "obs_rms", "ret_rms"):
         assert key in state, key
     assert "actor.0.weight" in state["policy"] and state["policy"]["actor.0.weight"].shape == (64, 4)
@@ -244,8 +244,8 @@ def test_eval_command_is_deterministic(finished_run, capsys):
     assert not (finished_run[0] / "videos").exists()
 
 
-def test_checkpoint_with_reward_scaling_loads_weights_only(tmp_path):
-    """Scalar running statistics (reward scaling) must survive torch.load(weights_only=True) and resume."""
+def test_checkpoint_with_reward_scaling_round_trips(tmp_path):
+    """Scalar running statistics (reward scaling) must survive the checkpoint and resume."""
     from minionsrl.build import make_trainer
     from minionsrl.config import TrainConfig
 
@@ -253,7 +253,7 @@ def test_checkpoint_with_reward_scaling_loads_weights_only(tmp_path):
                       update_epochs=1, normalize_obs=True, normalize_reward=True, progress=False, tensorboard=False,
                       run_dir=str(tmp_path / "run"))
     assert make_trainer(cfg).run()["rounds"] == 2
-    state = torch.load(tmp_path / "run" / "checkpoints" / "latest.pt", weights_only=True)
+    state = checkpoint.load(tmp_path / "run" / "checkpoints")
     assert state["ret_rms"]["mean"].shape == () and state["obs_rms"]["mean"].shape == (3,)
     resumed = make_trainer(dataclasses.replace(cfg, max_rounds=3), resume=True)
     assert resumed.round == 2 and resumed.learner.ret_rms.count == pytest.approx(state["ret_rms"]["count"])

@@ -22,6 +22,7 @@ from minionsrl import config
 from minionsrl.errors import ConfigError
 from minionsrl.experiments.plots import scatter_plot
 from minionsrl.experiments.tables import markdown_table
+from minionsrl.loop import checkpoint
 
 COLUMNS = ["round", "convexity_ratio", "gns", "eval_base", "eval_boost", "gain"]
 
@@ -38,7 +39,7 @@ def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> di
                                   detectors="on",
                                   run_dir=tmp, progress=False, tensorboard=False, keep_checkpoints_every=0)
         Path(tmp, "checkpoints").mkdir()
-        shutil.copy(ckpt, Path(tmp, "checkpoints", "latest.pt"))
+        shutil.copy(ckpt, Path(tmp, "checkpoints", checkpoint.LATEST))
         config.dump(cfg, Path(tmp, "config.yaml"))
         trainer = make_trainer(cfg, resume=True)  # an APPO/IMPALA run boosts its invocations in flight
         trainer.run()
@@ -50,7 +51,7 @@ def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> di
 def run_motivate(run_dir: str | Path, base: int, boost: int, eval_episodes: int, out_dir: str | Path) -> dict[str, Any]:
     """Boost one round from every kept checkpoint; write motivate.csv/.md and a scatter plot."""
     run_dir, out_dir = Path(run_dir), Path(out_dir)
-    ckpts = sorted((run_dir / "checkpoints").glob("round-*.pt"))
+    ckpts = sorted((run_dir / "checkpoints").glob("round-*.safetensors"))
     if len(ckpts) < 3:
         raise ConfigError(f"--run-dir: {str(run_dir)!r} has {len(ckpts)} kept checkpoints; train it with "
                           "--keep-checkpoints-every K so that at least 3 exist")

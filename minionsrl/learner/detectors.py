@@ -14,33 +14,38 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
+import jax
+import jax.numpy as jnp
 import numpy as np
-import torch
-from torch import nn
+from jax.flatten_util import ravel_pytree
 
-from minionsrl.learner.ppo import Batch, PPOParams, ppo_loss
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.learner.networks import Params
+from minionsrl.learner.ppo import Batch, PPOParams, bucket, ppo_loss
 
 CONVEXITY_EPS = 0.01
 
 
-def lanczos_extremes(hvp: Callable[[torch.Tensor], torch.Tensor], dim: int, iterations: int,
-                     generator: torch.Generator) -> tuple[float, float]:
-    """(λmin, λmax) of the symmetric operator ``hvp`` on R^dim, by Lanczos with full re-orthogonalisation."""
+def lanczos_extremes(hvp: Callable[[np.ndarray], np.ndarray], dim: int, iterations: int,
+                     rng: np.random.Generator) -> tuple[float, float]:
+    """(λmin, λmax) of the symmetric operator ``hvp`` on R^dim, by Lanczos with full re-orthogonalisation
+    (in float64 on the host)."""
     m = min(iterations, dim)
-    basis = torch.zeros(m, dim, dtype=torch.float64)
+    basis = np.zeros((m, dim), dtype=np.float64)
     alphas: list[float] = []
     betas: list[float] = []
-    v = (torch.randint(0, 2, (dim,), generator=generator, dtype=torch.float64) * 2 - 1) / dim**0.5
+    v = (rng.integers(0, 2, dim).astype(np.float64) * 2 - 1) / dim**0.5
     for j in range(m):
         basis[j] = v
-        w = hvp(v)
+        w = np.asarray(hvp(v), dtype=np.float64)
         alpha = float(w @ v)
         alphas.append(alpha)
         # full re-orthogonalisation against every previous Lanczos vector (twice is enough)
         for _ in range(2):
             w = w - basis[: j + 1].T @ (basis[: j + 1] @ w)
-        beta = float(w.norm())
+        beta = float(np.linalg.norm(w))
         if j == m - 1 or beta < 1e-10:
             break
         betas.append(beta)
@@ -49,11 +54,6 @@ def lanczos_extremes(hvp: Callable[[torch.Tensor], torch.Tensor], dim: int, iter
     tri = np.diag(alphas) + np.diag(betas[: k - 1], 1) + np.diag(betas[: k - 1], -1)
     eig = np.linalg.eigvalsh(tri)
     return float(eig[0]), float(eig[-1])
-
-
-def _flat_grad(loss: torch.Tensor, params: list[nn.Parameter], create_graph: bool = False) -> torch.Tensor:
-    grads = torch.autograd.grad(loss, params, create_graph=create_graph)
-    return torch.cat([g.reshape(-1) for g in grads])
 
 
 @dataclass
@@ -68,23 +68,64 @@ class Curvature:
         return -(self.lambda_max + CONVEXITY_EPS) / (self.lambda_min - CONVEXITY_EPS)
 
 
-def hessian_curvature(policy: nn.Module, batch: Batch, params: PPOParams, iterations: int = 100,
-                      seed: int = 0) -> Curvature:
+def _padded(batch: Batch, rows: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The batch's arrays padded to ``rows`` rows, and the weights marking the real ones."""
+    data = {k: np.concatenate([v, np.zeros((rows - len(v), *v.shape[1:]), v.dtype)]) for k, v in batch.arrays().items()}
+    w = np.zeros(rows, np.float32)
+    w[: len(batch)] = 1.0
+    return data, w
+
+
+@partial(jax.jit, static_argnames=("arch", "p"))
+def _hvp(arch: PolicyArch, p: PPOParams, kl_coef: jax.Array, weights: Params, data: dict[str, jax.Array],
+         w: jax.Array, v: jax.Array) -> jax.Array:
+    """The Hessian of the PPO loss (flattened weights) times ``v``: forward-over-reverse differentiation."""
+    flat, unravel = ravel_pytree(weights)
+
+    def grad(x: jax.Array) -> jax.Array:
+        return ravel_pytree(jax.grad(lambda q: ppo_loss(arch, q, data, w, p, kl_coef).loss)(unravel(x)))[0]
+
+    return jax.jvp(grad, (flat,), (v.astype(flat.dtype),))[1]
+
+
+def hessian_curvature(arch: PolicyArch, weights: Params, batch: Batch, params: PPOParams, iterations: int = 100,
+                      seed: int = 0, kl_coef: float | None = None) -> Curvature:
     """Lanczos estimate of the Hessian's extreme eigenvalues for the full PPO loss on ``batch``."""
-    weights = [p for p in policy.parameters() if p.requires_grad]
-    loss = ppo_loss(policy, batch, params).loss
-    grad = _flat_grad(loss, weights, create_graph=True)  # the graph is reused by every product
-
-    def hvp(v: torch.Tensor) -> torch.Tensor:
-        prods = torch.autograd.grad(grad, weights, grad_outputs=v.to(grad.device, grad.dtype), retain_graph=True)
-        return torch.cat([p.reshape(-1) for p in prods]).to("cpu", torch.float64)  # Lanczos runs on the CPU
-
-    gen = torch.Generator().manual_seed(seed)
-    lam_min, lam_max = lanczos_extremes(hvp, grad.numel(), iterations, gen)
+    data, w = _padded(batch, bucket(len(batch)))
+    coef = np.float32(params.kl_coef if kl_coef is None else kl_coef)
+    dim = ravel_pytree(weights)[0].size
+    lam_min, lam_max = lanczos_extremes(
+        lambda v: np.asarray(_hvp(arch, params, coef, weights, data, w, v.astype(np.float32))), dim, iterations,
+        np.random.default_rng(seed))
     return Curvature(lam_min, lam_max)
 
 
-def gradient_noise_scale(policy: nn.Module, batch: Batch, params: PPOParams, slices: int, seed: int = 0) -> float:
+@partial(jax.jit, static_argnames=("arch", "p"))
+def _grad_sq_norms(arch: PolicyArch, p: PPOParams, kl_coef: jax.Array, weights: Params,
+                   data: dict[str, jax.Array], idx: jax.Array, w: jax.Array) -> jax.Array:
+    """|∇L|² of the loss on each row-set: the rows ``idx[i]`` weighted ``w[i]`` (0: padding)."""
+
+    def sq_norm(rows_w: tuple[jax.Array, jax.Array]) -> jax.Array:
+        rows, wi = rows_w
+        mb = {k: v[rows] for k, v in data.items()}
+        grads = jax.grad(lambda q: ppo_loss(arch, q, mb, wi, p, kl_coef).loss)(weights)
+        return sum(jnp.sum(g**2) for g in jax.tree.leaves(grads))
+
+    return jax.lax.map(sq_norm, (idx, w))
+
+
+def _row_sets(sets: list[np.ndarray], count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``sets`` of row indices as a padded ``(count, width)`` index array and its 0/1 weights."""
+    width = bucket(max(len(s) for s in sets))
+    idx, w = np.zeros((count, width), np.int32), np.zeros((count, width), np.float32)
+    for i, rows in enumerate(sets):
+        idx[i, : len(rows)], w[i, : len(rows)] = rows, 1.0
+    w[len(sets) :, 0] = 1.0  # padding sets: one row each, so that their (unused) loss is defined
+    return idx, w
+
+
+def gradient_noise_scale(arch: PolicyArch, weights: Params, batch: Batch, params: PPOParams, slices: int,
+                         seed: int = 0, kl_coef: float | None = None) -> float:
     """``B_simple`` from the full-batch gradient and the gradients of ``slices`` equal slices.
 
     With |G_B|² the squared norm of a size-B gradient, the unbiased estimates are
@@ -100,43 +141,44 @@ def gradient_noise_scale(policy: nn.Module, batch: Batch, params: PPOParams, sli
       is of ``ppo_loss`` with per-minibatch normalisation off. Re-normalising inside each slice would make
       each slice's gradient that of a different loss than the full batch's; with one loss, the mean of
       the slice gradients is the full-batch gradient when the slices partition the batch.
+
+    Row sets are padded to buckets (with 0/1 row weights), so a changing ``n`` compiles few programs.
     """
-    weights = [p for p in policy.parameters() if p.requires_grad]
     size = len(batch)
     if slices < 2 or size < 2 * slices:
         return float("nan")
     small = size // slices
     adv = batch.advantages
     if params.norm_adv:
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        adv = ((adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)).astype(np.float32)
     batch = replace(batch, advantages=adv)
     one_loss = replace(params, norm_adv=False)
-    order = torch.from_numpy(np.random.default_rng(seed).permutation(size))
-    big_sq = float(_flat_grad(ppo_loss(policy, batch, one_loss).loss, weights).pow(2).sum())
-    small_sq = np.mean([
-        float(_flat_grad(ppo_loss(policy, batch.select(order[i * small : (i + 1) * small]), one_loss).loss,
-                         weights).pow(2).sum())
-        for i in range(slices)
-    ])
+    order = np.random.default_rng(seed).permutation(size)
+    data, _ = _padded(batch, bucket(size, fine=False))
+    coef = np.float32(params.kl_coef if kl_coef is None else kl_coef)
+    full = _grad_sq_norms(arch, one_loss, coef, weights, data, *_row_sets([np.arange(size)], 1))
+    parts = [order[i * small : (i + 1) * small] for i in range(slices)]
+    norms = _grad_sq_norms(arch, one_loss, coef, weights, data, *_row_sets(parts, bucket(slices, fine=False)))
+    big_sq, small_sq = float(full[0]), float(np.mean(np.asarray(norms, dtype=np.float64)[:slices]))
     g2 = (size * big_sq - small * small_sq) / (size - small)
     trace = (small_sq - big_sq) / (1.0 / small - 1.0 / size)
     return float(trace / g2) if g2 != 0 else float("nan")
 
 
-def detect(wanted: set[str], policy: nn.Module, batch: Batch, params: PPOParams, slices: int, seed: int,
-           samples: int, iterations: int) -> dict[str, float]:
+def detect(wanted: set[str], arch: PolicyArch, weights: Params, batch: Batch, params: PPOParams, slices: int,
+           seed: int, samples: int, iterations: int, kl_coef: float | None = None) -> dict[str, float]:
     """The detectors in ``wanted`` ("gns", "curvature") on a round's batch, as metrics columns. The curvature
     reads a random subsample of ``samples`` rows (0: all), since Hessian-vector products cost O(batch) each."""
     out: dict[str, float] = {}
     if "gns" in wanted:
         # its slices from a stream apart from the curvature's subsample (default_rng(seed) below)
-        out["gns"] = gradient_noise_scale(policy, batch, params, slices, seed=seed + 1)
+        out["gns"] = gradient_noise_scale(arch, weights, batch, params, slices, seed=seed + 1, kl_coef=kl_coef)
     if "curvature" not in wanted:
         return out
     sample = batch
     if 0 < samples < len(batch):
         idx = np.random.default_rng(seed).choice(len(batch), samples, replace=False)
-        sample = batch.select(torch.from_numpy(np.sort(idx)))
-    curvature = hessian_curvature(policy, sample, params, iterations, seed=seed)
+        sample = batch.select(np.sort(idx))
+    curvature = hessian_curvature(arch, weights, sample, params, iterations, seed=seed, kl_coef=kl_coef)
     return {**out, "convexity_ratio": curvature.convexity_ratio, "lambda_min": curvature.lambda_min,
             "lambda_max": curvature.lambda_max}

@@ -15,55 +15,81 @@ fragment keep the behaviour policy's V(final observation) (the final observation
 
 from __future__ import annotations
 
+from functools import partial
+
+import jax
+import jax.numpy as jnp
 import numpy as np
-import torch
 
 from minionsrl.function.fragment import Fragment
 from minionsrl.function.normalization import RunningMeanStd
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.learner import networks
+from minionsrl.learner.networks import Params
 from minionsrl.learner.ppo import (
     Batch,
     LossTerms,
-    Policy,
     PPOParams,
+    bucket,
     flat,
+    normalize_advantages,
     scale_rewards,
     stack_fragments,
+    weighted_mean,
 )
 from minionsrl.learner.vtrace import vtrace
 
-_SCORE_CHUNK = 1024  # rows per no-grad forward pass (bounds the memory of CNN activations)
+_SCORE_CHUNK = 1024  # rows per forward pass (bounds the memory of CNN activations)
 
 
-def vtrace_batch(fragments: list[Fragment], policy: Policy, params: PPOParams, reward_rms: RunningMeanStd | None,
-                 clip_reward: float, rho_bar: float, c_bar: float) -> Batch:
-    """Stack ``fragments``, score them with ``policy`` and compute V-trace targets (λ = ``gae_lambda``)."""
+@partial(jax.jit, static_argnames="arch")
+def _score(arch: PolicyArch, weights: Params, obs: jax.Array, actions: jax.Array) -> tuple[jax.Array, jax.Array]:
+    logp, _, values = networks.evaluate(arch, weights, obs, actions)
+    return logp, values
+
+
+@partial(jax.jit, static_argnames="arch")
+def _values(arch: PolicyArch, weights: Params, obs: jax.Array) -> jax.Array:
+    return networks.value(arch, weights, obs)
+
+
+def _padded(a: np.ndarray, rows: int) -> np.ndarray:
+    return np.concatenate([a, np.zeros((rows - len(a), *a.shape[1:]), a.dtype)])
+
+
+def vtrace_batch(fragments: list[Fragment], arch: PolicyArch, weights: Params, params: PPOParams,
+                 reward_rms: RunningMeanStd | None, clip_reward: float, rho_bar: float, c_bar: float) -> Batch:
+    """Stack ``fragments``, score them with the policy ``weights`` and compute V-trace targets (λ = ``gae_lambda``)."""
     stack = stack_fragments(fragments)
     n, steps = stack["rewards"].shape
     obs, actions = flat(stack["obs"]), flat(stack["actions"])
-    device = next(policy.parameters()).device
-    with torch.no_grad():
-        parts = [policy.evaluate(obs[i : i + _SCORE_CHUNK].to(device), actions[i : i + _SCORE_CHUNK].to(device))
-                 for i in range(0, len(obs), _SCORE_CHUNK)]
-        logp = torch.cat([p[0] for p in parts]).cpu()
-        values = torch.cat([p[2] for p in parts]).cpu()
-        bootstrap = policy.value(torch.from_numpy(np.concatenate([f.last_obs for f in fragments])).to(device)).cpu()
-    log_rhos = logp.numpy().reshape(n, steps).astype(np.float64) - stack["logprobs"]
-    vs, adv = vtrace(scale_rewards(stack["rewards"], reward_rms, clip_reward), values.numpy().reshape(n, steps),
-                     stack["terminated"], stack["truncated"], stack["trunc_values"], bootstrap.numpy(), log_rhos,
+    chunk = min(_SCORE_CHUNK, bucket(len(obs)))  # one compiled shape per chunk size, the tail padded to it
+    logp, values = [], []
+    for i in range(0, len(obs), chunk):
+        part = slice(i, min(i + chunk, len(obs)))
+        rows = part.stop - part.start
+        lp, v = _score(arch, weights, _padded(obs[part], chunk), _padded(actions[part], chunk))
+        logp.append(np.asarray(lp)[:rows])
+        values.append(np.asarray(v)[:rows])
+    logp, values = np.concatenate(logp), np.concatenate(values)
+    last_obs = np.concatenate([f.last_obs for f in fragments])
+    bootstrap = np.asarray(_values(arch, weights, _padded(last_obs, bucket(len(last_obs)))))[: len(last_obs)]
+    log_rhos = logp.reshape(n, steps).astype(np.float64) - stack["logprobs"]
+    vs, adv = vtrace(scale_rewards(stack["rewards"], reward_rms, clip_reward), values.reshape(n, steps),
+                     stack["terminated"], stack["truncated"], stack["trunc_values"], bootstrap, log_rhos,
                      params.gamma, rho_bar, c_bar, params.gae_lambda)
-    return Batch(obs, actions, logp, torch.from_numpy(adv.reshape(-1)), torch.from_numpy(vs.reshape(-1)), values)
+    return Batch(obs, actions, logp, adv.reshape(-1), vs.reshape(-1), values)
 
 
-def impala_loss(policy: Policy, mb: Batch, p: PPOParams) -> LossTerms:
+def impala_loss(arch: PolicyArch, weights: Params, mb: dict[str, jax.Array], w: jax.Array, p: PPOParams,
+                kl_coef: jax.Array | float) -> LossTerms:
     """IMPALA's loss on a V-trace (mini)batch: policy gradient with the V-trace advantages (normalised
     per minibatch if ``norm_adv``), entropy bonus and squared error to the targets ``v_s``."""
-    newlogprob, entropy, newvalue = policy.evaluate(mb.obs, mb.actions)
-    adv = mb.advantages
-    if p.norm_adv and len(adv) > 1:
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    pg_loss = -(adv * newlogprob).mean()
-    v_loss = 0.5 * ((newvalue - mb.returns) ** 2).mean()
-    entropy_loss = entropy.mean()
-    logratio = newlogprob - mb.logprobs
+    newlogprob, entropy, newvalue = networks.evaluate(arch, weights, mb["obs"], mb["actions"])
+    adv = normalize_advantages(mb["advantages"], w) if p.norm_adv else mb["advantages"]
+    pg_loss = -weighted_mean(adv * newlogprob, w)
+    v_loss = 0.5 * weighted_mean((newvalue - mb["returns"]) ** 2, w)
+    entropy_loss = weighted_mean(entropy, w)
+    logratio = newlogprob - mb["logprobs"]
     return LossTerms(pg_loss - p.ent_coef * entropy_loss + p.vf_coef * v_loss, pg_loss, v_loss, entropy_loss,
-                     logratio, logratio.exp())
+                     logratio, jnp.exp(logratio))

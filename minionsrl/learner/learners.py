@@ -12,14 +12,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+import jax
 import numpy as np
-import torch
 
 from minionsrl.function.fragment import Fragment, PolicySnapshot
 from minionsrl.function.normalization import RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner.impala import impala_loss, vtrace_batch
-from minionsrl.learner.networks import make_policy, snapshot_of
+from minionsrl.learner.networks import init_params, snapshot_of
 from minionsrl.learner.ppo import PPO, Batch, LossFn, PPOParams, lr_factor, ppo_loss
 
 
@@ -46,10 +46,11 @@ class Learner(ABC):
 
     loss: LossFn = staticmethod(ppo_loss)
 
-    def __init__(self, arch: PolicyArch, params: PPOParams, norm: Normalization, device: str = "cpu") -> None:
-        self.params, self.norm, self.device = params, norm, torch.device(device)
-        self.policy = make_policy(arch).to(self.device)
-        self.ppo = PPO(self.policy, params, type(self).loss)
+    def __init__(self, arch: PolicyArch, params: PPOParams, norm: Normalization, device: str = "cpu",
+                 seed: int = 0) -> None:
+        self.arch, self.params, self.norm = arch, params, norm
+        self.device = jax.devices("cpu" if device == "cpu" else "gpu")[0]
+        self.ppo = PPO(arch, init_params(arch, seed), params, type(self).loss, self.device)
         self.lr = params.learning_rate
         self.obs_rms = RunningMeanStd((arch.obs_dim,)) if norm.obs else None
         self.ret_rms = RunningMeanStd(()) if norm.reward else None
@@ -60,7 +61,7 @@ class Learner(ABC):
 
     def snapshot(self, version: int) -> PolicySnapshot:
         """The policy as rollout functions receive it."""
-        return snapshot_of(self.policy, self.obs_rms, version, self.norm.clip_obs)
+        return snapshot_of(self.arch, self.ppo.weights, self.obs_rms, version, self.norm.clip_obs)
 
     def learn(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:
         """Merge the fragments' normaliser statistics (in the given order), then update the policy with the
@@ -81,33 +82,23 @@ class Learner(ABC):
         """The algorithm's update on fragments whose statistics are merged."""
 
     def state_dict(self) -> dict[str, Any]:
-        """Weights, optimiser, normalisers and torch's RNG (weights-only loadable)."""
-        return {"policy": self.policy.state_dict(), "optimizer": self.ppo.optimizer.state_dict(),
-                "kl_coef": self.ppo.kl_coef,
-                "torch_rng": torch.get_rng_state(),
-                "obs_rms": _tensors(self.obs_rms.state_dict()) if self.obs_rms else None,
-                "ret_rms": _tensors(self.ret_rms.state_dict()) if self.ret_rms else None}
+        """Weights, optimiser state and normalisers, as NumPy arrays and numbers."""
+        return {**self.ppo.state_dict(),
+                "obs_rms": self.obs_rms.state_dict() if self.obs_rms else None,
+                "ret_rms": self.ret_rms.state_dict() if self.ret_rms else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.policy.load_state_dict(state["policy"])
-        self.ppo.optimizer.load_state_dict(state["optimizer"])
-        self.ppo.kl_coef = float(state.get("kl_coef", self.params.kl_coef))
-        torch.set_rng_state(state["torch_rng"])
+        self.ppo.load_state_dict(state)
         for rms, saved in ((self.obs_rms, state["obs_rms"]), (self.ret_rms, state["ret_rms"])):
             if rms is not None:
-                rms.load_state_dict({k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in saved.items()})
-
-
-def _tensors(state: dict[str, Any]) -> dict[str, Any]:
-    """NumPy values as tensors: weights-only checkpoint loading refuses NumPy objects."""
-    return {k: torch.from_numpy(np.array(v)) if isinstance(v, np.ndarray | np.generic) else v for k, v in state.items()}
+                rms.load_state_dict(saved)
 
 
 class PPOLearner(Learner):
     """PPO on the round's batch: GAE, then epochs of minibatch SGD on the clipped surrogate."""
 
     def _update(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:
-        batch = Batch.from_fragments(fragments, self.params, self.ret_rms, self.norm.clip_reward).to(self.device)
+        batch = Batch.from_fragments(fragments, self.params, self.ret_rms, self.norm.clip_reward)
         return Learned(batch, self.ppo.update(batch, rng))
 
 
@@ -115,13 +106,13 @@ class VTraceLearner(Learner):
     """Learners on V-trace-corrected batches of lagging fragments (Espeholt et al. 2018)."""
 
     def __init__(self, arch: PolicyArch, params: PPOParams, norm: Normalization, rho_bar: float,
-                 c_bar: float, device: str = "cpu") -> None:
-        super().__init__(arch, params, norm, device)
+                 c_bar: float, device: str = "cpu", seed: int = 0) -> None:
+        super().__init__(arch, params, norm, device, seed)
         self.rho_bar, self.c_bar = rho_bar, c_bar
 
     def vtrace(self, fragments: list[Fragment]) -> Batch:
-        return vtrace_batch(fragments, self.policy, self.params, self.ret_rms, self.norm.clip_reward,
-                            self.rho_bar, self.c_bar).to(self.device)
+        return vtrace_batch(fragments, self.arch, self.ppo.weights, self.params, self.ret_rms, self.norm.clip_reward,
+                            self.rho_bar, self.c_bar)
 
 
 class APPOLearner(VTraceLearner):

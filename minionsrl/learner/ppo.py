@@ -1,9 +1,14 @@
-"""PPO learner (clipped surrogate, GAE, value loss, entropy), faithful to CleanRL's ``ppo.py``.
+"""PPO learner (clipped surrogate, GAE, value loss, entropy), faithful to CleanRL's ``ppo.py``, in JAX.
 
 The batch is whatever the round's ``n`` actors returned (``n × T`` steps). How the update's work
 follows it is the learner budget (:func:`update_plan`): by default the minibatch size stays fixed (up to
 rounding, when it does not divide the batch), so the gradient steps per sample do not depend on how many
 actors the scaler chose; ``per-round`` and ``fixed-compute`` hold the steps per round fixed instead.
+
+The whole update — every epoch and minibatch, clipping, Adam, the KL early stop — is one compiled
+program (:func:`_update_program`, PureJaxRL's way): the host draws the minibatch order, the program loops
+over it. Shapes are padded to buckets (rows of a minibatch carry a 0/1 weight), so a scaler that changes
+``n`` every round costs a handful of compilations, kept across runs by JAX's persistent cache.
 """
 
 from __future__ import annotations
@@ -12,17 +17,19 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from functools import partial
+from typing import Any, NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
-import torch
-from torch import nn
+import optax
 
 from minionsrl.function.fragment import Fragment
 from minionsrl.function.normalization import RunningMeanStd
-from minionsrl.learner.networks import ActorCritic, CNNActorCritic
-
-Policy = ActorCritic | CNNActorCritic
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.learner import networks
+from minionsrl.learner.networks import Params
 
 
 @dataclass(frozen=True)
@@ -79,14 +86,15 @@ def compute_gae(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray,
 
 @dataclass
 class Batch:
-    """A round's fragments stacked and flattened for the update."""
+    """A round's fragments stacked and flattened for the update (NumPy arrays on the host; the update moves
+    them to the learner's device once)."""
 
-    obs: torch.Tensor
-    actions: torch.Tensor
-    logprobs: torch.Tensor
-    advantages: torch.Tensor
-    returns: torch.Tensor
-    values: torch.Tensor
+    obs: np.ndarray
+    actions: np.ndarray
+    logprobs: np.ndarray
+    advantages: np.ndarray
+    returns: np.ndarray
+    values: np.ndarray
 
     @classmethod
     def from_fragments(cls, fragments: list[Fragment], params: PPOParams,
@@ -103,15 +111,13 @@ class Batch:
     def __len__(self) -> int:
         return len(self.obs)
 
-    def to(self, device: torch.device | str) -> Batch:
-        """The batch on ``device`` (where the learner's policy is)."""
-        return Batch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
+    def select(self, idx: np.ndarray) -> Batch:
+        """The rows ``idx`` of every field (a minibatch)."""
+        return Batch(*(getattr(self, f.name)[idx] for f in dataclasses.fields(self)))
 
-    def select(self, idx: torch.Tensor) -> Batch:
-        """The rows ``idx`` of every field (a minibatch), on the batch's device."""
-        idx = idx.to(self.obs.device)
-        return Batch(self.obs[idx], self.actions[idx], self.logprobs[idx], self.advantages[idx], self.returns[idx],
-                     self.values[idx])
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The fields by name (what the compiled losses read)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 def stack_fragments(fragments: list[Fragment]) -> dict[str, np.ndarray]:
@@ -127,51 +133,68 @@ def scale_rewards(rewards: np.ndarray, reward_rms: RunningMeanStd | None, clip_r
     return np.clip(rewards / np.sqrt(reward_rms.var + 1e-8), -clip_reward, clip_reward)
 
 
-def flat(a: np.ndarray) -> torch.Tensor:
-    """``(n, T, ...)`` to a ``(n·T, ...)`` tensor sharing the array's dtype."""
-    return torch.from_numpy(np.ascontiguousarray(a.reshape(-1, *a.shape[2:])))
+def flat(a: np.ndarray) -> np.ndarray:
+    """``(n, T, ...)`` to ``(n·T, ...)``, keeping the dtype."""
+    return np.ascontiguousarray(a.reshape(-1, *a.shape[2:]))
 
 
 class LossTerms(NamedTuple):
     """The PPO loss and the pieces the update reports."""
 
-    loss: torch.Tensor
-    pg_loss: torch.Tensor
-    v_loss: torch.Tensor
-    entropy: torch.Tensor
-    logratio: torch.Tensor
-    ratio: torch.Tensor
+    loss: jax.Array
+    pg_loss: jax.Array
+    v_loss: jax.Array
+    entropy: jax.Array
+    logratio: jax.Array
+    ratio: jax.Array
 
 
-def clipped_surrogate(adv: torch.Tensor, ratio: torch.Tensor, clip_coef: float) -> torch.Tensor:
-    """PPO's clipped policy loss: the mean of ``max(−A·r, −A·clip(r, 1 − c, 1 + c))``."""
-    return torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip_coef, 1 + clip_coef)).mean()
+def weighted_mean(x: jax.Array, w: jax.Array) -> jax.Array:
+    """The mean of ``x`` over the rows whose weight ``w`` is 1 (padding rows weigh 0)."""
+    return (x * w).sum() / w.sum()
 
 
-def ppo_loss(policy: Policy, mb: Batch, p: PPOParams) -> LossTerms:
-    """CleanRL's PPO loss on a (mini)batch: clipped surrogate, (clipped) value loss, entropy bonus.
+def normalize_advantages(adv: jax.Array, w: jax.Array) -> jax.Array:
+    """``(A − mean) / (std + 1e-8)`` over the real rows (torch's unbiased std), left alone for a single row."""
+    count = w.sum()
+    mean = (adv * w).sum() / count
+    std = jnp.sqrt(((adv - mean) ** 2 * w).sum() / jnp.maximum(count - 1.0, 1.0))
+    return jnp.where(count > 1, (adv - mean) / (std + 1e-8), adv)
 
-    Used by the update and by the curvature detectors, which differentiate it twice.
+
+def clipped_surrogate(adv: jax.Array, ratio: jax.Array, clip_coef: float, w: jax.Array | None = None) -> jax.Array:
+    """PPO's clipped policy loss: the mean of ``max(−A·r, −A·clip(r, 1 − c, 1 + c))`` (over rows weighing 1)."""
+    terms = jnp.maximum(-adv * ratio, -adv * jnp.clip(ratio, 1 - clip_coef, 1 + clip_coef))
+    return terms.mean() if w is None else weighted_mean(terms, w)
+
+
+def ppo_loss(arch: PolicyArch, params: Params, mb: dict[str, jax.Array], w: jax.Array, p: PPOParams,
+             kl_coef: jax.Array | float) -> LossTerms:
+    """CleanRL's PPO loss on a (mini)batch: clipped surrogate, (clipped) value loss, entropy bonus; RLlib's
+    clipped squared value error and KL penalty where ``p`` asks. ``w`` weighs the rows (0: padding).
+
+    Used by the update and by the detectors, which differentiate it twice.
     """
-    newlogprob, entropy, newvalue = policy.evaluate(mb.obs, mb.actions)
-    logratio = newlogprob - mb.logprobs
-    ratio = logratio.exp()
-    adv = mb.advantages
-    if p.norm_adv and len(adv) > 1:
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    pg_loss = clipped_surrogate(adv, ratio, p.clip_coef)
+    newlogprob, entropy, newvalue = networks.evaluate(arch, params, mb["obs"], mb["actions"])
+    logratio = newlogprob - mb["logprobs"]
+    ratio = jnp.exp(logratio)
+    adv = normalize_advantages(mb["advantages"], w) if p.norm_adv else mb["advantages"]
+    pg_loss = clipped_surrogate(adv, ratio, p.clip_coef, w)
     if p.vf_clip is not None:  # RLlib: the squared error itself is clipped (and not halved)
-        v_loss = ((newvalue - mb.returns) ** 2).clamp(max=p.vf_clip).mean()
+        v_loss = weighted_mean(jnp.minimum((newvalue - mb["returns"]) ** 2, p.vf_clip), w)
     elif p.clip_vloss:
-        v_clipped = mb.values + (newvalue - mb.values).clamp(-p.clip_coef, p.clip_coef)
-        v_loss = 0.5 * torch.max((newvalue - mb.returns) ** 2, (v_clipped - mb.returns) ** 2).mean()
+        v_clipped = mb["values"] + jnp.clip(newvalue - mb["values"], -p.clip_coef, p.clip_coef)
+        v_loss = 0.5 * weighted_mean(jnp.maximum((newvalue - mb["returns"]) ** 2, (v_clipped - mb["returns"]) ** 2), w)
     else:
-        v_loss = 0.5 * ((newvalue - mb.returns) ** 2).mean()
-    entropy_loss = entropy.mean()
+        v_loss = 0.5 * weighted_mean((newvalue - mb["returns"]) ** 2, w)
+    entropy_loss = weighted_mean(entropy, w)
     loss = pg_loss - p.ent_coef * entropy_loss + v_loss * p.vf_coef
-    if p.kl_coef:  # the KL to the behaviour policy, by the (ratio − 1) − log ratio estimator (always ≥ 0)
-        loss = loss + p.kl_coef * ((ratio - 1) - logratio).mean()
+    if p.kl_coef:  # the KL to the behaviour policy, by the (r − 1) − log r estimator (≥ 0)
+        loss = loss + kl_coef * weighted_mean((ratio - 1) - logratio, w)
     return LossTerms(loss, pg_loss, v_loss, entropy_loss, logratio, ratio)
+
+
+LossFn = Callable[[PolicyArch, Params, dict[str, jax.Array], jax.Array, PPOParams, Any], LossTerms]
 
 
 def adapt_kl_coef(coef: float, kl: float, target: float) -> float:
@@ -184,7 +207,7 @@ def adapt_kl_coef(coef: float, kl: float, target: float) -> float:
     return coef
 
 
-LossFn = Callable[[Policy, Batch, PPOParams], LossTerms]
+
 
 
 def minibatch_count(rows: int, p: PPOParams) -> int:
@@ -220,16 +243,95 @@ def lr_factor(rows: int, p: PPOParams) -> float:
     return 1.0
 
 
-class PPO:
-    """Owns the policy's optimiser and runs minibatch SGD on one round's batch: the clipped-surrogate
-    loss by default; the V-trace learners (:mod:`minionsrl.learner.impala`) pass their own ``loss``."""
+def minibatch_schedule(rows: int, p: PPOParams, rng: np.random.Generator,
+                       whole_batch: bool = False) -> list[list[np.ndarray]]:
+    """The rows of every minibatch of an update, epoch by epoch (``whole_batch``: one step on all of it).
 
-    def __init__(self, policy: Policy, params: PPOParams, loss: LossFn = ppo_loss) -> None:
-        self.policy = policy
-        self.params = params
-        self.loss = loss
+    Each epoch splits a permutation of the rows into minibatches of equal size up to one row (their number from
+    :func:`update_plan`): exactly ``minibatch_size`` rows when that divides the batch (CleanRL's even split), and
+    otherwise no ragged tail (a 1-row tail would even skip advantage normalisation). Under ``fixed-compute`` the
+    last epoch may be cut short."""
+    chunks, steps = (1, 1) if whole_batch else update_plan(rows, p)
+    epochs = []
+    for epoch in range(math.ceil(steps / chunks)):
+        split = np.array_split(rng.permutation(rows), chunks)
+        epochs.append(split[: steps - epoch * chunks])
+    return epochs
+
+
+def bucket(x: int, fine: bool = True) -> int:
+    """``x`` rounded up so that few shapes need compiling: to an eighth of its power-of-two octave (``fine``:
+    at most 12.5% padding, for sizes that cost compute), or to a power of two (sizes that cost only memory)."""
+    if x <= 8:
+        return max(x, 1)
+    if not fine:
+        return 1 << (x - 1).bit_length()
+    step = 1 << (x.bit_length() - 4)
+    return -(-x // step) * step
+
+
+def make_optimizer(p: PPOParams) -> optax.GradientTransformation:
+    """Gradient clipping by global norm (unless ``max_grad_norm`` is 0, RLlib's default), then Adam's scaling
+    with eps 1e-5 (CleanRL); the learning rate multiplies the result in the update."""
+    adam = optax.scale_by_adam(eps=1e-5)
+    return optax.chain(optax.clip_by_global_norm(p.max_grad_norm), adam) if p.max_grad_norm else adam
+
+
+STAT_NAMES = ("policy_loss", "value_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac")
+
+
+@partial(jax.jit, static_argnames=("arch", "p", "loss"))
+def _update_program(arch: PolicyArch, p: PPOParams, loss: LossFn, weights: Params, opt_state: Any,
+                    data: dict[str, jax.Array], idx: jax.Array, w: jax.Array, epoch_end: jax.Array,
+                    n_steps: jax.Array, lr: jax.Array, kl_coef: jax.Array,
+                    target_kl: jax.Array) -> tuple[Params, Any, dict[str, jax.Array], jax.Array]:
+    """Every SGD step of an update as one program: step ``i`` trains on rows ``idx[i]`` weighted ``w[i]``; the
+    loop stops after ``n_steps`` steps, or at an epoch's end whose last minibatch's KL exceeds ``target_kl``.
+    Returns the weights, the optimiser state, each step's statistics and the number of steps taken."""
+    tx = make_optimizer(p)
+    stats0 = {name: jnp.zeros(idx.shape[0], jnp.float32) for name in STAT_NAMES}
+
+    def cond(carry: tuple) -> jax.Array:
+        i, _, _, stopped, _ = carry
+        return (i < n_steps) & ~stopped
+
+    def body(carry: tuple) -> tuple:
+        i, weights, opt_state, _, stats = carry
+        rows, wi = idx[i], w[i]
+        mb = {name: value[rows] for name, value in data.items()}
+
+        def objective(params: Params) -> tuple[jax.Array, LossTerms]:
+            out = loss(arch, params, mb, wi, p, kl_coef)
+            return out.loss, out
+
+        (_, out), grads = jax.value_and_grad(objective, has_aux=True)(weights)
+        updates, opt_state = tx.update(grads, opt_state, weights)
+        weights = jax.tree.map(lambda x, u: x - lr * u, weights, updates)
+        kl = weighted_mean((out.ratio - 1) - out.logratio, wi)
+        step = {"policy_loss": out.pg_loss, "value_loss": out.v_loss, "entropy": out.entropy,
+                "old_approx_kl": weighted_mean(-out.logratio, wi), "approx_kl": kl,
+                "clipfrac": weighted_mean((jnp.abs(out.ratio - 1.0) > p.clip_coef).astype(jnp.float32), wi)}
+        stats = {name: stats[name].at[i].set(step[name]) for name in STAT_NAMES}
+        return i + 1, weights, opt_state, epoch_end[i] & (kl > target_kl), stats
+
+    i, weights, opt_state, _, stats = jax.lax.while_loop(
+        cond, body, (jnp.int32(0), weights, opt_state, jnp.bool_(False), stats0))
+    return weights, opt_state, stats, i
+
+
+class PPO:
+    """Owns the policy's weights and optimiser state and runs minibatch SGD on one round's batch: the
+    clipped-surrogate loss by default; the V-trace learners (:mod:`minionsrl.learner.impala`) pass their own
+    ``loss``."""
+
+    def __init__(self, arch: PolicyArch, weights: dict[str, np.ndarray], params: PPOParams,
+                 loss: LossFn = ppo_loss, device: jax.Device | None = None) -> None:
+        self.arch, self.params, self.loss = arch, params, loss
+        self.device = device or jax.devices("cpu")[0]
+        self.weights: Params = jax.device_put({k: jnp.asarray(v) for k, v in weights.items()}, self.device)
+        self.opt_state = make_optimizer(params).init(self.weights)
         self.kl_coef = params.kl_coef  # adapted after every update when params.kl_target is set
-        self.optimizer = torch.optim.Adam(policy.parameters(), lr=params.learning_rate, eps=1e-5, fused=True)
+        self.learning_rate = params.learning_rate
 
     @property
     def current_params(self) -> PPOParams:
@@ -239,48 +341,50 @@ class PPO:
         return dataclasses.replace(self.params, kl_coef=self.kl_coef)
 
     def set_learning_rate(self, lr: float) -> None:
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        self.learning_rate = lr
+
+    def numpy_weights(self) -> dict[str, np.ndarray]:
+        """The weights as NumPy arrays (published and checkpointed as they are)."""
+        return {k: np.asarray(v) for k, v in self.weights.items()}
 
     def update(self, batch: Batch, rng: np.random.Generator, whole_batch: bool = False) -> dict[str, float]:
         """Run ``update_epochs`` epochs of minibatch SGD (``whole_batch``: one step on all of it, the caller
-        making the epochs); return CleanRL's loss statistics.
+        making the epochs) as one compiled program; return CleanRL's loss statistics (those of the last step,
+        the clip fraction averaged over all of them)."""
+        p = self.params
+        epochs = minibatch_schedule(len(batch), p, rng, whole_batch)
+        steps = [(mb, e == len(epoch) - 1) for epoch in epochs for e, mb in enumerate(epoch)]
+        width = bucket(max(len(mb) for mb, _ in steps))
+        idx = np.zeros((bucket(len(steps), fine=False), width), np.int32)
+        w = np.zeros(idx.shape, np.float32)
+        epoch_end = np.zeros(len(idx), bool)
+        for i, (mb, end) in enumerate(steps):
+            idx[i, : len(mb)], w[i, : len(mb)], epoch_end[i] = mb, 1.0, end
+        rows = bucket(len(batch), fine=False)  # padding rows are never indexed
+        data = {k: np.concatenate([v, np.zeros((rows - len(v), *v.shape[1:]), v.dtype)])
+                for k, v in batch.arrays().items()}
+        put = partial(jax.device_put, device=self.device)
+        target_kl = np.inf if p.target_kl is None else p.target_kl
+        self.weights, self.opt_state, stats, done = _update_program(
+            self.arch, p, self.loss, self.weights, self.opt_state, put(data), put(idx), put(w), put(epoch_end),
+            np.int32(len(steps)), np.float32(self.learning_rate), np.float32(self.kl_coef), np.float32(target_kl))
+        done = int(done)
+        taken = {name: np.asarray(values)[:done] for name, values in stats.items()}
+        if p.kl_target is not None and done:  # after the update, on its mean KL (RLlib's rule)
+            self.kl_coef = adapt_kl_coef(self.kl_coef, float(taken["approx_kl"].mean()), p.kl_target)
+        var_y = np.var(batch.returns)
+        explained_var = float("nan") if var_y == 0 else float(1 - np.var(batch.returns - batch.values) / var_y)
+        out = {name: float(values[-1]) for name, values in taken.items()}
+        return {**out, "clipfrac": float(taken["clipfrac"].mean()), "explained_variance": explained_var}
 
-        Each epoch splits a permutation of the rows into minibatches of equal size up to one row (their number
-        from :func:`update_plan`): exactly ``minibatch_size`` rows when that divides the batch (CleanRL's even
-        split), and otherwise no ragged tail (a 1-row tail would even skip advantage normalisation)."""
-        p = self.current_params
-        size = len(batch)
-        chunks, steps = (1, 1) if whole_batch else update_plan(size, p)
-        kls: list[torch.Tensor] = []
-        clipfracs: list[torch.Tensor] = []  # summed once at the end: no per-step .item() sync
-        approx_kl = old_approx_kl = pg_loss = v_loss = entropy_loss = torch.zeros(())
-        for epoch in range(math.ceil(steps / chunks)):
-            split = np.array_split(rng.permutation(size), chunks)
-            for idx in split[: steps - epoch * chunks]:  # the last epoch may be cut short (fixed compute)
-                out = self.loss(self.policy, batch.select(torch.from_numpy(idx)), p)
-                with torch.no_grad():
-                    old_approx_kl = (-out.logratio).mean()
-                    approx_kl = ((out.ratio - 1) - out.logratio).mean()
-                    clipfracs.append(((out.ratio - 1.0).abs() > p.clip_coef).float().mean())
-                    kls.append(approx_kl)
-                pg_loss, v_loss, entropy_loss, loss = out.pg_loss, out.v_loss, out.entropy, out.loss
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if p.max_grad_norm:  # 0: no clipping (RLlib's default)
-                    nn.utils.clip_grad_norm_(self.policy.parameters(), p.max_grad_norm)
-                self.optimizer.step()
-            if p.target_kl is not None and approx_kl.item() > p.target_kl:
-                break
+    def state_dict(self) -> dict[str, Any]:
+        """Weights, the optimiser state's arrays (in pytree order) and the KL coefficient, as NumPy."""
+        return {"policy": self.numpy_weights(), "kl_coef": self.kl_coef,
+                "optimizer": {f"{i:03d}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(self.opt_state))}}
 
-        if p.kl_target is not None and kls:  # after the update, on its mean KL (RLlib's rule)
-            self.kl_coef = adapt_kl_coef(self.kl_coef, torch.stack(kls).mean().item(), p.kl_target)
-        y_pred, y_true = batch.values.cpu().numpy(), batch.returns.cpu().numpy()
-        var_y = np.var(y_true)
-        explained_var = float("nan") if var_y == 0 else float(1 - np.var(y_true - y_pred) / var_y)
-        return {
-            "policy_loss": pg_loss.item(), "value_loss": v_loss.item(), "entropy": entropy_loss.item(),
-            "old_approx_kl": old_approx_kl.item(), "approx_kl": approx_kl.item(),
-            "clipfrac": torch.stack(clipfracs).mean().item() if clipfracs else 0.0,
-            "explained_variance": explained_var,
-        }
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.weights = jax.device_put({k: jnp.asarray(state["policy"][k]) for k in self.weights}, self.device)
+        structure = jax.tree.structure(self.opt_state)
+        leaves = [jnp.asarray(state["optimizer"][f"{i:03d}"]) for i in range(structure.num_leaves)]
+        self.opt_state = jax.device_put(jax.tree.unflatten(structure, leaves), self.device)
+        self.kl_coef = float(state.get("kl_coef", self.params.kl_coef))

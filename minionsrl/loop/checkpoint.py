@@ -1,43 +1,68 @@
-"""Checkpoints: written atomically (temporary file, fsync, rename), read with weights-only loading.
+"""Checkpoints: safetensors files, written atomically (temporary file, fsync, rename).
 
-Only tensors and plain containers of numbers and strings go in, so ``torch.load(weights_only=True)``
-can read them back without unpickling arbitrary objects.
+A checkpoint holds a nested state: dicts, lists and tuples whose leaves are NumPy arrays (any shape,
+0-d included), NumPy scalars, and Python ints, floats (NaN and infinities included), bools, strings
+and None. Every array is a safetensors tensor keyed by its path in the state (``policy/actor.0.weight``);
+the rest of the tree is JSON in the file's metadata (``minionsrl``), where a placeholder such as
+``{"$array": "policy/actor.0.weight"}`` stands for a tensor. Reading one unpickles nothing.
+
+Arrays of a dtype safetensors lacks (complex128, longdouble, strings, bfloat16 where the reader lacks
+it) are stored as their raw bytes with the dtype and shape in the placeholder. Dicts whose keys are not
+all strings (or that have a key starting with ``$``) are stored as ``{"$dict": [[key, value], ...]}``.
 """
 
 from __future__ import annotations
 
-import io
+import json
+import math
 import os
+import struct
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from minionsrl.errors import ConfigError
 
-LATEST = "latest.pt"
+LATEST = "latest.safetensors"
 # Test hook: "ROUND:MARKER" makes the checkpoint of round ROUND stop half-written, touch MARKER and wait (to be
 # killed there), so tests can kill a learner in the middle of writing a checkpoint.
 PAUSE_ENV = "MINIONSRL_TEST_PAUSE_IN_CHECKPOINT"
 
+METADATA_KEY = "minionsrl"  # the JSON tree in the safetensors metadata
+FORMAT_KEY, FORMAT = "minionsrl_format", "1"
+# dtypes that safetensors' NumPy reader returns as they were; others are stored as raw bytes
+_NATIVE = frozenset(np.dtype(t) for t in ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+                                          "uint64", "float16", "float32", "float64", "complex64"))
+
 
 def save(directory: str | Path, state: dict[str, Any], name: str = LATEST) -> Path:
-    """Write ``state`` to ``directory/name`` so that a crash leaves the previous file intact."""
+    """Write ``state`` to ``directory/name`` so that a crash leaves the previous file intact.
+
+    The state is encoded completely before the file is touched: a leaf that cannot be stored raises
+    TypeError and leaves any previous checkpoint as it was."""
+    from safetensors.numpy import save as to_bytes  # imported when first needed
+
+    tensors: dict[str, np.ndarray] = {}
+    tree = _encode(state, (), tensors)
+    data = to_bytes(tensors, metadata={METADATA_KEY: json.dumps(tree, allow_nan=False, separators=(",", ":")),
+                                       FORMAT_KEY: FORMAT})
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / name
     tmp = directory / f".{name}.tmp"
-    buffer = io.BytesIO()
-    import torch  # imported when first needed: a run's set-up starts its functions meanwhile
-
-    torch.save(state, buffer)
-    data = buffer.getvalue()
-    with open(tmp, "wb") as fh:
-        fh.write(data[: len(data) // 2])
-        _test_pause(state)
-        fh.write(data[len(data) // 2 :])
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data[: len(data) // 2])
+            _test_pause(state)
+            fh.write(data[len(data) // 2 :])
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)  # make the rename itself durable
@@ -62,9 +87,115 @@ def load(directory: str | Path, name: str = LATEST) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        import torch
-
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # truncated, corrupted, or holding objects weights-only loading refuses
+        return decode(path.read_bytes())
+    except Exception as exc:  # truncated, corrupted, or not a checkpoint of this format
         raise ConfigError(f"--resume: checkpoint {str(path)!r} cannot be read ({type(exc).__name__}); restore it "
-                          "from a kept checkpoints/round-NNNNN.pt or start a new run") from exc
+                          "from a kept checkpoints/round-NNNNN.safetensors or start a new run") from exc
+
+
+def decode(data: bytes) -> dict[str, Any]:
+    """The state held by the bytes of a checkpoint file (raises on anything malformed)."""
+    from safetensors.numpy import load as from_bytes
+
+    tensors = from_bytes(data)  # validates the header and the tensors' extents
+    (header_len,) = struct.unpack("<Q", data[:8])
+    metadata = json.loads(data[8 : 8 + header_len]).get("__metadata__") or {}
+    if metadata.get(FORMAT_KEY) != FORMAT:
+        raise ValueError(f"not a minionsrl checkpoint of format {FORMAT}")
+    state = _decode(json.loads(metadata[METADATA_KEY], parse_constant=_no_constant), tensors)
+    if not isinstance(state, dict):
+        raise ValueError("the checkpoint's state is not a dict")
+    return state
+
+
+# -- encoding --------------------------------------------------------------------------------------
+def _encode(value: Any, path: tuple[str, ...], tensors: dict[str, np.ndarray]) -> Any:
+    """``value`` as JSON, its arrays moved to ``tensors`` under keys made of their ``path``."""
+    if isinstance(value, np.ndarray):
+        return _array(value, "$array", path, tensors)
+    if isinstance(value, np.generic):  # before float: np.float64 is a float; stored 0-d so the dtype survives
+        return _array(np.asarray(value), "$scalar", path, tensors)
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"$float": repr(value)}
+    if isinstance(value, dict):
+        if all(isinstance(k, str) and not k.startswith("$") for k in value):
+            return {k: _encode(v, (*path, k), tensors) for k, v in value.items()}
+        return {"$dict": [[_encode_key(k, path), _encode(v, (*path, str(k)), tensors)] for k, v in value.items()]}
+    if isinstance(value, list):
+        return [_encode(v, (*path, str(i)), tensors) for i, v in enumerate(value)]
+    if isinstance(value, tuple):
+        return {"$tuple": [_encode(v, (*path, str(i)), tensors) for i, v in enumerate(value)]}
+    raise TypeError(f"checkpoint: {'/'.join(path) or 'the state'} is a {type(value).__name__}, which a checkpoint "
+                    "cannot hold (arrays, numbers, strings, None, and dicts, lists, tuples of them)")
+
+
+def _encode_key(key: Any, path: tuple[str, ...]) -> Any:
+    if key is None or isinstance(key, bool | int | str) or (isinstance(key, float) and math.isfinite(key)):
+        return key
+    if isinstance(key, tuple):
+        return {"$tuple": [_encode_key(k, path) for k in key]}
+    raise TypeError(f"checkpoint: {'/'.join(path) or 'the state'} has a key {key!r} a checkpoint cannot hold")
+
+
+def _array(array: np.ndarray, tag: str, path: tuple[str, ...], tensors: dict[str, np.ndarray]) -> dict[str, Any]:
+    key = "/".join(path) or "."
+    if key in tensors:  # "a/b" both as a key and as a path
+        key = next(f"{key}#{i}" for i in range(1, len(tensors) + 2) if f"{key}#{i}" not in tensors)
+    dtype = array.dtype
+    array = array if array.flags.c_contiguous else array.copy(order="C")  # safetensors reads the buffer as is
+    if dtype in _NATIVE or dtype.newbyteorder("=") in _NATIVE:
+        tensors[key] = array
+        return {tag: key}
+    if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
+        raise TypeError(f"checkpoint: {key} is an array of dtype {dtype}, which a checkpoint cannot hold")
+    # raw bytes: ml_dtypes' types (bfloat16...) by name, the rest by their NumPy string (byte order included)
+    name = dtype.name if dtype.kind == "V" else dtype.str
+    tensors[key] = array.reshape(-1).view(np.uint8)
+    return {tag: key, "dtype": name, "shape": list(array.shape)}
+
+
+# -- decoding --------------------------------------------------------------------------------------
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"unexpected {name} in the checkpoint's metadata")
+
+
+def _decode(value: Any, tensors: dict[str, np.ndarray]) -> Any:
+    if isinstance(value, list):
+        return [_decode(v, tensors) for v in value]
+    if not isinstance(value, dict):
+        return value
+    tags = [k for k in value if k.startswith("$")]
+    if not tags:
+        return {k: _decode(v, tensors) for k, v in value.items()}
+    tag = tags[0]
+    if tag in ("$array", "$scalar"):
+        array = _tensor(value, tensors[value[tag]])
+        return array[()] if tag == "$scalar" else array
+    if tag == "$float" and value[tag] in ("nan", "inf", "-inf"):
+        return float(value[tag])
+    if tag == "$tuple":
+        return tuple(_decode(v, tensors) for v in value[tag])
+    if tag == "$dict":
+        return {_decode(k, tensors): _decode(v, tensors) for k, v in value[tag]}
+    raise ValueError(f"unknown placeholder {tag!r} in the checkpoint's metadata")
+
+
+def _tensor(placeholder: dict[str, Any], stored: np.ndarray) -> np.ndarray:
+    if "dtype" in placeholder:  # raw bytes
+        dtype = _dtype(placeholder["dtype"])
+        stored = stored.view(dtype).reshape([int(n) for n in placeholder["shape"]])
+    return stored if stored.flags.writeable else stored.copy()
+
+
+def _dtype(name: str) -> np.dtype:
+    try:
+        dtype = np.dtype(name)
+    except TypeError:
+        import ml_dtypes  # bfloat16 and the float8 types (installed with JAX)
+
+        dtype = np.dtype(getattr(ml_dtypes, name))
+    if dtype.hasobject or dtype.fields is not None:
+        raise ValueError(f"dtype {name!r} cannot be read from a checkpoint")
+    return dtype

@@ -8,7 +8,9 @@ duplicate or missing rounds.
 from __future__ import annotations
 
 import csv
+import itertools
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,7 @@ TENSORBOARD_TAGS = {
     "convexity_ratio": "detectors/convexity_ratio", "gns": "detectors/gns", "scaler_score": "charts/scaler_score",
     "policy_lag_mean": "charts/policy_lag_mean",
 }
+_WRITERS = itertools.count()  # TensorBoard writers opened by this process
 
 
 class RunLog:
@@ -66,10 +69,12 @@ class RunLog:
         self._iw = csv.DictWriter(self._invocations, INVOCATION_COLUMNS, extrasaction="ignore")
         self._tb = None
         if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
+            from tensorboardX import SummaryWriter  # imported when first needed
 
-            self._tb = SummaryWriter(str(run_dir / "tensorboard"),
-                                     purge_step=resume_step + 1 if resume_round else None)
+            # the process id and a counter in the file name, as torch's writer had: without them a session
+            # resumed within the second of the last one would overwrite its event file
+            self._tb = SummaryWriter(str(run_dir / "tensorboard"), purge_step=resume_step + 1 if resume_round else None,
+                                     filename_suffix=f".{os.getpid()}.{next(_WRITERS)}")
 
     def log_invocations(self, invocations: list[dict[str, Any]]) -> None:
         """Write invocation rows (flushed): a round's, or those of a round that failed."""

@@ -103,7 +103,7 @@ class Session:
             try:
                 checkpoint.save(self.run_dir / "checkpoints", state)
                 if self.cfg.keep_checkpoints_every and round_idx % self.cfg.keep_checkpoints_every == 0:
-                    checkpoint.save(self.run_dir / "checkpoints", state, name=f"round-{round_idx:05d}.pt")
+                    checkpoint.save(self.run_dir / "checkpoints", state, name=f"round-{round_idx:05d}.safetensors")
             except BaseException as exc:  # handed to the learner's thread by wait()
                 self._write_error = exc
 

@@ -167,8 +167,9 @@ class Trainer:
         if not wanted:
             return {}
         seed = invocation_seed(self.cfg.seed, self.round, 0, wire.SEED_STREAMS["detect"])
-        return detect(wanted, self.learner.policy, learned.batch, self.learner.ppo.current_params, n, seed,
-                      self.cfg.detector_samples, self.cfg.lanczos_iterations)
+        ppo = self.learner.ppo
+        return detect(wanted, ppo.arch, ppo.weights, learned.batch, ppo.params, n, seed, self.cfg.detector_samples,
+                      self.cfg.lanczos_iterations, kl_coef=ppo.kl_coef)
 
     def _bill_and_log(self, r: RoundResult) -> dict[str, Any]:
         """Bill every attempt (failed ones, retries, duplicates and cancelled stragglers too); write the row."""
@@ -238,7 +239,7 @@ class Trainer:
 
     # -- checkpoint ------------------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:
-        """Everything a resumed run needs (weights-only loadable)."""
+        """Everything a resumed run needs: arrays and plain data (a safetensors checkpoint)."""
         return {**self.progress.state_dict(), **self.learner.state_dict(), **self.sampler.state_dict(),
                 "scaler": self.scaler.state_dict(), "ledger": self.ledger.state_dict()}
 
