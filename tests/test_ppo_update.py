@@ -1,39 +1,39 @@
-"""PPO.update's minibatches: equal sizes (up to one row) that partition the batch in every epoch."""
+"""PPO.update: its minibatches, the learner budgets, the RLlib terms, and the compiled program against a plain
+CleanRL-style reference update."""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
-import torch
 
 from minionsrl.function.numpy_policy import PolicyArch
-from minionsrl.learner.networks import ActorCritic
-from minionsrl.learner.ppo import PPO, Batch, PPOParams, ppo_loss
+from minionsrl.learner import networks
+from minionsrl.learner.networks import init_params
+from minionsrl.learner.ppo import (
+    PPO,
+    Batch,
+    PPOParams,
+    _update_program,
+    bucket,
+    minibatch_schedule,
+    ppo_loss,
+    update_plan,
+)
 
 ARCH = PolicyArch(4, 2, True, (8,))
+CONT = PolicyArch(5, 2, False, (16, 16))
 
 
-def _batch(n: int) -> Batch:
-    g = torch.Generator().manual_seed(0)
-    return Batch(torch.randn(n, 4, generator=g), torch.randint(0, 2, (n,), generator=g),
-                 torch.randn(n, generator=g) * 0.1 - 0.7, torch.randn(n, generator=g), torch.randn(n, generator=g),
-                 torch.randn(n, generator=g))
-
-
-def _minibatches(rows: int, minibatch_size: int, epochs: int = 2, whole_batch: bool = False) -> list[list[int]]:
-    """The rows of every minibatch the update stepped on, epoch by epoch (rows tagged by their observation)."""
-    torch.manual_seed(0)
-    batch = _batch(rows)
-    batch.obs[:, 0] = torch.arange(rows, dtype=torch.float32)  # row id, read back from each minibatch
-    seen: list[list[int]] = []
-
-    def recording_loss(policy, mb, p):
-        seen.append(mb.obs[:, 0].long().tolist())
-        return ppo_loss(policy, mb, p)
-
-    ppo = PPO(ActorCritic(ARCH), PPOParams(update_epochs=epochs, minibatch_size=minibatch_size), loss=recording_loss)
-    ppo.update(batch, np.random.default_rng(1), whole_batch=whole_batch)
-    return seen
+def _batch(n: int, arch: PolicyArch = ARCH, seed: int = 0) -> Batch:
+    r = np.random.default_rng(seed)
+    actions = (r.integers(0, arch.action_dim, n) if arch.discrete
+               else r.standard_normal((n, arch.action_dim))).astype(np.float32)
+    return Batch(r.standard_normal((n, arch.obs_dim)).astype(np.float32), actions,
+                 (r.standard_normal(n) * 0.1 - 0.7).astype(np.float32), r.standard_normal(n).astype(np.float32),
+                 r.standard_normal(n).astype(np.float32), r.standard_normal(n).astype(np.float32))
 
 
 @pytest.mark.parametrize(("rows", "minibatch_size", "sizes"), [
@@ -46,19 +46,18 @@ def _minibatches(rows: int, minibatch_size: int, epochs: int = 2, whole_batch: b
     (50, 128, [50]),             # ... even under half of one
 ])
 def test_minibatches_are_equal_up_to_one_row_and_partition_each_epoch(rows, minibatch_size, sizes):
-    epochs = 2
-    seen = _minibatches(rows, minibatch_size, epochs)
-    assert len(seen) == epochs * len(sizes)  # optimizer steps
-    for e in range(epochs):
-        epoch = seen[e * len(sizes) : (e + 1) * len(sizes)]
+    epochs = minibatch_schedule(rows, PPOParams(update_epochs=2, minibatch_size=minibatch_size),
+                                np.random.default_rng(1))
+    assert len(epochs) == 2
+    for epoch in epochs:
         assert [len(mb) for mb in epoch] == sizes
         assert sorted(i for mb in epoch for i in mb) == list(range(rows))
 
 
 def test_whole_batch_is_one_step_on_all_of_it():
     """whole_batch: one step on the whole batch per call (the caller, IMPALA, makes the passes)."""
-    seen = _minibatches(384, 256, epochs=3, whole_batch=True)
-    assert [sorted(mb) for mb in seen] == [list(range(384))]
+    epochs = minibatch_schedule(384, PPOParams(update_epochs=3, minibatch_size=256), np.random.default_rng(1), True)
+    assert [[sorted(mb) for mb in epoch] for epoch in epochs] == [[list(range(384))]]
 
 
 @pytest.mark.parametrize(("budget", "mb", "k", "expected"), [
@@ -69,8 +68,6 @@ def test_whole_batch_is_one_step_on_all_of_it():
     ("fixed-compute", 64, None, [(32, 640), (64, 640), (512, 640)]),    # 640 steps of 64 rows: 20, 10, 1.25 epochs
 ])
 def test_learner_budgets(budget, mb, k, expected):
-    from minionsrl.learner.ppo import update_plan
-
     p = PPOParams(update_epochs=10, minibatch_size=mb, num_minibatches=k, learner_budget=budget,
                   reference_batch=4096)
     assert [update_plan(n * 512, p) for n in (4, 8, 64)] == expected
@@ -79,16 +76,8 @@ def test_learner_budgets(budget, mb, k, expected):
 def test_fixed_compute_cuts_the_last_epoch_short_and_sqrt_scales_the_rate():
     from minionsrl.learner.ppo import lr_factor
 
-    torch.manual_seed(0)
-    batch = _batch(96)
-    steps: list[int] = []
-
-    def counting_loss(policy, mb, p):
-        steps.append(len(mb.obs))
-        return ppo_loss(policy, mb, p)
-
     p = PPOParams(update_epochs=2, minibatch_size=16, learner_budget="fixed-compute", reference_batch=64)
-    PPO(ActorCritic(ARCH), p, loss=counting_loss).update(batch, np.random.default_rng(0))
+    steps = [len(mb) for epoch in minibatch_schedule(96, p, np.random.default_rng(0)) for mb in epoch]
     assert steps == [16] * 8  # 2 epochs x 4 minibatches of the reference: 8 steps, 1.33 epochs of 96 rows
     assert lr_factor(256, PPOParams(lr_batch_scaling="sqrt", reference_batch=64)) == pytest.approx(2.0)
     assert lr_factor(256, PPOParams(reference_batch=64)) == 1.0
@@ -106,19 +95,101 @@ def test_adaptive_kl_rule_on_a_worked_example():
 
 
 def test_rllib_loss_terms_and_the_coefficient_adapting_after_an_update():
-    from minionsrl.learner.ppo import PPO
-
-    torch.manual_seed(0)
-    batch, policy = _batch(64), ActorCritic(ARCH)
-    plain = ppo_loss(policy, batch, PPOParams(clip_vloss=False))
-    rllib = ppo_loss(policy, batch, PPOParams(vf_clip=0.5, kl_coef=0.2))
-    _, _, value = policy.evaluate(batch.obs, batch.actions)
-    assert rllib.v_loss.item() == pytest.approx(((value - batch.returns) ** 2).clamp(max=0.5).mean().item())
+    batch, weights = _batch(64), init_params(ARCH, 0)
+    mb, w = batch.arrays(), np.ones(64, np.float32)
+    plain = ppo_loss(ARCH, weights, mb, w, PPOParams(clip_vloss=False), 0.0)
+    rllib = ppo_loss(ARCH, weights, mb, w, PPOParams(vf_clip=0.5, kl_coef=0.2), 0.2)
+    _, _, value = networks.evaluate(ARCH, weights, batch.obs, batch.actions)
+    assert float(rllib.v_loss) == pytest.approx(float(jnp.minimum((value - batch.returns) ** 2, 0.5).mean()), rel=1e-6)
     kl = ((plain.ratio - 1) - plain.logratio).mean()
     expected = plain.pg_loss - 0.01 * plain.entropy + 0.5 * rllib.v_loss + 0.2 * kl  # default ent and vf coefs
-    assert rllib.loss.item() == pytest.approx(expected.item(), rel=1e-5)
-    ppo = PPO(policy, PPOParams(update_epochs=5, num_minibatches=1, learning_rate=0.05, kl_coef=0.2, kl_target=1e-6,
-                                max_grad_norm=0.0))
+    assert float(rllib.loss) == pytest.approx(float(expected), rel=1e-5)
+    ppo = PPO(ARCH, weights, PPOParams(update_epochs=5, num_minibatches=1, learning_rate=0.05, kl_coef=0.2,
+                                       kl_target=1e-6, max_grad_norm=0.0))
     ppo.update(batch, np.random.default_rng(0))
     assert ppo.kl_coef == pytest.approx(0.3)  # a large step: the KL was far above twice the tiny target
     assert ppo.current_params.kl_coef == pytest.approx(0.3)
+
+
+# -- the compiled update against a plain reference ---------------------------------------------------------
+def _reference_update(arch: PolicyArch, weights: dict, batch: Batch, p: PPOParams, rng: np.random.Generator):
+    """CleanRL's update written plainly: one jitted-free gradient step per minibatch in a Python loop, optax's Adam
+    (eps 1e-5) after global-norm clipping, the KL early stop after each epoch. No padding, no weights."""
+    params = {k: jnp.asarray(v) for k, v in weights.items()}
+    tx = optax.chain(optax.clip_by_global_norm(p.max_grad_norm), optax.adam(p.learning_rate, eps=1e-5))
+    state = tx.init(params)
+
+    def loss_fn(params, mb):
+        logp, entropy, value = networks.evaluate(arch, params, mb["obs"], mb["actions"])
+        logratio = logp - mb["logprobs"]
+        ratio = jnp.exp(logratio)
+        adv = mb["advantages"]
+        if len(adv) > 1:
+            adv = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)
+        pg = jnp.maximum(-adv * ratio, -adv * jnp.clip(ratio, 1 - p.clip_coef, 1 + p.clip_coef)).mean()
+        v_clipped = mb["values"] + jnp.clip(value - mb["values"], -p.clip_coef, p.clip_coef)
+        v_loss = 0.5 * jnp.maximum((value - mb["returns"]) ** 2, (v_clipped - mb["returns"]) ** 2).mean()
+        return pg - p.ent_coef * entropy.mean() + p.vf_coef * v_loss, ((ratio - 1) - logratio).mean()
+
+    for epoch in minibatch_schedule(len(batch), p, rng):
+        for idx in epoch:
+            (_, kl), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch.select(idx).arrays())
+            updates, state = tx.update(grads, state, params)
+            params = optax.apply_updates(params, updates)
+        if p.target_kl is not None and float(kl) > p.target_kl:
+            break
+    return {k: np.asarray(v) for k, v in params.items()}
+
+
+@pytest.mark.parametrize(("arch", "rows", "kwargs"), [
+    (ARCH, 256, {"minibatch_size": 64}),                       # even minibatches
+    (ARCH, 257, {"minibatch_size": 128}),                      # 129 + 128 rows: padding rows weigh 0
+    (CONT, 300, {"minibatch_size": 64}),                       # Gaussian head, 5 ragged minibatches
+    (CONT, 512, {"minibatch_size": 32, "target_kl": 0.002}),   # the KL early stop ends the update mid-way
+])
+def test_compiled_update_equals_a_plain_reference_update(arch, rows, kwargs):
+    p = PPOParams(update_epochs=4, learning_rate=3e-3, **kwargs)
+    batch, weights = _batch(rows, arch, seed=3), init_params(arch, 7)
+    expected = _reference_update(arch, weights, batch, p, np.random.default_rng(11))
+    ppo = PPO(arch, weights, p)
+    ppo.update(batch, np.random.default_rng(11))
+    got = ppo.numpy_weights()
+    assert any(not np.allclose(expected[k], weights[k]) for k in weights)  # the update did move the weights
+    for k in weights:
+        np.testing.assert_allclose(got[k], expected[k], atol=1e-5, rtol=1e-5, err_msg=k)
+
+
+def test_target_kl_stops_at_an_epoch_end():
+    p = PPOParams(update_epochs=4, learning_rate=3e-3, minibatch_size=32, target_kl=0.002)
+    ppo = PPO(CONT, init_params(CONT, 7), p)
+    ppo.update(_batch(512, CONT, seed=3), np.random.default_rng(11))
+    count = int(jax.tree.leaves(ppo.opt_state)[0])  # Adam's step count, after the clipping's empty state
+    assert 0 < count < 4 * 16 and count % 16 == 0
+
+
+def test_update_is_deterministic_and_resumes_exactly_from_its_state():
+    p = PPOParams(update_epochs=2, minibatch_size=64)
+    batches = [_batch(256, CONT, seed=s) for s in range(3)]
+    a = PPO(CONT, init_params(CONT, 1), p)
+    for i, b in enumerate(batches):
+        a.update(b, np.random.default_rng(i))
+    b = PPO(CONT, init_params(CONT, 1), p)
+    b.update(batches[0], np.random.default_rng(0))
+    c = PPO(CONT, init_params(CONT, 99), p)  # other weights, then the checkpointed state of b
+    c.load_state_dict(b.state_dict())
+    for i, batch in enumerate(batches[1:], start=1):
+        c.update(batch, np.random.default_rng(i))
+    for k, v in a.numpy_weights().items():
+        np.testing.assert_array_equal(c.numpy_weights()[k], v, err_msg=k)
+
+
+def test_bucketed_shapes_keep_compilations_few_as_n_changes():
+    """A scaler moving n over 8..64 actors of 512 steps compiles a handful of programs, not one per n."""
+    assert all(x <= bucket(x) <= 1.125 * x for x in range(9, 5000))
+    assert all(x <= bucket(x, fine=False) < 2 * x for x in range(1, 5000))
+    p = PPOParams(update_epochs=1, minibatch_size=64)
+    ppo = PPO(ARCH, init_params(ARCH, 0), p)
+    before = _update_program._cache_size()
+    for n in (8, 9, 11, 13, 16, 19, 23, 29, 31):  # actors x 64 steps
+        ppo.update(_batch(n * 64), np.random.default_rng(n))
+    assert _update_program._cache_size() - before <= 3

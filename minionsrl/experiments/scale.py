@@ -21,7 +21,7 @@ from minionsrl.experiments.tables import g4, markdown_table
 from minionsrl.function import wire
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.numpy_policy import PolicyArch
-from minionsrl.learner.networks import make_policy, snapshot_of
+from minionsrl.learner.networks import init_params, snapshot_of
 
 COLUMNS = ["actors", "cold_round_s", "round_s", "functions_s", "ideal_s", "overhead_s", "overhead_per_invocation_ms",
            "mean_duration_s", "bytes_in", "bytes_out"]
@@ -42,7 +42,7 @@ def run_scale(cfg: TrainConfig, max_actors: int, steps: int, repeats: int, out_d
     for k in counts:
         backend = make_backend(cfg, wire.new_key())
         try:
-            blob = snapshot_of(make_policy(arch), None, 0, cfg.clip_obs).encode(backend.key)
+            blob = snapshot_of(arch, init_params(arch, cfg.seed), None, 0, cfg.clip_obs).encode(backend.key)
             timings = []
             for rep in range(repeats + 1):
                 ref = backend.publish(blob)

@@ -2,8 +2,8 @@
 
 Each job is one ordinary run of the base config whose scaler is a sampling
 :class:`~minionsrl.scaling.minions.MinionsScaler`; after it, the agent takes one PPO update on the
-job's trajectory. The artefact is written with :func:`~minionsrl.scaling.minions.save_agent`, beside
-its learning curve (CSV and PNG).
+job's trajectory, in JAX with optax's Adam. The artefact is written with
+:func:`~minionsrl.scaling.minions.save_agent`, beside its learning curve (CSV and PNG).
 """
 
 from __future__ import annotations
@@ -14,49 +14,91 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
-import torch
-from torch import nn
+import optax
 
 from minionsrl.config import TrainConfig
 from minionsrl.experiments.plots import line_plot
+from minionsrl.learner.networks import mlp
 from minionsrl.learner.ppo import clipped_surrogate
 from minionsrl.scaling.minions import Episode, MinionsScaler, SchedulerAgent, SchedulerHyper, load_agent, save_agent
 
 CURVE_COLUMNS = ["job", "episode_return", "rounds", "reached", "best_eval_return", "projected_cloud_s", "wall_s",
                  "mean_actors", "cost_serverless_usd"]
+MAX_GRAD_NORM = 0.5
 
 
-def ppo_update(agent: SchedulerAgent, optimizer: torch.optim.Optimizer, episode: Episode,
+class SchedulerOptimizer:
+    """Adam on the agent's weights after clipping the gradient's global norm at 0.5, and its moments."""
+
+    def __init__(self, agent: SchedulerAgent, hyper: SchedulerHyper) -> None:
+        self.tx = optax.chain(optax.clip_by_global_norm(MAX_GRAD_NORM), optax.adam(hyper.learning_rate))
+        self.state = self.tx.init({k: jnp.asarray(v) for k, v in agent.params.items()})
+
+
+def _loss(params: dict[str, jax.Array], batch: dict[str, jax.Array], hyper: SchedulerHyper) -> tuple[jax.Array, ...]:
+    """Clipped surrogate + 0.5 · value loss − entropy bonus, as means over the steps the mask keeps."""
+    mask = batch["mask"]
+
+    def mean(x: jax.Array) -> jax.Array:
+        return (x * mask).sum() / mask.sum()
+
+    log_probs = jax.nn.log_softmax(mlp(params, "actor", batch["states"]), axis=-1)
+    logp = jnp.take_along_axis(log_probs, batch["actions"][:, None], axis=-1)[:, 0]
+    entropy = mean(-(jnp.exp(log_probs) * log_probs).sum(-1))
+    pg = clipped_surrogate(batch["adv"], jnp.exp(logp - batch["old_logp"]), hyper.clip_coef, mask)
+    v_loss = 0.5 * mean((mlp(params, "critic", batch["states"])[:, 0] - batch["returns"]) ** 2)
+    return pg - hyper.ent_coef * entropy + 0.5 * v_loss, (pg, v_loss)
+
+
+@partial(jax.jit, static_argnums=(0, 1))
+def _update(tx: optax.GradientTransformation, hyper: SchedulerHyper, params: dict[str, jax.Array],
+            opt_state: optax.OptState, batch: dict[str, jax.Array]) -> tuple[Any, ...]:
+    """``hyper.epochs`` full-batch steps; returns the new weights and moments and the last step's losses."""
+
+    def epoch(_: int, carry: tuple[Any, ...]) -> tuple[Any, ...]:
+        params, opt_state, _, _ = carry
+        grads, (pg, v_loss) = jax.grad(_loss, has_aux=True)(params, batch, hyper)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, pg, v_loss
+
+    zero = jnp.zeros((), jnp.float32)
+    return jax.lax.fori_loop(0, hyper.epochs, epoch, (params, opt_state, zero, zero))
+
+
+def ppo_update(agent: SchedulerAgent, optimizer: SchedulerOptimizer, episode: Episode,
                hyper: SchedulerHyper) -> dict[str, float]:
-    """PPO on one job's trajectory with Monte-Carlo returns."""
+    """PPO on one job's trajectory with Monte-Carlo returns (updates ``agent`` and ``optimizer`` in place)."""
     steps = episode.transitions
     returns, g = [], 0.0
     for t in reversed(steps):
         g = t.reward + hyper.gamma * g
         returns.append(g)
-    returns_t = torch.tensor(returns[::-1], dtype=torch.float32)
-    states = torch.from_numpy(np.stack([t.state for t in steps]))
-    actions = torch.tensor([t.action for t in steps])
-    old_logp = torch.tensor([t.logprob for t in steps])
-    with torch.no_grad():
-        adv = returns_t - agent.critic(states).squeeze(-1)
-        if len(adv) > 1:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    for _ in range(hyper.epochs):
-        dist = agent.distribution(states)
-        ratio = (dist.log_prob(actions) - old_logp).exp()
-        pg = clipped_surrogate(adv, ratio, hyper.clip_coef)
-        v_loss = 0.5 * ((agent.critic(states).squeeze(-1) - returns_t) ** 2).mean()
-        loss = pg - hyper.ent_coef * dist.entropy().mean() + 0.5 * v_loss
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
-        optimizer.step()
-    return {"episode_return": float(returns[-1]), "policy_loss": pg.item(), "value_loss": v_loss.item()}
+    returns_np = np.array(returns[::-1], dtype=np.float32)
+    states = np.stack([t.state for t in steps]).astype(np.float32)
+    adv = returns_np - agent.value(states)
+    if len(adv) > 1:
+        adv = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)  # the unbiased std
+    # padded to a power of two (masked out of every mean), so jobs of different lengths share compilations
+    size = max(8, 1 << (len(steps) - 1).bit_length())
+
+    def pad(x: np.ndarray) -> jax.Array:
+        return jnp.asarray(np.concatenate([x, np.zeros((size - len(x), *x.shape[1:]), x.dtype)]))
+
+    batch = {"states": pad(states), "actions": pad(np.array([t.action for t in steps], dtype=np.int32)),
+             "old_logp": pad(np.array([t.logprob for t in steps], dtype=np.float32)),
+             "adv": pad(adv.astype(np.float32)), "returns": pad(returns_np),
+             "mask": pad(np.ones(len(steps), dtype=np.float32))}
+    params = {k: jnp.asarray(v) for k, v in agent.params.items()}
+    params, optimizer.state, pg, v_loss = _update(optimizer.tx, hyper, params, optimizer.state, batch)
+    agent.params = {k: np.array(v, dtype=np.float32) for k, v in params.items()}
+    return {"episode_return": float(returns[-1]), "policy_loss": float(pg), "value_loss": float(v_loss)}
 
 
 def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path, n_max: int = 64,
@@ -68,13 +110,12 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
     hyper = SchedulerHyper() if hyper is None else hyper
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(base.seed)
-    agent = SchedulerAgent(n_max)
+    agent = SchedulerAgent(n_max, seed=base.seed)
     curve_path = out.with_suffix(".curve.csv")
     done = _jobs_done(curve_path) if out.exists() else 0
     if done:  # a training cut short goes on from its last saved agent (the optimiser's moments start afresh)
         agent, _ = load_agent(out)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=hyper.learning_rate)
+    optimizer = SchedulerOptimizer(agent, hyper)
     meta = {"env_id": base.env_id, "target_return": target, "max_rounds": base.max_rounds,
             "hyper": dataclasses.asdict(hyper), "curve": curve_path.name}
     with open(curve_path, "a" if done else "w", newline="") as fh:

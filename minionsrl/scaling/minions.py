@@ -10,8 +10,13 @@ not reached, ``best_return − target``.
 
 The agent is PPO with separate 64-64 tanh actor and critic, lr 1e-3, γ 0.99, clip 0.2, Monte-Carlo
 returns and entropy 0.01, updated after every job. Artefacts are safetensors files (weights plus JSON
-metadata: no pickle). ``minionsrl scheduler train`` makes one (the training lives in
+metadata: no pickle). ``minionsrl scheduler train`` makes one (the training, in JAX, lives in
 :mod:`minionsrl.experiments.scheduler`); the package ships one.
+
+Inference is NumPy alone: the scaler is consulted every round, and importing it pays for neither JAX
+nor torch. Weights are kept as :mod:`minionsrl.learner.networks` names them (``actor.{0,1,2}.weight``,
+shape ``(out, in)``); artefacts name the linear layers by their index in a torch ``Sequential``
+(``actor.0``, ``actor.2``, ``actor.4``: a tanh between each), and either naming loads.
 """
 
 from __future__ import annotations
@@ -24,13 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
-from torch import nn
+from safetensors.numpy import save_file
 
 from minionsrl.errors import ConfigError
-from minionsrl.learner.networks import mlp
 from minionsrl.scaling.base import Scaler, as_finite
 
 # The MDP state's features, in order. The shipped CartPole scheduler was trained on the first eight; new ones
@@ -38,6 +40,9 @@ from minionsrl.scaling.base import Scaler, as_finite
 FEATURES_V1 = ("round", "loss", "eval_return", "kl", "learn_s", "sample_s", "round_s", "budget")
 FEATURES = (*FEATURES_V1, "gns")
 SHIPPED = "scheduler-cartpole.safetensors"
+HIDDEN = (64, 64)
+TOWERS = ("actor", "critic")
+_SEQUENTIAL_STRIDE = 2  # artefacts: a torch Sequential's index of each linear layer (Linear, Tanh, Linear, …)
 
 
 @dataclass(frozen=True)
@@ -53,25 +58,108 @@ class SchedulerHyper:
     lam: float = 0.0  # per round-dollar ("budget-aligned" when > 0)
 
 
-class SchedulerAgent(nn.Module):
-    """Categorical actor over ``1..n_max`` and a value critic, separate 64-64 tanh MLPs."""
+def init_params(n_max: int, n_features: int, seed: int) -> dict[str, np.ndarray]:
+    """Fresh weights from ``seed`` (CleanRL's orthogonal initialisation, made in JAX, imported only here)."""
+    import jax
 
-    def __init__(self, n_max: int, features: tuple[str, ...] = FEATURES) -> None:
-        super().__init__()
+    from minionsrl.learner.networks import mlp_params
+
+    key_actor, key_critic = jax.random.split(jax.random.key(seed))
+    params = {**mlp_params(key_actor, "actor", (n_features, *HIDDEN, n_max), 0.01),
+              **mlp_params(key_critic, "critic", (n_features, *HIDDEN, 1), 1.0)}
+    return {k: np.array(v, dtype=np.float32) for k, v in params.items()}
+
+
+def _layers(tensors: dict[str, Any]) -> dict[str, np.ndarray]:
+    """``tensors`` with each tower's linear layers renumbered ``0, 1, 2…`` (from either naming)."""
+    indices: dict[str, set[int]] = {tower: set() for tower in TOWERS}
+    for key in tensors:
+        tower, _, rest = key.partition(".")
+        index, _, kind = rest.partition(".")
+        if tower not in indices or not index.isdigit() or kind not in ("weight", "bias"):
+            raise ValueError(f"unexpected tensor {key!r}")
+        indices[tower].add(int(index))
+    out: dict[str, np.ndarray] = {}
+    for tower, found in indices.items():
+        if not found:
+            raise ValueError(f"no {tower} layers")
+        for i, index in enumerate(sorted(found)):
+            for kind in ("weight", "bias"):
+                out[f"{tower}.{i}.{kind}"] = np.ascontiguousarray(tensors[f"{tower}.{index}.{kind}"],
+                                                                  dtype=np.float32)
+    return out
+
+
+def _n_layers(params: dict[str, np.ndarray], tower: str) -> int:
+    return sum(1 for k in params if k.startswith(f"{tower}.") and k.endswith(".weight"))
+
+
+def _forward(params: dict[str, np.ndarray], tower: str, x: np.ndarray) -> np.ndarray:
+    """The tanh MLP ``tower`` on ``x`` (``(n_features,)`` or a batch)."""
+    last = _n_layers(params, tower) - 1
+    for i in range(last + 1):
+        x = x @ params[f"{tower}.{i}.weight"].T + params[f"{tower}.{i}.bias"]
+        if i < last:
+            x = np.tanh(x)
+    return x
+
+
+class SchedulerAgent:
+    """Categorical actor over ``1..n_max`` and a value critic, separate 64-64 tanh MLPs, as NumPy weights.
+
+    ``params``: the weights in either naming (see the module's docstring); fresh ones from ``seed`` when
+    None. ``agent.params`` holds them as :mod:`minionsrl.learner.networks` names them.
+    """
+
+    def __init__(self, n_max: int, features: tuple[str, ...] = FEATURES, *, seed: int = 0,
+                 params: dict[str, Any] | None = None) -> None:
         unknown = set(features) - set(FEATURES)
         if unknown:
             raise ValueError(f"unknown scheduler state features {sorted(unknown)}")
         self.n_max, self.features = n_max, tuple(features)
-        self.actor = mlp(len(features), (64, 64), n_max, 0.01, build_first=True)
-        self.critic = mlp(len(features), (64, 64), 1, 1.0, build_first=True)
+        self.params: dict[str, np.ndarray] = {}
+        self.load_state_dict(init_params(n_max, len(self.features), seed) if params is None else params)
 
-    def distribution(self, states: torch.Tensor) -> torch.distributions.Categorical:
-        return torch.distributions.Categorical(logits=self.actor(states))
+    def load_state_dict(self, tensors: dict[str, Any]) -> None:
+        """Take weights in either naming; their shapes must fit ``features`` and ``n_max``."""
+        params = _layers(tensors)
+        for tower, n_out in (("actor", self.n_max), ("critic", 1)):
+            n_in = len(self.features)
+            for i in range(_n_layers(params, tower)):
+                w, b = params[f"{tower}.{i}.weight"], params[f"{tower}.{i}.bias"]
+                if w.ndim != 2 or w.shape[1] != n_in or b.shape != (w.shape[0],):
+                    raise ValueError(f"{tower} layer {i}: weight {w.shape}, bias {b.shape} after {n_in} inputs")
+                n_in = w.shape[0]
+            if n_in != n_out:
+                raise ValueError(f"{tower} gives {n_in} outputs, not {n_out}")
+        self.params = params
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The weights as artefacts name them (``actor.0``, ``actor.2``, ``actor.4``…)."""
+        out = {}
+        for key, value in self.params.items():
+            tower, index, kind = key.split(".")
+            out[f"{tower}.{int(index) * _SEQUENTIAL_STRIDE}.{kind}"] = value
+        return out
+
+    def logits(self, states: np.ndarray) -> np.ndarray:
+        """The actor's logits over ``1..n_max`` for one state or a batch."""
+        return _forward(self.params, "actor", np.asarray(states, dtype=np.float32))
+
+    def value(self, states: np.ndarray) -> np.ndarray:
+        """The critic's value for one state ``()`` or a batch ``(B,)``."""
+        return _forward(self.params, "critic", np.asarray(states, dtype=np.float32))[..., 0]
+
+    def log_probs(self, states: np.ndarray) -> np.ndarray:
+        """Log-probabilities of the actions (float64, so they sum to 1 within rounding)."""
+        logits = self.logits(states).astype(np.float64)
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
 def save_agent(agent: SchedulerAgent, path: str | Path, metadata: dict[str, Any]) -> None:
     """Write the agent as a safetensors file with JSON metadata."""
-    save_file({k: v.contiguous() for k, v in agent.state_dict().items()}, str(path),
+    save_file({k: np.ascontiguousarray(v) for k, v in agent.state_dict().items()}, str(path),
               metadata={"minionsrl": json.dumps({"n_max": agent.n_max, "features": list(agent.features),
                                                  **metadata})})
 
@@ -83,12 +171,11 @@ def load_agent(path: str | Path | None) -> tuple[SchedulerAgent, dict[str, Any]]
     if not Path(str(path)).is_file():
         raise ConfigError(f"scheduler: file {str(path)!r} does not exist; train one with `minionsrl scheduler train`")
     try:
-        with safe_open(str(path), framework="pt") as fh:
+        with safe_open(str(path), framework="numpy") as fh:
             meta = json.loads(fh.metadata()["minionsrl"])
             tensors = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 - safe_open has no __iter__
-        agent = SchedulerAgent(int(meta["n_max"]), tuple(meta.get("features", FEATURES_V1)))
-        agent.load_state_dict(tensors)
-    except (OSError, KeyError, ValueError, RuntimeError, SafetensorError) as exc:
+        agent = SchedulerAgent(int(meta["n_max"]), tuple(meta.get("features", FEATURES_V1)), params=tensors)
+    except (OSError, KeyError, ValueError, TypeError, SafetensorError) as exc:
         raise ConfigError(f"scheduler: {str(path)!r} is not a minionsrl scheduler ({exc})") from exc
     return agent, meta
 
@@ -113,7 +200,11 @@ class Episode:
 
 
 class MinionsScaler(Scaler):
-    """Picks ``n`` with the learned agent; greedy when deployed, sampling while it is being trained."""
+    """Picks ``n`` with the learned agent; greedy when deployed, sampling while it is being trained.
+
+    Samples come from a NumPy generator seeded with ``seed``, whose state is in :meth:`state_dict` (as
+    plain JSON-able data), so a resumed run draws what the uninterrupted one would have.
+    """
 
     name = "minions"
 
@@ -125,7 +216,7 @@ class MinionsScaler(Scaler):
         super().__init__(n_min, min(n_max, agent.n_max))
         self.agent, self.return_scale, self.explore, self.hyper = agent, return_scale, explore, hyper
         self.horizon, self.budget_usd = horizon, budget_usd
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = np.random.default_rng(seed)
         self.last_eval = 0.0
         self.episode = Episode()
         self.needs = frozenset({"gns"}) if "gns" in agent.features else frozenset()
@@ -153,22 +244,25 @@ class MinionsScaler(Scaler):
         if self.explore and last_round is not None and self.episode.transitions:
             self.episode.transitions[-1].reward = self.round_reward(last_round)
         state = self.state(last_round)
-        with torch.no_grad():
-            probs = self.agent.distribution(torch.from_numpy(state)[None]).probs[0]
+        logp = self.agent.log_probs(state)
         if self.explore:
-            action = int(torch.multinomial(probs, 1, generator=self.generator))
-            self.episode.transitions.append(Transition(state, action, float(torch.log(probs[action]))))
+            probs = np.exp(logp)
+            action = int(self.generator.choice(len(probs), p=probs / probs.sum()))
+            self.episode.transitions.append(Transition(state, action, float(logp[action])))
         else:
-            action = int(probs.argmax())
-        self.score = float(probs[action])
+            action = int(logp.argmax())
+        self.score = float(math.exp(logp[action]))
         return self.clip(action + 1)
 
     def round_reward(self, row: dict[str, Any]) -> float:
         return -self.hyper.beta * float(row["projected_round_s"]) - self.hyper.lam * float(row["cost_serverless_usd"])
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "last_eval": self.last_eval}
+        # the generator's state is a dict of strings and ints (PCG64's exceed 2**63: JSON keeps them exact)
+        return {**super().state_dict(), "last_eval": self.last_eval, "generator": self.generator.bit_generator.state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.last_eval = float(state["last_eval"])
+        if "generator" in state:  # checkpoints from before the NumPy generator have none
+            self.generator.bit_generator.state = state["generator"]
