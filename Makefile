@@ -8,10 +8,14 @@ STAMP  := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	# torch first, exactly as pinned, so nothing else can pull another build
-	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[all]"
 	touch $(STAMP)
+
+# the benchmarks' baselines (Stable-Baselines3 on torch): torch first, exactly as pinned, so nothing pulls another build
+$(VENV)/.bench: $(STAMP)
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[bench]"
+	touch $@
 
 run: $(STAMP)
 	rm -rf runs/cartpole
@@ -29,7 +33,7 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check minionsrl tests bench
 
-bench: $(STAMP)
+bench: $(VENV)/.bench
 	$(PY) bench/cartpole.py
 	$(PY) bench/sampling.py
 	$(PY) bench/hopper.py

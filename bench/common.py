@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 DOC = ROOT / "docs" / "BENCHMARKS.md"
 PYTHON = sys.executable
-SECTIONS = ("cartpole", "hopper", "sampling", "cnn_runtime", "async_algos", "pong", "backends")  # order in the doc
+SECTIONS = ("cartpole", "hopper", "sampling", "cnn_runtime", "async_algos", "pong", "backends", "learner_round")  # order in the doc
 
 _DOC_INTRO = """# Benchmarks
 
@@ -60,7 +60,8 @@ def n_cores() -> int:
 
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    for dist in ("minionsrl", "torch", "numpy", "gymnasium", "mujoco", "stable-baselines3", "ray", "lithops"):
+    for dist in ("minionsrl", "jax", "optax", "numpy", "gymnasium", "mujoco", "torch", "stable-baselines3", "ray",
+                 "lithops"):
         try:
             out[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:

@@ -98,9 +98,29 @@ def test_imports_point_one_way():
 
 @pytest.mark.parametrize("module", ["minionsrl.function.rollout", "minionsrl.function.faults",
                                     "minionsrl.function.fragment", "minionsrl.backends.local_worker"])
-def test_function_side_imports_neither_torch_nor_config_nor_backends(module):
+def test_function_side_imports_no_framework_nor_config_nor_backends(module):
     """What a rollout function imports, in a fresh interpreter: NumPy, Gymnasium and the function side."""
-    code = (f"import sys, {module}; print(sorted(m for m in sys.modules if m == 'torch' or m.startswith("
-            "('torch.', 'minionsrl.config', 'minionsrl.backends.base', 'minionsrl.loop', 'minionsrl.learner'))))")
+    code = (f"import sys, {module}; print(sorted(m for m in sys.modules if m in ('torch', 'jax') or m.startswith("
+            "('torch.', 'jax.', 'minionsrl.config', 'minionsrl.backends.base', 'minionsrl.loop', "
+            "'minionsrl.learner'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_training_needs_no_torch():
+    """The learner is JAX: a whole run (PPO with the detectors, a checkpoint, TensorBoard) works with torch made
+    unimportable (libraries that use torch only when present, like tensorboardX, fall back)."""
+    code = ("import sys, tempfile\n"
+            "class NoTorch:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'torch' or name.startswith('torch.'):\n"
+            "            raise ImportError('torch is blocked')\n"
+            "sys.meta_path.insert(0, NoTorch())\n"
+            "from minionsrl.build import make_trainer\n"
+            "from minionsrl.config import TrainConfig\n"
+            "cfg = TrainConfig(env_id='CartPole-v1', actors=2, fragment_length=32, max_rounds=2, eval_episodes=1, "
+            "detectors='on', progress=False, run_dir=tempfile.mkdtemp() + '/run')\n"
+            "print(make_trainer(cfg).run()['rounds'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "2"

@@ -332,6 +332,8 @@ class PPO:
         self.opt_state = make_optimizer(params).init(self.weights)
         self.kl_coef = params.kl_coef  # adapted after every update when params.kl_target is set
         self.learning_rate = params.learning_rate
+        # padded shapes only grow (in powers of two): a round with fewer actors than an earlier one reuses its program
+        self._rows_cap = self._steps_cap = 0
 
     @property
     def current_params(self) -> PPOParams:
@@ -355,12 +357,14 @@ class PPO:
         epochs = minibatch_schedule(len(batch), p, rng, whole_batch)
         steps = [(mb, e == len(epoch) - 1) for epoch in epochs for e, mb in enumerate(epoch)]
         width = bucket(max(len(mb) for mb, _ in steps))
-        idx = np.zeros((bucket(len(steps), fine=False), width), np.int32)
+        self._steps_cap = max(self._steps_cap, bucket(len(steps), fine=False))
+        self._rows_cap = max(self._rows_cap, bucket(len(batch), fine=False))
+        idx = np.zeros((self._steps_cap, width), np.int32)
         w = np.zeros(idx.shape, np.float32)
         epoch_end = np.zeros(len(idx), bool)
         for i, (mb, end) in enumerate(steps):
             idx[i, : len(mb)], w[i, : len(mb)], epoch_end[i] = mb, 1.0, end
-        rows = bucket(len(batch), fine=False)  # padding rows are never indexed
+        rows = self._rows_cap  # padding rows are never indexed
         data = {k: np.concatenate([v, np.zeros((rows - len(v), *v.shape[1:]), v.dtype)])
                 for k, v in batch.arrays().items()}
         put = partial(jax.device_put, device=self.device)
