@@ -20,17 +20,14 @@ CASES = (("ALE/Pong-v5", 128, (1, 4, 8)), ("Hopper-v5", 512, (1, 4, 8)))
 
 
 def measure(env_id: str, steps: int, n_envs: int, repeats: int) -> dict[str, float]:
-    import torch
-
     from minionsrl.function import rollout as rollout_mod
     from minionsrl.function.envs import EnvSpec, env_info, make_env
     from minionsrl.function.numpy_policy import PolicyArch
-    from minionsrl.learner.networks import make_policy, snapshot_of
+    from minionsrl.learner.networks import init_params, snapshot_of
 
-    torch.manual_seed(0)
     info = env_info(EnvSpec(env_id))
     arch = PolicyArch.of(info, (64, 64))
-    snapshot = snapshot_of(make_policy(arch), None, 0, 10.0)
+    snapshot = snapshot_of(arch, init_params(arch, 0), None, 0, 10.0)
     policy = snapshot.numpy_policy()
     envs = [make_env(EnvSpec(env_id)) for _ in range(n_envs)]
     seeds = rollout_mod.env_seeds(7, n_envs)

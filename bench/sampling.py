@@ -26,7 +26,7 @@ from typing import Any
 
 from common import OUT, append_jsonl, log, markdown_table, n_cores, provenance, write_section
 
-# minionsrl (and with it torch) is imported inside the functions: the raw-limit processes this
+# minionsrl (and with it JAX) is imported inside the functions: the raw-limit processes this
 # script starts should pay only for what a rollout function needs.
 
 ENV, GAMMA, SEED = "Hopper-v5", 0.99, 1
@@ -41,12 +41,12 @@ class Learner:
         from minionsrl.function.envs import EnvSpec, env_info
         from minionsrl.function.normalization import RunningMeanStd
         from minionsrl.function.numpy_policy import PolicyArch
-        from minionsrl.learner.networks import ActorCritic
+        from minionsrl.learner.networks import init_params
 
         self.spec = EnvSpec(ENV)
         info = env_info(self.spec)
         self.arch = PolicyArch.of(info, (64, 64))
-        self.policy = ActorCritic(self.arch)
+        self.params = init_params(self.arch, SEED)
         self.obs_rms = RunningMeanStd((self.arch.obs_dim,))
         self.steps = steps
         self.version = 0
@@ -56,7 +56,7 @@ class Learner:
         from minionsrl.learner.networks import snapshot_of
 
         self.version += 1
-        return snapshot_of(self.policy, self.obs_rms, self.version, 10.0)
+        return snapshot_of(self.arch, self.params, self.obs_rms, self.version, 10.0)
 
     def requests(self, round_idx: int, ref: str, n: int) -> list[dict[str, Any]]:
         from minionsrl.loop.invocations import invocation_seed
@@ -267,7 +267,7 @@ Throughput target ≥ {TARGET_FRACTION:.0%} of the limit: **{'met' if ok_tp else
 ({", ".join(f"n={r['n']}: {f:.0%}" for r, f in zip(results, fractions, strict=True))}).
 
 An instance is a fresh interpreter (`python -m minionsrl.backends.local_worker`) that imports only
-the rollout function (NumPy, Gymnasium), never torch nor the caller's `__main__`, so its cold start
+the rollout function (NumPy, Gymnasium), never the learner's JAX nor the caller's `__main__`, so its cold start
 is the same from the CLI, from a script or from this benchmark.
 
 Per-round overhead for 8 actors: round wall time minus the ideal parallel time (the functions'

@@ -1,12 +1,12 @@
 """Atari: the preprocessing pipeline on real ALE frames, training-only signals, episode carry, the Nature
-CNN in torch and NumPy, uint8 fragments on the wire, and the preset."""
+CNN in JAX and NumPy, uint8 fragments on the wire, and the preset."""
 
 from __future__ import annotations
 
 import cv2
+import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
 
 from minionsrl.build import prepare_config
 from minionsrl.config import TrainConfig
@@ -16,7 +16,9 @@ from minionsrl.function.envs import EnvSpec, capture_episode, env_info, make_env
 from minionsrl.function.fragment import Fragment
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import evaluate, rollout
-from minionsrl.learner.networks import CNNActorCritic, make_policy, snapshot_of
+from minionsrl.learner import networks
+from minionsrl.learner.networks import init_params, snapshot_of
+from minionsrl.learner.ppo import PPO, PPOParams
 
 PONG = EnvSpec("ALE/Pong-v5", {"repeat_action_probability": 0.0})  # no sticky actions: exact replays
 ARCH = PolicyArch(4 * 84 * 84, 6, True, (), "cnn", (4, 84, 84))
@@ -31,8 +33,7 @@ def pong():
 
 
 def _snapshot(seed: int = 0):
-    torch.manual_seed(seed)
-    return snapshot_of(make_policy(ARCH), None, 0, 10.0)
+    return snapshot_of(ARCH, init_params(ARCH, seed), None, 0, 10.0)
 
 
 def test_env_info_and_arch_for_pong():
@@ -132,29 +133,56 @@ def test_evaluate_plays_full_games(pong):
 
 
 # -- the Nature CNN ---------------------------------------------------------------------------------
-def test_numpy_cnn_matches_torch():
-    torch.manual_seed(0)
-    net = make_policy(ARCH)
-    snap = snapshot_of(net, None, 0, 10.0)
+def _random_cnn_params(seed: int) -> dict[str, np.ndarray]:
+    """Initial weights with every entry perturbed by a tenth of its layer's spread (and the actor's, whose init is
+    nearly flat, by more): every layer, biases included, differs from its initial value."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for k, v in init_params(ARCH, seed).items():
+        scale = 0.05 if k.startswith("actor.") else 0.1 * v.std() + 0.01
+        out[k] = (v + rng.standard_normal(v.shape) * scale).astype(np.float32)
+    return out
+
+
+@pytest.mark.parametrize("which", ["init", "perturbed"])
+def test_numpy_cnn_matches_jax(which):
+    params = init_params(ARCH, 0) if which == "init" else _random_cnn_params(1)
+    snap = snapshot_of(ARCH, params, None, 0, 10.0)
     obs = np.random.default_rng(0).integers(0, 256, size=(6, 4, 84, 84), dtype=np.uint8)
     actions = np.arange(6)
-    with torch.no_grad():
-        logp, _, value = net.evaluate(torch.from_numpy(obs), torch.from_numpy(actions))
+    weights = {k: jnp.asarray(v) for k, v in params.items()}
+    logp, _, value = networks.evaluate(ARCH, weights, jnp.asarray(obs), jnp.asarray(actions))
+    np.testing.assert_allclose(np.asarray(networks.value(ARCH, weights, jnp.asarray(obs))), np.asarray(value),
+                               rtol=1e-6, atol=1e-6)
     policy = snap.numpy_policy()
     heads, values = policy.forward(obs)
-    np.testing.assert_allclose(values, value.numpy(), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(policy.log_prob(heads, actions), logp.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(values, np.asarray(value), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(policy.log_prob(heads, actions), np.asarray(logp), rtol=1e-4, atol=1e-5)
+    if which == "perturbed":  # the comparison is not between near-constants
+        assert np.ptp(np.asarray(logp)) > 0.1 and np.ptp(np.asarray(value)) > 1e-3
     head1, value1 = policy.forward(obs[2])
     np.testing.assert_allclose(value1, values[2], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(head1, heads[2], rtol=1e-5, atol=1e-6)
 
 
-def test_cnn_weights_round_trip_through_numpy_params():
-    torch.manual_seed(0)
-    a, b = CNNActorCritic(ARCH), CNNActorCritic(ARCH)
-    b.load_numpy_params(a.numpy_params())
-    for (name, pa), pb in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
-        torch.testing.assert_close(pa, pb, msg=name)
+def test_cnn_weights_round_trip_through_the_learner_and_the_snapshot():
+    """The published layout is the learner's own: init → PPO weights → snapshot → NumPy policy, unchanged."""
+    params = init_params(ARCH, 0)
+    assert {k: v.shape for k, v in params.items()} == {
+        "conv.0.weight": (32, 4, 8, 8), "conv.0.bias": (32,), "conv.1.weight": (64, 32, 4, 4), "conv.1.bias": (64,),
+        "conv.2.weight": (64, 64, 3, 3), "conv.2.bias": (64,), "dense.weight": (512, 64 * 7 * 7),
+        "dense.bias": (512,), "actor.weight": (6, 512), "actor.bias": (6,), "critic.weight": (1, 512),
+        "critic.bias": (1,)}
+    assert all(v.dtype == np.float32 for v in params.values())
+    learner = PPO(ARCH, params, PPOParams()).numpy_weights()
+    snap = snapshot_of(ARCH, learner, None, 0, 10.0)
+    assert snap.params.keys() == params.keys()
+    for name, value in params.items():
+        np.testing.assert_array_equal(learner[name], value, err_msg=name)
+        np.testing.assert_array_equal(snap.params[name], value, err_msg=name)
+    other = init_params(ARCH, 1)
+    assert not np.array_equal(other["conv.0.weight"], params["conv.0.weight"])  # the seed draws the weights
+    np.testing.assert_array_equal(init_params(ARCH, 0)["dense.weight"], params["dense.weight"])
 
 
 # -- fragments on the wire --------------------------------------------------------------------------

@@ -104,7 +104,7 @@ def test_least_budget_counts_the_learner_host(tmp_path) -> None:
 
 def test_the_learner_host_follows_the_learner_device(tmp_path) -> None:
     """A CPU learner is billed as the catalogue's CPU host, a GPU learner as its GPU host; the run's device
-    (auto: a GPU when torch sees one) decides which."""
+    (auto: a GPU when JAX sees one) decides which."""
     from minionsrl.build import make_ledger, prepare_config
     from minionsrl.config import TrainConfig
 
@@ -116,8 +116,11 @@ def test_the_learner_host_follows_the_learner_device(tmp_path) -> None:
     assert gpu.cost_serverless_usd - cpu.cost_serverless_usd == pytest.approx(gpu.projected_round_s * gap_usd_s)
     assert gpu.cost_server_usd - cpu.cost_server_usd == pytest.approx((gpu.projected_round_s + 60.0) * gap_usd_s)
     cfg, _ = prepare_config(TrainConfig(env_id="CartPole-v1", max_rounds=1, run_dir=str(tmp_path / "r")))
-    import torch
+    import jax
 
     assert cfg.device == "auto"  # the config keeps what was asked for: a run can resume on another machine
-    gpu_here = torch.cuda.is_available()
+    try:
+        gpu_here = bool(jax.devices("gpu"))
+    except RuntimeError:  # no GPU backend (or no device it can use)
+        gpu_here = False
     assert make_ledger(cfg).learner_host["name"] == ("p3.2xlarge" if gpu_here else "c5.large")

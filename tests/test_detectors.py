@@ -2,80 +2,94 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from dataclasses import replace
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
+from jax.flatten_util import ravel_pytree
 
 from minionsrl.function.numpy_policy import PolicyArch
-from minionsrl.learner import detectors
 from minionsrl.learner.detectors import Curvature, gradient_noise_scale, hessian_curvature, lanczos_extremes
-from minionsrl.learner.networks import ActorCritic
+from minionsrl.learner.networks import init_params
 from minionsrl.learner.ppo import Batch, PPOParams, ppo_loss
 
 
-def _batch(arch: PolicyArch, n: int, seed: int = 0) -> Batch:
-    g = torch.Generator().manual_seed(seed)
-    actions = (torch.randint(0, arch.action_dim, (n,), generator=g) if arch.discrete
-               else torch.randn(n, arch.action_dim, generator=g))
-    return Batch(torch.randn(n, arch.obs_dim, generator=g), actions, torch.randn(n, generator=g) * 0.1 - 1.0,
-                 torch.randn(n, generator=g), torch.randn(n, generator=g), torch.randn(n, generator=g))
+def _batch(arch: PolicyArch, n: int, seed: int = 0, dtype: type = np.float32) -> Batch:
+    rng = np.random.default_rng(seed)
+    actions = (rng.integers(0, arch.action_dim, n) if arch.discrete
+               else rng.standard_normal((n, arch.action_dim)).astype(dtype))
+    return Batch(rng.standard_normal((n, arch.obs_dim)).astype(dtype), actions,
+                 (rng.standard_normal(n) * 0.1 - 1.0).astype(dtype), rng.standard_normal(n).astype(dtype),
+                 rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype))
+
+
+def _weights(arch: PolicyArch, seed: int, dtype: type = np.float32) -> dict[str, jax.Array]:
+    """The learner's weights (``PPO.weights``: a dict of JAX arrays) at initialisation."""
+    return {k: jnp.asarray(v.astype(dtype)) for k, v in init_params(arch, seed).items()}
+
+
+def _loss(arch: PolicyArch, weights: dict, batch: Batch, params: PPOParams, kl_coef: float | None = None):
+    """``ppo_loss`` on the whole of ``batch`` (every row weighing 1)."""
+    data = {k: jnp.asarray(v) for k, v in batch.arrays().items()}
+    coef = params.kl_coef if kl_coef is None else kl_coef
+    return ppo_loss(arch, weights, data, jnp.ones(len(batch), data["advantages"].dtype), params, coef).loss
 
 
 def test_lanczos_finds_the_extremes_of_a_quadratic() -> None:
     rng = np.random.default_rng(0)
     q, _ = np.linalg.qr(rng.standard_normal((60, 60)))
     eigs = np.concatenate([[-3.7], rng.uniform(-1, 2, 58), [5.2]])
-    hessian = torch.from_numpy(q @ np.diag(eigs) @ q.T)
-    lo, hi = lanczos_extremes(lambda v: hessian @ v, 60, 60, torch.Generator().manual_seed(1))
+    hessian = q @ np.diag(eigs) @ q.T
+    lo, hi = lanczos_extremes(lambda v: hessian @ v, 60, 60, np.random.default_rng(1))
     assert lo == pytest.approx(-3.7, rel=1e-3)
     assert hi == pytest.approx(5.2, rel=1e-3)
 
 
-def test_hessian_curvature_matches_the_exact_hessian_and_leaves_the_model_untouched() -> None:
-    torch.manual_seed(0)
+def _exact_extremes(arch: PolicyArch, weights: dict, batch: Batch, params: PPOParams,
+                    kl_coef: float | None) -> np.ndarray:
+    """The extreme eigenvalues of the PPO loss's exact Hessian in the flattened weights (jax.hessian)."""
+    flat0, unravel = ravel_pytree(weights)
+    hessian = np.asarray(jax.hessian(lambda x: _loss(arch, unravel(x), batch, params, kl_coef))(flat0), np.float64)
+    assert hessian.shape == (flat0.size, flat0.size)
+    eig = np.linalg.eigvalsh((hessian + hessian.T) / 2)
+    return eig[[0, -1]]
+
+
+@pytest.mark.parametrize(("params", "kl_coef"), [(PPOParams(ent_coef=0.01), None),
+                                                  (PPOParams(ent_coef=0.01, kl_coef=0.2, vf_clip=4.0), 0.5)],
+                         ids=["cleanrl", "kl-penalty"])
+def test_hessian_curvature_matches_the_exact_hessian_and_leaves_the_model_untouched(params, kl_coef) -> None:
     arch = PolicyArch(3, 2, False, (5,))
-    policy = ActorCritic(arch).double()
-    batch = _batch(arch, 64)
-    batch = Batch(*(t.double() if t.is_floating_point() else t for t in
-                    (batch.obs, batch.actions, batch.logprobs, batch.advantages, batch.returns, batch.values)))
+    with jax.enable_x64(True):  # float64 throughout: the exact Hessian is matched to 1e-5
+        weights = _weights(arch, 0, np.float64)
+        batch = _batch(arch, 64, dtype=np.float64)
+        before = {k: np.array(v) for k, v in weights.items()}
+        objects = dict(weights)
+        est = hessian_curvature(arch, weights, batch, params, iterations=100, seed=3, kl_coef=kl_coef)
+        lo, hi = _exact_extremes(arch, weights, batch, params, kl_coef)
+    assert lo < 0 < hi
+    assert est.lambda_min == pytest.approx(lo, rel=1e-5)
+    assert est.lambda_max == pytest.approx(hi, rel=1e-5)
+    assert weights.keys() == before.keys()
+    for k, v in weights.items():
+        assert v is objects[k] and v.dtype == np.float64
+        np.testing.assert_array_equal(np.asarray(v), before[k])
+
+
+def test_hessian_curvature_in_float32_matches_the_exact_hessian() -> None:
+    """The learner's own precision (float32 weights and batch) finds the same extremes, to float32's accuracy."""
+    arch = PolicyArch(3, 2, False, (5,))
     params = PPOParams(ent_coef=0.01)
-    before = {k: v.clone() for k, v in policy.state_dict().items()}
-
-    est = hessian_curvature(policy, batch, params, iterations=100, seed=3)
-
-    names = [n for n, _ in policy.named_parameters()]
-    shapes = [p.shape for p in policy.parameters()]
-    flat0 = torch.cat([p.detach().reshape(-1) for p in policy.parameters()])
-    wrapper = _Evaluate(policy)
-
-    def loss_of(flat: torch.Tensor) -> torch.Tensor:
-        chunks, i = {}, 0
-        for name, shape in zip(names, shapes, strict=True):
-            size = int(np.prod(shape))
-            chunks[f"policy.{name}"] = flat[i : i + size].reshape(shape)
-            i += size
-        view = SimpleNamespace(evaluate=lambda o, a: torch.func.functional_call(wrapper, chunks, (o, a)))
-        return ppo_loss(view, batch, params).loss
-
-    exact = torch.linalg.eigvalsh(torch.autograd.functional.hessian(loss_of, flat0))
-    assert est.lambda_min == pytest.approx(float(exact[0]), rel=1e-3)
-    assert est.lambda_max == pytest.approx(float(exact[-1]), rel=1e-3)
-    for k, v in policy.state_dict().items():
-        assert torch.equal(v, before[k])
-    assert all(p.grad is None for p in policy.parameters())
-
-
-class _Evaluate(torch.nn.Module):
-    """Exposes ``ActorCritic.evaluate`` as ``forward`` so torch.func can call it with given weights."""
-
-    def __init__(self, policy: ActorCritic) -> None:
-        super().__init__()
-        self.policy = policy
-
-    def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return self.policy.evaluate(obs, actions)
+    weights, batch = _weights(arch, 0), _batch(arch, 64)
+    est = hessian_curvature(arch, weights, batch, params, iterations=100, seed=3)
+    with jax.enable_x64(True):
+        lo, hi = _exact_extremes(arch, {k: jnp.asarray(np.asarray(v, np.float64)) for k, v in weights.items()},
+                                 Batch(*(v.astype(np.float64) if v.dtype == np.float32 else v
+                                         for v in batch.arrays().values())), params, None)
+    assert est.lambda_min == pytest.approx(lo, rel=1e-4)
+    assert est.lambda_max == pytest.approx(hi, rel=1e-4)
 
 
 def test_convexity_ratio_formula() -> None:
@@ -84,43 +98,53 @@ def test_convexity_ratio_formula() -> None:
 
 
 def test_gradient_noise_scale_is_finite_and_grows_with_noise() -> None:
-    torch.manual_seed(0)
     arch = PolicyArch(4, 2, True, (16,))
-    policy = ActorCritic(arch)
+    weights = _weights(arch, 0)
     params = PPOParams()
     quiet = _batch(arch, 512, seed=1)
     quiet.advantages[:] = 1.0  # identical targets: little noise between slices
     noisy = _batch(arch, 512, seed=1)
-    noisy.advantages[:] = torch.randn(512, generator=torch.Generator().manual_seed(5)) * 10
-    gns_quiet = gradient_noise_scale(policy, quiet, params, slices=8)
-    gns_noisy = gradient_noise_scale(policy, noisy, params, slices=8)
+    noisy.advantages[:] = np.random.default_rng(5).standard_normal(512) * 10
+    gns_quiet = gradient_noise_scale(arch, weights, quiet, params, slices=8)
+    gns_noisy = gradient_noise_scale(arch, weights, noisy, params, slices=8)
     assert np.isfinite(gns_quiet) and np.isfinite(gns_noisy)
     assert gns_noisy > gns_quiet
-    assert np.isnan(gradient_noise_scale(policy, quiet, params, slices=1))
+    assert np.isnan(gradient_noise_scale(arch, weights, quiet, params, slices=1))
 
 
 def _blocked_batch(arch: PolicyArch, fragments: int, steps: int, seed: int = 0) -> Batch:
     """``fragments`` contiguous blocks of ``steps`` rows (whole actors' fragments) that differ systematically:
     each block has its own observation offset and advantage level. Float64 throughout."""
-    g = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
     n = fragments * steps
-    block = torch.arange(fragments, dtype=torch.float64).repeat_interleave(steps)
-    obs = torch.randn(n, arch.obs_dim, generator=g, dtype=torch.float64) * 0.3 + 0.5 * block[:, None]
-    actions = torch.randint(0, arch.action_dim, (n,), generator=g)
-    adv = torch.randn(n, generator=g, dtype=torch.float64) * 0.2 + (block - block.mean())
-    rnd = [torch.randn(n, generator=g, dtype=torch.float64) for _ in range(3)]
+    block = np.repeat(np.arange(fragments, dtype=np.float64), steps)
+    obs = rng.standard_normal((n, arch.obs_dim)) * 0.3 + 0.5 * block[:, None]
+    actions = rng.integers(0, arch.action_dim, n)
+    adv = rng.standard_normal(n) * 0.2 + (block - block.mean())
+    rnd = [rng.standard_normal(n) for _ in range(3)]
     return Batch(obs, actions, rnd[0] * 0.1 - 0.7, adv, rnd[1] + block, rnd[2])
 
 
-def _b_simple(policy: torch.nn.Module, batch: Batch, params: PPOParams, parts: list[torch.Tensor]) -> float:
-    """McCandlish et al.'s B_simple over the given equal-size parts, of one loss (advantages normalised once)."""
-    adv = (batch.advantages - batch.advantages.mean()) / (batch.advantages.std() + 1e-8)
-    batch = Batch(batch.obs, batch.actions, batch.logprobs, adv, batch.returns, batch.values)
-    one = PPOParams(**{**vars(params), "norm_adv": False})
+def _normalised_once(batch: Batch) -> Batch:
+    adv = batch.advantages
+    return replace(batch, advantages=(adv - adv.mean()) / (adv.std(ddof=1) + 1e-8))
+
+
+def _flat_grad(arch: PolicyArch, weights: dict, batch: Batch, params: PPOParams) -> np.ndarray:
+    grads = jax.grad(lambda q: _loss(arch, q, batch, params))(weights)
+    return np.asarray(ravel_pytree(grads)[0], np.float64)
+
+
+def _b_simple(arch: PolicyArch, weights: dict, batch: Batch, params: PPOParams, parts: list[np.ndarray],
+              one_loss: bool = True) -> float:
+    """McCandlish et al.'s B_simple over the given equal-size parts: of one loss (advantages normalised once over
+    the batch), or (``one_loss=False``) with ``params``' per-(mini)batch normalisation inside every part."""
+    if one_loss:
+        batch, params = _normalised_once(batch), replace(params, norm_adv=False)
 
     def sq(b: Batch) -> float:
-        grads = torch.autograd.grad(ppo_loss(policy, b, one).loss, list(policy.parameters()))
-        return float(sum(g.pow(2).sum() for g in grads))
+        g = _flat_grad(arch, weights, b, params)
+        return float(g @ g)
 
     big, small = len(batch), len(parts[0])
     big_sq, small_sq = sq(batch), float(np.mean([sq(batch.select(idx)) for idx in parts]))
@@ -130,40 +154,44 @@ def _b_simple(policy: torch.nn.Module, batch: Batch, params: PPOParams, parts: l
 
 def test_gradient_noise_scale_slices_are_a_seeded_random_partition_not_fragments() -> None:
     """Contiguous slices are whole fragments, correlated within: they inflate the spread between slice gradients."""
-    torch.manual_seed(0)
     arch = PolicyArch(4, 2, True, (16,))
-    policy = ActorCritic(arch).double()
     params = PPOParams()
     fragments, steps = 8, 64
     batch = _blocked_batch(arch, fragments, steps)
-    gns = gradient_noise_scale(policy, batch, params, slices=fragments, seed=3)
-    assert gns == gradient_noise_scale(policy, batch, params, slices=fragments, seed=3)  # deterministic
-    assert gns != gradient_noise_scale(policy, batch, params, slices=fragments, seed=4)
-    # it is B_simple over the partition the seed draws
-    order = torch.from_numpy(np.random.default_rng(3).permutation(fragments * steps))
-    drawn = [order[i * steps : (i + 1) * steps] for i in range(fragments)]
-    assert gns == pytest.approx(_b_simple(policy, batch, params, drawn), rel=1e-9)
-    # ... and far from the estimate over contiguous slices (the fragments)
-    contiguous = _b_simple(policy, batch, params, [torch.arange(i * steps, (i + 1) * steps) for i in range(fragments)])
+    with jax.enable_x64(True):
+        weights = _weights(arch, 0, np.float64)
+        gns = gradient_noise_scale(arch, weights, batch, params, slices=fragments, seed=3)
+        assert gns == gradient_noise_scale(arch, weights, batch, params, slices=fragments, seed=3)  # deterministic
+        assert gns != gradient_noise_scale(arch, weights, batch, params, slices=fragments, seed=4)
+        # it is B_simple over the partition the seed draws
+        order = np.random.default_rng(3).permutation(fragments * steps)
+        drawn = [order[i * steps : (i + 1) * steps] for i in range(fragments)]
+        expected = _b_simple(arch, weights, batch, params, drawn)
+        # ... and far from the estimate over contiguous slices (the fragments)
+        contiguous = _b_simple(arch, weights, batch, params, [np.arange(i * steps, (i + 1) * steps)
+                                                              for i in range(fragments)])
+    assert gns == pytest.approx(expected, rel=1e-8)
     assert contiguous > 5 * abs(gns)
 
 
-def test_gradient_noise_scale_slices_are_of_one_loss(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No re-normalisation per slice: with slices that partition the batch, their gradients average to the
-    full-batch gradient (the loss is a mean over rows of one loss)."""
-    torch.manual_seed(0)
+def test_gradient_noise_scale_slices_are_of_one_loss() -> None:
+    """No re-normalisation per slice: every gradient is of one loss (advantages normalised once over the batch),
+    so with slices that partition the batch their gradients average to the full-batch gradient; the noise scale
+    is B_simple of that loss, not of slices normalised each on their own."""
     arch = PolicyArch(4, 2, True, (16,))
-    policy = ActorCritic(arch).double()
+    params = PPOParams()
     batch = _blocked_batch(arch, 8, 64)
-    grads: list[torch.Tensor] = []
-    flat_grad = detectors._flat_grad
-
-    def recording(loss, params, create_graph=False):
-        grads.append(flat_grad(loss, params, create_graph))
-        return grads[-1]
-
-    monkeypatch.setattr(detectors, "_flat_grad", recording)
-    assert np.isfinite(gradient_noise_scale(policy, batch, PPOParams(), slices=8, seed=1))
-    full, slices = grads[0], torch.stack(grads[1:])
-    assert len(slices) == 8
-    torch.testing.assert_close(slices.mean(0), full, rtol=1e-10, atol=1e-12)
+    order = np.random.default_rng(1).permutation(len(batch))
+    parts = [order[i * 64 : (i + 1) * 64] for i in range(8)]
+    with jax.enable_x64(True):
+        weights = _weights(arch, 0, np.float64)
+        gns = gradient_noise_scale(arch, weights, batch, params, slices=8, seed=1)
+        one, one_params = _normalised_once(batch), replace(params, norm_adv=False)
+        full = _flat_grad(arch, weights, one, one_params)
+        slices = np.stack([_flat_grad(arch, weights, one.select(idx), one_params) for idx in parts])
+        of_one_loss = _b_simple(arch, weights, batch, params, parts)
+        renormalised = _b_simple(arch, weights, batch, params, parts, one_loss=False)
+    assert np.isfinite(gns)
+    np.testing.assert_allclose(slices.mean(0), full, rtol=1e-10, atol=1e-12)
+    assert gns == pytest.approx(of_one_loss, rel=1e-8)
+    assert abs(renormalised - gns) > 0.01 * abs(gns)  # far outside the 1e-8 above

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from minionsrl import cli
 from minionsrl.backends.base import InvocationRecord
@@ -20,7 +19,7 @@ from minionsrl.function.envs import EnvSpec
 from minionsrl.function.fragment import Fragment
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import handle
-from minionsrl.learner.networks import ActorCritic, snapshot_of
+from minionsrl.learner.networks import init_params, snapshot_of
 from minionsrl.loop.invocations import invocation_seed
 from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics
 
@@ -30,8 +29,7 @@ STEPS = 16
 
 
 def _policy_blob() -> bytes:
-    torch.manual_seed(0)
-    return snapshot_of(ActorCritic(CART), None, 0, 10.0).encode(KEY)
+    return snapshot_of(CART, init_params(CART, 0), None, 0, 10.0).encode(KEY)
 
 
 def _request(fault: dict | None = None, kind: str = "train") -> bytes:

@@ -1,18 +1,20 @@
-"""The rollout functions' NumPy policy must compute what the learner's torch ActorCritic computes."""
+"""The rollout functions' NumPy policy must compute what the learner's JAX networks compute."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
 
 from minionsrl.function.envs import EnvSpec, make_env
 from minionsrl.function.numpy_policy import NumpyPolicy, PolicyArch
 from minionsrl.function.rollout import rollout
-from minionsrl.learner.networks import ActorCritic, snapshot_of
+from minionsrl.learner import networks
+from minionsrl.learner.networks import init_params, snapshot_of
+from minionsrl.learner.ppo import PPO, Batch, PPOParams
 
 DISCRETE = PolicyArch(obs_dim=4, action_dim=2, discrete=True, hidden=(64, 64))  # CartPole
 CONTINUOUS = PolicyArch(obs_dim=11, action_dim=3, discrete=False, hidden=(64, 64))  # Hopper
@@ -28,76 +30,73 @@ def _batch(arch: PolicyArch, rng: np.random.Generator, scale: float = 2.0):
     return obs, actions
 
 
-def _compare(policy: ActorCritic, obs: np.ndarray, actions: np.ndarray) -> None:
-    numpy_policy = NumpyPolicy(policy.arch, policy.numpy_params())
+def _random_params(arch: PolicyArch, rng: np.random.Generator, scale: float) -> dict[str, np.ndarray]:
+    """Weights of the published shapes, every entry drawn from N(0, scale²)."""
+    return {k: (rng.standard_normal(v.shape) * scale).astype(np.float32) for k, v in init_params(arch, 0).items()}
+
+
+def _compare(arch: PolicyArch, params: dict, obs: np.ndarray, actions: np.ndarray) -> None:
+    """The NumPy policy built from the published weights against the learner's :func:`networks.evaluate`."""
+    numpy_policy = snapshot_of(arch, params, None, 0, 10.0).numpy_policy()
     heads, values = numpy_policy.forward(obs)
     logp = numpy_policy.log_prob(heads, actions)
-    with torch.no_grad():
-        t_logp, _, t_value = policy.evaluate(torch.from_numpy(obs), torch.from_numpy(actions))
-        t_head = policy.actor(torch.from_numpy(obs))
-    assert heads.shape == (BATCH, policy.arch.action_dim) and values.shape == (BATCH,) and logp.shape == (BATCH,)
-    np.testing.assert_allclose(heads, t_head.numpy(), atol=1e-5, rtol=1e-5)
-    np.testing.assert_allclose(values, t_value.numpy(), atol=1e-5, rtol=1e-5)
-    np.testing.assert_allclose(logp, t_logp.numpy(), atol=1e-5, rtol=1e-5)
+    weights = {k: jnp.asarray(v) for k, v in params.items()}
+    j_logp, _, j_value = networks.evaluate(arch, weights, jnp.asarray(obs), jnp.asarray(actions))
+    j_head = networks.mlp(weights, "actor", jnp.asarray(obs))
+    assert heads.shape == (BATCH, arch.action_dim) and values.shape == (BATCH,) and logp.shape == (BATCH,)
+    np.testing.assert_allclose(heads, np.asarray(j_head), atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(values, np.asarray(j_value), atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(logp, np.asarray(j_logp), atol=1e-5, rtol=1e-5)
     # a single observation (no batch axis) gives the same numbers as its row of the batch
     h0, v0 = numpy_policy.forward(obs[0])
     np.testing.assert_allclose(h0, heads[0], atol=1e-6)
     assert float(v0) == pytest.approx(float(values[0]), abs=1e-6)
 
 
-def _train_a_little(policy: ActorCritic, obs: np.ndarray, actions: np.ndarray, steps: int = 5) -> None:
-    opt = torch.optim.Adam(policy.parameters(), lr=0.05)
-    target = torch.randn(len(obs))
-    for _ in range(steps):
-        logp, entropy, value = policy.evaluate(torch.from_numpy(obs), torch.from_numpy(actions))
-        loss = -(logp * target).mean() + ((value - target) ** 2).mean() - 0.1 * entropy.mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+def _train_a_little(arch: PolicyArch, params: dict, obs: np.ndarray, actions: np.ndarray,
+                    updates: int = 3) -> dict[str, np.ndarray]:
+    """A few PPO updates (4 epochs of 2 minibatches each) on a batch with random advantages and returns."""
+    ppo = PPO(arch, params, PPOParams(learning_rate=0.01, minibatch_size=128))
+    logp, _, values = networks.evaluate(arch, ppo.weights, jnp.asarray(obs), jnp.asarray(actions))
+    rng = np.random.default_rng(7)
+    batch = Batch(obs, actions, np.asarray(logp), rng.standard_normal(len(obs)).astype(np.float32),
+                  rng.standard_normal(len(obs)).astype(np.float32), np.asarray(values))
+    for _ in range(updates):
+        ppo.update(batch, rng)
+    return ppo.numpy_weights()
 
 
 @pytest.mark.parametrize("arch", [DISCRETE, CONTINUOUS], ids=["discrete", "continuous"])
-def test_numpy_matches_torch_at_init(arch):
-    torch.manual_seed(0)
-    policy = ActorCritic(arch)
+def test_numpy_matches_jax_at_init(arch):
     obs, actions = _batch(arch, np.random.default_rng(1))
-    _compare(policy, obs, actions)
+    _compare(arch, init_params(arch, 0), obs, actions)
 
 
 @pytest.mark.parametrize("arch", [DISCRETE, CONTINUOUS], ids=["discrete", "continuous"])
-def test_numpy_matches_torch_after_optimizer_steps(arch):
-    torch.manual_seed(1)
-    policy = ActorCritic(arch)
+def test_numpy_matches_jax_after_ppo_updates(arch):
+    before = init_params(arch, 1)
     obs, actions = _batch(arch, np.random.default_rng(2))
-    before = {k: v.copy() for k, v in policy.numpy_params().items()}
-    _train_a_little(policy, obs, actions)
-    after = policy.numpy_params()
+    after = _train_a_little(arch, before, obs, actions)
+    assert set(after) == set(before)
     assert any(np.abs(after[k] - before[k]).max() > 1e-3 for k in before)  # the weights really moved
     if not arch.discrete:
         assert np.abs(after["log_std"]).max() > 1e-3
     obs2, actions2 = _batch(arch, np.random.default_rng(3))
-    _compare(policy, obs2, actions2)
+    _compare(arch, after, obs2, actions2)
 
 
-def test_numpy_matches_torch_with_random_log_std_and_weights():
-    torch.manual_seed(2)
-    policy = ActorCritic(PolicyArch(obs_dim=17, action_dim=6, discrete=False, hidden=(32, 16, 8)))
-    with torch.no_grad():
-        for p in policy.parameters():
-            p.copy_(torch.randn_like(p) * 0.3)
-        policy.log_std.copy_(torch.linspace(-1.5, 0.8, 6).reshape(1, 6))
+def test_numpy_matches_jax_with_random_log_std_and_weights():
+    arch = PolicyArch(obs_dim=17, action_dim=6, discrete=False, hidden=(32, 16, 8))
+    params = _random_params(arch, np.random.default_rng(2), 0.3)
+    params["log_std"] = np.linspace(-1.5, 0.8, 6, dtype=np.float32).reshape(params["log_std"].shape)
     obs = (np.random.default_rng(4).standard_normal((BATCH, 17))).astype(np.float32)
     actions = (np.random.default_rng(5).standard_normal((BATCH, 6))).astype(np.float32)
-    _compare(policy, obs, actions)
+    _compare(arch, params, obs, actions)
 
 
 def test_numpy_discrete_log_probs_are_a_distribution():
-    torch.manual_seed(3)
-    policy = ActorCritic(PolicyArch(4, 5, True, (16,)))
-    with torch.no_grad():
-        for p in policy.parameters():
-            p.copy_(torch.randn_like(p))
-    numpy_policy = NumpyPolicy(policy.arch, policy.numpy_params())
+    arch = PolicyArch(4, 5, True, (16,))
+    numpy_policy = NumpyPolicy(arch, _random_params(arch, np.random.default_rng(3), 1.0))
     obs = np.random.default_rng(0).standard_normal((10, 4)).astype(np.float32)
     heads, _ = numpy_policy.forward(obs)
     probs = np.stack([np.exp(numpy_policy.log_prob(heads, np.full(10, a))) for a in range(5)], axis=1)
@@ -106,31 +105,30 @@ def test_numpy_discrete_log_probs_are_a_distribution():
 
 @pytest.mark.parametrize(("env_id", "arch"), [("CartPole-v1", PolicyArch(4, 2, True, (64, 64))),
                                               ("Pendulum-v1", PolicyArch(3, 1, False, (64, 64)))])
-def test_rollout_logprobs_and_values_match_torch(env_id, arch):
-    """What a rollout function records (sampled with NumPy) is what the learner recomputes in torch."""
-    torch.manual_seed(4)
-    policy = ActorCritic(arch)
-    snap = snapshot_of(policy, None, 0, 10.0)
+def test_rollout_logprobs_and_values_match_jax(env_id, arch):
+    """What a rollout function records (sampled with NumPy) is what the learner recomputes in JAX."""
+    params = init_params(arch, 4)
+    snap = snapshot_of(arch, params, None, 0, 10.0)
     env = make_env(EnvSpec(env_id))
     try:
         frag = rollout(env, snap, snap.numpy_policy(), 64, seed=11, gamma=0.99)
     finally:
         env.close()
-    with torch.no_grad():
-        logp, _, value = policy.evaluate(torch.from_numpy(frag.obs), torch.from_numpy(frag.actions))
-    np.testing.assert_allclose(frag.logprobs, logp.numpy(), atol=1e-5, rtol=1e-5)
-    np.testing.assert_allclose(frag.values, value.numpy(), atol=1e-5, rtol=1e-5)
+    logp, _, value = networks.evaluate(arch, {k: jnp.asarray(v) for k, v in params.items()}, jnp.asarray(frag.obs),
+                                       jnp.asarray(frag.actions))
+    np.testing.assert_allclose(frag.logprobs, np.asarray(logp), atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(frag.values, np.asarray(value), atol=1e-5, rtol=1e-5)
 
 
 def test_sampled_discrete_actions_follow_the_policy():
     """Gumbel-max sampling in the rollout matches the categorical probabilities of the policy."""
-    torch.manual_seed(5)
-    policy = ActorCritic(PolicyArch(2, 3, True, (8,)))
-    with torch.no_grad():  # logits that do not depend on the observation: bias only
-        for p in policy.actor.parameters():
-            p.zero_()
-        policy.actor[-1].bias.copy_(torch.tensor([0.0, 1.0, -1.0]))
-    snap = snapshot_of(policy, None, 0, 10.0)
+    arch = PolicyArch(2, 3, True, (8,))
+    params = init_params(arch, 5)
+    for k in params:  # logits that do not depend on the observation: bias only
+        if k.startswith("actor."):
+            params[k] = np.zeros_like(params[k])
+    params["actor.1.bias"] = np.array([0.0, 1.0, -1.0], np.float32)
+    snap = snapshot_of(arch, params, None, 0, 10.0)
     env = make_env(EnvSpec("custom_env:CounterEnv", {"length": 1000}))
     try:
         frag = rollout(env, snap, snap.numpy_policy(), 3000, seed=0, gamma=0.99)
@@ -141,8 +139,8 @@ def test_sampled_discrete_actions_follow_the_policy():
     np.testing.assert_allclose(freq, expected, atol=0.03)
 
 
-def test_learner_side_does_import_torch():
-    """Guard for the check above: the probe sees torch when it is imported."""
-    code = "import sys, minionsrl.learner.networks; print('torch' in sys.modules)"
+def test_learner_side_imports_jax_and_not_torch():
+    """The learner's networks need JAX only; the probe sees JAX (so it would see torch if it were imported)."""
+    code = "import sys, minionsrl.learner.networks; print(sorted(m for m in ('jax', 'torch') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    assert out.stdout.strip() == "True"
+    assert out.stdout.strip() == "['jax']"

@@ -8,7 +8,6 @@ import json
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
 
 from minionsrl.function import rollout as rollout_mod
 from minionsrl.function import wire
@@ -17,7 +16,7 @@ from minionsrl.function.fragment import Fragment, PolicySnapshot
 from minionsrl.function.normalization import RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import evaluate, handle, rollout
-from minionsrl.learner.networks import ActorCritic, snapshot_of
+from minionsrl.learner.networks import init_params, snapshot_of
 
 CART = PolicyArch(4, 2, True, (64, 64))
 PEND = PolicyArch(3, 1, False, (64, 64))
@@ -25,8 +24,7 @@ KEY = b"r" * 32
 
 
 def _snapshot(arch: PolicyArch, seed: int = 0, obs_rms: RunningMeanStd | None = None) -> PolicySnapshot:
-    torch.manual_seed(seed)
-    return snapshot_of(ActorCritic(arch), obs_rms, 0, 10.0)
+    return snapshot_of(arch, init_params(arch, seed), obs_rms, 0, 10.0)
 
 
 def _run(spec: EnvSpec, snap: PolicySnapshot, steps: int, seed: int, carry=None, env=None) -> Fragment:
@@ -104,8 +102,7 @@ def test_observation_normalisation_uses_published_statistics():
 def test_observation_normalisation_clips():
     rms = RunningMeanStd((3,))
     rms.mean, rms.var = np.zeros(3), np.full(3, 1e-6)
-    torch.manual_seed(0)
-    snap = snapshot_of(ActorCritic(PEND), rms, 0, 2.5)
+    snap = snapshot_of(PEND, init_params(PEND, 0), rms, 0, 2.5)
     frag = _run(EnvSpec("Pendulum-v1"), snap, 20, seed=5)
     assert np.abs(frag.obs).max() == pytest.approx(2.5)
 
@@ -286,8 +283,8 @@ def test_carry_for_mujoco_continues_the_episode():
 
 
 def test_no_carry_for_env_without_state():
-    torch.manual_seed(0)
-    snap = snapshot_of(ActorCritic(PolicyArch(2, 3, True, (8,))), None, 0, 10.0)
+    arch = PolicyArch(2, 3, True, (8,))
+    snap = snapshot_of(arch, init_params(arch, 0), None, 0, 10.0)
     frag = _run(EnvSpec("custom_env:CounterEnv", {"length": 25}), snap, 10, seed=0)
     assert frag.meta["carry"] is None
     assert len(frag.episode_lengths) == 0

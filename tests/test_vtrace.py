@@ -3,14 +3,16 @@ and the learner batch built on it."""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
 
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import rollout
+from minionsrl.learner import networks
 from minionsrl.learner.impala import impala_loss, vtrace_batch
-from minionsrl.learner.networks import make_policy, snapshot_of
+from minionsrl.learner.networks import init_params, snapshot_of
 from minionsrl.learner.ppo import Batch, PPOParams, compute_gae
 from minionsrl.learner.vtrace import vtrace
 
@@ -102,38 +104,39 @@ def test_importance_weights_are_clipped():
 CART = PolicyArch(4, 2, True, (16, 16))
 
 
-def _cart_fragments(policy, steps=32, n=2):
+def _weights(seed: int) -> dict[str, jax.Array]:
+    return {k: jnp.asarray(v) for k, v in init_params(CART, seed).items()}
+
+
+def _cart_fragments(weights, steps=32, n=2):
     from minionsrl.function.envs import EnvSpec, make_env
 
-    snap = snapshot_of(policy, None, 0, 10.0)
+    snap = snapshot_of(CART, weights, None, 0, 10.0)
     env = make_env(EnvSpec("CartPole-v1"))
     return [rollout(env, snap, snap.numpy_policy(), steps, seed, 0.99) for seed in range(n)]
 
 
 def test_vtrace_batch_on_policy_matches_the_gae_batch():
-    torch.manual_seed(0)
-    policy = make_policy(CART)
-    frags = _cart_fragments(policy)
+    weights = _weights(0)
+    frags = _cart_fragments(weights)
     params = PPOParams(gamma=0.99, gae_lambda=1.0)
-    vb = vtrace_batch(frags, policy, params, None, 10.0, 1.0, 1.0)
+    vb = vtrace_batch(frags, CART, weights, params, None, 10.0, 1.0, 1.0)
     gb = Batch.from_fragments(frags, params, None)
-    torch.testing.assert_close(vb.returns, gb.returns, rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(vb.advantages, gb.advantages, rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(vb.logprobs, gb.logprobs, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(vb.returns, gb.returns, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(vb.advantages, gb.advantages, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(vb.logprobs, gb.logprobs, rtol=1e-5, atol=1e-5)
 
 
 def test_vtrace_batch_off_policy_uses_the_learner_values_and_ratios():
-    torch.manual_seed(0)
-    behaviour = make_policy(CART)
-    frags = _cart_fragments(behaviour)
-    learner = make_policy(CART)  # other weights: the behaviour policy is stale
+    frags = _cart_fragments(_weights(0))
+    learner = _weights(1)  # other weights: the behaviour policy is stale
     params = PPOParams(gamma=0.99, gae_lambda=1.0)
-    vb = vtrace_batch(frags, learner, params, None, 10.0, 1.0, 1.0)
-    with torch.no_grad():
-        logp, _, values = learner.evaluate(vb.obs, vb.actions)
-    torch.testing.assert_close(vb.values, values)
-    torch.testing.assert_close(vb.logprobs, logp)
-    assert not torch.allclose(vb.logprobs, torch.from_numpy(np.concatenate([f.logprobs for f in frags])))
-    out = impala_loss(learner, vb, params)
-    out.loss.backward()
-    assert all(p.grad is not None for p in learner.parameters())
+    vb = vtrace_batch(frags, CART, learner, params, None, 10.0, 1.0, 1.0)
+    logp, _, values = networks.evaluate(CART, learner, jnp.asarray(vb.obs), jnp.asarray(vb.actions))
+    np.testing.assert_allclose(vb.values, np.asarray(values), rtol=1.3e-6, atol=1e-5)
+    np.testing.assert_allclose(vb.logprobs, np.asarray(logp), rtol=1.3e-6, atol=1e-5)
+    assert not np.allclose(vb.logprobs, np.concatenate([f.logprobs for f in frags]))
+    data = {k: jnp.asarray(v) for k, v in vb.arrays().items()}
+    grads = jax.grad(lambda q: impala_loss(CART, q, data, jnp.ones(len(vb)), params, 0.0).loss)(learner)
+    assert grads.keys() == learner.keys()
+    assert all(np.isfinite(np.asarray(g)).all() and np.abs(np.asarray(g)).max() > 0 for g in grads.values())
