@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 DOC = ROOT / "docs" / "BENCHMARKS.md"
 PYTHON = sys.executable
-SECTIONS = ("cartpole", "hopper", "sampling", "cnn_runtime", "async_algos", "pong", "backends", "learner_round")  # order in the doc
+# the doc's sections, in order
+SECTIONS = ("cartpole", "hopper", "sampling", "cnn_runtime", "async_algos", "pong", "backends", "learner_round")
 
 _DOC_INTRO = """# Benchmarks
 

@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+WHERE_TO_CONNECT = ("ray_address", "lithops_config")
+
+
 def train_config(args: argparse.Namespace) -> tuple[config.TrainConfig, bool]:
     """Merge defaults, the run dir's saved config (on --resume), --config YAML and flags."""
     given = {k: v for k, v in vars(args).items() if k in FIELDS}
@@ -129,6 +132,12 @@ def train_config(args: argparse.Namespace) -> tuple[config.TrainConfig, bool]:
         if not saved.exists():
             raise ConfigError(f"--resume: {given['run_dir']!r} holds no run (no config.yaml); check --run-dir")
         values.update(config.load_yaml(saved))
+        for name in WHERE_TO_CONNECT:  # a run dir is data, not trusted to say where to connect (Ray unpickles)
+            if values.get(name) and name not in given:
+                flag = "--" + name.replace("_", "-")
+                print(f"minionsrl: --resume: not connecting to {name} {values[name]!r} from the run dir's config.yaml; "
+                      f"pass {flag} {values[name]} to use it", file=sys.stderr)
+                values[name] = None
     if args.config:
         values.update(config.load_yaml(args.config))
     values.update(given)

@@ -210,8 +210,8 @@ class TrainConfig:
                      "cpu or cuda; rollout functions never need one", choices=DEVICES, group="learner",
                      learning=False)
     checkpoint_every: int = _f(1, "write a checkpoint every this many rounds", min=1, group="run", learning=False)
-    keep_checkpoints_every: int = _f(0, "also keep checkpoints/round-NNNNN.safetensors every this many rounds (0: never)", min=0,
-                                     group="run", learning=False)
+    keep_checkpoints_every: int = _f(0, "also keep checkpoints/round-NNNNN.safetensors every this many rounds "
+                                     "(0: never)", min=0, group="run", learning=False)
     tensorboard: bool = _f(True, "write TensorBoard event files", group="run", learning=False)
     progress: bool = _f(True, "show a live progress display", group="run", learning=False)
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import torch
-
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.numpy_policy import PolicyArch
-from minionsrl.learner.networks import ActorCritic, snapshot_of
+from minionsrl.learner.networks import init_params, snapshot_of
 from minionsrl.loop.invocations import invocation_seed
 
 CART = PolicyArch(4, 2, True, (64, 64))
@@ -16,8 +14,7 @@ STEPS = 32
 
 
 def snapshot(arch: PolicyArch = CART, version: int = 0) -> bytes:
-    torch.manual_seed(version)
-    return snapshot_of(ActorCritic(arch), None, version, 10.0).encode(KEY)
+    return snapshot_of(arch, init_params(arch, version), None, version, 10.0).encode(KEY)
 
 
 def requests_for(ref: str, n: int, round_idx: int = 1, spec: EnvSpec | None = None, kind: str = "train",

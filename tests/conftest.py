@@ -52,8 +52,10 @@ def subprocess_env() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def ray_address():
-    """A real two-node Ray cluster on loopback for the whole session: ``ray start --head`` plus a second
-    node joining it, both stopped at the end. The test process stays connected to it."""
+    """A real two-node Ray cluster for the whole session, with token authentication on: ``ray start --head``
+    plus a second node joining it, both stopped at the end. The test process stays connected to it. (Its
+    nodes listen on all interfaces, guarded by the token: Ray binds to loopback only in its one-machine
+    mode, where ``ray start`` refuses a second node.)"""
     ray = pytest.importorskip("ray")
     import shutil
     import signal
@@ -65,7 +67,19 @@ def ray_address():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     address = f"127.0.0.1:{port}"
-    os.environ["RAY_AUTH_MODE"] = "disabled"  # no token under the home folder, for the driver as for the nodes
+    # token authentication on, as a cluster should run: a fresh token in a 0600 file of its own (never under
+    # ~/.ray), for the driver as for the nodes, removed at the end
+    import secrets
+
+    from minionsrl.backends.ray_backend import reload_ray_auth
+    from minionsrl.backends.remote import private_file, remove_private_file
+
+    auth_vars = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+    saved_env = {name: os.environ.get(name) for name in auth_vars}
+    token_path = private_file("minionsrl-test-ray-token-", "auth_token", secrets.token_hex(32).encode())
+    os.environ.pop("RAY_AUTH_TOKEN", None)
+    os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_path)})
+    reload_ray_auth()
     ray_cli = shutil.which("ray", path=os.path.dirname(sys.executable)) or "ray"
     common = ["--node-ip-address=127.0.0.1", "--num-cpus=2", "--disable-usage-stats", "--block"]
     log_dir = Path(tempfile.mkdtemp(prefix="minionsrl-ray-"))
@@ -104,3 +118,10 @@ def ray_address():
             with contextlib.suppress(ProcessLookupError):  # whatever is left of its group (gcs, raylet, workers)
                 os.killpg(node.pid, signal.SIGKILL)
             node.wait()
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        reload_ray_auth()
+        remove_private_file(token_path)

@@ -40,6 +40,9 @@ def _request(fault: dict | None = None, kind: str = "train") -> bytes:
     return json.dumps(req).encode()
 
 
+REPLY_KEY = wire.invocation_key(KEY, "r1-train-0")  # a reply is signed for its own invocation
+
+
 def _handle(fault: dict | None = None, kind: str = "train") -> bytes:
     blob = _policy_blob()
     return handle(_request(fault, kind), lambda ref: blob, KEY)
@@ -91,26 +94,26 @@ def test_hang_faults_carry_a_sleep_far_past_deadlines():
 
 # -- enacted by the function ----------------------------------------------------------------------
 def test_raise_fault_is_an_error_reply():
-    arrays, meta = wire.decode(_handle({"kind": "raise"}), KEY)
+    arrays, meta = wire.decode(_handle({"kind": "raise"}), REPLY_KEY)
     assert meta["type"] == "error" and "InjectedFault" in meta["error"] and arrays == {}
 
 
 def test_no_fault_and_duplicate_leave_the_reply_intact():
-    clean, _ = wire.decode(_handle(), KEY)
-    arrays, meta = wire.decode(_handle({"kind": "duplicate"}), KEY)  # duplicates are the platform's doing
+    clean, _ = wire.decode(_handle(), REPLY_KEY)
+    arrays, meta = wire.decode(_handle({"kind": "duplicate"}), REPLY_KEY)  # duplicates are the platform's doing
     assert arrays.keys() == clean.keys() and all((arrays[k] == clean[k]).all() for k in clean)
     assert Fragment.from_wire(arrays, meta, STEPS, CART).obs.shape == (STEPS, 4)
 
 
 def test_malformed_flip_fails_the_integrity_check():
     with pytest.raises(wire.WireError, match="HMAC"):
-        wire.decode(_handle({"kind": "malformed", "variant": 0}), KEY)
+        wire.decode(_handle({"kind": "malformed", "variant": 0}), REPLY_KEY)
 
 
 @pytest.mark.parametrize("kind", ["train", "eval"])
 def test_malformed_resigned_reply_fails_validation(kind):
-    arrays, meta = wire.decode(_handle({"kind": "malformed", "variant": 1}, kind), KEY)  # authentic, but cut
-    clean, _ = wire.decode(_handle(kind=kind), KEY)
+    arrays, meta = wire.decode(_handle({"kind": "malformed", "variant": 1}, kind), REPLY_KEY)  # authentic, but cut
+    clean, _ = wire.decode(_handle(kind=kind), REPLY_KEY)
     cut = [name for name in clean if arrays[name].shape != clean[name].shape]
     assert len(cut) == 1
     if kind == "train":

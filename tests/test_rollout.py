@@ -326,6 +326,11 @@ def _request(**overrides) -> bytes:
     return json.dumps(req).encode()
 
 
+def _decode(reply: bytes, invocation_id: str = "r1-train-0", key: bytes = KEY):
+    """A reply as the learner reads it: signed with its invocation's own key."""
+    return wire.decode(reply, wire.invocation_key(key, invocation_id))
+
+
 def _policies(blob: bytes):
     fetched: list[str] = []
 
@@ -339,12 +344,12 @@ def _policies(blob: bytes):
 def test_handle_train_cold_then_warm(cold_instance):
     blob = _snapshot(CART).encode(KEY)
     fetch, fetched = _policies(blob)
-    arrays, meta = wire.decode(handle(_request(), fetch, KEY), KEY)
+    arrays, meta = _decode(handle(_request(), fetch, KEY))
     frag = Fragment.from_wire(arrays, meta, 32, CART)
     assert meta["id"] == "r1-train-0" and meta["type"] == "fragment"
     assert meta["env_built"] is True and meta["policy_fetched"] is True and meta["policy_bytes"] == len(blob)
     assert meta["timings"]["init_s"] > 0 and meta["timings"]["run_s"] > 0 and meta["timings"]["cpu_s"] > 0
-    arrays2, meta2 = wire.decode(handle(_request(id="r1-train-1"), fetch, KEY), KEY)
+    arrays2, meta2 = _decode(handle(_request(id="r1-train-1"), fetch, KEY), "r1-train-1")
     assert meta2["env_built"] is False and meta2["policy_fetched"] is False and meta2["policy_bytes"] == 0
     assert fetched == ["P1"]
     # same seed, warm or cold: the same fragment
@@ -353,13 +358,13 @@ def test_handle_train_cold_then_warm(cold_instance):
 
 def test_handle_eval_request(cold_instance):
     fetch, _ = _policies(_snapshot(CART).encode(KEY))
-    arrays, meta = wire.decode(handle(_request(kind="eval", episodes=2), fetch, KEY), KEY)
+    arrays, meta = _decode(handle(_request(kind="eval", episodes=2), fetch, KEY))
     assert meta["type"] == "eval"
     assert arrays["episode_returns"].shape == (2,) and arrays["episode_lengths"].shape == (2,)
 
 
-def _error(reply: bytes) -> dict:
-    arrays, meta = wire.decode(reply, KEY)
+def _error(reply: bytes, invocation_id: str = "r1-train-0") -> dict:
+    arrays, meta = _decode(reply, invocation_id)
     assert arrays == {}
     assert meta["type"] == "error"
     assert meta["traceback"]
@@ -376,7 +381,7 @@ def _error(reply: bytes) -> dict:
 ])
 def test_handle_bad_request_returns_error_reply(cold_instance, request_bytes, expected_id, fragment):
     fetch, _ = _policies(_snapshot(CART).encode(KEY))
-    meta = _error(handle(request_bytes, fetch, KEY))
+    meta = _error(handle(request_bytes, fetch, KEY), expected_id)
     assert meta["id"] == expected_id
     assert fragment in meta["error"]
 
@@ -398,7 +403,7 @@ def test_handle_policy_fetch_failure_is_an_error_reply(cold_instance):
 def test_handle_keeps_only_the_newest_policy(cold_instance):
     fetch, fetched = _policies(_snapshot(CART).encode(KEY))
     for ref in ("P1", "P2", "P1"):
-        wire.decode(handle(_request(policy=ref), fetch, KEY), KEY)
+        _decode(handle(_request(policy=ref), fetch, KEY))
     assert fetched == ["P1", "P2", "P1"]
     assert list(rollout_mod._POLICY) == ["P1"]
 
@@ -426,7 +431,7 @@ def test_a_function_of_several_environments_replies_with_one_fragment_each():
     blob = snap.encode(key)
     request = {"id": "r1-train-0", "kind": "train", "attempt": 0, "policy": "p", "env": spec.to_json(), "seed": 5,
                "gamma": 0.99, "steps": 40, "envs": 4, "carries": [None] * 4}
-    arrays, meta = wire.decode(handle(json.dumps(request).encode(), lambda ref: blob, key), key)
+    arrays, meta = _decode(handle(json.dumps(request).encode(), lambda ref: blob, key), key=key)
     frags = Fragment.many_from_wire(arrays, meta, 40, CART, envs=4, version=0)
     assert len(frags) == 4 and all(f.obs.shape == (40, 4) for f in frags)
     assert len({f.obs[0].tobytes() for f in frags}) == 4  # four environments, four seeds

@@ -17,7 +17,7 @@ from minionsrl.function.envs import EnvSpec, make_env
 from minionsrl.function.fragment import Fragment
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import rollout
-from minionsrl.learner.networks import ActorCritic, snapshot_of
+from minionsrl.learner.networks import init_params, snapshot_of
 
 KEY = b"0123456789abcdef0123456789abcdef"
 STEPS = 16
@@ -26,7 +26,7 @@ PEND_ARCH = PolicyArch(3, 1, False, (8, 8))
 
 
 def _fragment(env_id: str, arch: PolicyArch) -> Fragment:
-    snap = snapshot_of(ActorCritic(arch), None, 3, 10.0)
+    snap = snapshot_of(arch, init_params(arch, 0), None, 3, 10.0)
     env = make_env(EnvSpec(env_id))
     try:
         return rollout(env, snap, snap.numpy_policy(), STEPS, seed=7, gamma=0.99)
@@ -357,12 +357,11 @@ def test_from_wire_rejects_bad_moments(cart_arrays):
 
 
 def test_snapshot_round_trip_and_type_check():
-    policy = ActorCritic(PEND_ARCH)
     from minionsrl.function.normalization import RunningMeanStd
 
     rms = RunningMeanStd((3,))
     rms.mean[:] = [1.0, 2.0, 3.0]
-    snap = snapshot_of(policy, rms, 9, 5.0)
+    snap = snapshot_of(PEND_ARCH, init_params(PEND_ARCH, 0), rms, 9, 5.0)
     from minionsrl.function.fragment import PolicySnapshot
 
     back = PolicySnapshot.decode(snap.encode(KEY), KEY)

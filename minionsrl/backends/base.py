@@ -55,13 +55,16 @@ class Reply:
 
 
 def make_reply(record: InvocationRecord, data: bytes | None, key: bytes, cold_start_s: float = 0.0) -> Reply:
-    """Decode a function's reply bytes into a :class:`Reply`, filling the record from its timings."""
+    """Decode a function's reply bytes into a :class:`Reply`, filling the record from its timings. ``key`` is
+    the run key; the reply must be signed with this invocation's key (``wire.invocation_key``) and name it."""
     if data is None:
         record.status = FAILED
         return Reply(record)
     record.bytes_out = len(data)
     try:
-        arrays, meta = wire.decode(data, key)
+        arrays, meta = wire.decode(data, wire.invocation_key(key, record.invocation_id))
+        if meta.get("id") != record.invocation_id:
+            raise wire.WireError(f"reply names invocation {meta.get('id')!r}, not {record.invocation_id!r}")
     except wire.WireError as exc:
         record.status, record.error = FAILED, f"bad reply: {exc}"
         return Reply(record)

@@ -12,6 +12,13 @@ numbers the cost ledger bills with.
 On the localhost backend, functions run with this interpreter (Lithops would otherwise pick the
 first ``python`` on PATH) under Lithops' ``version: 1`` runner (its ``version: 2`` left jobs hanging
 here); runs there are cold on every round, because each round is a new Lithops job.
+
+The run key never goes through Lithops (whose job payloads and call arguments land in storage, or in
+job files on localhost): on localhost it is in a file only this user can read (0600), whose *path* is
+in the call; on a cloud platform each function derives it from a secret in its own environment
+(``MINIONSRL_FUNCTION_KEY``, set on the deployed function, never in the Lithops config) and a random
+per-run nonce that is in the call. Replies are signed with the invocation's own key
+(:func:`minionsrl.function.wire.invocation_key`), so one cannot stand in for another.
 """
 
 from __future__ import annotations
@@ -21,32 +28,65 @@ import os
 import sys
 import time
 import uuid
+import weakref
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from minionsrl.backends.base import Reply, retire_policies
-from minionsrl.backends.remote import RemoteBackend
+from minionsrl.backends.remote import RemoteBackend, private_file, remove_private_file
 from minionsrl.errors import ConfigError
-from minionsrl.function import rollout
+from minionsrl.function import rollout, wire
 
 _SYS_PATH_VAR = "MINIONSRL_SYS_PATH"
 _DONE = ".done"
+FUNCTION_KEY_ENV = "MINIONSRL_FUNCTION_KEY"  # cloud: the secret a deployed function derives run keys from
+KEY_PREFIX = "minionsrl-lithops-key-"  # localhost: the run key's private folder under the system's temp folder
 
 
-def lithops_rollout(request: str, reply_key: str, key_hex: str, storage: Any) -> None:
+def lithops_rollout(request: str, reply_key: str, run_key: dict[str, str], storage: Any) -> None:
     """The Lithops function (``storage`` is injected by Lithops): run the rollout function, fetching the
-    policy from storage only when this worker does not hold it, and write the reply to ``reply_key``."""
+    policy from storage only when this worker does not hold it, and write the reply to ``reply_key``.
+    ``run_key`` says where the run key is (:func:`function_run_key`); it is not the key."""
     for path in reversed(os.environ.get(_SYS_PATH_VAR, "").split(os.pathsep)):
         if path and path not in sys.path:  # localhost: see what the learner imports (custom env modules)
             sys.path.insert(0, path)
     bucket = storage.bucket
-    reply = rollout.handle(request.encode(), lambda ref: storage.get_object(bucket, ref), bytes.fromhex(key_hex))
+    reply = rollout.handle(request.encode(), lambda ref: storage.get_object(bucket, ref), function_run_key(run_key))
     storage.put_object(bucket, reply_key, reply)
     # then a marker: the learner lists markers, so it never reads a reply still being written (some
     # storages, Lithops' localhost one among them, make an object visible before it is complete)
     storage.put_object(bucket, reply_key + _DONE, b"")
+
+
+def function_run_key(where: dict[str, str]) -> bytes:
+    """The run key, as a function gets it: read from the file named in the call (localhost), or derived from
+    the function's secret (``MINIONSRL_FUNCTION_KEY`` in its environment) and the run's nonce (cloud)."""
+    if "file" in where:
+        return Path(where["file"]).read_bytes()
+    return run_key_from_secret(function_secret(os.environ.get(FUNCTION_KEY_ENV)), where["nonce"])
+
+
+def run_key_from_secret(secret: bytes, nonce: str) -> bytes:
+    """A cloud run's key: derived from the function secret and the run's random nonce."""
+    return wire.derive_key(secret, f"run:{nonce}")
+
+
+def function_secret(value: str | None) -> bytes:
+    """``MINIONSRL_FUNCTION_KEY``: at least 32 random bytes, as hex; a one-line ConfigError otherwise."""
+    fix = (f"set {FUNCTION_KEY_ENV} to 64 hex characters (python -c \"import secrets; print(secrets.token_hex(32))\") "
+           "in the learner's environment and in the deployed function's (docs/DEPLOY.md)")
+    if not value:
+        raise ConfigError(f"lithops: cloud functions derive the run's key from {FUNCTION_KEY_ENV}, which is not "
+                          f"set; {fix}")
+    try:
+        secret = bytes.fromhex(value.strip())
+    except ValueError:
+        secret = b""
+    if len(secret) < wire.KEY_BYTES:
+        raise ConfigError(f"lithops: {FUNCTION_KEY_ENV} is not at least 32 bytes of hex; {fix}")
+    return secret
 
 
 def lithops_config(path: str | None) -> dict[str, Any]:
@@ -69,6 +109,8 @@ def lithops_config(path: str | None) -> dict[str, Any]:
         local = config.setdefault("localhost", {})
         local.setdefault("runtime", sys.executable)
         local.setdefault("version", 1)
+    else:
+        function_secret(os.environ.get(FUNCTION_KEY_ENV))  # missing or short: one line, before any work
     return config
 
 
@@ -96,6 +138,16 @@ class LithopsBackend(RemoteBackend):
         self.poll_interval_s = poll_interval_s or (0.02 if self.localhost else 0.25)
         self.status_interval_s = 0.5
         self._status_checked = 0.0
+        # the run key stays out of Lithops: a 0600 file on this machine, or derived from the function's secret
+        self._key_file: Path | None = None
+        if self.localhost:
+            self._key_file = private_file(KEY_PREFIX, "run.key", self.key)
+            self._remove_key_file = weakref.finalize(self, remove_private_file, self._key_file)
+            self._key_where = {"file": str(self._key_file)}
+        else:
+            nonce = uuid.uuid4().hex
+            self.key = run_key_from_secret(function_secret(os.environ.get(FUNCTION_KEY_ENV)), nonce)
+            self._key_where = {"nonce": nonce}
         # the config holds credentials: it goes to Lithops and nowhere else (never logged, never saved)
         self._executor = FunctionExecutor(config=config)
         self._storage = Storage(config=config)
@@ -125,7 +177,7 @@ class LithopsBackend(RemoteBackend):
 
     def _start(self, payloads: list[bytes]) -> list[Any]:
         reply_keys = [f"{self._prefix}/reply-{uuid.uuid4().hex}" for _ in payloads]
-        args = [{"request": p.decode(), "reply_key": k, "key_hex": self.key.hex()}
+        args = [{"request": p.decode(), "reply_key": k, "run_key": self._key_where}
                 for p, k in zip(payloads, reply_keys, strict=True)]
         extra_env = {_SYS_PATH_VAR: os.pathsep.join(p for p in sys.path if p)} if self.localhost else None
         timeout = None if self.invocation_timeout_s is None else max(1, int(self.invocation_timeout_s + 1))
@@ -181,9 +233,13 @@ class LithopsBackend(RemoteBackend):
                 self._executor.compute_handler.clear({job_key}, exception=RuntimeError("cancelled by minionsrl"))
 
     def close(self) -> None:
-        self.cancel()
-        self._statuses.shutdown(wait=False)
-        keys = self._storage.list_keys(self._bucket, self._prefix + "/")
-        if keys:
-            self._storage.delete_objects(self._bucket, keys)
-        self._executor.clean(clean_cloudobjects=False)
+        try:
+            self.cancel()
+            self._statuses.shutdown(wait=False)
+            keys = self._storage.list_keys(self._bucket, self._prefix + "/")
+            if keys:
+                self._storage.delete_objects(self._bucket, keys)
+            self._executor.clean(clean_cloudobjects=False)
+        finally:
+            if self._key_file is not None:
+                self._remove_key_file()

@@ -5,6 +5,12 @@ With ``address`` the learner joins a running cluster (``ray start --head`` on on
 with the backend. Ray reuses worker processes, so a warm worker keeps its environments and the last
 policy in the rollout function's module globals, as a warm function instance does.
 
+The private cluster is closed to others: every one of its processes listens on loopback only, and Ray's
+token authentication is on, with a fresh token per run in a file only this user can read (0600, in a
+directory of its own under the system's temporary folder, never ``~/.ray``), removed with the cluster.
+A joined cluster is the user's: its authentication is whatever its nodes were started with
+(docs/DEPLOY.md says what to set up).
+
 Tasks run with ``max_retries=0``: retrying is the learner's decision (it must be billed and counted),
 not Ray's. What crosses the cluster is bytes — JSON requests, and HMAC-authenticated safetensors
 policies and replies — which the learner verifies itself; Ray's own transport is trusted as part of
@@ -14,12 +20,24 @@ the cluster the user runs (see docs/DEPLOY.md).
 from __future__ import annotations
 
 import os
+import secrets
 import sys
+import weakref
+from pathlib import Path
 from typing import Any
 
-from minionsrl.backends.remote import RemoteBackend
+from minionsrl.backends.remote import RemoteBackend, private_file, remove_private_file
 from minionsrl.errors import ConfigError
 from minionsrl.function import rollout
+
+# Ray's own settings for a private cluster, set for its life and restored after: token authentication with
+# the token read from a file (RAY_AUTH_TOKEN would win over the file, so it is unset meanwhile), and Ray's
+# single-machine mode, in which every process it starts binds to 127.0.0.1 instead of all interfaces.
+_AUTH_MODE, _TOKEN, _TOKEN_PATH = "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"
+_LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": one node, on 127.0.0.1
+_PRIVATE_ENV = (_AUTH_MODE, _TOKEN, _TOKEN_PATH, _LOOPBACK_ONLY)
+TOKEN_PREFIX = "minionsrl-ray-token-"
+LOOPBACK = "127.0.0.1"
 
 
 def ray_rollout(payload: bytes, policy_refs: list[Any], key: bytes) -> bytes:
@@ -44,6 +62,8 @@ class RayBackend(RemoteBackend):
             raise ConfigError("backend 'ray' needs Ray: pip install 'minionsrl[ray]'") from exc
         self._ray = ray
         self._owns_connection = not ray.is_initialized()  # a caller that connected keeps its connection
+        self.token_path: Path | None = None  # the private cluster's token file, while it is up
+        self._saved_env: dict[str, str | None] | None = None
         if self._owns_connection:
             self._connect(address, max_concurrency)
         self.max_concurrency = max(1, int(ray.cluster_resources().get("CPU", 1) // num_cpus))  # tasks at once
@@ -55,16 +75,62 @@ class RayBackend(RemoteBackend):
         if address:
             try:
                 ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
+            except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
+                if _is_auth_error(exc):
+                    raise ConfigError(
+                        f"ray_address: the Ray cluster at {address!r} refused this process's authentication token "
+                        f"(missing or wrong); set {_AUTH_MODE}=token and {_TOKEN_PATH}=FILE holding the cluster's "
+                        "token (see docs/DEPLOY.md)") from exc
                 raise ConfigError(f"ray_address: cannot join the Ray cluster at {address!r} ({exc}); start it "
                                   "with `ray start --head` or leave --ray-address empty for a local one") from exc
             return
-        # A local cluster: its workers see what this interpreter imports (custom env modules included);
-        # no auth token written to the home folder for a cluster that lives and dies with this run.
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        ray.init(address="local", num_cpus=max_concurrency or os.cpu_count() or 1, include_dashboard=False,
-                 log_to_driver=False, configure_logging=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}})
+        self._start_private(max_concurrency)
+
+    def _start_private(self, max_concurrency: int | None) -> None:
+        """A single-node cluster for this run: on loopback, with a fresh authentication token. Its workers see
+        what this interpreter imports (custom env modules included)."""
+        ray = self._ray
+        self.token_path = private_file(TOKEN_PREFIX, "auth_token", secrets.token_hex(32).encode())
+        self._remove_token = weakref.finalize(self, remove_private_file, self.token_path)  # even if never closed
+        self._saved_env = {name: os.environ.get(name) for name in _PRIVATE_ENV}
+        os.environ.pop(_TOKEN, None)
+        os.environ.update({_AUTH_MODE: "token", _TOKEN_PATH: str(self.token_path), _LOOPBACK_ONLY: "0"})
+        from ray._private import ray_constants
+
+        multi_node = ray_constants.ENABLE_RAY_CLUSTER  # read from the environment once, when Ray was imported
+        try:
+            reload_ray_auth()
+            ray_constants.ENABLE_RAY_CLUSTER = False  # so that 127.0.0.1 stays 127.0.0.1 (Ray reads it here)
+            try:
+                ray.init(address="local", num_cpus=max_concurrency or os.cpu_count() or 1, include_dashboard=False,
+                         log_to_driver=False, configure_logging=False, _node_ip_address=LOOPBACK,
+                         runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}})
+            finally:
+                ray_constants.ENABLE_RAY_CLUSTER = multi_node  # the started node keeps its address
+            host = str(ray.get_runtime_context().gcs_address).rsplit(":", 1)[0]
+            if not _token_auth_enabled() or host != LOOPBACK:
+                raise ConfigError(f"backend 'ray': the private Ray cluster did not start closed (token auth "
+                                  f"{'on' if _token_auth_enabled() else 'off'}, address {host}); this Ray "
+                                  f"{ray.__version__} does not support it: pass --ray-address of a cluster you secured")
+        except BaseException:
+            self._stop_private()
+            raise
+
+    def _stop_private(self) -> None:
+        """Stop the private cluster, then restore Ray's settings and remove its token."""
+        if self._ray.is_initialized():
+            self._ray.shutdown()
+        if self._saved_env is not None:
+            for name, value in self._saved_env.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            self._saved_env = None
+            reload_ray_auth()  # before the token goes: Ray would re-read it while its config said "token"
+        if self.token_path is not None:
+            self._remove_token()
+            self.token_path = None
 
     def publish(self, policy_blob: bytes) -> str:
         """Put the round's policy in the object store once; tasks in flight keep the old one alive."""
@@ -103,5 +169,34 @@ class RayBackend(RemoteBackend):
     def close(self) -> None:
         self.cancel()
         self._policy_ref = None
-        if self._owns_connection and self._ray.is_initialized():
+        if self.token_path is not None:
+            self._stop_private()
+        elif self._owns_connection and self._ray.is_initialized():
             self._ray.shutdown()
+
+
+def reload_ray_auth() -> None:
+    """Make this process's Ray see the authentication settings now in the environment (it caches them)."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+def _token_auth_enabled() -> bool:
+    from ray._private.authentication.authentication_utils import is_token_auth_enabled
+
+    return bool(is_token_auth_enabled())
+
+
+def _is_auth_error(exc: BaseException | None) -> bool:
+    """Whether Ray refused to connect for want of the right token: an ``AuthenticationError`` somewhere in the
+    exception's chain, or quoted in one's text (Ray wraps the GCS client's error as text in some paths)."""
+    from ray.exceptions import AuthenticationError
+
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, AuthenticationError) or "AuthenticationError" in str(exc) or "InvalidAuthToken" in str(exc):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False

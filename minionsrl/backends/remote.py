@@ -8,13 +8,50 @@ starts calls (:meth:`_start`), waits for some to end (:meth:`_poll`) and stops t
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
+import tempfile
 import time
 from abc import abstractmethod
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from minionsrl.backends.base import CANCELLED, TIMED_OUT, Backend, Pending, Reply, earliest, make_reply
+
+
+def private_file(prefix: str, name: str, data: bytes) -> Path:
+    """Write ``data`` (a secret) to a new file readable by this user only (0600), in a new directory of its
+    own (0700) under the system's temporary folder — never the home folder. The directory's name holds this
+    process's id, so that one left by a killed process is removed by the next run (:func:`remove_stale`);
+    remove it with :func:`remove_private_file`."""
+    remove_stale(prefix)
+    folder = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))  # mkdtemp: mode 0700, a fresh name
+    path = folder / name
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    return path
+
+
+def remove_private_file(path: Path) -> None:
+    """Remove a file made by :func:`private_file`, with its directory."""
+    shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def remove_stale(prefix: str) -> None:
+    """Remove this user's :func:`private_file` directories whose process is gone (killed before it could)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+        pid = folder.name.removeprefix(prefix).split("-", 1)[0]
+        with contextlib.suppress(OSError, ValueError):
+            if folder.is_symlink() or not folder.is_dir() or folder.stat().st_uid != os.getuid():
+                continue
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 class RemoteBackend(Backend):

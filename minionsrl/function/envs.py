@@ -49,24 +49,32 @@ def is_entry_point(env_id: str) -> bool:
     return ":" in env_id
 
 
+def entry_point_class(env_id: str) -> type[gym.Env]:
+    """The class a custom entry point ``package.module:ClassName`` names, checked to be a ``gymnasium.Env``
+    subclass before anything of it is called (its module is imported: a custom entry point is code). Raise
+    a one-line :class:`ConfigError` otherwise."""
+    module_name, _, attr = env_id.partition(":")
+    if not module_name or not attr or module_name.startswith("."):
+        raise ConfigError(f"env_id {env_id!r}: write a custom env as package.module:ClassName")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or whatever the module raises while importing
+        raise ConfigError(
+            f"env_id {env_id!r}: cannot import module {module_name!r} ({type(exc).__name__}: {exc}); "
+            "make it importable (pip install it or add it to PYTHONPATH)"
+        ) from exc
+    cls = getattr(module, attr, None)
+    if cls is None:
+        raise ConfigError(f"env_id {env_id!r}: module {module_name!r} has no attribute {attr!r}")
+    if not (isinstance(cls, type) and issubclass(cls, gym.Env)):
+        raise ConfigError(f"env_id {env_id!r}: {attr!r} is not a gymnasium.Env subclass")
+    return cls
+
+
 def check_env_id(env_id: str) -> None:
     """Raise a one-line :class:`ConfigError` if ``env_id`` cannot be built, suggesting close matches."""
     if is_entry_point(env_id):
-        module_name, _, attr = env_id.partition(":")
-        if not module_name or not attr or module_name.startswith("."):
-            raise ConfigError(f"env_id {env_id!r}: write a custom env as package.module:ClassName")
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as exc:  # ImportError, or whatever the module raises while importing
-            raise ConfigError(
-                f"env_id {env_id!r}: cannot import module {module_name!r} ({type(exc).__name__}: {exc}); "
-                "make it importable (pip install it or add it to PYTHONPATH)"
-            ) from exc
-        cls = getattr(module, attr, None)
-        if cls is None:
-            raise ConfigError(f"env_id {env_id!r}: module {module_name!r} has no attribute {attr!r}")
-        if not (isinstance(cls, type) and issubclass(cls, gym.Env)):
-            raise ConfigError(f"env_id {env_id!r}: {attr!r} is not a gymnasium.Env subclass")
+        entry_point_class(env_id)
         return
     _register_optional_envs()
     if env_id in gym.registry:
@@ -79,8 +87,7 @@ def check_env_id(env_id: str) -> None:
 def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env:
     """Build the environment described by ``spec`` (time limits included, no env checker)."""
     if is_entry_point(spec.env_id):
-        module_name, _, attr = spec.env_id.partition(":")
-        cls = getattr(importlib.import_module(module_name), attr)
+        cls = entry_point_class(spec.env_id)  # a gymnasium.Env subclass, or nothing is called
         kwargs = dict(spec.kwargs)
         if render_mode is not None:
             kwargs["render_mode"] = render_mode

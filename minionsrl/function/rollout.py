@@ -1,10 +1,11 @@
 """The rollout function: the unit of work a serverless platform runs.
 
 ``handle(request, fetch_policy, key)`` is the whole contract. The request is JSON; the reply is a
-:mod:`minionsrl.function.wire` message. Between calls a warm instance keeps its environments and the last
-policy it loaded in module globals, exactly as a warm Lambda keeps its globals; a cold one builds
-them and says so in its timings. Every invocation resets its environment with its own seed, so a
-fragment depends only on (policy, env, seed, steps) and never on which instance ran it.
+:mod:`minionsrl.function.wire` message signed for that invocation only. Between calls a warm instance
+keeps its environments and the last policy it loaded in module globals, exactly as a warm Lambda keeps
+its globals; a cold one builds them and says so in its timings. Every invocation resets its environment
+with its own seed, so a fragment depends only on (policy, env, seed, steps) and never on which instance
+ran it.
 
 No torch here: inference is NumPy (see :mod:`minionsrl.function.numpy_policy`).
 """
@@ -232,14 +233,18 @@ def _instance() -> dict[str, Any]:
 def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> bytes:
     """Serve one invocation: parse the JSON request, run it, return an authenticated reply.
 
-    Failures become an ``error`` reply carrying the traceback, so the caller can count and retry. A
-    request may carry an injected fault (:mod:`minionsrl.function.faults`), which the function enacts itself.
+    ``key`` is the run key: the policy is checked with it, and the reply is signed with the invocation's
+    own key (:func:`~minionsrl.function.wire.invocation_key` of the request's id), so it is accepted for
+    this invocation only. Failures become an ``error`` reply carrying the traceback, so the caller can count
+    and retry. A request may carry an injected fault (:mod:`minionsrl.function.faults`), which the function
+    enacts itself.
     """
     cpu0, t0 = time.process_time(), time.perf_counter()
     invocation_id = "?"
     try:
         req = json.loads(request)
         invocation_id = str(req["id"])
+        reply_key = wire.invocation_key(key, invocation_id)
         faults.before_work(req)
         spec = EnvSpec.from_json(req["env"])
         n_envs = int(req.get("envs", 1)) if req["kind"] == "train" else 1
@@ -282,11 +287,11 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
         t2 = time.perf_counter()
         meta["timings"] = Timings(init_s=t1 - t0, run_s=t2 - t1, cpu_s=time.process_time() - cpu0).to_json()
         if arrays_reply is None:
-            reply = Fragment.encode_many(fragments, meta, key)
+            reply = Fragment.encode_many(fragments, meta, reply_key)
         else:
-            reply = wire.encode(arrays_reply, {**meta, "type": "eval"}, key)
-        return faults.corrupt_reply(req, reply, key)
+            reply = wire.encode(arrays_reply, {**meta, "type": "eval"}, reply_key)
+        return faults.corrupt_reply(req, reply, reply_key)
     except Exception as exc:
         message = f"{type(exc).__name__}: {exc}"
         return wire.encode({}, {"type": "error", "id": invocation_id, "error": message,
-                                "traceback": traceback.format_exc(limit=8)}, key)
+                                "traceback": traceback.format_exc(limit=8)}, wire.invocation_key(key, invocation_id))

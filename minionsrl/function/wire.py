@@ -7,6 +7,13 @@ so a truncated, corrupted or foreign message is rejected with a :class:`WireErro
 executes code from the message.
 
 Layout: ``safetensors_bytes || hmac_sha256(key, safetensors_bytes)``.
+
+Keys. The learner draws a random *run key* per run (:func:`new_key`); the round's policy is signed
+with it. A function signs its reply with the *invocation key* :func:`invocation_key` — derived from
+the run key and the invocation id (``r5-train-3-a1``: round, kind, slot and attempt) — and the learner
+checks each reply under the key of the invocation it is waiting for, so an authentic reply re-sent for
+another invocation, or a policy offered as a reply, fails its check. Derivations are HMAC-SHA256 of the
+parent key over a labelled context (:func:`derive_key`).
 """
 
 from __future__ import annotations
@@ -40,6 +47,25 @@ def new_key() -> bytes:
     import os
 
     return os.urandom(32)
+
+
+KEY_BYTES = 32
+_KDF_LABEL = b"minionsrl/v1/"
+
+
+def derive_key(key: bytes, context: str) -> bytes:
+    """A 32-byte key for ``context`` derived from ``key``: HMAC-SHA256(key, label || context) — the
+    HKDF-Expand step with one output block. Keys for different contexts are independent; neither
+    reveals ``key``."""
+    if not isinstance(key, bytes | bytearray) or len(key) < 16:
+        raise ValueError("a minionsrl key has at least 16 bytes")
+    return hmac.new(bytes(key), _KDF_LABEL + context.encode("utf-8"), hashlib.sha256).digest()
+
+
+def invocation_key(run_key: bytes, invocation_id: str) -> bytes:
+    """The key that signs the reply of invocation ``invocation_id`` (its round, kind, slot and attempt) of
+    the run whose key is ``run_key``."""
+    return derive_key(run_key, f"invocation:{invocation_id}")
 
 
 def encode(arrays: dict[str, np.ndarray], meta: dict[str, Any], key: bytes) -> bytes:
