@@ -23,7 +23,7 @@ from jax.flatten_util import ravel_pytree
 
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner.networks import Params
-from minionsrl.learner.ppo import Batch, PPOParams, bucket, ppo_loss
+from minionsrl.learner.ppo import Batch, PPOParams, bucket, pad_rows, ppo_loss
 
 CONVEXITY_EPS = 0.01
 
@@ -70,7 +70,7 @@ class Curvature:
 
 def _padded(batch: Batch, rows: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The batch's arrays padded to ``rows`` rows, and the weights marking the real ones."""
-    data = {k: np.concatenate([v, np.zeros((rows - len(v), *v.shape[1:]), v.dtype)]) for k, v in batch.arrays().items()}
+    data = {k: pad_rows(v, rows) for k, v in batch.arrays().items()}
     w = np.zeros(rows, np.float32)
     w[: len(batch)] = 1.0
     return data, w

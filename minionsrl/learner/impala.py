@@ -33,6 +33,7 @@ from minionsrl.learner.ppo import (
     bucket,
     flat,
     normalize_advantages,
+    pad_rows,
     scale_rewards,
     stack_fragments,
     weighted_mean,
@@ -53,10 +54,6 @@ def _values(arch: PolicyArch, weights: Params, obs: jax.Array) -> jax.Array:
     return networks.value(arch, weights, obs)
 
 
-def _padded(a: np.ndarray, rows: int) -> np.ndarray:
-    return np.concatenate([a, np.zeros((rows - len(a), *a.shape[1:]), a.dtype)])
-
-
 def vtrace_batch(fragments: list[Fragment], arch: PolicyArch, weights: Params, params: PPOParams,
                  reward_rms: RunningMeanStd | None, clip_reward: float, rho_bar: float, c_bar: float) -> Batch:
     """Stack ``fragments``, score them with the policy ``weights`` and compute V-trace targets (λ = ``gae_lambda``)."""
@@ -68,12 +65,12 @@ def vtrace_batch(fragments: list[Fragment], arch: PolicyArch, weights: Params, p
     for i in range(0, len(obs), chunk):
         part = slice(i, min(i + chunk, len(obs)))
         rows = part.stop - part.start
-        lp, v = _score(arch, weights, _padded(obs[part], chunk), _padded(actions[part], chunk))
+        lp, v = _score(arch, weights, pad_rows(obs[part], chunk), pad_rows(actions[part], chunk))
         logp.append(np.asarray(lp)[:rows])
         values.append(np.asarray(v)[:rows])
     logp, values = np.concatenate(logp), np.concatenate(values)
     last_obs = np.concatenate([f.last_obs for f in fragments])
-    bootstrap = np.asarray(_values(arch, weights, _padded(last_obs, bucket(len(last_obs)))))[: len(last_obs)]
+    bootstrap = np.asarray(_values(arch, weights, pad_rows(last_obs, bucket(len(last_obs)))))[: len(last_obs)]
     log_rhos = logp.reshape(n, steps).astype(np.float64) - stack["logprobs"]
     vs, adv = vtrace(scale_rewards(stack["rewards"], reward_rms, clip_reward), values.reshape(n, steps),
                      stack["terminated"], stack["truncated"], stack["trunc_values"], bootstrap, log_rhos,

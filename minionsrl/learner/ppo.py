@@ -270,6 +270,11 @@ def bucket(x: int, fine: bool = True) -> int:
     return -(-x // step) * step
 
 
+def pad_rows(a: np.ndarray, rows: int) -> np.ndarray:
+    """``a`` with zero rows appended up to ``rows`` (padding that a compiled program never reads, or weighs 0)."""
+    return np.concatenate([a, np.zeros((rows - len(a), *a.shape[1:]), a.dtype)]) if rows > len(a) else a
+
+
 def make_optimizer(p: PPOParams) -> optax.GradientTransformation:
     """Gradient clipping by global norm (unless ``max_grad_norm`` is 0, RLlib's default), then Adam's scaling
     with eps 1e-5 (CleanRL); the learning rate multiplies the result in the update."""
@@ -365,8 +370,7 @@ class PPO:
         for i, (mb, end) in enumerate(steps):
             idx[i, : len(mb)], w[i, : len(mb)], epoch_end[i] = mb, 1.0, end
         rows = self._rows_cap  # padding rows are never indexed
-        data = {k: np.concatenate([v, np.zeros((rows - len(v), *v.shape[1:]), v.dtype)])
-                for k, v in batch.arrays().items()}
+        data = {k: pad_rows(v, rows) for k, v in batch.arrays().items()}
         put = partial(jax.device_put, device=self.device)
         target_kl = np.inf if p.target_kl is None else p.target_kl
         self.weights, self.opt_state, stats, done = _update_program(
