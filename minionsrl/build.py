@@ -153,13 +153,21 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
     from minionsrl.loop.session import Session
 
     cfg, info = prepare_config(cfg)
-    session = Session(cfg, resume)  # a run dir that cannot be used fails here, before any work
+    session = Session(cfg, resume, create=False)  # a run dir that cannot be used fails here, before any work
     if backend is None:  # started first, so that its instances boot while the learner's framework loads
-        backend = make_backend(cfg, wire.new_key())
-        backend.prewarm(_first_actors(cfg))
+        made = None
+        try:
+            backend = made = make_backend(cfg, wire.new_key())
+            backend.prewarm(_first_actors(cfg))
+        except BaseException:
+            if made is not None:
+                made.close()
+            session.close()  # its lock
+            raise
     if cfg.fault_duplicate > 0:  # the platform's own fault: a wrapper delivers those replies twice
         backend = DuplicatingBackend(backend)
     try:
+        session.create()  # only once the backend is up: one that cannot start leaves no half-made run dir
         from minionsrl.function.faults import FaultPlan
         from minionsrl.loop.gather import RetryPolicy
         from minionsrl.loop.invocations import Publisher, Requests
@@ -182,6 +190,7 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
         return Trainer(cfg, session, learner, sampler, publisher, scaler, ledger, backend)
     except BaseException:
         backend.close()
+        session.close()
         raise
 
 

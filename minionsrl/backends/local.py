@@ -7,7 +7,8 @@ keeping their environments alive) and instances idle longer than ``idle_timeout_
 Instances are fresh interpreters (:mod:`minionsrl.backends.local_worker`) that import only the
 rollout function, never torch nor the learner's ``__main__``, so they are safe to start from a learner
 with torch loaded and their cold start is a function's. The policy is written once per round to a file
-that instances read by reference.
+that instances read by reference, in a folder of the temporary folder named after the learner's process
+id and removed on close; one left by a learner that was killed is removed by the next backend to start.
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ from minionsrl.backends.base import (
     make_reply,
     retire_policies,
 )
+from minionsrl.backends.remote import remove_stale
 
 _WORKER_MODULE = "minionsrl.backends.local_worker"
+STATE_PREFIX = "minionsrl-local-"  # + the learner's pid: its folder of published policies, in the temporary folder
 
 
 @dataclass
@@ -68,7 +71,8 @@ class LocalBackend(Backend):
         self.invocation_timeout_s = invocation_timeout_s
         self.max_failed_starts = max_failed_starts
         self._failed_starts = 0  # in a row; reset by every instance that becomes ready
-        self._dir = Path(tempfile.mkdtemp(prefix="minionsrl-local-"))
+        remove_stale(STATE_PREFIX)  # folders of learners killed before they could remove theirs
+        self._dir = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-"))  # the pid: see remove_stale
         self._instances: list[_Instance] = []
         self._queue: deque[Pending] = deque()
         self._next_instance = 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 import sys
 import weakref
 from pathlib import Path
@@ -38,6 +39,8 @@ _LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": one node, on 127.0.
 _PRIVATE_ENV = (_AUTH_MODE, _TOKEN, _TOKEN_PATH, _LOOPBACK_ONLY)
 TOKEN_PREFIX = "minionsrl-ray-token-"
 LOOPBACK = "127.0.0.1"
+PROBE_TIMEOUT_S = 3.0  # how long a joined cluster's address may take to accept a TCP connection
+CLIENT_PORT = 10001  # Ray Client's default port (``ray://HOST``)
 
 
 def ray_rollout(payload: bytes, policy_refs: list[Any], key: bytes) -> bytes:
@@ -73,6 +76,7 @@ class RayBackend(RemoteBackend):
     def _connect(self, address: str | None, max_concurrency: int | None) -> None:
         ray = self._ray
         if address:
+            probe_cluster(address)  # ray.init would wait for an absent cluster for ever (and ignore Ctrl-C)
             try:
                 ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
             except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
@@ -173,6 +177,50 @@ class RayBackend(RemoteBackend):
             self._stop_private()
         elif self._owns_connection and self._ray.is_initialized():
             self._ray.shutdown()
+
+
+def probe_cluster(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Fail at once, with one line, where nothing accepts a TCP connection at the address ``ray.init`` would
+    connect to for ``address`` (``HOST:PORT``, ``ray://HOST[:PORT]`` or ``auto``); an address it cannot work
+    out is left to ``ray.init`` to judge."""
+    target = _bootstrap_target(address)
+    if target is None:
+        return
+    host, port = target
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return
+    except OSError as exc:
+        if isinstance(exc, ConnectionRefusedError):
+            why = "connection refused: nothing listens there"
+        elif isinstance(exc, TimeoutError):
+            why = f"no answer within {timeout_s:g} s"
+        elif isinstance(exc, socket.gaierror):
+            why = f"cannot resolve {host!r}"
+        else:
+            why = exc.strerror or type(exc).__name__
+        how = ("`ray start --head` there (Ray Client listens on port 10001)" if address.startswith("ray://") else
+               f"`ray start --head --port={port}` on that machine")
+        raise ConfigError(f"ray_address: no Ray cluster at {address!r}: tried a TCP connection to {host}:{port} "
+                          f"({why}); start one with {how}, or leave --ray-address empty for a private "
+                          "one") from None
+
+
+def _bootstrap_target(address: str) -> tuple[str, int] | None:
+    """(host, port) that Ray connects to for ``address``: its own resolution (``auto`` read from the
+    environment, ``localhost`` as the node's address), or None where it cannot say (Ray will)."""
+    from ray._private import services
+
+    try:
+        if address.startswith("ray://"):
+            hostport = address.removeprefix("ray://").split("/", 1)[0]
+            parsed = services.parse_address(hostport) or (hostport, CLIENT_PORT)
+        else:
+            canonical = services.canonicalize_bootstrap_address(address)
+            parsed = services.parse_address(canonical) if canonical else None
+        return (parsed[0], int(parsed[1])) if parsed and parsed[0] else None
+    except Exception:  # malformed, or "auto" with no cluster recorded: ray.init says so at once
+        return None
 
 
 def reload_ray_auth() -> None:

@@ -13,6 +13,7 @@ all strings (or that have a key starting with ``$``) are stored as ``{"$dict": [
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -41,7 +42,8 @@ def save(directory: str | Path, state: dict[str, Any], name: str = LATEST) -> Pa
     """Write ``state`` to ``directory/name`` so that a crash leaves the previous file intact.
 
     The state is encoded completely before the file is touched: a leaf that cannot be stored raises
-    TypeError and leaves any previous checkpoint as it was."""
+    TypeError and leaves any previous checkpoint as it was. A write that fails (a full disk) removes the
+    temporary file and raises :class:`ConfigError` naming the file and the reason."""
     from safetensors.numpy import save as to_bytes  # imported when first needed
 
     tensors: dict[str, np.ndarray] = {}
@@ -49,25 +51,31 @@ def save(directory: str | Path, state: dict[str, Any], name: str = LATEST) -> Pa
     data = to_bytes(tensors, metadata={METADATA_KEY: json.dumps(tree, allow_nan=False, separators=(",", ":")),
                                        FORMAT_KEY: FORMAT})
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / name
     tmp = directory / f".{name}.tmp"
     try:
-        with open(tmp, "wb") as fh:
-            fh.write(data[: len(data) // 2])
-            _test_pause(state)
-            fh.write(data[len(data) // 2 :])
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    finally:
-        os.close(dir_fd)
+        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data[: len(data) // 2])
+                _test_pause(state)
+                fh.write(data[len(data) // 2 :])
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # make the rename itself durable
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:  # a full disk, a run dir made read-only: one line, and the last checkpoint stands
+        raise ConfigError(f"checkpoint: cannot write {str(path)!r} ({exc.strerror or exc}); the previous checkpoint "
+                          "is intact: free space (or make the run dir writable), then continue with --resume "
+                          f"--run-dir {str(directory.parent)!r}") from exc
     return path
 
 

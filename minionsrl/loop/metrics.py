@@ -8,6 +8,7 @@ duplicate or missing rounds.
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import math
 import os
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from minionsrl.backends.base import InvocationRecord
+from minionsrl.errors import ConfigError
 from minionsrl.loop.gather import OK, Attempt, Gathered
 from minionsrl.loop.invocations import fragment_digest
 from minionsrl.redact import redact_text
@@ -59,15 +61,25 @@ class RunLog:
     """Appends round and invocation rows to CSV files and scalars to TensorBoard."""
 
     def __init__(self, run_dir: Path, resume_round: int | None, resume_step: int, tensorboard: bool) -> None:
+        self.run_dir = run_dir
         self.metrics_path = run_dir / "metrics.csv"
         self.invocations_path = run_dir / "invocations.csv"
-        for path, columns in ((self.metrics_path, METRIC_COLUMNS), (self.invocations_path, INVOCATION_COLUMNS)):
-            _prepare_csv(path, columns, resume_round)
-        self._metrics = open(self.metrics_path, "a", newline="")  # noqa: SIM115 - kept open for the run
-        self._invocations = open(self.invocations_path, "a", newline="")  # noqa: SIM115
+        self._files: list[Any] = []
+        self._failed = False  # a write failed: what is still buffered cannot be written either
+        self._tb = None
+        path = run_dir
+        try:
+            for path, columns in ((self.metrics_path, METRIC_COLUMNS), (self.invocations_path, INVOCATION_COLUMNS)):
+                _prepare_csv(path, columns, resume_round)
+            for path in (self.metrics_path, self.invocations_path):
+                self._files.append(open(path, "a", newline=""))  # noqa: SIM115 - kept open for the run
+        except OSError as exc:
+            self._failed = True
+            self.close()
+            raise self._error(path, exc) from exc
+        self._metrics, self._invocations = self._files
         self._mw = csv.DictWriter(self._metrics, METRIC_COLUMNS, extrasaction="ignore")
         self._iw = csv.DictWriter(self._invocations, INVOCATION_COLUMNS, extrasaction="ignore")
-        self._tb = None
         if tensorboard:
             from tensorboardX import SummaryWriter  # imported when first needed
 
@@ -76,27 +88,48 @@ class RunLog:
             self._tb = SummaryWriter(str(run_dir / "tensorboard"), purge_step=resume_step + 1 if resume_round else None,
                                      filename_suffix=f".{os.getpid()}.{next(_WRITERS)}")
 
+    def _error(self, path: Path, exc: OSError) -> ConfigError:
+        """A write that failed (a full disk, a run dir made read-only) as one line: the run stops there and
+        continues, once that is fixed, from its last checkpoint (rows after it are dropped then)."""
+        return ConfigError(f"{path.name}: cannot write {str(path)!r} ({exc.strerror or exc}); free space (or make "
+                           f"the run dir writable), then continue with --resume --run-dir {str(self.run_dir)!r}")
+
     def log_invocations(self, invocations: list[dict[str, Any]]) -> None:
         """Write invocation rows (flushed): a round's, or those of a round that failed."""
-        self._iw.writerows(invocations)
-        self._invocations.flush()
+        self._write(self._invocations, self.invocations_path, lambda: self._iw.writerows(invocations))
 
     def log_round(self, row: dict[str, Any], invocations: list[dict[str, Any]]) -> None:
         """Write one round: its invocation rows, then its metrics row (flushed, fsync-free)."""
         self.log_invocations(invocations)
-        self._mw.writerow({k: _fmt(v) for k, v in row.items()})
-        self._metrics.flush()
+        self._write(self._metrics, self.metrics_path, lambda: self._mw.writerow({k: _fmt(v) for k, v in row.items()}))
         if self._tb is not None:
             for key, tag in TENSORBOARD_TAGS.items():
                 value = row.get(key)
                 if isinstance(value, int | float) and math.isfinite(value):
                     self._tb.add_scalar(tag, value, row["env_steps"])
 
+    def _write(self, fh: Any, path: Path, write: Any) -> None:
+        try:
+            write()
+            fh.flush()
+        except OSError as exc:
+            self._failed = True
+            raise self._error(path, exc) from exc
+
     def close(self) -> None:
-        self._metrics.close()
-        self._invocations.close()
+        """Close the files; after a failed write, what could not be written is dropped (the error was raised)."""
+        error = None
+        for fh in self._files:
+            try:
+                fh.close()
+            except OSError as exc:
+                error = error or self._error(Path(fh.name), exc)
+        self._files = []
         if self._tb is not None:
             self._tb.close()
+        if error is not None and not self._failed:
+            self._failed = True
+            raise error
 
 
 def invocation_rows(round_idx: int, gathered: list[Gathered]) -> list[dict[str, Any]]:
@@ -127,8 +160,7 @@ def _prepare_csv(path: Path, columns: list[str], resume_round: int | None) -> No
         with open(path, "w", newline="") as fh:
             csv.writer(fh).writerow(columns)
         return
-    with open(path, newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r.get("round") and int(r["round"]) <= resume_round]
+    rows = [r for r in _whole_rows(path) if int(r["round"]) <= resume_round]
     tmp = path.with_suffix(".tmp")
     with open(tmp, "w", newline="") as fh:
         writer = csv.DictWriter(fh, columns, extrasaction="ignore")
@@ -137,15 +169,36 @@ def _prepare_csv(path: Path, columns: list[str], resume_round: int | None) -> No
     tmp.replace(path)
 
 
-def read_rows(path: str | Path, missing_ok: bool = False) -> list[dict[str, str]]:
-    """Rows of a CSV file as dicts of strings; ``[]`` for a file not written yet if ``missing_ok``."""
+def _whole_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of a run's CSV file that were written whole, with an integer round. A row torn by a kill or a
+    full disk (its last line cut short, NUL bytes a crash left) is dropped; it can only be one written after
+    the last checkpoint, which a resumed run drops anyway (but a "12" cut to "1" must not pass for round 1)."""
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    text = text[: text.rfind("\n") + 1]  # every row ends with a newline: a last line without one is torn
+    return [r for r in _csv_rows(path, text) if r.get("round", "").isdigit()]
+
+
+def _csv_rows(path: Path, text: str) -> list[dict[str, str]]:
+    """Rows with as many fields as the header (others are torn), NUL bytes ignored; a file that is not CSV
+    is one line."""
+    reader = csv.reader(io.StringIO(text.replace("\0", ""), newline=""))
     try:
-        with open(path, newline="") as fh:
-            return list(csv.DictReader(fh))
+        header = next(reader, [])
+        return [dict(zip(header, fields, strict=True)) for fields in reader if len(fields) == len(header)]
+    except csv.Error as exc:
+        raise ConfigError(f"{path.name}: {str(path)!r} cannot be read ({exc}); restore it or start a new run") from exc
+
+
+def read_rows(path: str | Path, missing_ok: bool = False) -> list[dict[str, str]]:
+    """Rows of a CSV file as dicts of strings, without rows torn by a crash; ``[]`` for a file not written
+    yet if ``missing_ok``."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8", errors="replace")
     except FileNotFoundError:
         if missing_ok:
             return []
         raise
+    return _csv_rows(Path(path), text)
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, str]]:

@@ -2,16 +2,20 @@
 
 :class:`Progress` holds the run's counters (round, steps, wall time, evaluations, recent returns and
 costs, the last metrics row); :class:`Session` owns the directory: ``config.yaml`` (a resumed run must
-keep every field that changes learning), ``checkpoints/`` and ``summary.json``.
+keep every field that changes learning), ``checkpoints/``, ``summary.json``, and ``.lock``, held while
+the session is open so that two learners never share a run dir.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import math
+import os
 import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +27,8 @@ from minionsrl import config
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.loop import checkpoint
+
+LOCK = ".lock"  # in the run dir: held by the learner using it
 
 
 @dataclass
@@ -61,37 +67,89 @@ class Progress:
 
 
 class Session:
-    """The run directory: ``open`` checks it (and reads the checkpoint to resume from) before any work."""
+    """The run directory. Opening one checks it (and reads the checkpoint to resume from) before any work;
+    :meth:`create` then makes it (a fresh run) and writes ``config.yaml``. ``create=False`` leaves that to
+    the caller, who starts its backend in between, so that a backend that cannot start leaves no run dir."""
 
-    def __init__(self, cfg: TrainConfig, resume: bool) -> None:
+    def __init__(self, cfg: TrainConfig, resume: bool, create: bool = True) -> None:
         self.cfg, self.resume = cfg, resume
         self.run_dir = Path(cfg.run_dir)
         self._writer: threading.Thread | None = None  # the checkpoint being written
         self._write_error: BaseException | None = None
-        self.resume_state = self._open()
+        self._unlock: weakref.finalize | None = None  # releases the run dir's lock
+        try:
+            self.resume_state = self._check()
+            if create:
+                self.create()
+        except BaseException:
+            self.close()
+            raise
 
-    def _open(self) -> dict[str, Any] | None:
+    def _check(self) -> dict[str, Any] | None:
+        """Refuse a run dir that cannot hold this run, writing nothing but its lock (in an existing run dir);
+        return the checkpoint to resume from."""
         cfg_path = self.run_dir / "config.yaml"
         if not self.resume:
+            if self.run_dir.is_dir():
+                self._lock()
             if (self.run_dir / "metrics.csv").exists():
                 raise ConfigError(f"run_dir {str(self.run_dir)!r} already holds a run; use --resume to continue "
                                   "it or choose another --run-dir")
-            try:
-                self.run_dir.mkdir(parents=True, exist_ok=True)
-                config.dump(self.cfg, cfg_path)
-            except OSError as exc:
-                raise ConfigError(f"run_dir: {str(self.run_dir)!r} cannot be written ({exc.strerror or exc}); "
-                                  "choose a writable directory") from exc
+            here = next(p for p in (self.run_dir.absolute(), *self.run_dir.absolute().parents) if p.exists())
+            if not here.is_dir() or not os.access(here, os.W_OK | os.X_OK):  # what mkdir would find (cheap)
+                why = "Not a directory" if not here.is_dir() else "Permission denied"
+                raise ConfigError(f"run_dir: {str(self.run_dir)!r} cannot be written ({why}: {str(here)!r}); "
+                                  "choose a writable directory")
             return None
         if not cfg_path.exists():
             raise ConfigError(f"--resume: {str(self.run_dir)!r} holds no run (no config.yaml); check --run-dir")
+        self._lock()
         saved = config.build(config.load_yaml(cfg_path))
         changed = [k for k, v in self.cfg.learning_fields().items() if saved.learning_fields()[k] != v]
         if changed:
             raise ConfigError(f"--resume: run_dir belongs to another config ({', '.join(changed)} differ); "
                               "resume with the same settings or choose another --run-dir")
-        config.dump(self.cfg, cfg_path)
         return checkpoint.load(self.run_dir / "checkpoints")
+
+    def create(self) -> None:
+        """Make the run dir (a fresh run) and write ``config.yaml`` into it."""
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self._lock()
+            config.dump(self.cfg, self.run_dir / "config.yaml")
+        except OSError as exc:
+            raise ConfigError(f"run_dir: {str(self.run_dir)!r} cannot be written ({exc.strerror or exc}); "
+                              "choose a writable directory") from exc
+
+    def _lock(self) -> None:
+        """Hold ``RUN_DIR/.lock`` (``flock``) until :meth:`close` or this process ends, so that a second learner
+        on the same run dir (fresh or ``--resume``) is refused at once. The file holds the holder's pid."""
+        if self._unlock is not None and self._unlock.alive:
+            return
+        try:
+            fd = os.open(self.run_dir / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except OSError as exc:
+            raise ConfigError(f"run_dir: {str(self.run_dir)!r} cannot be written ({exc.strerror or exc}); "
+                              "choose a writable directory") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise ConfigError(f"run_dir {str(self.run_dir)!r} is in use by another learner (process {holder}); "
+                              "wait for it to end or stop it, or choose another --run-dir") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        self._unlock = weakref.finalize(self, os.close, fd)  # also when a session is dropped without close()
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+
+    def close(self) -> None:
+        """Let the checkpoint being written reach the disk, then release the run dir's lock."""
+        self.wait(raise_error=False)
+        if self._unlock is not None:
+            self._unlock()
 
     def save(self, state: dict[str, Any], round_idx: int) -> None:
         """Start writing the checkpoint (and a kept copy every ``keep_checkpoints_every`` rounds) in the
@@ -133,5 +191,11 @@ class Session:
             "cost_usd": cost_usd, "projected_cloud_s": projected_cloud_s,
             "config": dataclasses.asdict(self.cfg),
         }
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False))
+        path = self.run_dir / "summary.json"
+        try:
+            path.write_text(json.dumps(summary, indent=2, allow_nan=False))
+        except OSError as exc:  # the run itself is checkpointed: --resume of a finished run writes this again
+            raise ConfigError(f"summary.json: cannot write {str(path)!r} ({exc.strerror or exc}); free space (or make "
+                              "the run dir writable), then run again with --resume --run-dir "
+                              f"{str(self.run_dir)!r}") from exc
         return summary

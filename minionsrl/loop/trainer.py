@@ -103,7 +103,7 @@ class Trainer:
         :meth:`run_round`; :meth:`run` closes by itself)."""
         self.log.close()
         self.backend.close()
-        self.session.wait(raise_error=False)  # on the way out of an error: that error is the one to report
+        self.session.close()  # its lock; on the way out of an error, a checkpoint's error is not the one to report
 
     def run_round(self) -> dict[str, Any]:
         """One round: choose n, sample, learn, detect, evaluate, bill, log, checkpoint."""
