@@ -34,7 +34,9 @@ def _add_config_flags(parser: argparse.ArgumentParser, groups: tuple[str, ...] =
     """A flag per config field of ``groups`` (``learning_rate`` → ``--learning-rate``; booleans also ``--no-…``)."""
     for name in config.fields_of(groups):
         f, kind = FIELDS[name], config.field_kind(name)
-        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": f.metadata["help"]}
+        # the default is not argparse's (a flag not given must not override the YAML): the help states it
+        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS,
+                                  "help": config.help_text(name).replace("%", "%%")}
         kwargs.update(_FLAG_KINDS[kind])
         if "choices" in f.metadata:
             kwargs["choices"] = f.metadata["choices"]
@@ -69,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--scalers", required=True, help="comma-separated arms scaler[:n][@backend][/learner-budget], "
                      "e.g. fixed:16@server,fixed:16,nitro,fixed:64/per-round")
     cmp.add_argument("--seeds", type=int, default=3, help="seeds 1..K per arm")
-    cmp.add_argument("--rounds", type=int, required=True, help="rounds per run")
+    cmp.add_argument("--rounds", type=int, required=True,
+                     help="rounds per run, at most (--total-timesteps, or the preset's, also ends a run)")
     cmp.add_argument("--out", default=None, help="output directory (default runs/compare-<env>)")
     cmp.add_argument("--target", type=float, default=None, help="report the time to reach this eval return")
     cmp.add_argument("--dollar-budget", type=float, default=None, help="report each arm's return when it had spent "
@@ -146,27 +149,27 @@ def train_config(args: argparse.Namespace) -> tuple[config.TrainConfig, bool]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from minionsrl.build import make_trainer
+    from minionsrl.experiments.training import run_trainer
+    from minionsrl.loop import tracking
     from minionsrl.progress import TrainingDisplay
 
     cfg, resume = train_config(args)
+    tracking.check(cfg)
     trainer = make_trainer(cfg, resume=resume)
     try:
         with TrainingDisplay(trainer.cfg, enabled=trainer.cfg.progress, start_steps=trainer.env_steps,
                              start_round=trainer.round) as display:
-            summary = trainer.run(on_round=display.update)
+            summary = run_trainer(trainer, on_round=display.update)  # the rounds, the plots (and W&B: --track)
     except KeyboardInterrupt:
         raise Interrupted(f"continue with --resume --run-dir {shlex.quote(str(trainer.run_dir))}") from None
     display.print_summary(summary, trainer.run_dir)
-    _plot_run(trainer.run_dir)
     return 0
 
 
 def _plot_run(run_dir: Any) -> list[Any]:
-    from minionsrl.experiments.plots import run_plots
-    from minionsrl.loop.metrics import read_metrics
+    from minionsrl.experiments.training import plot_run
 
-    (run_dir / "plots").mkdir(exist_ok=True)
-    return run_plots(read_metrics(run_dir), run_dir / "plots", run_dir.name)
+    return plot_run(run_dir)
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -238,7 +241,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.dollar_budget is not None and not args.dollar_budget > 0:
         raise ConfigError("--dollar-budget must be > 0")
     base, _ = train_config(args)
-    base = dataclasses.replace(base, max_rounds=args.rounds, total_timesteps=None)
+    base = dataclasses.replace(base, max_rounds=args.rounds)  # --total-timesteps, when given, stops runs too
     for arm in arms:  # every arm's config is checked before the first run starts
         prepare_config(dataclasses.replace(arm.apply(base), run_dir="unused"))
     out = args.out or f"runs/compare-{base.env_id.replace(':', '_').replace('/', '_')}"

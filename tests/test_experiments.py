@@ -66,6 +66,19 @@ def test_compare_writes_table_csv_and_plots_and_server_learns_the_same(tmp_path)
     assert time.perf_counter() - started < 10
 
 
+def test_compare_cli_ends_runs_at_total_timesteps_or_rounds(tmp_path) -> None:
+    """--total-timesteps is honoured (it was silently replaced by the preset's 500k): 2 actors x 128 steps x 3
+    rounds reach 768 steps, so a 700-step budget ends each run after 3 of its 10 rounds."""
+    from minionsrl import cli
+
+    out = tmp_path / "cmp"
+    assert cli.main(["compare", "--env-id", "CartPole-v1", "--scalers", "fixed:2", "--seeds", "1", "--rounds", "10",
+                     "--total-timesteps", "700", "--eval-every", "0", "--eval-episodes", "1", "--no-tensorboard",
+                     "--out", str(out)]) == 0
+    summary = json.loads((out / "runs" / "fixed-2__s1" / "summary.json").read_text())
+    assert (summary["rounds"], summary["env_steps"], summary["stopped_by"]) == (3, 768, "total_timesteps")
+
+
 def test_ledger_totals_equal_the_sum_of_rows_and_budget_stops_early(tmp_path) -> None:
     summary = make_trainer(_cfg(tmp_path, max_rounds=5, cold_start_s=0.0)).run()
     rows = read_metrics(tmp_path / "run")
