@@ -1,8 +1,39 @@
 """minionsrl: deep RL with serverless actors.
 
 Kept import-light on purpose: rollout functions import submodules of this package and must not
-pay for torch. Use ``from minionsrl.build import make_trainer`` and ``from minionsrl.config import
-TrainConfig`` for the Python API.
+pay for the learner's framework. The Python API is loaded on first use:
+
+- ``minionsrl.train(cfg, resume=False) -> dict``: train the run a :class:`TrainConfig` describes, exactly as
+  ``minionsrl train`` does, and return its summary (:mod:`minionsrl.experiments.training`);
+- ``minionsrl.TrainConfig``: the run configuration (:mod:`minionsrl.config`);
+- ``minionsrl.load_policy(run_dir_or_checkpoint) -> Policy``: a trained policy whose
+  ``predict(obs, deterministic=True)`` runs on NumPy alone (:mod:`minionsrl.experiments.policy`).
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+# name -> the module that defines it, imported when the name is first used (PEP 562)
+_LAZY = {
+    "TrainConfig": "minionsrl.config",
+    "train": "minionsrl.experiments.training",
+    "load_policy": "minionsrl.experiments.policy",
+    "Policy": "minionsrl.experiments.policy",
+}
+__all__ = ["Policy", "TrainConfig", "__version__", "load_policy", "train"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'minionsrl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

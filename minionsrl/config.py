@@ -213,6 +213,11 @@ class TrainConfig:
     keep_checkpoints_every: int = _f(0, "also keep checkpoints/round-NNNNN.safetensors every this many rounds "
                                      "(0: never)", min=0, group="run", learning=False)
     tensorboard: bool = _f(True, "write TensorBoard event files", group="run", learning=False)
+    track: bool = _f(False, "log the run to Weights & Biases: the TensorBoard scalars, the config and the plots "
+                     "(the wandb extra; WANDB_MODE=offline keeps it in RUN_DIR/wandb)", group="run", learning=False)
+    wandb_project_name: str = _f("minionsrl", "W&B project of --track", group="run", learning=False)
+    wandb_entity: str | None = _f(None, "W&B team or user of --track (default: your W&B default entity)",
+                                  group="run", learning=False)
     progress: bool = _f(True, "show a live progress display", group="run", learning=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -236,6 +241,46 @@ def field_kind(name: str) -> str:
 def fields_of(groups: tuple[str, ...] = GROUPS) -> list[str]:
     """The fields of the given sections, in declaration order."""
     return [name for name, f in FIELDS.items() if f.metadata["group"] in groups]
+
+
+def help_text(name: str) -> str:
+    """A field's ``--help`` line: its help and its default, or, where a preset decides it, the preset's values
+    (per family, then where ``--preset nitro`` or an algo changes them), as CleanRL's tyro help shows defaults."""
+    f = FIELDS[name]
+    text = f.metadata["help"]
+    default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+    if default is not None:
+        return f"{text} (default: {_cli_value(default)})"
+    families, overlays = preset_values(name)
+    if families:
+        return f"{text} (default: from the preset: {'; '.join(filter(None, (families, overlays)))})"
+    if overlays:
+        return f"{text} (default: unset; from the preset: {overlays})"
+    return text if "default" in text else f"{text} (default: unset)"
+
+
+def preset_values(name: str) -> tuple[str, str]:
+    """What the presets set a field to: per family (``classic 0.00025, mujoco 0.0003, atari 0.00025``, or one
+    value where all agree), and where ``--preset nitro`` or an algo changes it (``nitro 5e-05``); "" for none."""
+    families = {family: values[name] for family, values in PRESETS.items() if name in values}
+    distinct = {_cli_value(v) for v in families.values()}
+    per_family = (next(iter(distinct)) if len(distinct) == 1 and len(families) == len(PRESETS) else
+                  ", ".join(f"{family} {_cli_value(v)}" for family, v in families.items()))
+    overlays = {"nitro": NITRO_PRESET, **{f"algo {algo}": values for algo, values in ALGO_PRESETS.items()}}
+    changed = [f"{label} {_cli_value(values[name])}" for label, values in overlays.items() if name in values]
+    # a preset's minibatch count replaces the family's minibatch size (resolve)
+    changed += [f"{label} unset" for label, values in overlays.items()
+                if name == "minibatch_size" and "num_minibatches" in values]
+    return per_family, ", ".join(changed)
+
+
+def _cli_value(value: Any) -> str:
+    """A value as it is written on the command line (``--hidden-sizes 64 64``, ``--env-kwargs '{}'``)."""
+    if isinstance(value, list):
+        return " ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value)
+    return str(value)
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:

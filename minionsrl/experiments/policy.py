@@ -1,0 +1,247 @@
+"""A trained policy in code: ``minionsrl.load_policy(run_dir).predict(obs)``, on NumPy alone.
+
+The policy runs exactly as rollout functions run it: the run's weights in
+:class:`~minionsrl.function.numpy_policy.NumpyPolicy` (or the Nature CNN), observations normalised with the
+saved running statistics by the rollout function's own normaliser, continuous actions clipped to the action
+space's bounds, discrete ones the argmax of the logits (deterministic) or a Gumbel-max draw (stochastic).
+Neither JAX nor torch is imported: a trained policy deploys wherever a rollout function runs.
+
+A run directory is data, not trusted code: its ``config.yaml`` is checked as ``minionsrl eval`` checks it
+(every field's type and rule, the env id, the env's spaces), and the checkpoint's weights must have exactly
+the names and shapes that config's network has. A custom entry point in the config is imported (it is code:
+load only runs you trust to name modules).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from minionsrl import config
+from minionsrl.build import prepare_config
+from minionsrl.config import TrainConfig
+from minionsrl.errors import ConfigError
+from minionsrl.function.envs import EnvInfo, EnvSpec, make_env
+from minionsrl.function.fragment import PolicySnapshot
+from minionsrl.function.normalization import RunningMeanStd
+from minionsrl.function.numpy_policy import NATURE_CONVS, NATURE_DENSE, PolicyArch
+from minionsrl.loop import checkpoint
+
+__all__ = ["Policy", "load_policy"]
+
+
+def load_policy(path: str | Path, seed: int | None = None, what: str = "load_policy") -> Policy:
+    """The policy of a run directory (its latest checkpoint) or of one checkpoint file in it
+    (``RUN_DIR/checkpoints/round-NNNNN.safetensors``). ``seed`` seeds the draws of ``predict(obs,
+    deterministic=False)``; ``what`` names the input in errors.
+
+    Raises :class:`~minionsrl.errors.ConfigError` (a ``ValueError``) naming the problem when the path holds no
+    run or checkpoint, or when either fails the checks."""
+    run_dir, ckpt = _locate(Path(path))
+    cfg, info = run_config(run_dir / "config.yaml", what)
+    try:
+        state = checkpoint.load(ckpt.parent, ckpt.name)
+    except ConfigError as exc:  # checkpoint.load words its error for --resume
+        reason = type(exc.__cause__ or exc).__name__
+        raise ConfigError(f"{what}: checkpoint {str(ckpt)!r} cannot be read ({reason})") from exc
+    if state is None:
+        raise ConfigError(f"{what}: {str(run_dir)!r} has no checkpoint yet ({ckpt.name})")
+    arch = PolicyArch.of(info, cfg.hidden_sizes)
+    obs_mean = obs_var = None
+    if cfg.normalize_obs:
+        rms = _obs_rms(state.get("obs_rms"), arch.obs_dim, ckpt)
+        obs_mean, obs_var = rms.mean, rms.var
+    snapshot = PolicySnapshot(_round(state, ckpt), arch, _weights(state.get("policy"), arch, ckpt), obs_mean,
+                              obs_var, cfg.clip_obs)
+    return Policy(snapshot, cfg, info, seed)
+
+
+class Policy:
+    """A trained policy: ``predict`` maps raw observations (as the env returns them) to the env's actions.
+
+    ``config`` is the run's resolved :class:`~minionsrl.config.TrainConfig`, ``round`` the round its weights
+    come from; :meth:`make_env` builds the env as the rollout functions did (Atari's preprocessing included).
+    """
+
+    def __init__(self, snapshot: PolicySnapshot, cfg: TrainConfig, info: EnvInfo, seed: int | None = None) -> None:
+        self.snapshot, self.config, self.info = snapshot, cfg, info
+        self.arch = snapshot.arch
+        self.round = snapshot.version
+        self.env_id = cfg.env_id
+        self._normalize = _normalizer(snapshot)
+        self._net = snapshot.numpy_policy()
+        self._rng = np.random.default_rng(seed)
+        if not self.arch.discrete:  # the bounds as a rollout function clips with them
+            self._low = np.asarray(info.action_low, dtype=np.float32)
+            self._high = np.asarray(info.action_high, dtype=np.float32)
+
+    def predict(self, obs: Any, deterministic: bool = True) -> Any:
+        """The action for one observation, or an array of actions for a batch ``(B, *observation shape)``.
+
+        Discrete: an ``int`` (a batch: int64 array). Continuous: a float32 array clipped to the action space's
+        bounds (a batch: ``(B, action_dim)``). ``deterministic=False`` samples as rollout functions do in
+        training (Gumbel-max over the logits; Gaussian noise with the learnt std before clipping)."""
+        x, single = self._inputs(obs)
+        head, _ = self._net.forward(x)
+        head = np.asarray(head)
+        if self.arch.discrete:
+            if not deterministic:
+                head = head + self._rng.gumbel(size=head.shape)
+            actions = np.argmax(head, axis=-1)
+            return int(actions) if single else actions.astype(np.int64)
+        if not deterministic:
+            head = head + (self._rng.standard_normal(head.shape) * self._net.std).astype(np.float32)
+        return np.clip(head, self._low, self._high).astype(np.float32)
+
+    def value(self, obs: Any) -> Any:
+        """The critic's estimate V(obs): a float for one observation, an array for a batch."""
+        x, single = self._inputs(obs)
+        _, v = self._net.forward(x)
+        return float(v) if single else np.asarray(v, dtype=np.float32)
+
+    def make_env(self, render_mode: str | None = None) -> gym.Env:
+        """The run's environment as its rollout functions built it (for Atari: the preprocessing and frame stack
+        whose uint8 stacks :meth:`predict` expects)."""
+        return make_env(EnvSpec(self.config.env_id, self.config.env_kwargs), render_mode=render_mode)
+
+    def _inputs(self, obs: Any) -> tuple[np.ndarray, bool]:
+        """The network's input for ``obs`` (normalised as a rollout function does it), and whether it is one
+        observation."""
+        x = np.asarray(obs)
+        shape = tuple(self.info.obs_shape)
+        if x.shape == shape:
+            single = True
+        elif x.ndim == len(shape) + 1 and x.shape[1:] == shape:
+            single = False
+        else:
+            raise ValueError(f"predict: observation of shape {x.shape}; {self.env_id} observations have shape "
+                             f"{shape} (a batch: (B, {', '.join(map(str, shape))}))")
+        if self.arch.image:
+            if x.dtype != np.uint8:
+                raise ValueError(f"predict: image observations are uint8 frame stacks as the env gives them, not "
+                                 f"{x.dtype} (build the env with Policy.make_env())")
+        else:  # the MLP reads flattened observations
+            x = x.reshape(self.arch.obs_dim) if single else x.reshape(len(x), self.arch.obs_dim)
+        return self._normalize(x), single
+
+    def __repr__(self) -> str:
+        kind = "discrete" if self.arch.discrete else "continuous"
+        return f"Policy({self.env_id}, round {self.round}, {self.arch.net} {kind}, {self.arch.action_dim} actions)"
+
+
+def _normalizer(snapshot: PolicySnapshot) -> Any:
+    """The rollout function's own observation normaliser. Importing the rollout module caps BLAS at one thread
+    (a function has about one vCPU); in the caller's process that cap is undone."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    before = {lib["prefix"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+    from minionsrl.function.rollout import _ObsNormalizer
+
+    if before:
+        threadpool_limits(limits=before)
+    return _ObsNormalizer(snapshot, snapshot.arch.image)
+
+
+def _locate(path: Path) -> tuple[Path, Path]:
+    """(run dir, checkpoint file) for a run directory or one of its checkpoint files."""
+    if path.is_dir():
+        if not (path / "config.yaml").exists():
+            raise ConfigError(f"load_policy: {str(path)!r} holds no run (no config.yaml); pass a run directory "
+                              "written by `minionsrl train` or a checkpoint file in it")
+        return path, path / "checkpoints" / checkpoint.LATEST
+    if path.is_file():
+        for run_dir in (path.parent.parent, path.parent):  # RUN_DIR/checkpoints/X.safetensors, or beside it
+            if (run_dir / "config.yaml").exists():
+                return run_dir, path
+        raise ConfigError(f"load_policy: no config.yaml beside checkpoint {str(path)!r} (expected in its run "
+                          "directory, RUN_DIR/checkpoints/NAME.safetensors)")
+    raise ConfigError(f"load_policy: {str(path)!r} does not exist")
+
+
+def run_config(cfg_path: Path, what: str = "--run-dir") -> tuple[TrainConfig, EnvInfo]:
+    """A run directory's ``config.yaml``, checked exactly as ``minionsrl train`` checks its input (field types
+    and rules, the env id — a custom entry point must name a ``gymnasium.Env`` subclass — and its spaces)
+    before anything it names is built. What only training uses is reset, neither used nor checked: where the
+    run's functions ran (backend, Ray address, Lithops config: the local backend instead), the learner's device
+    (so no framework is loaded to look for a GPU) and tracking. ``what`` names the input in the error."""
+    try:
+        cfg = config.build(config.load_yaml(cfg_path))
+        local = dataclasses.replace(cfg, backend="local", ray_address=None, lithops_config=None, device="cpu",
+                                    track=False)
+        return prepare_config(local)
+    except ConfigError as exc:
+        raise ConfigError(f"{what}: {str(cfg_path)!r} is refused: {exc}") from exc
+
+
+def _round(state: dict[str, Any], ckpt: Path) -> int:
+    value = state.get("round")
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise ConfigError(f"load_policy: checkpoint {str(ckpt)!r} has no round number")
+    return int(value)
+
+
+def expected_shapes(arch: PolicyArch) -> dict[str, tuple[int, ...]]:
+    """The names and shapes of the weights of ``arch`` (the layout the learner checkpoints and
+    :mod:`minionsrl.function.numpy_policy` reads)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    if arch.image:
+        channels, side = arch.obs_shape[0], arch.obs_shape[1]
+        for i, (out, k, stride) in enumerate(NATURE_CONVS):
+            shapes[f"conv.{i}.weight"], shapes[f"conv.{i}.bias"] = (out, channels, k, k), (out,)
+            channels, side = out, (side - k) // stride + 1
+        layers = [("dense", channels * side * side, NATURE_DENSE), ("actor", NATURE_DENSE, arch.action_dim),
+                  ("critic", NATURE_DENSE, 1)]
+    else:
+        layers = []
+        for tower, width in (("actor", arch.action_dim), ("critic", 1)):
+            sizes = (arch.obs_dim, *arch.hidden, width)
+            layers += [(f"{tower}.{i}", sizes[i], sizes[i + 1]) for i in range(len(sizes) - 1)]
+        if not arch.discrete:
+            shapes["log_std"] = (arch.action_dim,)
+    for name, n_in, n_out in layers:
+        shapes[f"{name}.weight"], shapes[f"{name}.bias"] = (n_out, n_in), (n_out,)
+    return shapes
+
+
+def _weights(saved: Any, arch: PolicyArch, ckpt: Path) -> dict[str, np.ndarray]:
+    """The checkpoint's weights, checked against the network of the run's config: same names, same shapes,
+    finite numbers."""
+    where = f"load_policy: checkpoint {str(ckpt)!r}"
+    if not isinstance(saved, dict):
+        raise ConfigError(f"{where} holds no policy weights")
+    expected = expected_shapes(arch)
+    if set(saved) != set(expected):
+        missing, extra = sorted(set(expected) - set(saved)), sorted(set(saved) - set(expected))
+        raise ConfigError(f"{where} does not match the network of its config.yaml (missing {missing}, "
+                          f"unexpected {extra})")
+    weights: dict[str, np.ndarray] = {}
+    for name, shape in expected.items():
+        value = saved[name]
+        if not isinstance(value, np.ndarray) or value.dtype.kind != "f" or value.shape != shape:
+            got = value.shape if isinstance(value, np.ndarray) else type(value).__name__
+            raise ConfigError(f"{where}: {name} is {got}, the config's network has a float array of shape {shape}")
+        if not np.isfinite(value).all():
+            raise ConfigError(f"{where}: {name} holds non-finite numbers")
+        weights[name] = value.astype(np.float32)
+    return weights
+
+
+def _obs_rms(saved: Any, obs_dim: int, ckpt: Path) -> RunningMeanStd:
+    """The saved observation statistics (the run normalised observations), checked."""
+    where = f"load_policy: checkpoint {str(ckpt)!r}"
+    if not isinstance(saved, dict) or not {"mean", "var", "count"} <= set(saved):
+        raise ConfigError(f"{where} has no observation statistics, but its config normalises observations")
+    rms = RunningMeanStd((obs_dim,))
+    try:
+        rms.load_state_dict(saved)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: its observation statistics cannot be read ({exc})") from exc
+    if rms.mean.shape != (obs_dim,) or rms.var.shape != (obs_dim,):
+        raise ConfigError(f"{where}: observation statistics of shape {rms.mean.shape}, expected ({obs_dim},)")
+    if not (np.isfinite(rms.mean).all() and np.isfinite(rms.var).all() and (rms.var >= 0).all()):
+        raise ConfigError(f"{where}: its observation statistics are not finite non-negative variances")
+    return rms

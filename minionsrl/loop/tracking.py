@@ -1,0 +1,86 @@
+"""Experiment tracking with Weights & Biases (``--track``, CleanRL's flag; the ``wandb`` extra).
+
+A tracked run logs, per round, the scalars TensorBoard gets under the same tags
+(:data:`~minionsrl.loop.metrics.TENSORBOARD_TAGS`, ``charts/episodic_return``, ``losses/…``) against
+``global_step`` (environment steps, TensorBoard's step), plus the resolved config, the summary and the plots.
+The W&B run lives in ``RUN_DIR/wandb/``; its id is kept there so that ``--resume`` continues the same W&B run
+(rounds replayed after the last checkpoint have steps W&B already holds, and it keeps the first ones).
+``WANDB_MODE=offline`` writes everything locally (``wandb sync RUN_DIR/wandb/offline-run-…`` uploads it
+later). Credentials are W&B's own (``wandb login`` or ``WANDB_API_KEY``), never in the config.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from pathlib import Path
+from typing import Any
+
+from minionsrl.config import TrainConfig
+from minionsrl.errors import ConfigError
+from minionsrl.loop.metrics import TENSORBOARD_TAGS
+
+RUN_ID_FILE = "minionsrl-run-id"  # in RUN_DIR/wandb/: the W&B run a resumed run continues
+STEP = "global_step"
+
+
+def check(cfg: TrainConfig) -> None:
+    """With ``track`` on: W&B is installed and the project named (before any work starts)."""
+    if not cfg.track:
+        return
+    if not cfg.wandb_project_name:
+        raise ConfigError("wandb_project_name: --track needs a W&B project name")
+    try:
+        import wandb  # noqa: F401
+    except ImportError:
+        raise ConfigError("track: Weights & Biases is not installed; pip install 'minionsrl[wandb]' "
+                          "(or train without --track)") from None
+
+
+class WandbTracker:
+    """One W&B run for one run directory."""
+
+    def __init__(self, cfg: TrainConfig, run_dir: Path, resume: bool) -> None:
+        import wandb
+
+        self._wandb = wandb
+        wandb_dir = Path(run_dir) / "wandb"
+        wandb_dir.mkdir(parents=True, exist_ok=True)
+        id_file = wandb_dir / RUN_ID_FILE
+        run_id = id_file.read_text().strip() if resume and id_file.exists() else None
+        run_id = run_id or secrets.token_hex(4)  # a fresh W&B run id (8 characters, as W&B makes them)
+        try:
+            self.run = wandb.init(project=cfg.wandb_project_name, entity=cfg.wandb_entity, name=Path(run_dir).name,
+                                  id=run_id, resume="allow", config=cfg.to_dict(), dir=str(run_dir),
+                                  job_type="train", settings=wandb.Settings(console="off"))
+        except Exception as exc:  # no credentials, no network, a project one cannot write to
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ConfigError(f"track: Weights & Biases did not start a run ({first}); log in with `wandb login` "
+                              "(or set WANDB_MODE=offline), then continue with --resume --run-dir "
+                              f"{str(run_dir)!r}") from exc
+        id_file.write_text(run_id)
+        self.run.define_metric(STEP)
+        self.run.define_metric("*", step_metric=STEP)  # plotted against environment steps, as in TensorBoard
+        self._last_step = 0
+
+    def log_round(self, row: dict[str, Any]) -> None:
+        """A round's scalars under their TensorBoard tags."""
+        data: dict[str, Any] = {tag: row[key] for key, tag in TENSORBOARD_TAGS.items() if _number(row.get(key))}
+        self._last_step = int(row["env_steps"])
+        self.run.log({**data, STEP: self._last_step, "round": row["round"]}, step=self._last_step)
+
+    def log_plots(self, paths: list[Path]) -> None:
+        """The run's PNG plots, as images at the last step (``plots/return``, ``plots/cost``, …)."""
+        if paths:
+            self.run.log({f"plots/{Path(p).stem}": self._wandb.Image(str(p)) for p in paths}, step=self._last_step)
+
+    def log_summary(self, summary: dict[str, Any]) -> None:
+        """The run's outcome (``summary.json`` less the config, which the run already holds)."""
+        self.run.summary.update({k: v for k, v in summary.items() if k != "config" and v is not None})
+
+    def finish(self, exit_code: int = 0) -> None:
+        self.run.finish(exit_code=exit_code)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
