@@ -113,8 +113,9 @@ def test_rllib_loss_terms_and_the_coefficient_adapting_after_an_update():
 
 # -- the compiled update against a plain reference ---------------------------------------------------------
 def _reference_update(arch: PolicyArch, weights: dict, batch: Batch, p: PPOParams, rng: np.random.Generator):
-    """CleanRL's update written plainly: one jitted-free gradient step per minibatch in a Python loop, optax's Adam
-    (eps 1e-5) after global-norm clipping, the KL early stop after each epoch. No padding, no weights."""
+    """CleanRL's update written plainly: one gradient step per minibatch in a Python loop (each gradient jitted on
+    its own), optax's Adam (eps 1e-5) after global-norm clipping, the KL early stop after each epoch. No padding,
+    no weights."""
     params = {k: jnp.asarray(v) for k, v in weights.items()}
     tx = optax.chain(optax.clip_by_global_norm(p.max_grad_norm), optax.adam(p.learning_rate, eps=1e-5))
     state = tx.init(params)
@@ -131,9 +132,10 @@ def _reference_update(arch: PolicyArch, weights: dict, batch: Batch, p: PPOParam
         v_loss = 0.5 * jnp.maximum((value - mb["returns"]) ** 2, (v_clipped - mb["returns"]) ** 2).mean()
         return pg - p.ent_coef * entropy.mean() + p.vf_coef * v_loss, ((ratio - 1) - logratio).mean()
 
+    grad_fn = jax.jit(jax.value_and_grad(loss_fn, has_aux=True))
     for epoch in minibatch_schedule(len(batch), p, rng):
         for idx in epoch:
-            (_, kl), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch.select(idx).arrays())
+            (_, kl), grads = grad_fn(params, batch.select(idx).arrays())
             updates, state = tx.update(grads, state, params)
             params = optax.apply_updates(params, updates)
         if p.target_kl is not None and float(kl) > p.target_kl:
