@@ -5,8 +5,8 @@ at a time; a request with no idle instance starts a new one (a measured cold sta
 concurrency cap allows, otherwise it queues; warm instances are reused (most recently used first,
 keeping their environments alive) and instances idle longer than ``idle_timeout_s`` are reaped.
 Instances are fresh interpreters (:mod:`minionsrl.backends.local_worker`) that import only the
-rollout function, never torch nor the learner's ``__main__``, so they are safe to start from a learner
-with torch loaded and their cold start is a function's. The policy is written once per round to a file
+rollout function, never the learner's framework nor its ``__main__``, so they are safe to start from a
+learner with JAX loaded and their cold start is a function's. The policy is written once per round to a file
 that instances read by reference, in a folder of the temporary folder named after the learner's process
 id and removed on close; one left by a learner that was killed is removed by the next backend to start.
 """

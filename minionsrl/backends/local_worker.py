@@ -1,7 +1,7 @@
 """A ``local`` backend instance: ``python -m minionsrl.backends.local_worker``, one per instance.
 
 A fresh interpreter that imports only what a function needs (NumPy, Gymnasium, the rollout
-function; never torch, never the learner's ``__main__``), so its cold start is what a function's
+function; never the learner's framework, never the learner's ``__main__``), so its cold start is what a function's
 would be. It talks over its stdin/stdout pipes in length-prefixed frames (8-byte little-endian size,
 then the bytes): first it reads the run's HMAC key, then announces readiness with the monotonic time
 it was reached, then answers each request frame with a reply frame until told to stop or until its

@@ -1,6 +1,6 @@
 """Environment factory: Gymnasium ids and custom ``package.module:ClassName`` entry points.
 
-This module is imported inside rollout functions, so it must stay free of torch.
+This module is imported inside rollout functions, so it must stay free of the learner's framework.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Actors normalise with the statistics the learner published for the round and send back the moments
 of what they saw; the learner merges those moments in invocation order (so the result does not
-depend on arrival order) before publishing the next round. Free of torch: rollout functions use it.
+depend on arrival order) before publishing the next round. Free of any framework: rollout functions use it.
 """
 
 from __future__ import annotations

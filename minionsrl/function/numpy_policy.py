@@ -1,6 +1,6 @@
-"""Policy inference in NumPy, the way rollout functions run it (no torch import: cold starts stay short).
+"""Policy inference in NumPy, the way rollout functions run it (no framework import: cold starts stay short).
 
-The learner's torch :class:`~minionsrl.learner.networks.ActorCritic` exports its weights in the layout read
+The learner's JAX networks (:mod:`minionsrl.learner.networks`) keep their weights in the layout read
 here. Actor and critic towers are fused into one wider network (first layers side by side, deeper
 layers block-diagonal) so one step costs three small matmuls instead of six.
 """

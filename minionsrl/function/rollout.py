@@ -7,7 +7,7 @@ its globals; a cold one builds them and says so in its timings. Every invocation
 with its own seed, so a fragment depends only on (policy, env, seed, steps) and never on which instance
 ran it.
 
-No torch here: inference is NumPy (see :mod:`minionsrl.function.numpy_policy`).
+No learner framework here: inference is NumPy (see :mod:`minionsrl.function.numpy_policy`).
 """
 
 from __future__ import annotations
