@@ -110,24 +110,6 @@ def _files_holding(root: Path, key: bytes) -> list[str]:
     return found
 
 
-ISOLATED = "MINIONSRL_TEST_ISOLATED"
-
-
-@pytest.mark.skipif(importlib.util.find_spec("lithops") is None, reason="lithops extra not installed")
-def test_lithops_key_and_replay_checks_in_a_fresh_process():
-    """The Lithops localhost check below, run in a fresh interpreter. In the whole suite's process its calls were
-    reported lost with their worker (2 of 2 full runs; never when run alone or beside any one other test file
-    tried), so Lithops' process-wide localhost state left by earlier tests is kept out of it."""
-    import subprocess
-    import sys
-
-    test = f"{__file__}::test_lithops_localhost_run_keeps_the_run_key_out_of_storage_and_refuses_replayed_replies"
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
-                         env={**os.environ, ISOLATED: "1"}, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout[-3000:] + out.stderr[-2000:]
-
-
-@pytest.mark.skipif(not os.environ.get(ISOLATED), reason="run in a fresh process by the test above")
 @pytest.mark.skipif(importlib.util.find_spec("lithops") is None, reason="lithops extra not installed")
 def test_lithops_localhost_run_keeps_the_run_key_out_of_storage_and_refuses_replayed_replies(monkeypatch):
     from lithops.constants import LITHOPS_TEMP_DIR

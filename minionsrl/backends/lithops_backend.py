@@ -148,6 +148,7 @@ class LithopsBackend(RemoteBackend):
             nonce = uuid.uuid4().hex
             self.key = run_key_from_secret(function_secret(os.environ.get(FUNCTION_KEY_ENV)), nonce)
             self._key_where = {"nonce": nonce}
+        _own_lithops_session()
         # the config holds credentials: it goes to Lithops and nowhere else (never logged, never saved)
         self._executor = FunctionExecutor(config=config)
         self._storage = Storage(config=config)
@@ -243,3 +244,18 @@ class LithopsBackend(RemoteBackend):
         finally:
             if self._key_file is not None:
                 self._remove_key_file()
+
+
+def _own_lithops_session() -> None:
+    """Make this process's executors a Lithops session of its own. Lithops exports its session id and executor
+    count to the environment, and a process started from one that used Lithops adopts that session and counts on
+    from the exported number, while its parent counts on in memory: the two then name executors alike, and with
+    them jobs and storage keys (a stale ``.done`` of the parent's job made this process's calls look lost).
+    A session inherited that way is dropped here, so Lithops starts a fresh one."""
+    from lithops import constants
+    from lithops import utils as lithops_utils
+
+    inherited = os.environ.get(constants.SESSION_ID_ENV)
+    if inherited and inherited != getattr(lithops_utils, "_SESSION_ID", None):
+        os.environ.pop(constants.SESSION_ID_ENV, None)
+        os.environ.pop(constants.TOTAL_EXECUTORS_ENV, None)
