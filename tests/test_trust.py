@@ -246,3 +246,32 @@ def test_resume_does_not_connect_where_the_run_dir_says(tmp_path, capsys):
     cfg, _ = cli.train_config(parser.parse_args(["train", "--resume", "--run-dir", str(run_dir),
                                                  "--ray-address", "127.0.0.1:6379"]))
     assert cfg.ray_address == "127.0.0.1:6379"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("lithops") is None, reason="lithops extra not installed")
+def test_a_child_process_names_its_lithops_executors_apart_from_its_parent(subprocess_env):
+    """Lithops exports its session to the environment; a child that adopted it would count executors on from the
+    exported number while the parent counts on too, and their jobs (and stale .done files) would share names."""
+    import subprocess
+    import sys
+
+    from minionsrl.backends.lithops_backend import LithopsBackend, lithops_config
+
+    def executor_id() -> str:
+        backend = LithopsBackend(wire.new_key(), lithops_config(None), max_concurrency=1)
+        try:
+            return backend._executor.executor_id
+        finally:
+            backend.close()
+
+    first = executor_id()
+    code = ("from minionsrl.backends.lithops_backend import LithopsBackend, lithops_config\n"
+            "from minionsrl.function import wire\n"
+            "b = LithopsBackend(wire.new_key(), lithops_config(None), max_concurrency=1)\n"
+            "print(b._executor.executor_id)\nb.close()")
+    env = {**os.environ, "PYTHONPATH": subprocess_env["PYTHONPATH"]}  # with the session the first call exported
+    child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=120, check=True).stdout.strip().splitlines()[-1]
+    second = executor_id()
+    assert len({first, second, child}) == 3
+    assert child.split("-")[0] != first.split("-")[0]  # a session of its own
