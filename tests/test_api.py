@@ -143,8 +143,8 @@ def test_atari_frame_stacks_from_the_env_wrapper(tmp_path):
 
     from minionsrl import config
     from minionsrl.build import prepare_config
-    from minionsrl.experiments.policy import expected_shapes
     from minionsrl.function.numpy_policy import PolicyArch
+    from minionsrl.function.numpy_policy import param_shapes as expected_shapes
     from minionsrl.learner import networks
 
     cfg, info = prepare_config(TrainConfig(env_id="ALE/Pong-v5", env_kwargs={"repeat_action_probability": 0.0},

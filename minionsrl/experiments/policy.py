@@ -27,8 +27,8 @@ from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.function.envs import EnvInfo, EnvSpec, make_env
 from minionsrl.function.fragment import PolicySnapshot
-from minionsrl.function.normalization import RunningMeanStd
-from minionsrl.function.numpy_policy import NATURE_CONVS, NATURE_DENSE, PolicyArch
+from minionsrl.function.normalization import ObsNormalizer, RunningMeanStd
+from minionsrl.function.numpy_policy import PolicyArch, param_shapes
 from minionsrl.loop import checkpoint
 
 __all__ = ["Policy", "load_policy"]
@@ -72,7 +72,8 @@ class Policy:
         self.arch = snapshot.arch
         self.round = snapshot.version
         self.env_id = cfg.env_id
-        self._normalize = _normalizer(snapshot)
+        self._normalize = ObsNormalizer(snapshot.obs_mean, snapshot.obs_var, snapshot.clip_obs,
+                                        snapshot.arch.image)
         self._net = snapshot.numpy_policy()
         self._rng = np.random.default_rng(seed)
         if not self.arch.discrete:  # the bounds as a rollout function clips with them
@@ -133,19 +134,6 @@ class Policy:
         return f"Policy({self.env_id}, round {self.round}, {self.arch.net} {kind}, {self.arch.action_dim} actions)"
 
 
-def _normalizer(snapshot: PolicySnapshot) -> Any:
-    """The rollout function's own observation normaliser. Importing the rollout module caps BLAS at one thread
-    (a function has about one vCPU); in the caller's process that cap is undone."""
-    from threadpoolctl import threadpool_info, threadpool_limits
-
-    before = {lib["prefix"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
-    from minionsrl.function.rollout import _ObsNormalizer
-
-    if before:
-        threadpool_limits(limits=before)
-    return _ObsNormalizer(snapshot, snapshot.arch.image)
-
-
 def _locate(path: Path) -> tuple[Path, Path]:
     """(run dir, checkpoint file) for a run directory or one of its checkpoint files."""
     if path.is_dir():
@@ -184,36 +172,13 @@ def _round(state: dict[str, Any], ckpt: Path) -> int:
     return int(value)
 
 
-def expected_shapes(arch: PolicyArch) -> dict[str, tuple[int, ...]]:
-    """The names and shapes of the weights of ``arch`` (the layout the learner checkpoints and
-    :mod:`minionsrl.function.numpy_policy` reads)."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    if arch.image:
-        channels, side = arch.obs_shape[0], arch.obs_shape[1]
-        for i, (out, k, stride) in enumerate(NATURE_CONVS):
-            shapes[f"conv.{i}.weight"], shapes[f"conv.{i}.bias"] = (out, channels, k, k), (out,)
-            channels, side = out, (side - k) // stride + 1
-        layers = [("dense", channels * side * side, NATURE_DENSE), ("actor", NATURE_DENSE, arch.action_dim),
-                  ("critic", NATURE_DENSE, 1)]
-    else:
-        layers = []
-        for tower, width in (("actor", arch.action_dim), ("critic", 1)):
-            sizes = (arch.obs_dim, *arch.hidden, width)
-            layers += [(f"{tower}.{i}", sizes[i], sizes[i + 1]) for i in range(len(sizes) - 1)]
-        if not arch.discrete:
-            shapes["log_std"] = (arch.action_dim,)
-    for name, n_in, n_out in layers:
-        shapes[f"{name}.weight"], shapes[f"{name}.bias"] = (n_out, n_in), (n_out,)
-    return shapes
-
-
 def _weights(saved: Any, arch: PolicyArch, ckpt: Path) -> dict[str, np.ndarray]:
     """The checkpoint's weights, checked against the network of the run's config: same names, same shapes,
     finite numbers."""
     where = f"load_policy: checkpoint {str(ckpt)!r}"
     if not isinstance(saved, dict):
         raise ConfigError(f"{where} holds no policy weights")
-    expected = expected_shapes(arch)
+    expected = param_shapes(arch)
     if set(saved) != set(expected):
         missing, extra = sorted(set(expected) - set(saved)), sorted(set(saved) - set(expected))
         raise ConfigError(f"{where} does not match the network of its config.yaml (missing {missing}, "

@@ -55,3 +55,26 @@ class RunningMeanStd:
         self.mean = np.asarray(state["mean"], dtype=np.float64).copy()
         self.var = np.asarray(state["var"], dtype=np.float64).copy()
         self.count = float(state["count"])
+
+
+class ObsNormalizer:
+    """Observations as a policy reads them, in rollout functions and in :func:`minionsrl.load_policy`: frozen
+    normalisation with the published statistics (float32 identity when disabled); image stacks pass through as
+    they come (uint8: the network scales them)."""
+
+    def __init__(self, mean: np.ndarray | None, var: np.ndarray | None, clip: float, image: bool) -> None:
+        self.enabled = mean is not None
+        self.image = image
+        if image and self.enabled:
+            raise ValueError("image observations are not normalised with running statistics")
+        if self.enabled:
+            self.mean = mean
+            self.inv_std = 1.0 / np.sqrt(var + 1e-8)
+            self.clip = clip
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        if self.image:
+            return obs
+        if not self.enabled:
+            return np.asarray(obs, dtype=np.float32)
+        return np.clip((obs - self.mean) * self.inv_std, -self.clip, self.clip).astype(np.float32)

@@ -72,6 +72,29 @@ NATURE_CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
 NATURE_DENSE = 512
 
 
+def param_shapes(arch: PolicyArch) -> dict[str, tuple[int, ...]]:
+    """The names and shapes of the weights of ``arch``: the layout this module reads, which the learner's
+    networks keep and checkpoint."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    if arch.image:
+        channels, side = arch.obs_shape[0], arch.obs_shape[1]
+        for i, (out, k, stride) in enumerate(NATURE_CONVS):
+            shapes[f"conv.{i}.weight"], shapes[f"conv.{i}.bias"] = (out, channels, k, k), (out,)
+            channels, side = out, (side - k) // stride + 1
+        layers = [("dense", channels * side * side, NATURE_DENSE), ("actor", NATURE_DENSE, arch.action_dim),
+                  ("critic", NATURE_DENSE, 1)]
+    else:
+        layers = []
+        for tower, width in (("actor", arch.action_dim), ("critic", 1)):
+            sizes = (arch.obs_dim, *arch.hidden, width)
+            layers += [(f"{tower}.{i}", sizes[i], sizes[i + 1]) for i in range(len(sizes) - 1)]
+        if not arch.discrete:
+            shapes["log_std"] = (arch.action_dim,)
+    for name, n_in, n_out in layers:
+        shapes[f"{name}.weight"], shapes[f"{name}.bias"] = (n_out, n_in), (n_out,)
+    return shapes
+
+
 def make_numpy_policy(arch: PolicyArch, params: dict[str, np.ndarray]) -> NumpyPolicy:
     """The NumPy inference policy for ``arch``."""
     return NumpyCNNPolicy(arch, params) if arch.image else NumpyPolicy(arch, params)

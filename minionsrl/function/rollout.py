@@ -27,7 +27,7 @@ from threadpoolctl import threadpool_limits
 from minionsrl.function import faults, wire
 from minionsrl.function.envs import EnvSpec, capture_episode, make_env, restore_episode
 from minionsrl.function.fragment import Fragment, PolicySnapshot, Timings
-from minionsrl.function.normalization import Moments
+from minionsrl.function.normalization import Moments, ObsNormalizer
 from minionsrl.function.numpy_policy import NumpyPolicy
 
 # A function has about one vCPU: BLAS threads beyond one only contend (measured on the CNN's matmuls on
@@ -38,28 +38,6 @@ threadpool_limits(1, "blas")
 _ENVS: dict[str, gym.Env] = {}
 _POLICY: dict[str, tuple[PolicySnapshot, NumpyPolicy]] = {}
 _SERVED = [0]  # invocations this instance has answered: 0 means this one is its cold start
-
-
-class _ObsNormalizer:
-    """Frozen normalisation with the round's published statistics (float32 identity when disabled); image
-    stacks pass through as they come (uint8: the network scales them)."""
-
-    def __init__(self, snapshot: PolicySnapshot, image: bool) -> None:
-        self.enabled = snapshot.obs_mean is not None
-        self.image = image
-        if image and self.enabled:
-            raise ValueError("image observations are not normalised with running statistics")
-        if self.enabled:
-            self.mean = snapshot.obs_mean
-            self.inv_std = 1.0 / np.sqrt(snapshot.obs_var + 1e-8)
-            self.clip = snapshot.clip_obs
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        if self.image:
-            return obs
-        if not self.enabled:
-            return np.asarray(obs, dtype=np.float32)
-        return np.clip((obs - self.mean) * self.inv_std, -self.clip, self.clip).astype(np.float32)
 
 
 def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: int, seed: int,
@@ -87,7 +65,7 @@ def rollout_many(envs: list[gym.Env], snapshot: PolicySnapshot, policy: NumpyPol
     """:func:`rollout` of several environments in lockstep, one fragment each: every step runs the policy
     once on all their observations (batched inference: one matmul, or one im2col per convolution, for
     all of them). Each environment has its own seed, noise and carried episode."""
-    normalize = _ObsNormalizer(snapshot, policy.arch.image)
+    normalize = ObsNormalizer(snapshot.obs_mean, snapshot.obs_var, snapshot.clip_obs, policy.arch.image)
     tracks = [_Track(env, policy, normalize, steps, seed, carry) for env, seed, carry in
               zip(envs, seeds, carries, strict=True)]
     for t in range(steps):
@@ -105,7 +83,7 @@ def rollout_many(envs: list[gym.Env], snapshot: PolicySnapshot, policy: NumpyPol
 class _Track:
     """One environment's fragment in the making: its noise, buffers and episode in progress."""
 
-    def __init__(self, env: gym.Env, policy: NumpyPolicy, normalize: _ObsNormalizer, steps: int, seed: int,
+    def __init__(self, env: gym.Env, policy: NumpyPolicy, normalize: ObsNormalizer, steps: int, seed: int,
                  carry: dict[str, Any] | None) -> None:
         arch = policy.arch
         self.env, self.policy, self.normalize, self.arch = env, policy, normalize, arch
@@ -199,7 +177,7 @@ def evaluate(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, episod
              seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Run ``episodes`` full episodes (full games, raw rewards) with the deterministic policy; return
     (returns, lengths)."""
-    normalize = _ObsNormalizer(snapshot, policy.arch.image)
+    normalize = ObsNormalizer(snapshot.obs_mean, snapshot.obs_var, snapshot.clip_obs, policy.arch.image)
     returns, lengths = np.zeros(episodes), np.zeros(episodes, dtype=np.int64)
     for ep in range(episodes):
         obs, _ = env.reset(seed=seed + ep)
