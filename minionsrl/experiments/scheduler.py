@@ -26,7 +26,7 @@ import optax
 from minionsrl.config import TrainConfig
 from minionsrl.experiments.plots import line_plot
 from minionsrl.learner.networks import mlp
-from minionsrl.learner.ppo import clipped_surrogate
+from minionsrl.learner.ppo import bucket, clipped_surrogate, pad_rows, weighted_mean
 from minionsrl.scaling.minions import Episode, MinionsScaler, SchedulerAgent, SchedulerHyper, load_agent, save_agent
 
 CURVE_COLUMNS = ["job", "episode_return", "rounds", "reached", "best_eval_return", "projected_cloud_s", "wall_s",
@@ -45,15 +45,11 @@ class SchedulerOptimizer:
 def _loss(params: dict[str, jax.Array], batch: dict[str, jax.Array], hyper: SchedulerHyper) -> tuple[jax.Array, ...]:
     """Clipped surrogate + 0.5 · value loss − entropy bonus, as means over the steps the mask keeps."""
     mask = batch["mask"]
-
-    def mean(x: jax.Array) -> jax.Array:
-        return (x * mask).sum() / mask.sum()
-
     log_probs = jax.nn.log_softmax(mlp(params, "actor", batch["states"]), axis=-1)
     logp = jnp.take_along_axis(log_probs, batch["actions"][:, None], axis=-1)[:, 0]
-    entropy = mean(-(jnp.exp(log_probs) * log_probs).sum(-1))
+    entropy = weighted_mean(-(jnp.exp(log_probs) * log_probs).sum(-1), mask)
     pg = clipped_surrogate(batch["adv"], jnp.exp(logp - batch["old_logp"]), hyper.clip_coef, mask)
-    v_loss = 0.5 * mean((mlp(params, "critic", batch["states"])[:, 0] - batch["returns"]) ** 2)
+    v_loss = 0.5 * weighted_mean((mlp(params, "critic", batch["states"])[:, 0] - batch["returns"]) ** 2, mask)
     return pg - hyper.ent_coef * entropy + 0.5 * v_loss, (pg, v_loss)
 
 
@@ -86,10 +82,10 @@ def ppo_update(agent: SchedulerAgent, optimizer: SchedulerOptimizer, episode: Ep
     if len(adv) > 1:
         adv = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)  # the unbiased std
     # padded to a power of two (masked out of every mean), so jobs of different lengths share compilations
-    size = max(8, 1 << (len(steps) - 1).bit_length())
+    size = max(8, bucket(len(steps), fine=False))
 
     def pad(x: np.ndarray) -> jax.Array:
-        return jnp.asarray(np.concatenate([x, np.zeros((size - len(x), *x.shape[1:]), x.dtype)]))
+        return jnp.asarray(pad_rows(x, size))
 
     batch = {"states": pad(states), "actions": pad(np.array([t.action for t in steps], dtype=np.int32)),
              "old_logp": pad(np.array([t.logprob for t in steps], dtype=np.float32)),
