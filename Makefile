@@ -6,15 +6,20 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test test-fast lint bench clean
 
-$(STAMP): pyproject.toml
+# ranges in pyproject.toml, the exact tested versions in constraints.txt
+PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
+
+# (a venv made before pygame-ce replaced pygame loses pygame first: both install pygame/)
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -e ".[all]"
+	$(PY) -m pip uninstall -q -y pygame 2>/dev/null || true
+	$(PIP_INSTALL) -e ".[all]"
 	touch $(STAMP)
 
 # the benchmarks' baselines (Stable-Baselines3 on torch): torch first, exactly as pinned, so nothing pulls another build
 $(VENV)/.bench: $(STAMP)
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[bench]"
+	$(PIP_INSTALL) torch==2.13.0
+	$(PIP_INSTALL) -e ".[bench]"
 	touch $@
 
 run: $(STAMP)

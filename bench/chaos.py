@@ -6,7 +6,8 @@ One command, run from the repository root:
 
 1. A fault-free reference: ``minionsrl train`` on Hopper-v5 for ``--rounds`` rounds.
 2. The same command with ``--fault-rate`` of invocation attempts failing in mixed ways (raise, hang, SIGKILL of
-   the instance, reply delivered twice, corrupted reply), the learner SIGKILLed ``--kills`` times — the first
+   the instance, reply delivered twice, corrupted reply, call refused by the platform (throttled), allocation
+   past the function's memory (out of memory)), the learner SIGKILLed ``--kills`` times — the first
    in the middle of writing a checkpoint (the checkpoint module's test hook stops it half-written), the others
    mid-round — and restarted with ``--resume`` each time.
 3. The chaos run's outputs against the reference: rounds completed, invocations lost vs retried, batches
@@ -36,7 +37,7 @@ from minionsrl.loop.metrics import LEARNING_COLUMNS, read_rows
 
 DOC = ROOT / "docs" / "RELIABILITY.md"
 # how the fault rate is split over the kinds (shares of --fault-rate)
-MIX = {"raise": 0.25, "kill": 0.25, "malformed": 0.2, "duplicate": 0.2, "hang": 0.1}
+MIX = {"raise": 0.2, "kill": 0.2, "malformed": 0.15, "duplicate": 0.15, "hang": 0.1, "throttle": 0.15, "oom": 0.05}
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -131,6 +132,8 @@ def compare(ref: Path, run: Path, kills: list[dict[str, Any]], args: argparse.Na
         "faults_injected": faults,
         "failed": sum(int(r["failed"]) for r in m_run), "retried": sum(int(r["retried"]) for r in m_run),
         "timed_out": sum(int(r["timed_out"]) for r in m_run), "duplicates": sum(int(r["duplicates"]) for r in m_run),
+        "throttled": sum(int(r.get("throttled") or 0) for r in m_run),
+        "oom": sum(1 for r in inv_run if r["status"] == "oom"),
         "lost": sum(int(r["lost"]) for r in m_run),
         "fragments_accepted": len(good_run), "fragments_reference": len(good_ref),
         "batches_corrupted": sum(1 for key, d in good_run.items() if good_ref.get(key) != d),
@@ -154,8 +157,10 @@ def render(res: dict[str, Any], args: argparse.Namespace, started: float, ended:
         ["invocation attempts (first tries + retries)", f"{res['attempts']} ({res['first_tries']} + {res['retried']})"],
         ["faults injected (share of attempts)", ", ".join(f"{k} {v}" for k, v in res["faults_injected"].items())
          + f" ({100 * res['fault_share']:.1f}%)"],
-        ["failed / retried / timed out / duplicates discarded",
-         f"{res['failed']} / {res['retried']} / {res['timed_out']} / {res['duplicates']}"],
+        ["failed (out of memory among them) / retried / timed out / duplicates discarded",
+         f"{res['failed']} ({res['oom']}) / {res['retried']} / {res['timed_out']} / {res['duplicates']}"],
+        ["calls refused by the platform (throttled: backed off and retried, not counted against --max-retries)",
+         str(res["throttled"])],
         ["invocations lost (slots without a fragment)", str(res["lost"])],
         ["fragments accepted vs fault-free run", f"{res['fragments_accepted']} vs {res['fragments_reference']}"],
         ["batches corrupted (accepted fragment differs from the fault-free run's)", str(res["batches_corrupted"])],

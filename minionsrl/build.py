@@ -67,7 +67,7 @@ def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
         from minionsrl.backends.local import LocalBackend
 
         return LocalBackend(key, max_concurrency=cfg.max_concurrency, idle_timeout_s=cfg.idle_timeout_s,
-                            invocation_timeout_s=cfg.invocation_timeout_s)
+                            invocation_timeout_s=cfg.invocation_timeout_s, memory_mb=cfg.function_memory_mb)
     if cfg.backend == "server":
         from minionsrl.backends.server import ServerBackend
 
@@ -132,7 +132,8 @@ def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
     from minionsrl.learner import learners, runtime
     from minionsrl.learner.ppo import PPOParams
 
-    reference_batch = cfg.actors * cfg.fragment_length * cfg.envs_per_function  # what the budgets are relative to
+    # what the budgets and the learning-rate rule are relative to
+    reference_batch = (cfg.reference_actors or cfg.actors) * cfg.fragment_length * cfg.envs_per_function
     params = PPOParams(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(PPOParams)
                           if f.name != "reference_batch"}, reference_batch=reference_batch)
     norm = learners.Normalization(cfg.normalize_obs, cfg.normalize_reward, cfg.clip_obs, cfg.clip_reward)

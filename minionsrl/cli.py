@@ -15,7 +15,7 @@ from typing import Any
 
 from minionsrl import config
 from minionsrl.config import FIELDS
-from minionsrl.errors import ConfigError, InvocationError
+from minionsrl.errors import ClusterLost, ConfigError, InvocationError
 from minionsrl.redact import redact_text
 
 
@@ -162,6 +162,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             summary = run_trainer(trainer, on_round=display.update)  # the rounds, the plots (and W&B: --track)
     except KeyboardInterrupt:
         raise Interrupted(f"continue with --resume --run-dir {shlex.quote(str(trainer.run_dir))}") from None
+    except ClusterLost as exc:  # the one line names the run to resume
+        raise ClusterLost(f"{exc} --run-dir {shlex.quote(str(trainer.run_dir))}") from None
     display.print_summary(summary, trainer.run_dir)
     return 0
 
@@ -271,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"minionsrl: error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
+    except ClusterLost as exc:
+        print(f"minionsrl: cluster lost: {redact_text(str(exc))}", file=sys.stderr)
+        return 1
     except InvocationError as exc:
         print(f"minionsrl: invocation failed: {redact_text(str(exc))}", file=sys.stderr)
         return 1

@@ -1,7 +1,8 @@
 """The run configuration: one flat dataclass, reachable from the CLI (``--kebab-case``) and YAML.
 
 Resolution order: field defaults ← YAML file (``--config``) ← command-line flags ← preset (fills
-whatever is still unset, chosen from the environment's family). ``config.yaml`` in the run
+whatever is still unset, chosen from the environment's family; under ``--preset auto`` the env's own
+``ENV_PRESETS`` row, where it has one, over the family's). ``config.yaml`` in the run
 directory holds the fully resolved result. Every field is validated before any work starts; a bad
 one raises a one-line :class:`~minionsrl.errors.ConfigError` naming the field and the fix.
 """
@@ -59,6 +60,32 @@ NITRO_PRESET: dict[str, Any] = dict(num_minibatches=1, update_epochs=30, learnin
                                     gae_lambda=1.0, clip_coef=0.3, vf_clip=10.0, vf_coef=1.0, ent_coef=0.0,
                                     max_grad_norm=0.0, kl_coef=0.2, kl_target=0.01, normalize_obs=False,
                                     normalize_reward=False)
+# Per-env settings over the family preset, for the classic-control envs whose family preset does not learn them
+# within rl-baselines3-zoo's PPO step budget (bench/classic_control.py, docs/BENCHMARKS.md). ``--preset auto``
+# applies the env's row on top of its family's preset; naming a preset (``--preset classic``) gives the bare
+# family values. Keyed by the exact Gymnasium id. Adapted from the zoo's tuned hyperparams/ppo.yml: its
+# n_envs x n_steps is our actors (8 by default) x fragment_length, so that a round's batch matches the zoo's;
+# "normalize" is our normalize_obs and normalize_reward; budgets are the zoo's or fewer steps, as far as our
+# probes needed. The zoo's state-dependent exploration (gSDE, on Pendulum and MountainCarContinuous) has no
+# counterpart here: Pendulum adds reward scaling instead (without it, a probe ended at -1,137 after 100k steps).
+# LunarLander's returns are in the hundreds and unscaled, so the value loss is not clipped (the zoo's SB3 does
+# not clip it either): clipped at 0.2 per update, a probe's value function lagged and ended at 102 after 1M steps.
+# CartPole-v1 keeps the bare classic preset (bench/cartpole.py times it to a return of 500).
+ENV_PRESETS: dict[str, dict[str, Any]] = {
+    "Acrobot-v1": dict(total_timesteps=200_000, fragment_length=512, learning_rate=3e-4, anneal_lr=False,
+                       gae_lambda=0.94, minibatch_size=64, ent_coef=0.0, normalize_obs=True, normalize_reward=True),
+    "MountainCar-v0": dict(total_timesteps=300_000, fragment_length=256, eval_every=10, learning_rate=3e-4,
+                           anneal_lr=False, gae_lambda=0.98, minibatch_size=64, ent_coef=0.0, normalize_obs=True,
+                           normalize_reward=True),
+    "MountainCarContinuous-v0": dict(total_timesteps=20_000, fragment_length=8, eval_every=20, learning_rate=7.77e-5,
+                                     gamma=0.9999, gae_lambda=0.9, update_epochs=10, minibatch_size=256,
+                                     clip_coef=0.1, ent_coef=0.00429, vf_coef=0.19, max_grad_norm=5.0,
+                                     normalize_obs=True, normalize_reward=True),
+    "Pendulum-v1": dict(total_timesteps=100_000, fragment_length=512, learning_rate=1e-3, anneal_lr=False,
+                        gamma=0.9, update_epochs=10, minibatch_size=64, ent_coef=0.0, normalize_reward=True),
+    "LunarLander-v3": dict(total_timesteps=1_000_000, fragment_length=2048, learning_rate=3e-4, anneal_lr=False,
+                           gamma=0.999, gae_lambda=0.98, minibatch_size=64, clip_vloss=False),
+}
 # Applied over the family preset. IMPALA takes one pass, one SGD step per group of whole fragments
 # (Espeholt et al. 2018); APPO keeps PPO's epochs, minibatches and clipping.
 ALGO_PRESETS: dict[str, dict[str, Any]] = {"ppo": {}, "appo": {}, "impala": dict(update_epochs=1)}
@@ -84,7 +111,9 @@ class TrainConfig:
 
     env_id: str = _f("CartPole-v1", "Gymnasium id or custom entry point package.module:ClassName", group="env")
     env_kwargs: dict = _f({}, "keyword arguments for the environment constructor (JSON on the CLI)", group="env")
-    preset: str = _f("auto", "hyper-parameter preset: auto picks by env family", choices=PRESET_NAMES, group="run")
+    preset: str = _f("auto", "hyper-parameter preset: auto picks by env family, then applies the env's own row of "
+                     f"ENV_PRESETS where it has one ({', '.join(ENV_PRESETS)}; README)",
+                     choices=PRESET_NAMES, group="run")
     total_timesteps: int | None = _f(None, "stop after this many environment steps", min=1, group="run", learning=False)
     max_rounds: int | None = _f(None, "stop after this many rounds", min=1, group="run", learning=False)
     target_return: float | None = _f(None, "stop once the mean evaluation return reaches this",
@@ -128,6 +157,9 @@ class TrainConfig:
     eval_every: int | None = _f(None, "evaluate every this many rounds (0: only at the end)", min=0,
                                 group="eval", learning=False)
     eval_episodes: int = _f(10, "episodes per evaluation (deterministic policy)", min=1, group="eval", learning=False)
+    eval_overlap: bool = _f(True, "run a round's evaluation beside the next round's functions (they use the same "
+                            "policy), its row written once it returns; off: after the update, as the round's last "
+                            "step. The last round always evaluates after its update", group="eval", learning=False)
     run_dir: str | None = _f(None, "output directory (default runs/<env>__<seed>__<time>)", group="run", learning=False)
     learning_rate: float | None = _f(None, "Adam learning rate", positive=True, group="learner")
     anneal_lr: bool | None = _f(None, "anneal the learning rate linearly to 0 over total_timesteps", group="learner")
@@ -142,7 +174,11 @@ class TrainConfig:
     learner_budget: str = _f("per-sample", "how the update's work follows the actor count: per-sample (minibatches "
                              "of a fixed size: SGD steps grow with n), per-round (a fixed number of minibatches) or "
                              "fixed-compute (a fixed number of steps of a fixed size: fewer epochs as n grows); the "
-                             "reference is a batch of --actors functions", choices=LEARNER_BUDGETS, group="learner")
+                             "reference is a batch of --reference-actors functions", choices=LEARNER_BUDGETS,
+                             group="learner")
+    reference_actors: int | None = _f(None, "the actor count whose batch the learner budget and the learning-rate "
+                                      "rule are relative to (default: --actors); a comparison gives every arm the "
+                                      "same one", min=1, group="learner")
     lr_batch_scaling: str = _f("none", "learning rate for larger batches: none, or sqrt (times sqrt(batch / reference "
                                "batch))", choices=("none", "sqrt"), group="learner")
     norm_adv: bool | None = _f(None, "normalise advantages per minibatch", group="learner")
@@ -198,8 +234,9 @@ class TrainConfig:
                                     group="backend", learning=False)
     prices: str | None = _f(None, "price catalogue YAML for the cost ledger (default: the shipped one)", group="cost")
     platform: str = _f("aws_lambda_x86", "function platform the ledger bills", choices=PLATFORMS, group="cost")
-    function_memory_mb: float = _f(1769.0, "memory of one function (1769 MB = 1 vCPU on Lambda)", min=128, max=10240,
-                                   group="cost")
+    function_memory_mb: float = _f(1769.0, "memory of one function (1769 MB = 1 vCPU on Lambda); the local backend "
+                                   "stops an instance that holds more, as the platform would (status oom)", min=128,
+                                   max=10240, group="cost")
     cold_start_s: float = _f(1.0, "modelled cold start of a cloud function, for the projected cloud time", min=0.0,
                              group="cost")
     budget_usd: float | None = _f(None, "stop before a round that would take the serverless cost past this",
@@ -219,6 +256,10 @@ class TrainConfig:
     wandb_entity: str | None = _f(None, "W&B team or user of --track (default: your W&B default entity)",
                                   group="run", learning=False)
     progress: bool = _f(True, "show a live progress display", group="run", learning=False)
+    fault_throttle: float = _f(0.0, "fault injection: probability that the platform refuses an invocation (throttled: "
+                               "backed off and retried)", min=0.0, max=1.0, group="faults", learning=False)
+    fault_oom: float = _f(0.0, "fault injection: probability that an invocation allocates past its function's memory",
+                          min=0.0, max=1.0, group="faults", learning=False)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -245,17 +286,20 @@ def fields_of(groups: tuple[str, ...] = GROUPS) -> list[str]:
 
 def help_text(name: str) -> str:
     """A field's ``--help`` line: its help and its default, or, where a preset decides it, the preset's values
-    (per family, then where ``--preset nitro`` or an algo changes them), as CleanRL's tyro help shows defaults."""
+    (per family, then where ``--preset nitro`` or an algo changes them, then the envs whose ``ENV_PRESETS`` row
+    sets it under ``--preset auto``), as CleanRL's tyro help shows defaults."""
     f = FIELDS[name]
     text = f.metadata["help"]
     default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
     if default is not None:
         return f"{text} (default: {_cli_value(default)})"
     families, overlays = preset_values(name)
+    per_env = ", ".join(f"{env_id} {_cli_value(row[name])}" for env_id, row in ENV_PRESETS.items() if name in row)
+    per_env = f" (auto, per env: {per_env})" if per_env else ""
     if families:
-        return f"{text} (default: from the preset: {'; '.join(filter(None, (families, overlays)))})"
+        return f"{text} (default: from the preset: {'; '.join(filter(None, (families, overlays)))}){per_env}"
     if overlays:
-        return f"{text} (default: unset; from the preset: {overlays})"
+        return f"{text} (default: unset; from the preset: {overlays}){per_env}"
     return text if "default" in text else f"{text} (default: unset)"
 
 
@@ -272,6 +316,14 @@ def preset_values(name: str) -> tuple[str, str]:
     changed += [f"{label} unset" for label, values in overlays.items()
                 if name == "minibatch_size" and "num_minibatches" in values]
     return per_family, ", ".join(changed)
+
+
+def preset_flags(values: dict[str, Any]) -> str:
+    """Preset values as the command-line flags that set them (``--fragment-length 512 --no-anneal-lr``): an
+    ``ENV_PRESETS`` row is ``--preset classic`` plus these flags."""
+    return " ".join((f"--{name}" if value else f"--no-{name}") if isinstance(value, bool) else
+                    f"--{name} {_cli_value(value)}" for name, value in
+                    ((k.replace("_", "-"), v) for k, v in values.items()))
 
 
 def _cli_value(value: Any) -> str:
@@ -313,10 +365,12 @@ def build(overrides: dict[str, Any]) -> TrainConfig:
 
 
 def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
-    """Fill unset fields from the preset (``auto``: by env family) and a default run dir; validate."""
+    """Fill unset fields from the preset (``auto``: by env family, with the env's ``ENV_PRESETS`` row over it) and
+    a default run dir; validate."""
     family = family if family in PRESETS else "classic"
     name = family if cfg.preset in ("auto", "nitro") else cfg.preset
-    preset = {**PRESETS[name], **(NITRO_PRESET if cfg.preset == "nitro" else {}), **ALGO_PRESETS[cfg.algo]}
+    preset = {**PRESETS[name], **env_preset(cfg), **(NITRO_PRESET if cfg.preset == "nitro" else {}),
+              **ALGO_PRESETS[cfg.algo]}
     if "num_minibatches" in preset:  # a preset's minibatch count replaces the family's minibatch size
         preset.pop("minibatch_size", None)
     if cfg.minibatch_size is not None and cfg.num_minibatches is not None:
@@ -335,6 +389,11 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
         cfg = dataclasses.replace(cfg, run_dir=f"runs/{safe_env}__{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}")
     validate(cfg)
     return cfg
+
+
+def env_preset(cfg: TrainConfig) -> dict[str, Any]:
+    """The env's own settings over its family preset (:data:`ENV_PRESETS`): only under ``--preset auto``."""
+    return dict(ENV_PRESETS.get(cfg.env_id, {})) if cfg.preset == "auto" else {}
 
 
 def validate(cfg: TrainConfig, require_stop: bool = True) -> None:

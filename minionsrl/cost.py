@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from minionsrl.backends.base import OK, InvocationRecord
+from minionsrl.backends.base import OK, THROTTLED, InvocationRecord
 from minionsrl.errors import ConfigError
 
 SECONDS_PER_MONTH = 30 * 24 * 3600
@@ -125,6 +125,11 @@ class RoundBill:
     actor_hosts: int
 
 
+def training(records: list[InvocationRecord]) -> list[InvocationRecord]:
+    """The records of training invocations."""
+    return [r for r in records if r.kind == "train"]
+
+
 class CostLedger:
     """Bills every round both ways and keeps the running totals (checkpointed)."""
 
@@ -152,22 +157,26 @@ class CostLedger:
     def hosts_for(self, n_actors: int) -> int:
         return math.ceil(n_actors / self.vcpus_per_host)
 
-    def projected_s(self, round_s: float, sample_s: float, records: list[InvocationRecord]) -> float:
-        """What the round (so far) takes in the cloud: the learner's part of it as measured, and its slowest
-        training function on an instance of its own (a modelled cold start, or its measured warm init)."""
-        slowest = max((self._cloud_latency(r) for r in records if r.kind == "train"), default=0.0)
+    def projected_s(self, round_s: float, sample_s: float, sampling: list[InvocationRecord]) -> float:
+        """What the round (so far) takes in the cloud: the learner's part of it as measured, and the slowest
+        function it waited for before its update (``sampling``: the training ones, and an evaluation run beside
+        them) on an instance of its own (a modelled cold start, or its measured warm init)."""
+        slowest = max((self._cloud_latency(r) for r in sampling), default=0.0)
         return max(round_s - sample_s, 0.0) + slowest
 
     def serverless_usd(self, host_s: float, records: list[InvocationRecord]) -> float:
         """The serverless cost of a round (or of its part so far): the learner host for ``host_s``, the
         functions and their requests."""
-        functions = sum(self.pricing.invocation_usd(r, self.memory_mb) for r in records)
-        return self.learner_usd_s * host_s + functions + len(records) * self.pricing.usd_per_request
+        ran = [r for r in records if r.status != THROTTLED]  # a platform bills no call it refused
+        functions = sum(self.pricing.invocation_usd(r, self.memory_mb) for r in ran)
+        return self.learner_usd_s * host_s + functions + len(ran) * self.pricing.usd_per_request
 
-    def bill_round(self, round_s: float, sample_s: float, records: list[InvocationRecord], n_actors: int) -> RoundBill:
+    def bill_round(self, round_s: float, sample_s: float, records: list[InvocationRecord], n_actors: int,
+                   sampling: list[InvocationRecord] | None = None) -> RoundBill:
         """Bill one round from its wall time and invocation records, hosts over the projected round; update
-        the totals."""
-        projected = self.projected_s(round_s, sample_s, records)
+        the totals. ``sampling``: the records the round waited for before its update (default: the training
+        ones; an evaluation after the update is in the learner's measured part)."""
+        projected = self.projected_s(round_s, sample_s, training(records) if sampling is None else sampling)
         hosts = self.hosts_for(n_actors)
         added = max(hosts - self.actor_hosts, 0)
         startup = self.startup_s if added else 0.0

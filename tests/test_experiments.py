@@ -43,6 +43,21 @@ def test_arm_parsing() -> None:
         Arm.parse("fixed:4@lambda")
 
 
+def test_an_arms_learner_budget_is_relative_to_the_base_configs_actors() -> None:
+    """fixed:64/per-round keeps the minibatch count of the base's 8-actor batch (64 minibatches of 64 there):
+    relative to its own 64 actors it would be per-sample again, 512 minibatches."""
+    from minionsrl.build import make_learner, prepare_config
+    from minionsrl.function.numpy_policy import PolicyArch
+    from minionsrl.learner.ppo import update_plan
+
+    base = TrainConfig(env_id="Hopper-v5", actors=8, fragment_length=512, minibatch_size=64, max_rounds=1)
+    for budget, chunks in (("per-round", 64), ("per-sample", 512), ("fixed-compute", 512)):
+        cfg, _ = prepare_config(Arm.parse(f"fixed:64/{budget}").apply(base))
+        assert cfg.actors == 64 and cfg.reference_actors == 8
+        learner = make_learner(cfg, PolicyArch(11, 3, False, (64, 64)))
+        assert update_plan(64 * 512, learner.ppo.params)[0] == chunks, budget
+
+
 def test_compare_writes_table_csv_and_plots_and_server_learns_the_same(tmp_path) -> None:
     arms = [Arm("fixed", 4, "server"), Arm("fixed", 4), Arm("hydrozoa")]
     results = run_compare(_cfg(tmp_path), arms, [1], tmp_path / "cmp", target_return=1.0)

@@ -65,7 +65,7 @@ def test_draw_does_not_depend_on_the_order_of_the_rates():
     rates = {"raise": 0.1, "hang": 0.05, "kill": 0.15, "duplicate": 0.1, "malformed": 0.2}
     keys = [(r, s, a, k) for r in range(1, 6) for s in range(10) for a in range(2) for k in ("train", "eval")]
     expected = [faults.FaultPlan(rates, seed=7).draw(*key) for key in keys]
-    assert {d["kind"] for d in expected if d} == set(faults.KINDS)  # every kind is drawn somewhere
+    assert {d["kind"] for d in expected if d} == set(rates)  # every kind given a rate is drawn somewhere
     for order in itertools.permutations(rates):
         plan = faults.FaultPlan({kind: rates[kind] for kind in order}, seed=7)
         assert [plan.draw(*key) for key in keys] == expected, order
@@ -163,7 +163,8 @@ def test_faults_do_not_change_what_is_learned(faulty_and_clean):
 def test_every_fault_kind_is_enacted_counted_and_listed(faulty_and_clean):
     _, faulty = faulty_and_clean
     rows, metrics = _csv(faulty / "invocations.csv"), read_metrics(faulty)
-    assert {r["fault"] for r in rows} == {"", *faults.KINDS}
+    # throttle and oom: tests/test_cluster_faults.py
+    assert {r["fault"] for r in rows} == {"", *(k for k in faults.KINDS if k not in ("throttle", "oom"))}
     by_fault = {kind: [r for r in rows if r["fault"] == kind and r["status"] != "duplicate"] for kind in faults.KINDS}
     assert all(r["status"] == "failed" and "InjectedFault" in r["error"] for r in by_fault["raise"])
     assert all(r["status"] == "timed_out" and "timed out" in r["error"] for r in by_fault["hang"])
@@ -252,5 +253,6 @@ def test_fault_injection_on_other_backends_learns_what_a_clean_run_learns(backen
     learned = [{k: r[k] for k in LEARNING_COLUMNS} for r in read_metrics(tmp_path / backend)]
     assert learned == [{k: r[k] for k in LEARNING_COLUMNS} for r in read_metrics(clean)]
     rows = _csv(tmp_path / backend / "invocations.csv")
-    assert {r["fault"] for r in rows} == {"", *faults.KINDS}
+    # throttle and oom: tests/test_cluster_faults.py
+    assert {r["fault"] for r in rows} == {"", *(k for k in faults.KINDS if k not in ("throttle", "oom"))}
     assert {r["status"] for r in rows} >= {"ok", "failed", "timed_out", "duplicate"}

@@ -86,7 +86,7 @@ def test_every_slot_ok_first_time():
     got, backend = _gather(lambda s, a: "ok")
     assert got.results == {0: 0, 1: 1, 2: 2, 3: 3} and got.lost == []
     assert gather.fault_counts(got.attempts, 0) == {"failed": 0, "retried": 0, "timed_out": 0, "duplicates": 0,
-                                                   "lost": 0}
+                                                   "lost": 0, "throttled": 0}
     assert len(backend.submitted) == 4
 
 
@@ -96,7 +96,7 @@ def test_failures_are_retried_until_they_succeed():
     assert got.results == {0: 0, 1: 1, 2: 2, 3: 3} and got.lost == []
     assert [(r["slot"], r["attempt"]) for r in backend.submitted[4:]] == [(1, 1), (2, 1), (1, 2)]
     assert gather.fault_counts(got.attempts, 0) == {"failed": 3, "retried": 3, "timed_out": 1, "duplicates": 0,
-                                                   "lost": 0}
+                                                   "lost": 0, "throttled": 0}
     bad = next(a for a in got.attempts if a.slot == 2 and a.attempt == 0)
     assert bad.status == gather.FAILED and "malformed reply: missing x" in bad.reply.record.error
 

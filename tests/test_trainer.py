@@ -100,7 +100,11 @@ def test_invocations_csv(finished_run):
         assert [r["invocation_id"] for r in train] == [f"r{rnd}-train-{s}" for s in range(3)]
         assert [int(r["seed"]) for r in train] == [invocation_seed(3, rnd, s, 0) for s in range(3)]
         evals = [r for r in rows if r["round"] == str(rnd) and r["kind"] == "eval"]
-        assert len(evals) == (3 if rnd % 2 == 0 else 0)  # 4 episodes over min(4, n=3) slots
+        # 4 episodes over min(4, n=3) slots: round 2's evaluation runs (and is listed) beside round 3's
+        # functions, the last round's after its update
+        assert len(evals) == (3 if rnd in (3, 4) else 0)
+        assert {r["seed"] for r in evals} == ({str(invocation_seed(3, rnd - (rnd == 3), s, 1)) for s in range(3)}
+                                              if evals else set())
     assert all(r["status"] == "ok" for r in rows)
     assert all(int(r["bytes_in"]) > 0 and int(r["bytes_out"]) > 0 and float(r["cpu_s"]) > 0 for r in rows)
     cold = [r for r in rows if r["cold"] == "True"]
@@ -276,13 +280,47 @@ def test_ctrl_c_says_how_to_resume_this_run(tmp_path, subprocess_env):
     assert f"continue with --resume --run-dir '{run_dir}'" in err.decode()
 
 
-def test_the_round_whose_evaluation_reaches_the_target_is_the_last(tmp_path):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_the_round_whose_evaluation_reaches_the_target_is_the_last(tmp_path, overlap):
     """The stop is decided before a round's evaluation (so a budget stop still evaluates) and again after it:
-    a round that evaluates at the target ends the run, with no extra round."""
+    a round that evaluates at the target ends the run, with no extra round; an evaluation run beside the next
+    round's functions ends the run after that round (its fragments, already paid for, are learned from)."""
     cfg = TrainConfig(env_id="CartPole-v1", actors=2, fragment_length=32, max_rounds=5, eval_every=2, eval_episodes=1,
-                      target_return=1.0, progress=False, tensorboard=False, run_dir=str(tmp_path / "r"))
+                      target_return=1.0, eval_overlap=overlap, progress=False, tensorboard=False,
+                      run_dir=str(tmp_path / "r"))
     summary = make_trainer(cfg).run()  # any evaluation returns >= 1 on CartPole
-    assert summary["rounds"] == 2 and summary["stopped_by"] == "target_return"
+    assert summary["rounds"] == 2 + overlap and summary["stopped_by"] == "target_return"
+    assert [r["eval_return_mean"] != "" for r in read_metrics(tmp_path / "r")] == [False, True, *[True] * overlap]
+
+
+def test_an_evaluation_beside_the_next_round_gives_the_same_rows(tmp_path):
+    """Overlapping changes when an evaluation runs, not what it returns: the same seeds evaluate the same
+    policy, so every learning column matches a run that evaluates after each update."""
+    for overlap in (False, True):
+        _train(tmp_path / str(overlap), eval_overlap=overlap, eval_every=2, eval_episodes=2, max_rounds=5)
+    beside, after = _learning(tmp_path / "True"), _learning(tmp_path / "False")
+    assert [r["eval_return_mean"] != "" for r in beside] == [False, True, False, True, True]
+    assert beside == after
+
+
+def test_a_row_held_for_its_evaluation_survives_a_stop_and_is_written_once(tmp_path):
+    """A checkpoint taken while its round's evaluation ran beside the next round holds that round's row: a run
+    stopped there (row not yet written) or one round later (row written, next checkpoint not) writes the row
+    exactly once on --resume, with the evaluation an uninterrupted run got."""
+    base = {"env_id": "CartPole-v1", "actors": 2, "fragment_length": 32, "eval_every": 2, "eval_episodes": 2,
+            "max_rounds": 4, "checkpoint_every": 2, "progress": False, "tensorboard": False}
+    make_trainer(TrainConfig(**base, run_dir=str(tmp_path / "straight"))).run()
+    for stop_after in (2, 3):
+        run_dir = tmp_path / f"stopped-{stop_after}"
+        trainer = make_trainer(TrainConfig(**base, run_dir=str(run_dir)))
+        try:
+            for _ in range(stop_after):
+                trainer.run_round()
+        finally:
+            trainer.close()
+        assert [r["round"] for r in read_metrics(run_dir)] == ["1", "2", "3"][: 2 * stop_after - 3]
+        make_trainer(TrainConfig(**base, run_dir=str(run_dir)), resume=True).run()
+        assert _learning(run_dir) == _learning(tmp_path / "straight"), stop_after
 
 
 def test_checkpoints_are_written_in_the_background_and_their_errors_surface(tmp_path, monkeypatch):

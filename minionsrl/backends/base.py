@@ -18,6 +18,15 @@ from minionsrl.function import wire
 
 # What happened to an invocation: one vocabulary for backends, the gather policy and invocations.csv.
 OK, FAILED, TIMED_OUT, CANCELLED = "ok", "failed", "timed_out", "cancelled"
+# Two failures named by their cause: the platform refused the call (it never ran: back off, then retry), and the
+# function ran out of memory (killed at its limit, or its allocation failed: retried as a failure).
+THROTTLED, OOM = "throttled", "oom"
+# How platforms word them (matched case-insensitively in a failed invocation's error): AWS Lambda's
+# TooManyRequestsException / HTTP 429 "Rate exceeded" (Lithops' AWS backend raises "Error 429: ..."); Python's
+# MemoryError, Ray's OutOfMemoryError, Lithops' "exceeded the memory available to it", Lambda's
+# "Runtime.OutOfMemory", and our local backend's "out of memory".
+THROTTLE_MARKERS = ("toomanyrequests", "rate exceeded", "error 429", "http 429", "throttl")
+OOM_MARKERS = ("memoryerror", "outofmemory", "out of memory", "exceeded the memory", "exceeded maximum memory")
 
 
 @dataclass
@@ -34,7 +43,7 @@ class InvocationRecord:
     duration_s: float = 0.0  # dispatch to reply, as the caller saw it
     bytes_in: int = 0  # request + policy bytes the function fetched
     bytes_out: int = 0  # reply bytes
-    status: str = OK  # OK | FAILED | TIMED_OUT (ran past the invocation timeout, stopped) | CANCELLED
+    status: str = OK  # OK | FAILED | TIMED_OUT (ran past the invocation timeout, stopped) | CANCELLED | THROTTLED | OOM
     error: str = ""
 
     def row(self) -> dict[str, Any]:
@@ -70,6 +79,7 @@ def make_reply(record: InvocationRecord, data: bytes | None, key: bytes, cold_st
         return Reply(record)
     if meta.get("type") == "error":
         record.status, record.error = FAILED, str(meta.get("error", "function failed"))
+        classify_failure(record)
         return Reply(record, meta=meta)
     instance = meta.get("instance")
     if isinstance(instance, dict) and not record.instance_id:  # remote platforms: the function says where it ran
@@ -80,6 +90,59 @@ def make_reply(record: InvocationRecord, data: bytes | None, key: bytes, cold_st
     record.cpu_s = float(timings.get("cpu_s", 0.0))
     record.bytes_in += int(meta.get("policy_bytes", 0))
     return Reply(record, arrays, meta)
+
+
+def classify_failure(record: InvocationRecord) -> InvocationRecord:
+    """Name a failed invocation's cause where its error says it: THROTTLED (the platform refused the call) or
+    OOM (the function ran out of memory); any other failure stays FAILED. Time-outs and cancellations keep
+    their status. Returns the record."""
+    if record.status == FAILED:
+        text = record.error.lower()
+        if any(m in text for m in THROTTLE_MARKERS):
+            record.status = THROTTLED
+        elif any(m in text for m in OOM_MARKERS):
+            record.status = OOM
+    return record
+
+
+def throttle_refusal(request: dict[str, Any]) -> str | None:
+    """The platform's refusal of a request that carries an injected ``throttle`` fault (worded as AWS Lambda's),
+    or None. Refusing is the platform's doing, before any function runs, so each backend enacts it at submission
+    (:class:`Refusals`), as :class:`~minionsrl.backends.duplicating.DuplicatingBackend` enacts duplicates."""
+    fault = request.get("fault") or {}
+    if fault.get("kind") != "throttle":
+        return None
+    return (f"TooManyRequestsException: Rate exceeded (injected throttle: the platform refused "
+            f"{request.get('id')}; it never ran)")
+
+
+class Refusals:
+    """Calls the platform refused at submission (throttled): never started, answered at the next ``collect``."""
+
+    def __init__(self) -> None:
+        self.replies: list[Reply] = []
+
+    def __len__(self) -> int:
+        return len(self.replies)
+
+    def admit(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The requests the platform accepts; the others are kept as THROTTLED replies (not billed: duration 0)."""
+        accepted = []
+        for request in requests:
+            why = throttle_refusal(request)
+            if why is None:
+                accepted.append(request)
+            else:
+                self.replies.append(Reply(InvocationRecord(invocation_id=str(request["id"]),
+                                                           kind=str(request["kind"]), status=THROTTLED, error=why)))
+        return accepted
+
+    def take(self, ids: Iterable[str] | None = None) -> list[Reply]:
+        """Remove and return the refusals (all, or those in ``ids``)."""
+        wanted = None if ids is None else set(ids)
+        taken = [r for r in self.replies if wanted is None or r.record.invocation_id in wanted]
+        self.replies = [r for r in self.replies if all(r is not t for t in taken)]
+        return taken
 
 
 @dataclass(eq=False)

@@ -19,6 +19,14 @@ in the call; on a cloud platform each function derives it from a secret in its o
 (``MINIONSRL_FUNCTION_KEY``, set on the deployed function, never in the Lithops config) and a random
 per-run nonce that is in the call. Replies are signed with the invocation's own key
 (:func:`minionsrl.function.wire.invocation_key`), so one cannot stand in for another.
+
+Throttling: Lithops retries a refused invocation itself on OpenWhisk and Azure (their HTTP 429), and on AWS
+Lambda its invoker raises ``Error 429: ...`` in a thread of its own, which only logs it, so such a call shows up
+here as a time-out; an injected ``throttle`` fault is refused at submission
+(:class:`~minionsrl.backends.base.Refusals`) and counted ``throttled``. Out of memory: a function whose process
+Lithops saw SIGKILLed (its handler reports a ``MemoryError``: "what the out-of-memory killer does"), or whose
+own allocation failed (``MemoryError`` in its error reply), is recorded ``oom``; functions learn their memory
+(``runtime_memory``) from ``MINIONSRL_FUNCTION_MEMORY_MB``.
 """
 
 from __future__ import annotations
@@ -34,10 +42,11 @@ from typing import Any
 
 import yaml
 
-from minionsrl.backends.base import Reply, retire_policies
+from minionsrl.backends.base import Refusals, Reply, retire_policies
 from minionsrl.backends.remote import RemoteBackend, private_file, remove_private_file
 from minionsrl.errors import ConfigError
 from minionsrl.function import rollout, wire
+from minionsrl.function.faults import MEMORY_ENV
 
 _SYS_PATH_VAR = "MINIONSRL_SYS_PATH"
 _DONE = ".done"
@@ -156,6 +165,18 @@ class LithopsBackend(RemoteBackend):
         self._prefix = f"minionsrl/{self._executor.executor_id}"
         self._policies: list[str] = []  # policy keys in storage, oldest first
         self._statuses = concurrent.futures.ThreadPoolExecutor(max_workers=16)  # a status read is a GET
+        self._refusals = Refusals()  # throttled calls (injected): refused at submission
+
+    def submit(self, requests: list[dict[str, Any]]) -> None:
+        super().submit(self._refusals.admit(requests))
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._refusals) + super().in_flight
+
+    def cancel(self, ids: Any = None) -> list[Reply]:
+        wanted = None if ids is None else set(ids)
+        return self._refusals.take(wanted) + super().cancel(wanted)
 
     def publish(self, policy_blob: bytes) -> str:
         """Write the round's policy to storage once; earlier ones are deleted once no call in flight uses them."""
@@ -167,6 +188,9 @@ class LithopsBackend(RemoteBackend):
         return key
 
     def collect(self, timeout: float | None = None) -> list[Reply]:
+        refused = self._refusals.take()
+        if refused:
+            return refused
         replies = super().collect(timeout)
         self._retire_policies()
         return replies
@@ -180,7 +204,8 @@ class LithopsBackend(RemoteBackend):
         reply_keys = [f"{self._prefix}/reply-{uuid.uuid4().hex}" for _ in payloads]
         args = [{"request": p.decode(), "reply_key": k, "run_key": self._key_where}
                 for p, k in zip(payloads, reply_keys, strict=True)]
-        extra_env = {_SYS_PATH_VAR: os.pathsep.join(p for p in sys.path if p)} if self.localhost else None
+        extra_env = {MEMORY_ENV: str(self.memory_mb),
+                     **({_SYS_PATH_VAR: os.pathsep.join(p for p in sys.path if p)} if self.localhost else {})}
         timeout = None if self.invocation_timeout_s is None else max(1, int(self.invocation_timeout_s + 1))
         futures = self._executor.map(lithops_rollout, args, runtime_memory=self.memory_mb, timeout=timeout,
                                      extra_env=extra_env, include_modules=[])
@@ -211,6 +236,9 @@ class LithopsBackend(RemoteBackend):
         status = self._executor.internal_storage.get_call_status(future.executor_id, future.job_id, future.call_id)
         if status and status.get("type") == "__end__":
             died = "the function died" if status.get("exception") else "the function wrote no reply"
+            if status.get("exception") and "MemoryError" in str(status.get("exc_info", "")):  # text, not unpickled
+                died = ("out of memory: Lithops saw the function's process SIGKILLed, as the out-of-memory killer "
+                        "does")
             return f"{died} (Lithops activation {status.get('activation_id', '?')})"
         if self.localhost and (self._jobs_dir / f"{future.job_key}.done").exists():
             return "the Lithops job ended without finishing this call (its worker process died)"

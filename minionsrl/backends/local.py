@@ -9,6 +9,11 @@ rollout function, never the learner's framework nor its ``__main__``, so they ar
 learner with JAX loaded and their cold start is a function's. The policy is written once per round to a file
 that instances read by reference, in a folder of the temporary folder named after the learner's process
 id and removed on close; one left by a learner that was killed is removed by the next backend to start.
+
+With ``memory_mb`` an instance has a function's memory, enforced as platforms do: while invocations run,
+the backend reads each busy instance's resident memory every ``MEMORY_POLL_S`` and kills one past the limit
+(status ``oom``). A request with an injected ``throttle`` fault is refused at submission (status
+``throttled``) and never reaches an instance.
 """
 
 from __future__ import annotations
@@ -32,18 +37,22 @@ from minionsrl.backends import local_worker
 from minionsrl.backends.base import (
     CANCELLED,
     FAILED,
+    OOM,
     TIMED_OUT,
     Backend,
     Pending,
+    Refusals,
     Reply,
     earliest,
     make_reply,
     retire_policies,
 )
 from minionsrl.backends.remote import remove_stale
+from minionsrl.function.faults import MEMORY_ENV
 
 _WORKER_MODULE = "minionsrl.backends.local_worker"
 STATE_PREFIX = "minionsrl-local-"  # + the learner's pid: its folder of published policies, in the temporary folder
+MEMORY_POLL_S = 0.05  # how often busy instances' memory is read, when it is limited
 
 
 @dataclass
@@ -64,8 +73,11 @@ class LocalBackend(Backend):
     name = "local"
 
     def __init__(self, key: bytes, max_concurrency: int | None = None, idle_timeout_s: float = 300.0,
-                 invocation_timeout_s: float | None = None, max_failed_starts: int = 3) -> None:
+                 invocation_timeout_s: float | None = None, max_failed_starts: int = 3,
+                 memory_mb: float | None = None) -> None:
         self.key = key
+        self.memory_mb = memory_mb  # an instance's memory limit (None: unlimited)
+        self._refusals = Refusals()  # throttled calls: refused at submission
         self.max_concurrency = max_concurrency or os.cpu_count() or 1
         self.idle_timeout_s = idle_timeout_s
         self.invocation_timeout_s = invocation_timeout_s
@@ -102,26 +114,28 @@ class LocalBackend(Backend):
     # -- invoking --------------------------------------------------------------------------------
     def submit(self, requests: list[dict[str, Any]]) -> None:
         self.reap_idle()
-        self._queue.extend(Pending(r, json.dumps(r).encode()) for r in requests)
+        self._queue.extend(Pending(r, json.dumps(r).encode()) for r in self._refusals.admit(requests))
         self._dispatch()
 
     @property
     def in_flight(self) -> int:
-        return len(self._queue) + sum(1 for i in self._instances if i.task is not None)
+        return len(self._refusals) + len(self._queue) + sum(1 for i in self._instances if i.task is not None)
 
     def collect(self, timeout: float | None = None) -> list[Reply]:
         end = None if timeout is None else time.perf_counter() + timeout
-        replies: list[Reply] = []
+        replies: list[Reply] = self._refusals.take()  # refused at once, without running
         while self.in_flight and not replies:
             if self._failed_starts >= self.max_failed_starts:
                 replies.extend(self._fail_queued())
                 break
             self._dispatch()
             waiting = [inst for inst in self._instances if inst.task is not None or not inst.ready]
-            wait_s = earliest(self._next_deadline(waiting), None if end is None else end - time.perf_counter())
+            watch = MEMORY_POLL_S if self.memory_mb is not None and any(i.task for i in waiting) else None
+            wait_s = earliest(self._next_deadline(waiting), None if end is None else end - time.perf_counter(), watch)
             for ready in wait([inst.process.stdout for inst in waiting], timeout=wait_s):
                 replies.extend(self._collect(next(i for i in waiting if i.process.stdout is ready)))
             replies.extend(self._expire())
+            replies.extend(self._over_memory())
             if end is not None and time.perf_counter() >= end:
                 break
         if not self.in_flight:
@@ -132,7 +146,7 @@ class LocalBackend(Backend):
     def cancel(self, ids: Iterable[str] | None = None) -> list[Reply]:
         wanted = None if ids is None else set(ids)
         chosen = [t for t in self._queue if wanted is None or t.id in wanted]
-        replies = [Reply(t.record(status=CANCELLED, error="cancelled")) for t in chosen]
+        replies = self._refusals.take(wanted) + [Reply(t.record(status=CANCELLED, error="cancelled")) for t in chosen]
         self._queue = deque(t for t in self._queue if t not in chosen)
         now = time.perf_counter()
         for inst in [i for i in self._instances if i.task is not None and (wanted is None or i.task.id in wanted)]:
@@ -220,11 +234,28 @@ class LocalBackend(Backend):
                 self._stop(inst, kill=True)
         return replies
 
+    def _over_memory(self) -> list[Reply]:
+        """Kill instances whose invocation holds more memory than a function has, as a platform does (Lambda
+        stops a function past its memory); record it as out of memory."""
+        if self.memory_mb is None:
+            return []
+        now, replies = time.perf_counter(), []
+        for inst in [i for i in self._instances if i.task is not None]:
+            rss = _resident_mb(inst.process.pid)
+            if rss is not None and rss > self.memory_mb:
+                replies.append(Reply(inst.task.record(
+                    instance_id=inst.id, cold=inst.served == 0, duration_s=now - inst.task.sent, status=OOM,
+                    error=f"out of memory: instance {inst.id} held {rss:.0f} MB, past the function's "
+                          f"{self.memory_mb:g} MB, and was killed")))
+                self._stop(inst, kill=True)
+        return replies
+
     # -- instance lifecycle ----------------------------------------------------------------------
     def _start_instance(self) -> None:
         self._next_instance += 1
-        # the child sees what this interpreter can import (custom env modules included)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        # the child sees what this interpreter can import (custom env modules included), and its memory
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+               **({MEMORY_ENV: f"{self.memory_mb:g}"} if self.memory_mb is not None else {})}
         started = time.monotonic()  # the clock the worker stamps READY with
         process = subprocess.Popen([sys.executable, "-m", _WORKER_MODULE], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, bufsize=0, env=env, start_new_session=True)
@@ -272,3 +303,12 @@ class LocalBackend(Backend):
         for inst in list(self._instances):
             self._stop(inst)
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _resident_mb(pid: int) -> float | None:
+    """A process's resident memory in MB (Linux ``/proc``), or None where it cannot be read (it has exited)."""
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+    except (OSError, ValueError, IndexError):
+        return None

@@ -12,7 +12,15 @@ A joined cluster is the user's: its authentication is whatever its nodes were st
 (docs/DEPLOY.md says what to set up).
 
 Tasks run with ``max_retries=0``: retrying is the learner's decision (it must be billed and counted),
-not Ray's. What crosses the cluster is bytes — JSON requests, and HMAC-authenticated safetensors
+not Ray's. A worker node that dies takes its tasks with it: each comes back as Ray's error (the worker or
+node died) and is retried by the learner on the nodes that remain. The head is another matter: without it
+Ray's driver waits a minute and then ends the process from C++. So while it waits for tasks the backend
+checks every ``HEAD_CHECK_S`` that the head's GCS still accepts connections, and stops the run with one
+line (:class:`~minionsrl.errors.ClusterLost`) when it does not; ``--resume`` continues once a head is back.
+A call refused by the platform is a ``throttle`` fault's refusal (:class:`~minionsrl.backends.base.Refusals`):
+Ray itself queues, it does not refuse.
+
+What crosses the cluster is bytes — JSON requests, and HMAC-authenticated safetensors
 policies and replies — which the learner verifies itself; Ray's own transport is trusted as part of
 the cluster the user runs (see docs/DEPLOY.md).
 """
@@ -23,12 +31,15 @@ import os
 import secrets
 import socket
 import sys
+import time
 import weakref
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from minionsrl.backends.base import Refusals, Reply
 from minionsrl.backends.remote import RemoteBackend, private_file, remove_private_file
-from minionsrl.errors import ConfigError
+from minionsrl.errors import ClusterLost, ConfigError
 from minionsrl.function import rollout
 
 # Ray's own settings for a private cluster, set for its life and restored after: token authentication with
@@ -41,6 +52,7 @@ TOKEN_PREFIX = "minionsrl-ray-token-"
 LOOPBACK = "127.0.0.1"
 PROBE_TIMEOUT_S = 3.0  # how long a joined cluster's address may take to accept a TCP connection
 CLIENT_PORT = 10001  # Ray Client's default port (``ray://HOST``)
+HEAD_CHECK_S = 2.0  # while waiting for tasks, how often the head's GCS is checked (Ray's own wait is 60 s)
 
 
 def ray_rollout(payload: bytes, policy_refs: list[Any], key: bytes) -> bytes:
@@ -72,6 +84,14 @@ class RayBackend(RemoteBackend):
         self.max_concurrency = max(1, int(ray.cluster_resources().get("CPU", 1) // num_cpus))  # tasks at once
         self._task = ray.remote(ray_rollout).options(num_cpus=num_cpus, max_retries=0)
         self._policy_ref: Any = None
+        self._refusals = Refusals()  # throttled calls (injected): refused at submission
+        self._address = address or "the private cluster"
+        try:
+            host, _, port = str(ray.get_runtime_context().gcs_address).rpartition(":")
+            self._gcs: tuple[str, int] | None = (host, int(port))  # the head's GCS
+        except Exception:  # a Ray Client (ray://) connection: no GCS address to check; Ray Client reports loss
+            self._gcs = None
+        self.lost: str | None = None  # why the head is gone, once it is
 
     def _connect(self, address: str | None, max_concurrency: int | None) -> None:
         ray = self._ray
@@ -139,17 +159,59 @@ class RayBackend(RemoteBackend):
     def publish(self, policy_blob: bytes) -> str:
         """Put the round's policy in the object store once; tasks in flight keep the old one alive."""
         self.publishes += 1
-        self._policy_ref = self._ray.put(policy_blob)
+        self._check_head()
+        try:
+            self._policy_ref = self._ray.put(policy_blob)
+        except Exception:
+            self._check_head()  # a head lost is the error to report, not the put's
+            raise
         return f"ray:{self._policy_ref.hex()}"
+
+    def submit(self, requests: list[dict[str, Any]]) -> None:
+        super().submit(self._refusals.admit(requests))
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._refusals) + super().in_flight
+
+    def collect(self, timeout: float | None = None) -> list[Reply]:
+        return self._refusals.take() or super().collect(timeout)
+
+    def cancel(self, ids: Iterable[str] | None = None) -> list[Reply]:
+        wanted = None if ids is None else set(ids)
+        return self._refusals.take(wanted) + super().cancel(wanted)
 
     def _start(self, payloads: list[bytes]) -> list[Any]:
         return [self._task.remote(p, [self._policy_ref], self.key) for p in payloads]
 
+    def _check_head(self) -> None:
+        """Raise :class:`ClusterLost` (one line) if the head's GCS no longer accepts a TCP connection."""
+        if self._gcs is None:
+            return
+        if self.lost is None:
+            try:
+                with socket.create_connection(self._gcs, timeout=PROBE_TIMEOUT_S):
+                    return
+            except OSError as exc:
+                why = ("connection refused" if isinstance(exc, ConnectionRefusedError) else
+                       f"no answer within {PROBE_TIMEOUT_S:g} s" if isinstance(exc, TimeoutError) else
+                       exc.strerror or type(exc).__name__)
+                self.lost = f"{self._gcs[0]}:{self._gcs[1]}: {why}"
+        raise ClusterLost(f"the Ray cluster's head ({self._address}) is gone: its GCS at {self.lost}; the run stopped "
+                          "at its last checkpoint: start the cluster again, then continue with --resume")
+
     def _poll(self, handles: list[Any], timeout: float | None) -> list[tuple[Any, bytes | None, str]]:
         ray = self._ray
-        ready, _ = ray.wait(handles, num_returns=1, timeout=timeout)
-        if not ready:
-            return []
+        end = None if timeout is None else time.perf_counter() + timeout
+        while True:  # in slices, checking the head between them
+            left = None if end is None else max(0.0, end - time.perf_counter())
+            ready, _ = ray.wait(handles, num_returns=1, timeout=min(left, HEAD_CHECK_S) if left is not None
+                                else HEAD_CHECK_S)
+            if ready:
+                break
+            self._check_head()
+            if end is not None and time.perf_counter() >= end:
+                return []
         ready, _ = ray.wait(handles, num_returns=len(handles), timeout=0)  # and all others already done
         try:
             return [(ref, data if isinstance(data, bytes) else None, "") for ref, data in zip(
@@ -171,6 +233,12 @@ class RayBackend(RemoteBackend):
             self._ray.cancel(ref, force=True)
 
     def close(self) -> None:
+        if self.lost is not None:  # nothing to cancel or stop: what would try to reach the head waits for it
+            self._pending.clear()
+            self._refusals.take()
+            self._policy_ref = None
+            self._owns_connection = False
+            return
         self.cancel()
         self._policy_ref = None
         if self.token_path is not None:

@@ -70,7 +70,10 @@ class Arm:
         return cls(scaler, int(n) if n else None, backend or "local", budget or None)
 
     def apply(self, cfg: TrainConfig) -> TrainConfig:
-        changes: dict[str, Any] = {"scaler": self.scaler, "backend": self.backend}
+        """The base config with this arm's scaler, backend, actors and learner budget; the budget stays relative
+        to the base config's actors, so ``fixed:64/per-round`` keeps the minibatch count of the base's batch."""
+        changes: dict[str, Any] = {"scaler": self.scaler, "backend": self.backend,
+                                   "reference_actors": cfg.reference_actors or cfg.actors}
         if self.actors is not None:
             changes["actors"] = self.actors
         if self.learner_budget is not None:

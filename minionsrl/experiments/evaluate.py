@@ -10,6 +10,7 @@ import gymnasium as gym
 from minionsrl.errors import ConfigError
 from minionsrl.experiments.policy import load_policy
 from minionsrl.function.envs import EnvSpec, make_env
+from minionsrl.function.extras import require_extra
 from minionsrl.function.rollout import evaluate
 
 
@@ -21,6 +22,8 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, seed: int = 10_000,
         raise ConfigError(f"--episodes: {episodes} must be >= 1")
     if not (run_dir / "config.yaml").exists():
         raise ConfigError(f"--run-dir: {str(run_dir)!r} holds no run (no config.yaml)")
+    if capture_video:  # MP4s need moviepy; classic-control and Box2D frames need pygame (pygame-ce)
+        require_extra("--capture-video", "video")
     policy = load_policy(run_dir, what="--run-dir")  # the run dir checked as training checks its input
     snapshot = policy.snapshot
 

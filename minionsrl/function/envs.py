@@ -8,13 +8,18 @@ from __future__ import annotations
 import base64
 import difflib
 import importlib
+import os
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from minionsrl.errors import ConfigError
+from minionsrl.function.extras import installed, missing_extra_error, require_extra
 
 
 @dataclass(frozen=True)
@@ -56,13 +61,7 @@ def entry_point_class(env_id: str) -> type[gym.Env]:
     module_name, _, attr = env_id.partition(":")
     if not module_name or not attr or module_name.startswith("."):
         raise ConfigError(f"env_id {env_id!r}: write a custom env as package.module:ClassName")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, or whatever the module raises while importing
-        raise ConfigError(
-            f"env_id {env_id!r}: cannot import module {module_name!r} ({type(exc).__name__}: {exc}); "
-            "make it importable (pip install it or add it to PYTHONPATH)"
-        ) from exc
+    module = import_env_module(env_id, module_name)
     cls = getattr(module, attr, None)
     if cls is None:
         raise ConfigError(f"env_id {env_id!r}: module {module_name!r} has no attribute {attr!r}")
@@ -71,14 +70,92 @@ def entry_point_class(env_id: str) -> type[gym.Env]:
     return cls
 
 
+def import_env_module(env_id: str, module_name: str) -> ModuleType:
+    """Import the module of a custom entry point as Gymnasium would, and make sure the rollout workers can too.
+
+    A module that is not on ``sys.path`` but sits in the current folder (``mymodule.py`` or ``mymodule/``) is
+    imported from there: the ``minionsrl`` command, unlike ``python script.py``, does not put the current
+    folder on ``sys.path``. The folder the module was imported from is then put on ``sys.path`` as an
+    absolute path, which the backends hand to their workers (``PYTHONPATH`` for local worker processes and
+    the private Ray cluster, the job's environment on Lithops localhost), so a module importable here is
+    importable there without setting anything by hand. Otherwise raise a one-line :class:`ConfigError`
+    that says what to set.
+    """
+    top = module_name.partition(".")[0]
+    try:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != top or not _add_cwd_holding(top):
+                raise
+            module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == top:
+            raise ConfigError(
+                f"env_id {env_id!r}: cannot import module {module_name!r}: no {top}.py or {top}/ in the current "
+                f"folder ({os.getcwd()}) nor on the Python path; run from the folder that holds it, or set "
+                f"PYTHONPATH=/folder/holding/{top} (the rollout workers get it too), or pip install it"
+            ) from exc
+        raise _import_failed(env_id, module_name, exc) from exc
+    except Exception as exc:  # whatever the module raises while importing
+        raise _import_failed(env_id, module_name, exc) from exc
+    _export_folder(top)
+    return module
+
+
+def _import_failed(env_id: str, module_name: str, exc: BaseException) -> ConfigError:
+    return ConfigError(f"env_id {env_id!r}: cannot import module {module_name!r} ({type(exc).__name__}: {exc}); "
+                       "fix the module, or install what it imports")
+
+
+def _add_cwd_holding(top: str) -> bool:
+    """Put the current folder on ``sys.path`` if it holds the module or package ``top``; whether it did."""
+    cwd = os.getcwd()
+    if not ((Path(cwd) / f"{top}.py").is_file() or (Path(cwd) / top).is_dir()) or cwd in sys.path:
+        return False
+    sys.path.append(cwd)
+    importlib.invalidate_caches()
+    return True
+
+
+def _export_folder(top: str) -> None:
+    """Put the folder the module ``top`` was imported from on ``sys.path`` as an absolute path, unless it is
+    there already: found through ``""`` or a relative entry, it would not be found by a worker process that
+    runs elsewhere (the backends pass on the absolute entries of ``sys.path``)."""
+    spec = getattr(sys.modules.get(top), "__spec__", None)
+    if spec is None:
+        return
+    if spec.submodule_search_locations:  # a package (a namespace package may span several folders)
+        folders = [Path(p).parent for p in spec.submodule_search_locations]
+    elif spec.origin and spec.has_location:
+        folders = [Path(spec.origin).parent]
+    else:  # built in, frozen
+        return
+    on_path = {Path(p).resolve() for p in sys.path if p and os.path.isabs(p)}
+    for folder in folders:
+        if folder.resolve() not in on_path:
+            sys.path.append(str(folder.resolve()))
+
+
+# Gymnasium's own ids whose entry points need an extra: (entry point prefix, extra)
+_REGISTERED_EXTRAS = (("gymnasium.envs.mujoco", "mujoco"), ("gymnasium.envs.box2d", "box2d"), ("ale_py", "atari"))
+
+
 def check_env_id(env_id: str) -> None:
-    """Raise a one-line :class:`ConfigError` if ``env_id`` cannot be built, suggesting close matches."""
+    """Raise a one-line :class:`ConfigError` if ``env_id`` cannot be built, suggesting close matches; an id
+    whose simulator is an extra not installed names the extra (``pip install 'minionsrl[mujoco]'``)."""
     if is_entry_point(env_id):
         entry_point_class(env_id)
         return
     _register_optional_envs()
     if env_id in gym.registry:
+        entry_point = str(gym.registry[env_id].entry_point)
+        for prefix, extra in _REGISTERED_EXTRAS:
+            if entry_point.startswith(prefix):
+                require_extra(f"env_id {env_id!r}", extra)
         return
+    if env_id.startswith("ALE/") and not installed("ale_py"):
+        raise missing_extra_error(f"env_id {env_id!r}", "atari")
     matches = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(matches)}?" if matches else "; see gymnasium.pprint_registry()"
     raise ConfigError(f"env_id {env_id!r} is not a registered Gymnasium environment{hint}")

@@ -9,10 +9,15 @@ function runs:
 * ``hang``       the function sleeps far past its deadline (the backend or the round deadline cuts it);
 * ``kill``       the function SIGKILLs its own process (the instance dies mid-invocation);
 * ``malformed``  the function returns corrupted bytes: a flipped byte (fails the HMAC check) or, signed with
-                 the right key, a fragment with an array cut short (fails fragment validation).
+                 the right key, a fragment with an array cut short (fails fragment validation);
+* ``oom``        the function allocates (and touches) memory past its limit: a platform that enforces the limit
+                 kills it there (the ``local`` backend does, as Lambda does); where none does, the function
+                 raises ``MemoryError`` itself once past it.
 
 ``duplicate`` (the platform delivers one invocation's reply twice) is enacted on the learner's side by
-:class:`~minionsrl.backends.duplicating.DuplicatingBackend`, a thin wrapper over any backend.
+:class:`~minionsrl.backends.duplicating.DuplicatingBackend`, a thin wrapper over any backend, and ``throttle``
+(the platform refuses the call: it never runs) by every backend at submission
+(:class:`~minionsrl.backends.base.Refusals`).
 Which attempt fails is drawn by the learner (:meth:`FaultPlan.draw`) when it builds the request.
 Torch-free and config-free: rollout functions import this module.
 """
@@ -29,7 +34,11 @@ import numpy as np
 
 from minionsrl.function import wire
 
-KINDS = ("raise", "hang", "kill", "duplicate", "malformed")  # the order fixes which kind a draw falls into
+# the order fixes which kind a draw falls into; new kinds go at the end, so that the draws of the others stay
+KINDS = ("raise", "hang", "kill", "duplicate", "malformed", "throttle", "oom")
+MEMORY_ENV = "MINIONSRL_FUNCTION_MEMORY_MB"  # a function's memory, as its backend tells it (Lambda: its own variable)
+_LAMBDA_MEMORY_ENV = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
+DEFAULT_MEMORY_MB = 1769.0  # the config's default function memory
 
 
 class InjectedFault(RuntimeError):
@@ -77,6 +86,44 @@ def before_work(request: dict[str, Any]) -> None:
         time.sleep(float(fault.get("sleep_s", 3600.0)))
     elif kind == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    elif kind == "oom":
+        exceed_memory(function_memory_mb())
+
+
+def function_memory_mb() -> float:
+    """This function's memory limit in MB, as its platform says it (else the config's default)."""
+    for name in (MEMORY_ENV, _LAMBDA_MEMORY_ENV):
+        try:
+            return float(os.environ[name])
+        except (KeyError, ValueError):
+            continue
+    return DEFAULT_MEMORY_MB
+
+
+def exceed_memory(limit_mb: float, margin_mb: float = 64.0) -> None:
+    """Allocate and touch memory until this process holds more than ``limit_mb`` + ``margin_mb``: quickly up to
+    the limit, then slowly (8 MB every 20 ms), so that a platform watching the process's memory kills it past its
+    limit. A platform that enforces no limit lets it get there: then it raises ``MemoryError`` itself."""
+    held: list[np.ndarray] = []
+    step, target = 8 << 20, (limit_mb + margin_mb) * (1 << 20)
+    while _rss_bytes() < target:
+        block = np.ones(step if _rss_bytes() > limit_mb * (1 << 20) else 8 * step, dtype=np.uint8)  # touched
+        held.append(block)
+        if _rss_bytes() > limit_mb * (1 << 20):
+            time.sleep(0.02)
+    raise MemoryError(f"out of memory (injected): allocated past the function's {limit_mb:g} MB and no platform "
+                      "stopped it")
+
+
+def _rss_bytes() -> int:
+    """This process's resident memory (Linux ``/proc``; elsewhere what ``ru_maxrss`` says, its peak)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 def corrupt_reply(request: dict[str, Any], reply: bytes, key: bytes) -> bytes:

@@ -5,7 +5,11 @@ classified once (a first delivery, accepted or failed; a second delivery; a repl
 whichever sampler keeps the invocations in flight. :func:`gather` is the synchronous round on top of
 it: each slot of the round (one actor) is invoked, and re-invoked after a failure up to
 ``max_retries`` times; every attempt of a slot carries the slot's seed, so a retried fragment is the
-fragment the first attempt would have returned. At the round deadline the invocations still running
+fragment the first attempt would have returned. A call the platform refused (``throttled``) is re-invoked
+after an exponential back-off with full jitter and does not count against ``max_retries``: a platform that
+throttles says "not now", not that the function fails, and counting refusals as failures would lose slots
+to a burst of them that a short wait rides out; ``max_throttled`` refusals of a slot in a row (and the
+round deadline) bound the waiting instead. At the round deadline the invocations still running
 are cancelled, and the round proceeds with the slots that came back if they are at least
 ``min_fraction`` of the round; otherwise it fails. Every attempt, duplicate and straggler is kept, so
 the ledger can bill it and ``invocations.csv`` list it.
@@ -13,20 +17,33 @@ the ledger can bill it and ``invocations.csv`` list it.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from minionsrl.backends.base import CANCELLED, FAILED, OK, TIMED_OUT, Backend, Reply
+from minionsrl.backends.base import (
+    CANCELLED,
+    FAILED,
+    OK,
+    OOM,
+    THROTTLED,
+    TIMED_OUT,
+    Backend,
+    Reply,
+    classify_failure,
+    earliest,
+)
 from minionsrl.errors import InvocationError
 from minionsrl.function.wire import WireError
 
 # Statuses of an attempt in invocations.csv: the backend's (ok, failed, timed_out, cancelled) and two of
 # de-duplication: a second delivery of an answered invocation, and a stray reply to nothing sent.
 DUPLICATE, STRAY = "duplicate", "stray"
-__all__ = ["CANCELLED", "DUPLICATE", "FAILED", "OK", "STRAY", "TIMED_OUT", "Attempt", "Gathered", "RetryPolicy",
-           "TooFewReplies", "Tracker", "fault_counts", "gather"]
+__all__ = ["CANCELLED", "DUPLICATE", "FAILED", "OK", "OOM", "STRAY", "THROTTLED", "TIMED_OUT", "Attempt", "Gathered",
+           "Group", "RetryPolicy", "TooFewReplies", "Tracker", "backoff_s", "fault_counts", "gather", "gather_groups"]
+_JITTER = random.Random()  # back-off jitter: timing only, never what is learned
 
 
 class TooFewReplies(InvocationError):
@@ -44,6 +61,15 @@ class RetryPolicy:
     max_retries: int = 3
     deadline_s: float | None = None
     min_fraction: float = 1.0
+    max_throttled: int = 30  # refusals of one slot in a row before it is given up (some 2.5 min of back-off)
+    backoff_base_s: float = 0.05  # the first back-off after a refusal is up to this; it doubles with each one
+    backoff_cap_s: float = 5.0
+
+
+def backoff_s(policy: RetryPolicy, refusals: int) -> float:
+    """How long to wait before re-invoking a slot refused ``refusals`` times in a row: exponential back-off with
+    full jitter, uniform in [0, min(cap, base · 2^(refusals-1))], so throttled callers do not come back in step."""
+    return _JITTER.uniform(0.0, min(policy.backoff_cap_s, policy.backoff_base_s * 2.0 ** max(refusals - 1, 0)))
 
 
 @dataclass
@@ -68,16 +94,16 @@ class Gathered:
 
 
 def fault_counts(attempts: list[Attempt], lost: int) -> dict[str, int]:
-    """Per-round fault counters: failed attempts (timed out ones included), retried attempts, attempts that ran
-    past a deadline (invocation timeout, or cancelled at the round deadline), discarded duplicate (or stray)
-    deliveries, and slots that got no result."""
+    """Per-round fault counters: failed attempts (timed out and out-of-memory ones included), retried attempts,
+    attempts that ran past a deadline (invocation timeout, or cancelled at the round deadline), discarded duplicate
+    (or stray) deliveries, slots that got no result, and calls the platform refused (throttled: not failures)."""
 
     def count(*statuses: str) -> int:
         return sum(1 for a in attempts if a.status in statuses)
 
-    return {"failed": count(FAILED, TIMED_OUT), "timed_out": count(TIMED_OUT, CANCELLED),
+    return {"failed": count(FAILED, TIMED_OUT, OOM), "timed_out": count(TIMED_OUT, CANCELLED),
             "retried": sum(1 for a in attempts if a.attempt > 0 and a.status not in (DUPLICATE, STRAY)),
-            "duplicates": count(DUPLICATE, STRAY), "lost": lost}
+            "duplicates": count(DUPLICATE, STRAY), "lost": lost, "throttled": count(THROTTLED)}
 
 
 Validator = Callable[[dict[str, Any], Reply], Any]  # (request, ok reply) -> result, or raises WireError
@@ -101,6 +127,7 @@ class Tracker:
         attempt like any other); a second delivery is a duplicate and a reply to nothing sent a stray — both
         billed, never learned from."""
         rid = reply.record.invocation_id
+        classify_failure(reply.record)  # a platform's error that says throttled or out of memory
         if rid in self.answered:
             slot, attempt, request = self.answered[rid]
             return Attempt(slot, attempt, request, reply, DUPLICATE)
@@ -126,44 +153,134 @@ class Tracker:
         return attempts
 
 
-def gather(backend: Backend, slots: int, make_request: Callable[[int, int], dict[str, Any]],
-           validate: Validator, policy: RetryPolicy, what: str = "round") -> Gathered:
-    """Invoke ``slots`` functions (``make_request(slot, attempt)`` builds each attempt) and collect them under
-    ``policy``; ``validate(request, reply)`` turns an ok reply into a result or raises ``WireError``."""
-    end = None if policy.deadline_s is None else time.perf_counter() + policy.deadline_s
-    out = Gathered(results={})
-    tracker = Tracker(backend)
-    tracker.submit([(slot, 0, make_request(slot, 0)) for slot in range(slots)])
-    open_slots = set(range(slots))
-    while open_slots and backend.in_flight:
-        timeout = None if end is None else end - time.perf_counter()
-        if timeout is not None and timeout <= 0:
-            break
-        retry: list[tuple[int, int, dict[str, Any]]] = []
-        for reply in backend.collect(timeout):
-            got = tracker.receive(reply, validate)
-            out.attempts.append(got)
+@dataclass(frozen=True)
+class Group:
+    """Slots gathered together under one retry policy: a round's training invocations, or an evaluation's.
+    ``make_request(slot, attempt)`` builds each attempt; ``validate(request, reply)`` turns an ok reply into a
+    result or raises ``WireError``."""
+
+    slots: int
+    make_request: Callable[[int, int], dict[str, Any]]
+    validate: Validator
+    policy: RetryPolicy
+    what: str = "round"
+
+
+class _Gathering:
+    """One group's invocations while they are gathered: its tracker, its open slots, its deadline."""
+
+    def __init__(self, backend: Backend, group: Group) -> None:
+        self.group, self.tracker, self.out = group, Tracker(backend), Gathered(results={})
+        deadline = group.policy.deadline_s
+        self.end = None if deadline is None else time.perf_counter() + deadline
+        self.open = set(range(group.slots))
+        self.failures: dict[int, int] = {}  # slot -> failed attempts (refusals not counted)
+        self.refusals: dict[int, int] = {}  # slot -> refusals in a row
+        self.backoffs: list[tuple[float, int, int]] = []  # (when, slot, attempt): refused slots waiting to retry
+        self.tracker.submit([(slot, 0, group.make_request(slot, 0)) for slot in range(group.slots)])
+
+    def owns(self, reply: Reply) -> bool:
+        rid = reply.record.invocation_id
+        return rid in self.tracker.flying or rid in self.tracker.answered
+
+    def take(self, replies: list[Reply]) -> None:
+        """Classify this group's replies; retry a failed slot (same seed) while it has retries left."""
+        g, retry = self.group, []
+        for reply in replies:
+            got = self.tracker.receive(reply, g.validate)
+            self.out.attempts.append(got)
             if got.status in (DUPLICATE, STRAY):
                 continue
+            slot = got.slot
             if got.status == OK:
-                out.results[got.slot] = got.result
-                open_slots.discard(got.slot)
-            elif got.attempt < policy.max_retries:
-                retry.append((got.slot, got.attempt + 1, make_request(got.slot, got.attempt + 1)))
+                self.out.results[slot] = got.result
+                self.open.discard(slot)
+            elif got.status == THROTTLED and self.refusals.get(slot, 0) < g.policy.max_throttled:
+                self.refusals[slot] = self.refusals.get(slot, 0) + 1
+                self.backoffs.append((time.perf_counter() + backoff_s(g.policy, self.refusals[slot]), slot,
+                                      got.attempt + 1))
+            elif got.status != THROTTLED and self.failures.get(slot, 0) < g.policy.max_retries:
+                self.refusals.pop(slot, None)
+                self.failures[slot] = self.failures.get(slot, 0) + 1
+                retry.append((slot, got.attempt + 1, g.make_request(slot, got.attempt + 1)))
             else:
-                open_slots.discard(got.slot)
-                out.lost.append(got.slot)
+                self.open.discard(slot)
+                self.out.lost.append(slot)
         if retry:
-            tracker.submit(retry)
-    stragglers = tracker.cancel() if backend.in_flight else []  # still running past the round deadline
-    out.attempts.extend(stragglers)
-    out.lost.extend(a.slot for a in stragglers)
-    out.lost.extend(sorted(open_slots - set(out.lost)))  # a backend that dropped an invocation without a reply
-    out.lost.sort()
-    if len(out.results) < policy.min_fraction * slots or not out.results:
-        first = next((a.reply.record for a in out.attempts if a.status in (FAILED, TIMED_OUT, CANCELLED)), None)
-        error = (first.error.splitlines() or [""])[0] if first else ""
-        detail = f"; first failure {first.invocation_id}: {error}" if first else ""
-        raise TooFewReplies(f"{what}: only {len(out.results)} of {slots} invocations succeeded, fewer than "
-                            f"min_reply_fraction {policy.min_fraction:g} of them{detail}", out)
-    return out
+            self.tracker.submit(retry)
+
+    def next_backoff(self) -> float | None:
+        """When the first refused slot may be re-invoked (perf_counter time), if one waits."""
+        return min(w[0] for w in self.backoffs) if self.backoffs else None
+
+    def retry_refused(self) -> None:
+        """Re-invoke the refused slots whose back-off is over (a new attempt: a new id, the same seed)."""
+        now, g = time.perf_counter(), self.group
+        due = [(slot, attempt, g.make_request(slot, attempt)) for when, slot, attempt in self.backoffs if when <= now]
+        self.backoffs = [w for w in self.backoffs if w[0] > now]
+        if due:
+            self.tracker.submit(due)
+
+    def close(self) -> Gathered:
+        """Cancel what still runs (past the deadline), list the slots without a result; too few is an error."""
+        out, g = self.out, self.group
+        stragglers = self.tracker.cancel() if self.tracker.flying else []
+        out.attempts.extend(stragglers)
+        out.lost.extend(a.slot for a in stragglers)
+        out.lost.extend(sorted(self.open - set(out.lost)))  # a backend that dropped an invocation without a reply
+        out.lost.sort()
+        self.open = set()
+        if len(out.results) < g.policy.min_fraction * g.slots or not out.results:
+            first = next((a.reply.record for a in out.attempts
+                          if a.status in (FAILED, TIMED_OUT, CANCELLED, OOM, THROTTLED)), None)
+            error = (first.error.splitlines() or [""])[0] if first else ""
+            detail = f"; first failure {first.invocation_id}: {error}" if first else ""
+            raise TooFewReplies(f"{g.what}: only {len(out.results)} of {g.slots} invocations succeeded, fewer than "
+                                f"min_reply_fraction {g.policy.min_fraction:g} of them{detail}", out)
+        return out
+
+
+def gather(backend: Backend, slots: int, make_request: Callable[[int, int], dict[str, Any]],
+           validate: Validator, policy: RetryPolicy, what: str = "round") -> Gathered:
+    """Invoke ``slots`` functions and collect them under ``policy`` (one :class:`Group`)."""
+    return gather_groups(backend, [Group(slots, make_request, validate, policy, what)])[0]
+
+
+def gather_groups(backend: Backend, groups: list[Group]) -> list[Gathered]:
+    """Several groups' invocations in flight at once (an evaluation beside a training round): each reply goes
+    to the group that sent it (a reply to nothing sent is the first group's stray), each group keeps its own
+    retries and deadline, and all of them are done when this returns. A group that gets too few results raises
+    :class:`TooFewReplies` with every group's attempts, to log and bill."""
+    states = [_Gathering(backend, group) for group in groups]
+    while backend.in_flight or any(s.backoffs for s in states):
+        now = time.perf_counter()
+        waiting = [s for s in states if s.open and (s.end is None or s.end > now)]  # past its deadline: closed below
+        if not waiting:
+            break
+        ends = [s.end - now for s in waiting if s.end is not None]
+        timeout = earliest(*ends) if len(ends) == len(waiting) else None
+        dues = [when - now for s in waiting if (when := s.next_backoff()) is not None]
+        timeout = earliest(timeout, *dues) if dues else timeout
+        if backend.in_flight:
+            replies = backend.collect(timeout)
+        else:  # nothing runs: only refused slots backing off
+            time.sleep(timeout or 0.0)
+            replies = []
+        for s in states:
+            mine = [r for r in replies if s.owns(r)]
+            if s is states[0]:  # a reply to nothing sent: the first group's stray
+                mine += [r for r in replies if not any(o.owns(r) for o in states)]
+            if mine:
+                s.take(mine)
+        for s in waiting:
+            s.retry_refused()
+    closed, failure = [], None
+    for s in states:
+        try:
+            closed.append(s.close())
+        except TooFewReplies as exc:
+            failure = failure or exc
+            closed.append(exc.gathered)
+    if failure is not None:
+        raise TooFewReplies(str(failure), Gathered({}, [a for g in closed for a in g.attempts]))
+    return closed

@@ -17,6 +17,7 @@ from typing import Any
 
 from minionsrl.backends.base import InvocationRecord
 from minionsrl.errors import ConfigError
+from minionsrl.function.extras import check_tensorboard
 from minionsrl.loop.gather import OK, Attempt, Gathered
 from minionsrl.loop.invocations import fragment_digest
 from minionsrl.redact import redact_text
@@ -29,7 +30,7 @@ METRIC_COLUMNS = [
     # the same bills with the hosts over this machine's wall time, where functions queue on a few cores
     "cost_serverless_wall_usd", "cost_server_wall_usd",
     "scaler_score", "convexity_ratio", "lambda_min", "lambda_max", "gns", "detector_s",
-    "failed", "retried", "timed_out", "duplicates", "lost",
+    "failed", "retried", "timed_out", "duplicates", "lost", "throttled",
     # asynchronous learners (APPO, IMPALA): fragments used by the update, their policy lag in versions
     "fragments", "policy_lag_mean", "policy_lag_max", "stale_retries",
 ]
@@ -40,7 +41,7 @@ LEARNING_COLUMNS = [
     "convexity_ratio", "gns",
 ]
 # status: ok | failed | timed_out | cancelled (a straggler at the round deadline) | duplicate (a second delivery)
-# | stray (a reply to no invocation sent)
+# | stray (a reply to no invocation sent) | throttled (the platform refused the call) | oom (out of memory)
 INVOCATION_COLUMNS = ["round", *InvocationRecord.__dataclass_fields__, "slot", "attempt", "seed", "fault", "digest"]
 
 TENSORBOARD_TAGS = {
@@ -60,17 +61,23 @@ _WRITERS = itertools.count()  # TensorBoard writers opened by this process
 class RunLog:
     """Appends round and invocation rows to CSV files and scalars to TensorBoard."""
 
-    def __init__(self, run_dir: Path, resume_round: int | None, resume_step: int, tensorboard: bool) -> None:
+    def __init__(self, run_dir: Path, resume_round: int | None, resume_step: int, tensorboard: bool,
+                 metrics_round: int | None = None) -> None:
+        """``resume_round``: the checkpoint's round (rows after it are dropped); ``metrics_round``: the last
+        round whose metrics row is kept, when it differs (a row held for its evaluation is written again)."""
         self.run_dir = run_dir
         self.metrics_path = run_dir / "metrics.csv"
         self.invocations_path = run_dir / "invocations.csv"
         self._files: list[Any] = []
         self._failed = False  # a write failed: what is still buffered cannot be written either
         self._tb = None
+        check_tensorboard(tensorboard)  # one line naming the tb extra, before any file is opened
         path = run_dir
         try:
-            for path, columns in ((self.metrics_path, METRIC_COLUMNS), (self.invocations_path, INVOCATION_COLUMNS)):
-                _prepare_csv(path, columns, resume_round)
+            kept_metrics = resume_round if metrics_round is None else metrics_round
+            for path, columns, keep in ((self.metrics_path, METRIC_COLUMNS, kept_metrics),
+                                        (self.invocations_path, INVOCATION_COLUMNS, resume_round)):
+                _prepare_csv(path, columns, keep)
             for path in (self.metrics_path, self.invocations_path):
                 self._files.append(open(path, "a", newline=""))  # noqa: SIM115 - kept open for the run
         except OSError as exc:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -22,22 +22,35 @@ from minionsrl.backends.base import Backend, Reply
 from minionsrl.errors import InvocationError
 from minionsrl.function.fragment import Fragment
 from minionsrl.function.numpy_policy import PolicyArch
-from minionsrl.loop.gather import DUPLICATE, OK, STRAY, Attempt, Gathered, RetryPolicy, Tracker, gather
+from minionsrl.loop.gather import DUPLICATE, OK, STRAY, Attempt, Gathered, Group, RetryPolicy, Tracker, gather_groups
 from minionsrl.loop.invocations import Publisher, Requests, eval_returns, eval_split
+
+
+class Evaluation(NamedTuple):
+    """An evaluation of round ``round``'s policy: ``episodes`` deterministic episodes over up to ``actors``
+    functions (its seeds follow from these three, wherever it runs)."""
+
+    round: int
+    actors: int
+    episodes: int
 
 
 @dataclass
 class Sampled:
-    """A round's fragments (in slot order, or arrival order when asynchronous), every training attempt,
-    and the sampler's own metrics columns."""
+    """A round's fragments (in slot order, or arrival order when asynchronous), every attempt it waited for
+    (training, and an evaluation run beside it), the sampler's own metrics columns, and that evaluation's
+    mean return."""
 
     fragments: list[Fragment]
     gathered: list[Gathered]
     extra: dict[str, Any] = field(default_factory=dict)
+    eval_return: float | None = None
 
 
 class Sampler(ABC):
     """Runs the round's rollout functions on a backend; knows nothing of the learner's algorithm."""
+
+    evaluates_beside = False  # whether :meth:`sample` can run an evaluation beside the round's functions
 
     def __init__(self, backend: Backend, requests: Requests, publisher: Publisher, arch: PolicyArch,
                  fragment_length: int, carry_episodes: bool, retry: RetryPolicy, envs_per_function: int = 1) -> None:
@@ -48,8 +61,9 @@ class Sampler(ABC):
         self.carries: dict[int, dict[str, Any]] = {}
 
     @abstractmethod
-    def sample(self, round_idx: int, n: int) -> Sampled:
-        """The fragments of round ``round_idx`` from ``n`` actors, with the published policy."""
+    def sample(self, round_idx: int, n: int, evaluation: Evaluation | None = None) -> Sampled:
+        """The fragments of round ``round_idx`` from ``n`` actors, with the published policy; with
+        ``evaluation`` (samplers that :attr:`evaluates_beside`), that evaluation of the same policy too."""
 
     @abstractmethod
     def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Gathered]:
@@ -92,25 +106,35 @@ class Sampler(ABC):
 
 
 class SyncSampler(Sampler):
-    """A barrier per round: ``n`` invocations, retried and de-duplicated, cut at the round deadline."""
+    """A barrier per round: ``n`` invocations, retried and de-duplicated, cut at the round deadline. The
+    previous round's evaluation can run beside them: the policy it evaluates is the one they sample with."""
 
-    def sample(self, round_idx: int, n: int) -> Sampled:
+    evaluates_beside = True
+
+    def sample(self, round_idx: int, n: int, evaluation: Evaluation | None = None) -> Sampled:
         ref, version = self.publisher.ref(), self.publisher.version
-        got = gather(self.backend, n, lambda slot, attempt: self._train_request(ref, round_idx, slot, attempt),
-                     lambda req, r: self._fragments(req, r, version), self.retry, what=f"round {round_idx} training")
+        training = Group(n, lambda slot, attempt: self._train_request(ref, round_idx, slot, attempt),
+                         lambda req, r: self._fragments(req, r, version), self.retry, f"round {round_idx} training")
+        got, *evaluated = gather_groups(self.backend, [training, *([self._evaluation(evaluation, ref)]
+                                                                  if evaluation else [])])
         if self.carry_episodes:  # a lost slot's episodes are lost with it: the slot starts new ones
             self.carries = {}
             for slot, fragments in got.results.items():
                 self._keep_carries(slot, fragments)
         # slot order, not arrival order
-        return Sampled([f for slot in sorted(got.results) for f in got.results[slot]], [got])
+        return Sampled([f for slot in sorted(got.results) for f in got.results[slot]], [got, *evaluated],
+                       eval_return=self._mean_return(evaluated[0]) if evaluated else None)
 
     def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Gathered]:
-        per_slot, ref = eval_split(episodes, n_actors), self.publisher.ref()
-        got = gather(self.backend, len(per_slot), lambda slot, attempt: self.requests.make(
-            "eval", ref, round_idx, slot, attempt, episodes=per_slot[slot]), eval_returns, self.retry,
-            what=f"round {round_idx} evaluation")
+        got = gather_groups(self.backend, [self._evaluation(Evaluation(round_idx, n_actors, episodes),
+                                                            self.publisher.ref())])[0]
         return self._mean_return(got), got
+
+    def _evaluation(self, e: Evaluation, ref: str) -> Group:
+        per_slot = eval_split(e.episodes, e.actors)
+        return Group(len(per_slot), lambda slot, attempt: self.requests.make(
+            "eval", ref, e.round, slot, attempt, episodes=per_slot[slot]), eval_returns, self.retry,
+            f"round {e.round} evaluation")
 
 
 class AsyncSampler(Sampler):
@@ -133,7 +157,9 @@ class AsyncSampler(Sampler):
         self.n_target = 0  # invocations to keep in flight (the scaler's n of the current round)
         self.stale_retries = 0  # failed invocations that held an outdated policy reference, resubmitted
 
-    def sample(self, round_idx: int, n: int) -> Sampled:
+    def sample(self, round_idx: int, n: int, evaluation: Evaluation | None = None) -> Sampled:
+        if evaluation is not None:
+            raise ValueError("an asynchronous sampler evaluates between rounds (its functions stay in flight)")
         k = min(self.k or max(1, n // 2), n)
         self.n_target, self.stale_retries = n, 0
         self._top_up()  # with the policy after the previous update

@@ -45,6 +45,9 @@ class Progress:
     last_row: dict[str, Any] | None = None
     stopped_by: str | None = None  # the stop condition that ends the run (decided in its last round)
     stop_budget_usd: float | None = None  # the budget in force when the budget stopped the run
+    # (round, actors, episodes): the evaluation of round ``round``'s policy that runs beside the next round's
+    # functions; that round's row (last_row) is written once it returns
+    pending_eval: tuple[int, int, int] | None = None
     started: float = field(default_factory=time.perf_counter)
 
     def wall(self) -> float:
@@ -54,7 +57,8 @@ class Progress:
         return {"round": self.round, "env_steps": self.env_steps, "wall_s": self.wall(), "best_eval": self.best_eval,
                 "last_eval": self.last_eval, "recent_returns": list(self.recent_returns),
                 "recent_costs": list(self.recent_costs), "last_row": json.dumps(self.last_row),
-                "stop": json.dumps({"stopped_by": self.stopped_by, "budget_usd": self.stop_budget_usd})}
+                "stop": json.dumps({"stopped_by": self.stopped_by, "budget_usd": self.stop_budget_usd}),
+                "pending_eval": json.dumps(self.pending_eval)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.round, self.env_steps, self.wall_offset = int(state["round"]), int(state["env_steps"]), state["wall_s"]
@@ -64,6 +68,8 @@ class Progress:
         self.last_row = json.loads(state["last_row"])
         stop = json.loads(state.get("stop", "{}"))
         self.stopped_by, self.stop_budget_usd = stop.get("stopped_by"), stop.get("budget_usd")
+        pending = json.loads(state.get("pending_eval", "null"))
+        self.pending_eval = tuple(pending) if pending else None
 
 
 class Session:

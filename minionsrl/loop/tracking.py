@@ -18,6 +18,7 @@ from typing import Any
 
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
+from minionsrl.function.extras import check_tensorboard
 from minionsrl.loop.metrics import TENSORBOARD_TAGS
 
 RUN_ID_FILE = "minionsrl-run-id"  # in RUN_DIR/wandb/: the W&B run a resumed run continues
@@ -25,7 +26,9 @@ STEP = "global_step"
 
 
 def check(cfg: TrainConfig) -> None:
-    """With ``track`` on: W&B is installed and the project named (before any work starts)."""
+    """The run's optional outputs can be written (before any work starts): with ``tensorboard`` on, tensorboardX
+    is installed; with ``track`` on, W&B is installed and the project named."""
+    check_tensorboard(cfg.tensorboard)
     if not cfg.track:
         return
     if not cfg.wandb_project_name:

@@ -28,7 +28,7 @@ from minionsrl.learner.learners import Learned, Learner
 from minionsrl.loop.gather import Gathered, TooFewReplies, fault_counts
 from minionsrl.loop.invocations import Publisher, invocation_seed
 from minionsrl.loop.metrics import RunLog, invocation_rows
-from minionsrl.loop.sampler import Sampled, Sampler
+from minionsrl.loop.sampler import Evaluation, Sampled, Sampler
 from minionsrl.loop.session import Progress, Session
 from minionsrl.scaling.base import Scaler
 
@@ -62,7 +62,11 @@ class Trainer:
         self.progress = Progress()
         if session.resume_state is not None:
             self._restore(session.resume_state)
-        self.log = RunLog(self.run_dir, self.round if session.resume else None, self.env_steps, cfg.tensorboard)
+        # a checkpoint taken while its round's evaluation was in flight: that round's row is written again, after
+        # the evaluation runs again (metrics.csv may hold it already, if the run stopped later)
+        held = self.progress.pending_eval is not None
+        self.log = RunLog(self.run_dir, self.round if session.resume else None, self.env_steps - held,
+                          cfg.tensorboard, metrics_round=self.round - held if session.resume else None)
 
     @property
     def round(self) -> int:
@@ -106,15 +110,19 @@ class Trainer:
         self.session.close()  # its lock; on the way out of an error, a checkpoint's error is not the one to report
 
     def run_round(self) -> dict[str, Any]:
-        """One round: choose n, sample, learn, detect, evaluate, bill, log, checkpoint."""
+        """One round: choose n, sample (beside the previous round's evaluation), learn, detect, evaluate, bill,
+        log, checkpoint."""
         cfg, p, started = self.cfg, self.progress, time.perf_counter()
         p.round += 1
         n = self.scaler.next_actors(p.last_row)
         lr = self._learning_rate()
         self.learner.set_learning_rate(lr)
 
-        sampled = self._logging_failures([], lambda: self.sampler.sample(p.round, n))
+        held = Evaluation(*p.pending_eval) if p.pending_eval else None  # of the policy this round samples with
+        sampled = self._logging_failures([], lambda: self.sampler.sample(p.round, n, held))
         sampled_at = time.perf_counter()
+        if held is not None:
+            self._log_held_row(sampled.eval_return)
         self.session.wait()  # the previous round's checkpoint, written while this round sampled
         learned = self.learner.learn(sampled.fragments, np.random.default_rng([cfg.seed, p.round]))
         self.publisher.version = p.round  # the next publish carries this update
@@ -135,7 +143,9 @@ class Trainer:
         detected = self._detect(learned, len(sampled.fragments))
         detected_at = time.perf_counter()
         eval_return = None
-        if (cfg.eval_every and p.round % cfg.eval_every == 0) or p.stopped_by:  # the last round always
+        due = bool(cfg.eval_every) and p.round % cfg.eval_every == 0
+        hold = due and not p.stopped_by and cfg.eval_overlap and self.sampler.evaluates_beside
+        if (due and not hold) or p.stopped_by:  # the last round always, after its update
             eval_return, evaluated = self._logging_failures(gathered, lambda: self.sampler.evaluate(
                 p.round, n, cfg.eval_episodes))
             p.last_eval, p.best_eval = eval_return, max(p.best_eval, eval_return)
@@ -143,7 +153,8 @@ class Trainer:
             p.stopped_by = p.stopped_by or self._stop_reason(spent)  # the target may be reached by this evaluation
         result = RoundResult(p.round, n, sampled, learned, detected, eval_return, gathered, started, sampled_at,
                              learned_at, detected_at, time.perf_counter())
-        row = self._bill_and_log(result)
+        row = self._bill_and_log(result, hold)
+        p.pending_eval = (p.round, n, cfg.eval_episodes) if hold else None
         p.stop_budget_usd = cfg.budget_usd if p.stopped_by == "budget_usd" else None
         if p.round % cfg.checkpoint_every == 0 or p.stopped_by:  # the decision travels with the checkpoint
             self.session.save(self._state(), p.round)
@@ -171,12 +182,14 @@ class Trainer:
         return detect(wanted, ppo.arch, ppo.weights, learned.batch, ppo.params, n, seed, self.cfg.detector_samples,
                       self.cfg.lanczos_iterations, kl_coef=ppo.kl_coef)
 
-    def _bill_and_log(self, r: RoundResult) -> dict[str, Any]:
-        """Bill every attempt (failed ones, retries, duplicates and cancelled stragglers too); write the row."""
+    def _bill_and_log(self, r: RoundResult, hold: bool = False) -> dict[str, Any]:
+        """Bill every attempt (failed ones, retries, duplicates and cancelled stragglers too, an evaluation in the
+        round it ran); write the row, or only its invocations when ``hold`` keeps it for its evaluation."""
         attempts = [a for g in r.gathered for a in g.attempts]
         lost = sum(len(g.lost) for g in r.gathered)
         bill = self.ledger.bill_round(r.ended - r.started, r.sampled_at - r.started,
-                                      [a.reply.record for a in attempts], r.n_actors)
+                                      [a.reply.record for a in attempts], r.n_actors,
+                                      sampling=[a.reply.record for g in r.sampled.gathered for a in g.attempts])
         episodes = [x for f in r.sampled.fragments for x in f.episode_returns.tolist()]
         batch_size = len(r.learned.batch)
         row = {
@@ -195,9 +208,22 @@ class Trainer:
             "scaler_score": self.scaler.score, **r.detected, **fault_counts(attempts, lost), **r.sampled.extra,
         }
         self.progress.recent_costs.append(bill.cost_serverless_usd)
-        self.log.log_round(row, invocation_rows(r.round, r.gathered))
+        if hold:
+            self.log.log_invocations(invocation_rows(r.round, r.gathered))
+        else:
+            self.log.log_round(row, invocation_rows(r.round, r.gathered))
         self.progress.last_row = row
         return row
+
+    def _log_held_row(self, eval_return: float | None) -> None:
+        """The previous round's row, written now that its evaluation (run beside this round's functions) is
+        back; the run stops after this round if that evaluation reached the target."""
+        p, row = self.progress, self.progress.last_row
+        assert row is not None and eval_return is not None
+        row["eval_return_mean"] = eval_return
+        p.last_eval, p.best_eval = eval_return, max(p.best_eval, eval_return)
+        p.pending_eval = None
+        self.log.log_round(row, [])
 
     def _learning_rate(self) -> float:
         cfg = self.cfg
