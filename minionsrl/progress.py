@@ -34,7 +34,6 @@ class TrainingDisplay:
         self.task = self.progress.add_task(cfg.env_id, total=total, stats="starting actors…",
                                            completed=start_steps if self.by_steps else start_round)
         self.last_eval: Any = None
-        self.previous: dict[str, Any] = {}  # the last row shown: its evaluation may come back a round later
 
     def __enter__(self) -> TrainingDisplay:
         self.progress.start()
@@ -44,10 +43,8 @@ class TrainingDisplay:
         self.progress.stop()
 
     def update(self, row: dict[str, Any]) -> None:
-        for shown in (self.previous, row):
-            if shown.get("eval_return_mean") is not None:
-                self.last_eval = shown["eval_return_mean"]
-        self.previous = row
+        if row.get("eval_return_mean") is not None:
+            self.last_eval = row["eval_return_mean"]
         stats = (f"round {row['round']} · {row['n_actors']} actors · {_num(row['sps'], '.0f')} steps/s · "
                  f"train {_num(row['train_return_mean'])} · eval {_num(self.last_eval)}")
         self.progress.update(self.task, completed=row["env_steps"] if self.by_steps else row["round"], stats=stats)

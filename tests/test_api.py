@@ -346,8 +346,9 @@ def test_track_logs_scalars_config_and_plots_to_wandb_offline(tmp_path, wandb_of
     from minionsrl.loop.metrics import TENSORBOARD_TAGS, read_metrics
 
     run_dir = tmp_path / "tracked"
-    flags = ["--env-id", "CartPole-v1", "--actors", "1", "--fragment-length", "32", "--eval-episodes", "1",
-             "--no-progress", "--no-tensorboard", "--run-dir", str(run_dir)]
+    # the family preset, whose slow start finishes an episode in each 32-step round (checked below)
+    flags = ["--env-id", "CartPole-v1", "--preset", "classic", "--actors", "1", "--fragment-length", "32",
+             "--eval-episodes", "1", "--no-progress", "--no-tensorboard", "--run-dir", str(run_dir)]
     assert cli.main(["train", "--track", "--wandb-project-name", "minionsrl-test", "--wandb-entity", "someone",
                      "--max-rounds", "1", *flags]) == 0
     assert cli.main(["train", "--resume", "--max-rounds", "2", *flags]) == 0  # continues the same W&B run

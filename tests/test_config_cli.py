@@ -11,7 +11,7 @@ import yaml
 
 from minionsrl import cli
 from minionsrl.build import prepare_config
-from minionsrl.config import PRESETS, TrainConfig, build, load_yaml
+from minionsrl.config import ENV_PRESETS, PRESETS, TrainConfig, build, load_yaml
 from minionsrl.errors import ConfigError
 
 FAST = ["--max-rounds", "1", "--actors", "1", "--fragment-length", "32", "--eval-episodes", "1",
@@ -62,6 +62,8 @@ def test_config_without_any_stop_condition_is_refused():
 
 def test_preset_total_timesteps_is_a_stop_condition():
     cfg, _ = prepare_config(TrainConfig(env_id="CartPole-v1", run_dir="unused"))
+    assert cfg.total_timesteps == ENV_PRESETS["CartPole-v1"]["total_timesteps"]
+    cfg, _ = prepare_config(TrainConfig(env_id="CartPole-v1", preset="classic", run_dir="unused"))
     assert cfg.total_timesteps == PRESETS["classic"]["total_timesteps"]
 
 
@@ -170,7 +172,7 @@ def test_yaml_applied_and_flags_override(yaml_run):
     assert saved["learning_rate"] == 0.001 and saved["fragment_length"] == 32  # from YAML
     assert saved["hidden_sizes"] == [16, 16] and saved["env_kwargs"] == {"max_episode_steps": 50}
     assert saved["tensorboard"] is False
-    assert saved["gamma"] == 0.99 and saved["update_epochs"] == 4  # preset fills the rest
+    assert saved["gamma"] == 0.98 and saved["update_epochs"] == 20  # the preset (CartPole's row) fills the rest
     assert saved["run_dir"] == str(run_dir)
     with open(run_dir / "metrics.csv") as fh:
         rows = list(csv.DictReader(fh))
@@ -210,8 +212,8 @@ def test_mujoco_preset_for_hopper():
 def test_classic_preset_for_cartpole():
     cfg, info = prepare_config(TrainConfig(env_id="CartPole-v1", max_rounds=1, run_dir="unused"))
     assert info.family == "classic"
-    assert cfg.fragment_length == 128 and cfg.normalize_obs is False
-    for name, value in PRESETS["classic"].items():
+    assert cfg.fragment_length == 32 and cfg.normalize_obs is False  # the zoo's tuned row over the family's
+    for name, value in {**PRESETS["classic"], **ENV_PRESETS["CartPole-v1"]}.items():
         assert getattr(cfg, name) == value, name
 
 

@@ -47,6 +47,27 @@ def test_lanczos_finds_the_extremes_of_a_quadratic() -> None:
     assert hi == pytest.approx(5.2, rel=1e-3)
 
 
+def test_lanczos_stops_early_once_the_extremes_settle() -> None:
+    """With a tolerance, Lanczos stops once two iterations in a row moved neither extreme by more than it, well
+    before the cap on a spectrum whose extremes stand apart, and within that tolerance of the full run."""
+    rng = np.random.default_rng(0)
+    q, _ = np.linalg.qr(rng.standard_normal((200, 200)))
+    eigs = np.concatenate([[-3.7], rng.uniform(-1, 2, 198), [5.2]])
+    hessian = q @ np.diag(eigs) @ q.T
+    calls = []
+
+    def hvp(v: np.ndarray) -> np.ndarray:
+        calls.append(1)
+        return hessian @ v
+
+    lo, hi = lanczos_extremes(hvp, 200, 100, np.random.default_rng(1), tol=1e-4)
+    assert len(calls) < 60
+    assert lo == pytest.approx(-3.7, rel=1e-3) and hi == pytest.approx(5.2, rel=1e-3)
+    calls.clear()
+    lanczos_extremes(hvp, 200, 100, np.random.default_rng(1))  # no tolerance: every iteration
+    assert len(calls) == 100
+
+
 def _exact_extremes(arch: PolicyArch, weights: dict, batch: Batch, params: PPOParams,
                     kl_coef: float | None) -> np.ndarray:
     """The extreme eigenvalues of the PPO loss's exact Hessian in the flattened weights (jax.hessian)."""

@@ -86,7 +86,7 @@ def test_metrics_csv(finished_run):
     assert [r["eval_return_mean"] != "" for r in rows] == [False, True, False, True]
     assert [float(r["wall_s"]) for r in rows] == sorted(float(r["wall_s"]) for r in rows)
     lrs = [float(r["learning_rate"]) for r in rows]
-    assert lrs[0] == pytest.approx(2.5e-4) and lrs == sorted(lrs, reverse=True) and lrs[1] < lrs[0]  # annealed
+    assert lrs[0] == pytest.approx(1e-3) and lrs == sorted(lrs, reverse=True) and lrs[1] < lrs[0]  # annealed
 
 
 def test_invocations_csv(finished_run):

@@ -29,19 +29,29 @@ CONVEXITY_EPS = 0.01
 
 
 def lanczos_extremes(hvp: Callable[[np.ndarray], np.ndarray], dim: int, iterations: int,
-                     rng: np.random.Generator) -> tuple[float, float]:
+                     rng: np.random.Generator, tol: float = 0.0) -> tuple[float, float]:
     """(λmin, λmax) of the symmetric operator ``hvp`` on R^dim, by Lanczos with full re-orthogonalisation
-    (in float64 on the host)."""
+    (in float64 on the host), for at most ``iterations`` products. With ``tol`` > 0 it stops early, once two
+    iterations in a row moved neither extreme by more than ``tol`` of the larger one's magnitude: the extremes
+    converge first (often in a fraction of the cap), and each product is a pass over the batch."""
     m = min(iterations, dim)
     basis = np.zeros((m, dim), dtype=np.float64)
     alphas: list[float] = []
     betas: list[float] = []
     v = (rng.integers(0, 2, dim).astype(np.float64) * 2 - 1) / dim**0.5
+    extremes, still = np.array([np.nan, np.nan]), 0
     for j in range(m):
         basis[j] = v
         w = np.asarray(hvp(v), dtype=np.float64)
         alpha = float(w @ v)
         alphas.append(alpha)
+        if tol > 0:
+            ritz = _ritz_extremes(alphas, betas)
+            moved = np.abs(ritz - extremes).max() if j else np.inf
+            still = still + 1 if moved <= tol * np.abs(ritz).max() else 0
+            extremes = ritz
+            if still == 2:
+                break
         # full re-orthogonalisation against every previous Lanczos vector (twice is enough)
         for _ in range(2):
             w = w - basis[: j + 1].T @ (basis[: j + 1] @ w)
@@ -50,10 +60,16 @@ def lanczos_extremes(hvp: Callable[[np.ndarray], np.ndarray], dim: int, iteratio
             break
         betas.append(beta)
         v = w / beta
+    lo, hi = _ritz_extremes(alphas, betas)
+    return float(lo), float(hi)
+
+
+def _ritz_extremes(alphas: list[float], betas: list[float]) -> np.ndarray:
+    """The extreme eigenvalues of the Lanczos tridiagonal matrix built so far."""
     k = len(alphas)
     tri = np.diag(alphas) + np.diag(betas[: k - 1], 1) + np.diag(betas[: k - 1], -1)
     eig = np.linalg.eigvalsh(tri)
-    return float(eig[0]), float(eig[-1])
+    return eig[[0, -1]]
 
 
 @dataclass
@@ -89,14 +105,14 @@ def _hvp(arch: PolicyArch, p: PPOParams, kl_coef: jax.Array, weights: Params, da
 
 
 def hessian_curvature(arch: PolicyArch, weights: Params, batch: Batch, params: PPOParams, iterations: int = 100,
-                      seed: int = 0, kl_coef: float | None = None) -> Curvature:
+                      seed: int = 0, kl_coef: float | None = None, tol: float = 0.0) -> Curvature:
     """Lanczos estimate of the Hessian's extreme eigenvalues for the full PPO loss on ``batch``."""
     data, w = _padded(batch, bucket(len(batch)))
     coef = np.float32(params.kl_coef if kl_coef is None else kl_coef)
     dim = ravel_pytree(weights)[0].size
     lam_min, lam_max = lanczos_extremes(
         lambda v: np.asarray(_hvp(arch, params, coef, weights, data, w, v.astype(np.float32))), dim, iterations,
-        np.random.default_rng(seed))
+        np.random.default_rng(seed), tol)
     return Curvature(lam_min, lam_max)
 
 
@@ -166,7 +182,8 @@ def gradient_noise_scale(arch: PolicyArch, weights: Params, batch: Batch, params
 
 
 def detect(wanted: set[str], arch: PolicyArch, weights: Params, batch: Batch, params: PPOParams, slices: int,
-           seed: int, samples: int, iterations: int, kl_coef: float | None = None) -> dict[str, float]:
+           seed: int, samples: int, iterations: int, kl_coef: float | None = None,
+           tol: float = 0.0) -> dict[str, float]:
     """The detectors in ``wanted`` ("gns", "curvature") on a round's batch, as metrics columns. The curvature
     reads a random subsample of ``samples`` rows (0: all), since Hessian-vector products cost O(batch) each."""
     out: dict[str, float] = {}
@@ -179,6 +196,6 @@ def detect(wanted: set[str], arch: PolicyArch, weights: Params, batch: Batch, pa
     if 0 < samples < len(batch):
         idx = np.random.default_rng(seed).choice(len(batch), samples, replace=False)
         sample = batch.select(np.sort(idx))
-    curvature = hessian_curvature(arch, weights, sample, params, iterations, seed=seed, kl_coef=kl_coef)
+    curvature = hessian_curvature(arch, weights, sample, params, iterations, seed=seed, kl_coef=kl_coef, tol=tol)
     return {**out, "convexity_ratio": curvature.convexity_ratio, "lambda_min": curvature.lambda_min,
             "lambda_max": curvature.lambda_max}

@@ -60,6 +60,7 @@ class Trainer:
         self.publisher, self.scaler, self.ledger, self.backend = publisher, scaler, ledger, backend
         self.run_dir = session.run_dir
         self.progress = Progress()
+        self.written: list[dict[str, Any]] = []  # the rows the last round wrote (a held row comes a round later)
         if session.resume_state is not None:
             self._restore(session.resume_state)
         # a checkpoint taken while its round's evaluation was in flight: that round's row is written again, after
@@ -82,14 +83,15 @@ class Trainer:
 
     # -- the loop --------------------------------------------------------------------------------
     def run(self, on_round: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-        """Train until a stop condition holds; return the summary (also written to summary.json)."""
+        """Train until a stop condition holds; return the summary (also written to summary.json). ``on_round``
+        gets each metrics row once it is written, complete: a row held for its evaluation a round later."""
         self.progress.started = time.perf_counter()
         try:
             p = self.progress
             p.stopped_by = self._resumed_stop() if self.session.resume_state is not None else self._stop_reason()
             while p.stopped_by is None:
-                row = self.run_round()
-                if on_round is not None:
+                self.run_round()
+                for row in self.written if on_round is not None else ():
                     on_round(row)
             self.sampler.finish()  # e.g. stopped by the budget with invocations in flight: none may outlive the run
             self.session.wait()
@@ -114,6 +116,7 @@ class Trainer:
         log, checkpoint."""
         cfg, p, started = self.cfg, self.progress, time.perf_counter()
         p.round += 1
+        self.written = []
         n = self.scaler.next_actors(p.last_row)
         lr = self._learning_rate()
         self.learner.set_learning_rate(lr)
@@ -180,7 +183,7 @@ class Trainer:
         seed = invocation_seed(self.cfg.seed, self.round, 0, wire.SEED_STREAMS["detect"])
         ppo = self.learner.ppo
         return detect(wanted, ppo.arch, ppo.weights, learned.batch, ppo.params, n, seed, self.cfg.detector_samples,
-                      self.cfg.lanczos_iterations, kl_coef=ppo.kl_coef)
+                      self.cfg.lanczos_iterations, kl_coef=ppo.kl_coef, tol=self.cfg.lanczos_tol)
 
     def _bill_and_log(self, r: RoundResult, hold: bool = False) -> dict[str, Any]:
         """Bill every attempt (failed ones, retries, duplicates and cancelled stragglers too, an evaluation in the
@@ -212,6 +215,7 @@ class Trainer:
             self.log.log_invocations(invocation_rows(r.round, r.gathered))
         else:
             self.log.log_round(row, invocation_rows(r.round, r.gathered))
+            self.written.append(row)
         self.progress.last_row = row
         return row
 
@@ -224,6 +228,7 @@ class Trainer:
         p.last_eval, p.best_eval = eval_return, max(p.best_eval, eval_return)
         p.pending_eval = None
         self.log.log_round(row, [])
+        self.written.append(row)
 
     def _learning_rate(self) -> float:
         cfg = self.cfg

@@ -1,0 +1,429 @@
+"""RLlib PPO on Hopper-v5 beside ours and SB3: returns over 1M steps, and throughput measured side by side.
+
+RLlib (``ray[rllib]==2.60.0``) pins ``gymnasium==1.2.2``, so it runs in a virtual environment of its own,
+``bench/out/.venv-rllib``, which this script creates when absent (torch 2.13.0 first, from the CPU wheel on
+this machine's disk, then ray[rllib], gymnasium[mujoco] and mujoco). The RLlib run itself is
+bench/rllib_worker.py, executed by that venv's python; this script only starts it and reads the JSON lines it
+writes (nothing is unpickled). RLlib gets our ``mujoco`` preset's PPO hyper-parameters (``hyper_parameters``
+says how each maps, and which cannot).
+
+Phases (default: all, in this order):
+
+- ``setup``: create the venv if absent.
+- ``window``: per seed, back to back, SB3 PPO (its defaults), our Trainer (mujoco preset, 8 actors) and
+  RLlib PPO (2 env runners) each train ``--window-steps`` steps in a fresh process; steps/s of each training
+  loop, and 1M-step wall times extrapolated as hopper.py does for SB3 (start-up as measured + loop time scaled).
+  Results: bench/out/rllib_hopper_window.jsonl.
+- ``full``: RLlib trains ``--steps`` steps per seed, one seed at a time, appending one record per iteration to
+  bench/out/rllib-hopper-s{seed}.jsonl as it goes (checkpoint every ``--ckpt-every`` iterations: a rerun
+  resumes a cut seed from its last checkpoint and skips finished ones).
+- ``report``: the table, printed and written to docs/results/rllib-hopper.md (also after every phase).
+
+    .venv/bin/python bench/rllib_hopper.py [all|setup|window|full|report] [--seeds 1 2 3] [--steps 1000000]
+        [--window-steps 50000] [--reuse]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from common import (
+    OUT,
+    ROOT,
+    append_jsonl,
+    find_result,
+    fmt,
+    load_jsonl,
+    log,
+    markdown_table,
+    mean,
+    provenance,
+    ratio,
+    run_minionsrl,
+    run_sb3,
+)
+
+ENV = "Hopper-v5"
+VENV = OUT / ".venv-rllib"
+VPY = VENV / "bin" / "python"
+WORKER = Path(__file__).resolve().parent / "rllib_worker.py"
+DOC = ROOT / "docs" / "results" / "rllib-hopper.md"
+WINDOW_JSONL = OUT / "rllib_hopper_window.jsonl"
+TORCH, RAY, GYM, MUJOCO = "torch==2.13.0", "ray[rllib]==2.60.0", "gymnasium[mujoco]==1.2.2", "mujoco==3.3.7"
+ACTORS = 8  # our bench's actor count (bench/hopper.py): the batch RLlib gets is ACTORS x fragment_length
+TARGET_RETURN = 2500.0
+
+
+# -- the venv ------------------------------------------------------------------------------------
+
+
+def _pip(*args: str) -> None:
+    cmd = ["nice", "-n", "10", str(VPY), "-m", "pip", "install", "--disable-pip-version-check", *args]
+    log("  " + " ".join(cmd[3:]))
+    subprocess.run(cmd, check=True)
+
+
+def _torch_version() -> str | None:
+    proc = subprocess.run([str(VPY), "-m", "pip", "show", "torch"], capture_output=True, text=True)
+    for line in proc.stdout.splitlines():
+        if line.startswith("Version:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def ensure_venv() -> None:
+    """Create bench/out/.venv-rllib when absent (its marker file says a complete install finished)."""
+    marker = VENV / "minionsrl-bench-ok"
+    if marker.exists():
+        return
+    log(f"creating {VENV.relative_to(ROOT)} (torch, then ray[rllib], gymnasium[mujoco], mujoco)")
+    if not VPY.exists():
+        subprocess.run([shutil.which("python3") or sys.executable, "-m", "venv", str(VENV)], check=True)
+    # torch first, from the CPU wheel on disk (pip's find-links); then a constraint keeps pip from replacing it
+    _pip(TORCH)
+    torch_v = _torch_version()
+    if not torch_v or not torch_v.startswith("2.13.0"):
+        raise SystemExit(f"torch in {VENV} is {torch_v}, not 2.13.0")
+    constraints = VENV / "constraints.txt"
+    constraints.write_text(f"torch=={torch_v}\n")
+    _pip("-c", str(constraints), RAY, GYM, MUJOCO)
+    if _torch_version() != torch_v:
+        raise SystemExit(f"pip replaced torch {torch_v} by {_torch_version()} in {VENV}")
+    freeze = subprocess.run([str(VPY), "-m", "pip", "freeze"], capture_output=True, text=True, check=True).stdout
+    marker.write_text(freeze)
+    log(f"venv ready: torch {torch_v}")
+
+
+def venv_versions() -> str:
+    marker = VENV / "minionsrl-bench-ok"
+    if not marker.exists():
+        return "venv not created"
+    pins = {}
+    for line in marker.read_text().splitlines():
+        name, _, version = line.partition("==")
+        pins[name.lower()] = version
+    return ", ".join(f"{k} {pins.get(k, '?')}" for k in ("ray", "torch", "gymnasium", "mujoco", "numpy"))
+
+
+# -- hyper-parameters ----------------------------------------------------------------------------
+
+
+def hyper_parameters() -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
+    """RLlib's PPO settings from our mujoco preset, and the mapping as (ours, RLlib, note) rows."""
+    from minionsrl.config import TrainConfig, resolve
+
+    # what our Trainer runs on Hopper-v5 (preset auto: the mujoco family, then any Hopper row of ENV_PRESETS)
+    d = resolve(TrainConfig(env_id=ENV, actors=ACTORS, run_dir="unused"), "mujoco")
+    p = {k: getattr(d, k) for k in ("fragment_length", "learning_rate", "anneal_lr", "gamma", "gae_lambda",
+                                    "clip_coef", "update_epochs", "ent_coef", "vf_coef", "max_grad_norm",
+                                    "normalize_obs", "normalize_reward", "clip_vloss", "norm_adv")}
+    batch = ACTORS * p["fragment_length"]
+    p["minibatch_size"] = d.minibatch_size or batch // d.num_minibatches
+    hp = dict(num_env_runners=2, num_envs_per_env_runner=ACTORS // 2, rollout_fragment_length=p["fragment_length"],
+              train_batch_size_per_learner=batch, lr=p["learning_rate"], anneal_lr=p["anneal_lr"], gamma=p["gamma"],
+              lambda_=p["gae_lambda"], clip_param=p["clip_coef"], num_epochs=p["update_epochs"],
+              minibatch_size=p["minibatch_size"], entropy_coeff=p["ent_coef"],
+              # ours: vf_coef * 0.5 * (v - R)^2 (CleanRL); RLlib: vf_loss_coeff * (v - R)^2
+              vf_loss_coeff=p["vf_coef"] * 0.5, vf_clip_param=float("inf"),
+              grad_clip=p["max_grad_norm"] or None, normalize_obs=p["normalize_obs"], clip_obs=d.clip_obs,
+              normalize_reward=p["normalize_reward"], clip_reward=d.clip_reward, hidden_sizes=list(d.hidden_sizes))
+    rows = [
+        (f"{ACTORS} actors × fragment_length {p['fragment_length']}",
+         f"num_env_runners=2, num_envs_per_env_runner={ACTORS // 2}, rollout_fragment_length={p['fragment_length']}, "
+         f"train_batch_size_per_learner={batch}", f"the same {ACTORS} environments × {p['fragment_length']} steps "
+         "per batch"),
+        (f"learning_rate {p['learning_rate']}, anneal_lr {p['anneal_lr']}",
+         f"lr=[[0, {p['learning_rate']}], [steps, 0.0]]", "linear to 0 over the run, by sampled env steps"),
+        (f"gamma {p['gamma']}, gae_lambda {p['gae_lambda']}", f"gamma={p['gamma']}, lambda_={p['gae_lambda']}", ""),
+        (f"clip_coef {p['clip_coef']}", f"clip_param={p['clip_coef']}", ""),
+        (f"update_epochs {p['update_epochs']}, minibatch_size {p['minibatch_size']}",
+         f"num_epochs={p['update_epochs']}, minibatch_size={p['minibatch_size']}", "shuffled every epoch in both"),
+        (f"ent_coef {p['ent_coef']}", f"entropy_coeff={p['ent_coef']}", ""),
+        (f"vf_coef {p['vf_coef']} (loss 0.5·(v−R)²)", f"vf_loss_coeff={p['vf_coef'] * 0.5}",
+         "RLlib's value loss has no ½: the same gradient"),
+        (f"clip_vloss {p['clip_vloss']} (value change clipped at ±{p['clip_coef']})", "vf_clip_param=inf",
+         "**not matched**: RLlib can only clip the squared error (default 10), not the change of the value; "
+         "we turn its clipping off"),
+        (f"max_grad_norm {p['max_grad_norm']}", f"grad_clip={p['max_grad_norm']}, grad_clip_by='global_norm'", ""),
+        (f"norm_adv {p['norm_adv']} (per minibatch)", "(always on)",
+         "**differs**: RLlib standardises advantages once over the whole batch, not per minibatch"),
+        (f"normalize_obs {p['normalize_obs']}, clip_obs {d.clip_obs}",
+         f"env_to_module_connector=MeanStdFilter(clip_by_value={d.clip_obs})",
+         "running mean/std, synchronised over env runners every iteration (ours: merged by the learner every round)"),
+        (f"normalize_reward {p['normalize_reward']}, clip_reward {d.clip_reward}",
+         f"gymnasium NormalizeReward(gamma={p['gamma']}) + clip ±{d.clip_reward} in the env creator",
+         "**differs**: RLlib has no reward scaling; the wrappers (CleanRL's) keep statistics per environment, ours "
+         "are merged over actors"),
+        (f"hidden_sizes {d.hidden_sizes}, tanh, separate actor and critic",
+         f"fcnet_hiddens={d.hidden_sizes}, fcnet_activation='tanh', vf_share_layers=False",
+         "RLlib's default shares the trunk; turned off"),
+        ("state-independent log std (0 at start)", "free_log_std=True", ""),
+        ("orthogonal init: √2 hidden, 0.01 policy head, 1.0 value head",
+         "fcnet_kernel_initializer='orthogonal_' (gain √2), zero biases",
+         "**partly**: RLlib's heads take torch's default init (no setting for them)"),
+        ("kl_coef 0 (no KL penalty)", "use_kl_loss=False", "RLlib's default is an adaptive KL penalty"),
+        ("Adam eps 1e-5 (CleanRL)", "Adam (torch default eps 1e-8)", "**not matched**: not a PPOConfig setting"),
+        ("learner: one thread", "torch.set_num_threads(1) in the learner process; env runners: Ray's one "
+         "thread per actor", "as SB3 in this bench"),
+    ]
+    return hp, rows
+
+
+# -- runs ----------------------------------------------------------------------------------------
+
+
+def run_rllib(seed: int, steps: int, out: Path, work: Path, ckpt_every: int, lr_horizon: int,
+              log_path: Path, timeout_s: float | None = None) -> dict[str, Any]:
+    """Run the worker in the RLlib venv; returns its last stdout line (JSON) plus ``process_wall_s``."""
+    hp, _ = hyper_parameters()
+    args = {"seed": seed, "steps": steps, "out": str(out), "work": str(work), "ckpt_every": ckpt_every,
+            "lr_horizon": lr_horizon, "threads": 1, "env_id": ENV, "hp": hp,
+            "ray_tmp": f"/tmp/ray-mrl-{os.getpid()}-{seed}"}
+    t0 = time.perf_counter()
+    with log_path.open("a") as err:
+        proc = subprocess.run([str(VPY), str(WORKER), json.dumps(args)], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=err, text=True, timeout=timeout_s)
+    wall = time.perf_counter() - t0
+    shutil.rmtree(args["ray_tmp"], ignore_errors=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"RLlib worker failed (exit {proc.returncode}); see {log_path}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["process_wall_s"] = wall
+    return result
+
+
+def window_records() -> list[dict[str, Any]]:
+    """bench/out/rllib_hopper_window.jsonl (RLlib records first written with the worker's kind "done" read as
+    "rllib")."""
+    return [{**r, "kind": "rllib"} if r.get("kind") == "done" else r for r in load_jsonl(WINDOW_JSONL)]
+
+
+def phase_window(args: argparse.Namespace) -> None:
+    previous = window_records() if args.reuse else []
+    w = args.window_steps
+    for seed in args.seeds:
+        if find_result(previous, kind="sb3", seed=seed, steps=w) is None:
+            log(f"window seed {seed}: SB3 {w:,} steps")
+            t = time.time()
+            rec = {"kind": "sb3", "seed": seed, "start": t, **run_sb3(ENV, seed, w, threads=1), "end": time.time()}
+            append_jsonl(WINDOW_JSONL, rec)
+        if find_result(previous, kind="ours", seed=seed, steps=w) is None:
+            log(f"window seed {seed}: ours {w:,} steps")
+            run_dir = OUT / "runs" / f"rllib-window-ours-s{seed}-{int(time.time())}"
+            t = time.time()
+            m = run_minionsrl(dict(env_id=ENV, preset="auto", actors=ACTORS, seed=seed, total_timesteps=w,
+                                   eval_every=0, eval_episodes=1, progress=False, tensorboard=False,
+                                   run_dir=str(run_dir)))
+            rec = {"kind": "ours", "seed": seed, "steps": w, "start": t, "end": time.time(),
+                   **{k: m.get(k) for k in ("env_steps", "wall_s", "process_wall_s", "train_return_last100")}}
+            append_jsonl(WINDOW_JSONL, rec)
+            shutil.rmtree(run_dir, ignore_errors=True)
+        if find_result(previous, kind="rllib", seed=seed, steps=w) is None:
+            log(f"window seed {seed}: RLlib {w:,} steps")
+            out = OUT / f"rllib-window-s{seed}.jsonl"
+            out.unlink(missing_ok=True)
+            t = time.time()
+            r = run_rllib(seed, w, out, OUT / f"rllib-window-s{seed}.work", 0, args.steps,
+                          OUT / f"rllib-window-s{seed}.log")
+            rec = {**r, "kind": "rllib", "seed": seed, "steps": w, "start": t, "end": time.time()}
+            append_jsonl(WINDOW_JSONL, rec)
+        report(args)
+
+
+def phase_full(args: argparse.Namespace) -> None:
+    for seed in args.seeds:
+        out = OUT / f"rllib-hopper-s{seed}.jsonl"
+        if any(r["kind"] == "done" for r in load_jsonl(out)):
+            log(f"full seed {seed}: already finished, skipped")
+            continue
+        log(f"full seed {seed}: RLlib {args.steps:,} steps -> {out.relative_to(ROOT)}")
+        r = run_rllib(seed, args.steps, out, OUT / f"rllib-hopper-s{seed}.work", args.ckpt_every, args.steps,
+                      OUT / f"rllib-hopper-s{seed}.log")
+        log(f"full seed {seed}: {r.get('env_steps')} steps in {r.get('wall_s', 0):.0f} s")
+        report(args)
+
+
+# -- report --------------------------------------------------------------------------------------
+
+
+def full_progress(seed: int) -> dict[str, Any] | None:
+    """What a seed's full run has reached: steps, loop wall time, last-100 return, finished or not."""
+    recs = load_jsonl(OUT / f"rllib-hopper-s{seed}.jsonl")
+    its = [r for r in recs if r["kind"] == "iter"]
+    if not its:
+        return None
+    returns = [x for r in its for x in r["returns"]]
+    starts = [r for r in recs if r["kind"] == "start"]
+    last = its[-1]  # RLlib's timers are moving averages (EMA): the last iteration's are the run's recent share
+    learn, sample = last.get("learn_s"), last.get("sample_s")
+    return {"seed": seed, "env_steps": its[-1]["env_steps"], "wall_s": its[-1]["wall_s"],
+            "setup_s": starts[0]["setup_s"] if starts else None, "segments": len(starts),
+            "hp": [r.get("hp") for r in starts],
+            "episodes": len(returns), "last100": mean(returns[-100:]), "done": any(r["kind"] == "done" for r in recs),
+            "start": starts[0]["t"] if starts else its[0]["t"], "end": its[-1]["t"],
+            "learn_share": ratio(learn, learn + sample) if learn is not None and sample is not None else None}
+
+
+def ours_full() -> list[dict[str, Any]]:
+    """Our 1M-step runs from bench/hopper.py (bench/out/hopper.jsonl), the latest per seed, if any."""
+    latest: dict[int, dict[str, Any]] = {}
+    for r in load_jsonl(OUT / "hopper.jsonl"):
+        if r.get("kind") == "ours" and r.get("env_steps", 0) >= 1_000_000:
+            latest[r["seed"]] = r
+    return [latest[s] for s in sorted(latest)]
+
+
+def _extrap(startup: float, loop_s: float, steps: int, target: int) -> float:
+    return startup + loop_s * target / steps
+
+
+def _hm(t: float) -> str:
+    return time.strftime("%H:%M", time.localtime(t))
+
+
+def report(args: argparse.Namespace) -> str:
+    hp_now, mapping = hyper_parameters()
+    hp_now = json.loads(json.dumps(hp_now))  # as the worker's records hold it
+    win = window_records()
+    n = args.steps
+    rows, per = [], {"ours": [], "sb3": [], "rllib": []}
+    seeds = sorted({r["seed"] for r in win})
+    for seed in seeds:
+        s = find_result(win, kind="sb3", seed=seed, steps=args.window_steps)
+        m = find_result(win, kind="ours", seed=seed, steps=args.window_steps)
+        r = find_result(win, kind="rllib", seed=seed, steps=args.window_steps)
+        if not (s and m and r):
+            continue
+        sps = {"sb3": s["steps"] / s["learn_s"], "ours": m["env_steps"] / m["wall_s"],
+               "rllib": r["env_steps"] / r["wall_s"]}
+        wall = {"sb3": _extrap(s["process_wall_s"] - s["learn_s"], s["learn_s"], s["steps"], n),
+                "ours": _extrap(m["process_wall_s"] - m["wall_s"], m["wall_s"], m["env_steps"], n),
+                "rllib": _extrap(r["process_wall_s"] - r["wall_s"], r["wall_s"], r["env_steps"], n)}
+        for k in per:
+            per[k].append((sps[k], wall[k]))
+        rows.append([seed, sps["ours"], sps["sb3"], sps["rllib"], wall["ours"], wall["sb3"], wall["rllib"],
+                     ratio(wall["ours"], wall["sb3"]), ratio(wall["rllib"], wall["sb3"]),
+                     ratio(wall["ours"], wall["rllib"]), f"{_hm(s['start'])}–{_hm(r['end'])}"])
+    window_table = markdown_table(
+        ["seed", "ours steps/s", "SB3 steps/s", "RLlib steps/s", f"ours wall s for {n:,} (extrap.)",
+         "SB3 (extrap.)", "RLlib (extrap.)", "ours / SB3", "RLlib / SB3", "ours / RLlib", "measured"],
+        rows, digits=[0, 0, 0, 0, 0, 0, 0, 3, 3, 3, 0]) if rows else "_No window measured yet._"
+
+    def pooled(k: str) -> float | None:
+        return sum(w for _, w in per[k]) if per[k] else None
+
+    full = [f for f in (full_progress(s) for s in args.seeds) if f]
+    stale = [f["seed"] for f in full if any(h != hp_now for h in f["hp"])]
+    stale_note = (f"\n**Seeds {stale} ran (at least in part) with hyper-parameters other than today's preset's** (the "
+                  "`start` records of their jsonl hold what they ran with): delete their files to rerun them.\n"
+                  if stale else "")
+    full_rows = [[f["seed"], f["env_steps"], "finished" if f["done"] else "**partial** (cut or still running)",
+                  f["episodes"], f["last100"], f["wall_s"], f["env_steps"] / f["wall_s"], f["learn_share"],
+                  f["segments"], f"{_hm(f['start'])}–{_hm(f['end'])}"] for f in full]
+    full_table = markdown_table(
+        ["seed", "env steps reached", "status", "training episodes", "train return (last 100 ep.)",
+         "loop wall s", "steps/s", "learner's share (RLlib's smoothed timers)", "process segments", "measured"],
+        full_rows, digits=[0, 0, 0, 0, 1, 0, 0, 2, 0, 0]) if full_rows else "_No full run yet._"
+    ours = ours_full()
+    ours_ret = mean([o["train_return_last100"] for o in ours])
+    finished = [f for f in full if f["done"]]
+    rl_cell = (f"{fmt(mean([f['last100'] for f in finished]))} ({len(finished)} of {len(args.seeds)} seeds finished "
+               f"× {n:,})" if finished else "no seed finished")
+    partial = [f"seed {f['seed']}: {fmt(f['last100'])} at {f['env_steps']:,} steps" for f in full if not f["done"]]
+    if partial:
+        rl_cell += "; **partial** (not a 1M result): " + ", ".join(partial)
+    summary = markdown_table(
+        ["", "ours (minionsrl)", "SB3 PPO (defaults)", "RLlib PPO (our hyper-parameters)"],
+        [["train return, last 100 episodes (mean over seeds)",
+          (f"{fmt(ours_ret)} ({len(ours)} seeds × 1M, bench/out/hopper.jsonl: the bench/hopper.py run of "
+           f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(ours[0]['start']))})") if ours else "—",
+          "— (a throughput window only, as in BENCHMARKS §2)",
+          rl_cell if full else "—"],
+         ["training-loop steps/s in the side-by-side window (mean)", fmt(mean([x for x, _ in per["ours"]]), 0),
+          fmt(mean([x for x, _ in per["sb3"]]), 0), fmt(mean([x for x, _ in per["rllib"]]), 0)],
+         [f"wall s for {n:,} steps, extrapolated from the window (summed over seeds / seeds)",
+          fmt(ratio(pooled("ours"), len(per["ours"])), 0), fmt(ratio(pooled("sb3"), len(per["sb3"])), 0),
+          fmt(ratio(pooled("rllib"), len(per["rllib"])), 0)],
+         ["wall-time ratio to SB3 (summed wall times)", fmt(ratio(pooled("ours"), pooled("sb3")), 3), "1",
+          fmt(ratio(pooled("rllib"), pooled("sb3")), 3)]], digits=1)
+    hp_table = markdown_table(["ours (mujoco preset)", "RLlib 2.60 (new API stack)", "note"], mapping)
+    times = [r["start"] for r in win] + [f["start"] for f in full]
+    ends = [r["end"] for r in win] + [f["end"] for f in full]
+    cmd = ".venv/bin/python bench/rllib_hopper.py"
+    text = f"""# RLlib PPO on Hopper-v5 beside minionsrl and SB3
+
+Written by `bench/rllib_hopper.py` (RLlib runs in `bench/out/.venv-rllib`, created by the script: {venv_versions()};
+RLlib's own code is `bench/rllib_worker.py`). RLlib PPO: new API stack, 2 env runners × {ACTORS // 2} environments,
+one local learner (one torch thread, in the process that drives the run), our `mujoco` preset's hyper-parameters
+(table at the end); `RAY_worker_niceness=0`, so that the env runners keep the niceness of the process that started
+them (Ray's default adds 15, which on this shared machine would handicap RLlib). Returns are the raw Hopper returns of
+the training episodes (a wrapper under the reward scaling logs them), "last 100" as our bench reports it: the mean
+of the last 100 finished training episodes.
+
+## Summary
+
+{summary}
+
+## Throughput, side by side
+
+Each row is one seed's three runs, back to back: SB3 `PPO("MlpPolicy", "{ENV}", seed=s).learn({args.window_steps:,})`
+(defaults, one torch thread), our Trainer ({ENV}, `mujoco` preset, {ACTORS} actors, {args.window_steps:,} steps,
+one 1-episode evaluation at the end) and RLlib PPO ({args.window_steps:,} steps), each in a fresh process. Steps/s
+is each training loop's (SB3: `learn()`; ours: the Trainer's `wall_s`; RLlib: the `algo.train()` loop). The
+{n:,}-step wall time is extrapolated as for SB3 in BENCHMARKS §2: the process's start-up as measured (imports,
+set-up; for RLlib also Ray's start and the env runners') + loop time × {n:,} / window. The machine has 2 cores,
+shared with other work (and, while the full RLlib runs below were going, with them at `nice 5`): read the ratios,
+which were measured within minutes of each other, not the absolute numbers (the load changed a lot between
+rows: compare the "measured" column with the steps/s).
+
+{window_table}
+
+## RLlib, {n:,} steps per seed (training returns)
+
+One seed at a time (`nohup nice -n 5`), writing one record per `algo.train()` iteration to
+`bench/out/rllib-hopper-s<seed>.jsonl`; a checkpoint every {args.ckpt_every} iterations lets a rerun resume a cut
+seed (the reward-scaling statistics of the gymnasium wrapper restart on resume; a rerun skips finished seeds).
+A partial row is the return at the steps reached, not a 1M result. Its wall time shares the machine with the
+window runs and other work.
+{stale_note}
+{full_table}
+
+## Hyper-parameters: ours → RLlib
+
+{hp_table}
+
+{provenance(min(times, default=time.time()), max(ends, default=time.time()), cmd)}
+"""
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    DOC.write_text(text)
+    return text
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("phase", nargs="?", default="all", choices=("all", "setup", "window", "full", "report"))
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--steps", type=int, default=1_000_000, help="env steps of a full RLlib run")
+    p.add_argument("--window-steps", type=int, default=50_000, help="steps of each side-by-side throughput window")
+    p.add_argument("--ckpt-every", type=int, default=5, help="full runs: iterations between checkpoints")
+    p.add_argument("--reuse", action="store_true", help="window: keep windows already in bench/out")
+    args = p.parse_args()
+    if args.phase in ("all", "setup", "window", "full"):
+        ensure_venv()
+    if args.phase in ("all", "window"):
+        phase_window(args)
+    if args.phase in ("all", "full"):
+        phase_full(args)
+    print(report(args))
+
+
+if __name__ == "__main__":
+    main()
