@@ -34,6 +34,8 @@ from typing import Any
 T_PROCESS = time.perf_counter()
 
 
+# bench/common.py's jsonl helpers are not imported: this script runs in RLlib's own virtual environment, which
+# has neither minionsrl nor the bench's dependencies
 def _append(path: Path, record: dict[str, Any]) -> None:
     with path.open("a") as f:
         f.write(json.dumps(record) + "\n")
