@@ -88,8 +88,8 @@ def test_compare_cli_ends_runs_at_total_timesteps_or_rounds(tmp_path) -> None:
 
     out = tmp_path / "cmp"
     assert cli.main(["compare", "--env-id", "CartPole-v1", "--scalers", "fixed:2", "--seeds", "1", "--rounds", "10",
-                     "--total-timesteps", "700", "--eval-every", "0", "--eval-episodes", "1", "--no-tensorboard",
-                     "--out", str(out)]) == 0
+                     "--fragment-length", "128", "--total-timesteps", "700", "--eval-every", "0",
+                     "--eval-episodes", "1", "--no-tensorboard", "--out", str(out)]) == 0
     summary = json.loads((out / "runs" / "fixed-2__s1" / "summary.json").read_text())
     assert (summary["rounds"], summary["env_steps"], summary["stopped_by"]) == (3, 768, "total_timesteps")
 

@@ -268,7 +268,8 @@ def test_ctrl_c_says_how_to_resume_this_run(tmp_path, subprocess_env):
     """Ctrl-C mid-run: exit 130 with the resume command naming this run's directory (was a literal DIR)."""
     run_dir = tmp_path / "run dir"
     proc = subprocess.Popen([sys.executable, "-m", "minionsrl.cli", "train", "--env-id", "CartPole-v1", "--actors",
-                             "2", "--max-rounds", "100000", "--no-progress", "--no-tensorboard", "--run-dir",
+                             "2", "--max-rounds", "100000", "--total-timesteps", "100000000", "--no-progress",
+                             "--no-tensorboard", "--run-dir",
                              str(run_dir)], env=subprocess_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         _wait_for_rows(proc, run_dir / "metrics.csv", 2, 120)
