@@ -270,7 +270,10 @@ def test_ctrl_c_says_how_to_resume_this_run(tmp_path, subprocess_env):
     proc = subprocess.Popen([sys.executable, "-m", "minionsrl.cli", "train", "--env-id", "CartPole-v1", "--actors",
                              "2", "--max-rounds", "100000", "--total-timesteps", "100000000", "--no-progress",
                              "--no-tensorboard", "--run-dir",
-                             str(run_dir)], env=subprocess_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             str(run_dir)], env=subprocess_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            # as a terminal would: an earlier test's cluster may have left SIGINT ignored in this
+                            # process, and a child inherits that (Python then installs no KeyboardInterrupt handler)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         _wait_for_rows(proc, run_dir / "metrics.csv", 2, 120)
         proc.send_signal(signal.SIGINT)
