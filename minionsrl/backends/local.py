@@ -48,7 +48,7 @@ from minionsrl.backends.base import (
     retire_policies,
 )
 from minionsrl.backends.remote import remove_stale
-from minionsrl.function.faults import MEMORY_ENV
+from minionsrl.function.faults import MEMORY_ENV, resident_bytes
 
 _WORKER_MODULE = "minionsrl.backends.local_worker"
 STATE_PREFIX = "minionsrl-local-"  # + the learner's pid: its folder of published policies, in the temporary folder
@@ -241,7 +241,8 @@ class LocalBackend(Backend):
             return []
         now, replies = time.perf_counter(), []
         for inst in [i for i in self._instances if i.task is not None]:
-            rss = _resident_mb(inst.process.pid)
+            held = resident_bytes(inst.process.pid)
+            rss = None if held is None else held / (1 << 20)
             if rss is not None and rss > self.memory_mb:
                 replies.append(Reply(inst.task.record(
                     instance_id=inst.id, cold=inst.served == 0, duration_s=now - inst.task.sent, status=OOM,
@@ -304,11 +305,3 @@ class LocalBackend(Backend):
             self._stop(inst)
         shutil.rmtree(self._dir, ignore_errors=True)
 
-
-def _resident_mb(pid: int) -> float | None:
-    """A process's resident memory in MB (Linux ``/proc``), or None where it cannot be read (it has exited)."""
-    try:
-        with open(f"/proc/{pid}/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
-    except (OSError, ValueError, IndexError):
-        return None

@@ -115,15 +115,23 @@ def exceed_memory(limit_mb: float, margin_mb: float = 64.0) -> None:
                       "stopped it")
 
 
-def _rss_bytes() -> int:
-    """This process's resident memory (Linux ``/proc``; elsewhere what ``ru_maxrss`` says, its peak)."""
+def resident_bytes(pid: int | str = "self") -> int | None:
+    """A process's resident memory in bytes (Linux ``/proc``), or None where it cannot be read (it has exited)."""
     try:
-        with open("/proc/self/statm") as fh:
+        with open(f"/proc/{pid}/statm") as fh:
             return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
+        return None
+
+
+def _rss_bytes() -> int:
+    """This process's resident memory (elsewhere than Linux, what ``ru_maxrss`` says: its peak)."""
+    rss = resident_bytes()
+    if rss is None:
         import resource
 
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    return rss
 
 
 def corrupt_reply(request: dict[str, Any], reply: bytes, key: bytes) -> bytes:
