@@ -201,6 +201,22 @@ def test_function_error_comes_back_as_error_reply(make_backend):
     assert again.ok and not again.record.cold
 
 
+def test_a_served_instance_is_reused_before_one_that_only_became_ready_later(make_backend):
+    """An instance that finished starting after the last invocation returned (started for a request another
+    instance took) was never used: the next invocation goes to the warm one, not to it (it would be cold)."""
+    backend = make_backend()
+    ref = backend.publish(snapshot())
+    first = backend.invoke(requests_for(ref, 1, round_idx=1))[0]
+    backend.prewarm(2)  # a second instance becomes ready after the first one served
+    deadline = time.perf_counter() + 60
+    while len(backend.instance_ids) < 2 or not all(i.ready for i in backend._instances):
+        assert time.perf_counter() < deadline, "the prewarmed instance never became ready"
+        backend.collect(timeout=0.05)  # with nothing in flight, this reads the READY of finished starts
+    again = backend.invoke(requests_for(ref, 1, round_idx=2))[0]
+    assert again.ok and not again.record.cold
+    assert again.record.instance_id == first.record.instance_id
+
+
 def test_invocation_timeout_kills_a_hung_instance(make_backend):
     backend = make_backend(invocation_timeout_s=1.0)
     ref = backend.publish(snapshot(COUNTER))

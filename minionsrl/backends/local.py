@@ -177,9 +177,12 @@ class LocalBackend(Backend):
         return replies
 
     def _dispatch(self) -> None:
-        idle = sorted((i for i in self._instances if i.ready and i.task is None), key=lambda i: i.last_used)
+        # most recently used first, as function platforms do; an instance that became ready but never served
+        # (started for a request another instance took) was never used, so it comes after every served one
+        idle = sorted((i for i in self._instances if i.ready and i.task is None),
+                      key=lambda i: (i.served > 0, i.last_used))
         while self._queue and idle:
-            inst = idle.pop()  # most recently used first, as function platforms do
+            inst = idle.pop()
             inst.task = self._queue.popleft()
             inst.task.sent = time.perf_counter()
             self._send(inst, inst.task.payload)
