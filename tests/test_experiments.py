@@ -131,13 +131,19 @@ def _strict_json(path) -> dict:
     return json.loads(path.read_text(), parse_constant=refuse)
 
 
+def _steady_round_usd(tmp_path) -> float:
+    """The serverless cost of a warm round (the last of a 3-round probe), so a budget a few rounds long is a few
+    rounds long however loaded the machine is; the first round (compilation, cold starts) costs more."""
+    make_trainer(_cfg(tmp_path, max_rounds=3, eval_every=0, run_dir=str(tmp_path / "probe"), cold_start_s=0.0)).run()
+    with open(tmp_path / "probe" / "metrics.csv") as f:
+        return float(list(csv.DictReader(f))[-1]["cost_serverless_usd"])
+
+
 def test_a_budget_stop_is_kept_on_resume_unless_the_budget_is_raised(tmp_path) -> None:
     """The run decided its budget stop before its last evaluation; a resume keeps that decision instead of
     re-checking with the whole bill (which could stop a resumed run a round earlier than an uninterrupted one)."""
-    probe = make_trainer(_cfg(tmp_path, max_rounds=2, eval_every=0, run_dir=str(tmp_path / "probe"),
-                              cold_start_s=0.0)).run()
     cfg = _cfg(tmp_path, max_rounds=50, eval_every=0, run_dir=str(tmp_path / "capped"), cold_start_s=0.0,
-               budget_usd=probe["cost_usd"]["serverless"] * 3)
+               budget_usd=_steady_round_usd(tmp_path) * 4)
     capped = make_trainer(cfg).run()
     assert capped["stopped_by"] == "budget_usd"
     again = make_trainer(cfg, resume=True).run()
@@ -149,11 +155,10 @@ def test_a_budget_stop_is_kept_on_resume_unless_the_budget_is_raised(tmp_path) -
 def test_summary_says_why_the_run_stopped_and_is_valid_json(tmp_path) -> None:
     from minionsrl.loop.session import Progress, Session
 
-    probe = make_trainer(_cfg(tmp_path, max_rounds=2, eval_every=0, run_dir=str(tmp_path / "probe"),
-                                cold_start_s=0.0)).run()
-    assert probe["stopped_by"] == "max_rounds" and _strict_json(tmp_path / "probe" / "summary.json")["rounds"] == 2
+    budget = _steady_round_usd(tmp_path) * 4
+    assert _strict_json(tmp_path / "probe" / "summary.json")["stopped_by"] == "max_rounds"
     make_trainer(_cfg(tmp_path, max_rounds=50, eval_every=0, run_dir=str(tmp_path / "capped"),
-                      budget_usd=probe["cost_usd"]["serverless"] * 3, cold_start_s=0.0)).run()
+                      budget_usd=budget, cold_start_s=0.0)).run()
     capped = _strict_json(tmp_path / "capped" / "summary.json")
     assert capped["stopped_by"] == "budget_usd" and capped["rounds"] < 50
     # a run that has not evaluated yet: null, not NaN
