@@ -29,6 +29,7 @@ from minionsrl.redact import check_config_secrets
 BACKENDS = ("local", "server", "ray", "lithops")
 SCALERS = ("fixed", "minions", "nitro", "critical", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
 PRESET_NAMES = ("auto", "classic", "mujoco", "atari", "nitro")
+OBJECTIVES = ("cost", "time")  # what the critical scaler minimises per unit of progress
 ALGOS = ("ppo", "appo", "impala")
 DEVICES = ("auto", "cpu", "cuda")
 LEARNER_BUDGETS = ("per-sample", "per-round", "fixed-compute")
@@ -137,7 +138,7 @@ class TrainConfig:
     n_max: int = _f(64, "most actors a scaler may choose", min=1, max=4096, group="actors")
     initial_actors: int = _f(16, "actors in round 1 for nitro and critical (n_0)", min=1, max=4096, group="scaler")
     objective: str = _f("cost", "critical: minimise dollars (cost) or projected seconds (time) per unit of progress",
-                        choices=("cost", "time"), group="scaler")
+                        choices=OBJECTIVES, group="scaler")
     nitro_window: int = _f(6, "nitro: window W of decayed convexity ratios", min=1, group="scaler")
     nitro_decay: float = _f(0.96, "nitro: decay delta of the metric and the floor", positive=True, max=1.0,
                             group="scaler")

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import time
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +37,16 @@ def test_arm_parsing() -> None:
     with pytest.raises(ConfigError, match="learner budget"):
         Arm.parse("fixed:8/per-day")
     assert Arm.parse("nitro").label == "nitro"
+    assert Arm.parse("kungfu/per-round*5") == Arm("kungfu", learner_budget="per-round", seeds=5)
+    with pytest.raises(ConfigError, match="seed count"):
+        Arm.parse("kungfu*0")
+    time_arm = Arm.parse("critical:time@ray")
+    assert time_arm == Arm("critical", None, "ray", objective="time") and time_arm.label == "critical-time@ray"
+    assert time_arm.apply(_cfg(Path("."))).objective == "time"
+    with pytest.raises(ConfigError, match="positive integer or an objective"):
+        Arm.parse("critical:money")
+    with pytest.raises(ConfigError, match="positive integer"):
+        Arm.parse("fixed:time")
     assert Arm.parse("fixed:16@server").label == "fixed-16@server"
     with pytest.raises(ConfigError, match="not one of"):
         Arm.parse("nitr")
@@ -59,9 +70,12 @@ def test_an_arms_learner_budget_is_relative_to_the_base_configs_actors() -> None
 
 
 def test_compare_writes_table_csv_and_plots_and_server_learns_the_same(tmp_path) -> None:
-    arms = [Arm("fixed", 4, "server"), Arm("fixed", 4), Arm("hydrozoa")]
+    arms = [Arm("fixed", 4, "server"), Arm("fixed", 4), Arm.parse("hydrozoa*2")]
     results = run_compare(_cfg(tmp_path), arms, [1], tmp_path / "cmp", target_return=1.0)
-    assert [r["arm"] for r in results] == ["fixed-4@server", "fixed-4", "hydrozoa"]  # one seed: arm order
+    # seed-major, arm order within a seed; the arm with its own seed count runs seed 2 as well
+    assert [(r["arm"], r["seed"]) for r in results] == [("fixed-4@server", 1), ("fixed-4", 1), ("hydrozoa", 1),
+                                                         ("hydrozoa", 2)]
+    assert "| hydrozoa | 2 |" in (tmp_path / "cmp" / "compare.md").read_text()
     for name in ("compare.csv", "compare.md", "pareto.png", "return_vs_round.png", "return_vs_steps.png",
                  "return_vs_dollars.png", "return_vs_projected_time.png", "actors_per_round.png"):
         assert (tmp_path / "cmp" / name).stat().st_size > 0

@@ -46,17 +46,30 @@ class Arm:
     actors: int | None = None
     backend: str = "local"
     learner_budget: str | None = None  # None: the base config's
+    objective: str | None = None  # critical's; None: the base config's
+    seeds: int | None = None  # seeds 1..K for this arm; None: the comparison's --seeds
 
     @property
     def label(self) -> str:
         name = self.scaler if self.actors is None else f"{self.scaler}-{self.actors}"
+        name = name if self.objective is None else f"{name}-{self.objective}"
         name = name if self.backend == "local" else f"{name}@{self.backend}"
         return name if self.learner_budget is None else f"{name}+{self.learner_budget}"
 
     @classmethod
     def parse(cls, text: str) -> Arm:
-        """``scaler[:n][@backend][/learner-budget]``, e.g. ``fixed:16@server`` or ``fixed:64/per-round``."""
-        text, _, budget = text.strip().partition("/")
+        """``scaler[:n][@backend][/learner-budget][*seeds]``, e.g. ``fixed:16@server``, ``fixed:64/per-round`` or
+        ``kungfu*5`` (seeds 1-5 for this arm, whatever ``--seeds`` says); for the critical scaler ``critical:time``
+        or ``critical:cost`` names its objective in place of ``n``."""
+        text, _, seeds = text.strip().partition("*")
+        if seeds and not (seeds.isdigit() and int(seeds) >= 1):
+            raise ConfigError(f"--scalers: {text}*{seeds}: the seed count after '*' must be a positive integer")
+        arm = cls._parse(text)
+        return dataclasses.replace(arm, seeds=int(seeds)) if seeds else arm
+
+    @classmethod
+    def _parse(cls, text: str) -> Arm:
+        text, _, budget = text.partition("/")
         if budget and budget not in config.LEARNER_BUDGETS:
             raise ConfigError(f"--scalers: learner budget {budget!r} is not one of {', '.join(config.LEARNER_BUDGETS)}")
         body, _, backend = text.partition("@")
@@ -65,8 +78,11 @@ class Arm:
             raise ConfigError(f"--scalers: {scaler!r} is not one of {', '.join(config.SCALERS)}")
         if backend and backend not in config.BACKENDS:
             raise ConfigError(f"--scalers: backend {backend!r} in {text!r} is not one of {', '.join(config.BACKENDS)}")
+        if scaler == "critical" and n in config.OBJECTIVES:
+            return cls(scaler, None, backend or "local", budget or None, objective=n)
         if n and not n.isdigit():
-            raise ConfigError(f"--scalers: {text!r}: the actor count after ':' must be a positive integer")
+            raise ConfigError(f"--scalers: {text!r}: the actor count after ':' must be a positive integer"
+                              + (f" or an objective ({', '.join(config.OBJECTIVES)})" if scaler == "critical" else ""))
         return cls(scaler, int(n) if n else None, backend or "local", budget or None)
 
     def apply(self, cfg: TrainConfig) -> TrainConfig:
@@ -78,6 +94,8 @@ class Arm:
             changes["actors"] = self.actors
         if self.learner_budget is not None:
             changes["learner_budget"] = self.learner_budget
+        if self.objective is not None:
+            changes["objective"] = self.objective
         return dataclasses.replace(cfg, **changes)
 
 
@@ -90,8 +108,9 @@ def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: s
     out_dir = Path(out_dir)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
     results = []
-    for seed in seeds:  # seed-major: a cut comparison still covers every arm
-        for arm in arms:
+    arm_seeds = {arm: list(range(1, arm.seeds + 1)) if arm.seeds else seeds for arm in arms}
+    for seed in sorted(set().union(*arm_seeds.values())):  # seed-major: a cut comparison still covers every arm
+        for arm in (a for a in arms if seed in arm_seeds[a]):
             run_dir = out_dir / "runs" / f"{arm.label}__s{seed}"
             if on_run is not None:
                 on_run(arm.label, seed)
