@@ -91,8 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_flags(scl, ("env", "run", "backend", "cost"))
 
     mot = sub.add_parser("motivate", help="boost one round from saved checkpoints; correlate the gain with "
-                         "the convexity ratio")
-    mot.add_argument("--run-dir", required=True, help="a run trained with --keep-checkpoints-every K")
+                         "the convexity ratio and the noise scale")
+    mot.add_argument("--run-dir", required=True, nargs="+",
+                     help="runs trained with --keep-checkpoints-every K (one per seed: their checkpoints are pooled)")
     mot.add_argument("--base", type=int, default=8, help="actors of the ordinary round")
     mot.add_argument("--boost", type=int, default=64, help="actors of the boosted round")
     mot.add_argument("--eval-episodes", type=int, default=20, help="evaluation episodes after each round")
@@ -206,7 +207,7 @@ def cmd_motivate(args: argparse.Namespace) -> int:
 
     if min(args.base, args.boost, args.eval_episodes) < 1:
         raise ConfigError("--base, --boost and --eval-episodes must be >= 1")
-    out = args.out or f"{args.run_dir}/motivate"
+    out = args.out or f"{args.run_dir[0]}/motivate"
     print(json.dumps(run_motivate(args.run_dir, args.base, args.boost, args.eval_episodes, out), indent=2))
     return 0
 

@@ -2,9 +2,11 @@
 
 From each kept checkpoint of a run (``--keep-checkpoints-every``), one more round is trained twice:
 with ``base`` actors and with ``boost`` actors, both evaluated right after the update on the same
-episodes. The gain is ``eval(boost) − eval(base)``. The convexity ratio (and noise scale) measured on
-the base round's batch — what a scaler would know before deciding to boost — is then correlated with
-the gain (Pearson and Spearman). This is the experiment behind Nitro's design (DESIGN §7).
+episodes. The gain is ``eval(boost) − eval(base)``. The convexity ratio and the gradient noise scale
+measured on the base round's batch — what a scaler would know before deciding to boost — are then
+correlated with the gain (Pearson and Spearman), pooled over every run given (one per seed). This is the
+experiment behind Nitro's design (DESIGN §7). Rows are written as they come and a rerun skips the
+checkpoints already in ``motivate.csv``, so a long experiment can span sessions.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from minionsrl.experiments.plots import scatter_plot
 from minionsrl.experiments.tables import markdown_table
 from minionsrl.loop import checkpoint
 
-COLUMNS = ["round", "convexity_ratio", "gns", "eval_base", "eval_boost", "gain"]
+COLUMNS = ["run", "round", "convexity_ratio", "gns", "eval_base", "eval_boost", "gain"]
+PREDICTORS = ("convexity_ratio", "gns")
 
 
 def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> dict[str, Any]:
@@ -34,7 +37,8 @@ def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> di
     saved = config.build(config.load_yaml(run_dir / "config.yaml"))
     round_idx = int(ckpt.stem.split("-")[1])
     with tempfile.TemporaryDirectory(prefix="minionsrl-motivate-") as tmp:
-        cfg = dataclasses.replace(saved, scaler="fixed", actors=actors, max_rounds=round_idx + 1, total_timesteps=None,
+        # total_timesteps stays: the learning rate anneals over it, so the round learns at the run's own rate
+        cfg = dataclasses.replace(saved, scaler="fixed", actors=actors, max_rounds=round_idx + 1,
                                   target_return=None, budget_usd=None, eval_every=1, eval_episodes=eval_episodes,
                                   detectors="on",
                                   run_dir=tmp, progress=False, tensorboard=False, keep_checkpoints_every=0)
@@ -48,34 +52,63 @@ def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> di
         return trainer.last_row
 
 
-def run_motivate(run_dir: str | Path, base: int, boost: int, eval_episodes: int, out_dir: str | Path) -> dict[str, Any]:
-    """Boost one round from every kept checkpoint; write motivate.csv/.md and a scatter plot."""
-    run_dir, out_dir = Path(run_dir), Path(out_dir)
-    ckpts = sorted((run_dir / "checkpoints").glob("round-*.safetensors"))
-    if len(ckpts) < 3:
-        raise ConfigError(f"--run-dir: {str(run_dir)!r} has {len(ckpts)} kept checkpoints; train it with "
-                          "--keep-checkpoints-every K so that at least 3 exist")
+def run_motivate(run_dirs: str | Path | list[str | Path], base: int, boost: int, eval_episodes: int,
+                 out_dir: str | Path) -> dict[str, Any]:
+    """Boost one round from every kept checkpoint of each run in ``run_dirs``; write motivate.csv/.md and a
+    scatter plot; return the mean gain and each predictor's correlation with the gain over all of them."""
+    runs = [Path(d) for d in ([run_dirs] if isinstance(run_dirs, (str, Path)) else run_dirs)]
+    out_dir = Path(out_dir)
+    todo = {}
+    for run_dir in runs:  # every run is checked before the first round is trained
+        ckpts = sorted((run_dir / "checkpoints").glob("round-*.safetensors"))
+        if len(ckpts) < 3:
+            raise ConfigError(f"--run-dir: {str(run_dir)!r} has {len(ckpts)} kept checkpoints; train it with "
+                              "--keep-checkpoints-every K so that at least 3 exist")
+        todo[run_dir] = ckpts
     out_dir.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for ckpt in ckpts:
-        low, high = _one_round(run_dir, ckpt, base, eval_episodes), _one_round(run_dir, ckpt, boost, eval_episodes)
-        rows.append({"round": int(ckpt.stem.split("-")[1]), "convexity_ratio": low["convexity_ratio"],
-                     "gns": low["gns"], "eval_base": low["eval_return_mean"], "eval_boost": high["eval_return_mean"],
-                     "gain": high["eval_return_mean"] - low["eval_return_mean"]})
-    ratio, gain = np.array([r["convexity_ratio"] for r in rows]), np.array([r["gain"] for r in rows])
-    result = {"checkpoints": len(rows), "base": base, "boost": boost, "mean_gain": float(gain.mean()),
-              "pearson": _corr(ratio, gain), "spearman": _corr(_ranks(ratio), _ranks(gain))}
-    with open(out_dir / "motivate.csv", "w", newline="") as fh:
+    path = out_dir / "motivate.csv"
+    rows: list[dict[str, Any]] = []
+    if path.exists():  # a rerun: keep what was measured, for these runs and this boost
+        with open(path, newline="") as fh:
+            rows = [{k: v if k == "run" else int(v) if k == "round" else float(v) for k, v in r.items()}
+                    for r in csv.DictReader(fh)]
+        rows = [r for r in rows if r["run"] in {d.name for d in runs}]
+    done = {(r["run"], r["round"]) for r in rows}
+    with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    table = markdown_table(COLUMNS, [[r[c] for c in COLUMNS] for r in rows], "{:.4g}".format)
+        for run_dir, ckpts in todo.items():
+            for ckpt in ckpts:
+                round_idx = int(ckpt.stem.split("-")[1])
+                if (run_dir.name, round_idx) in done:
+                    continue
+                low = _one_round(run_dir, ckpt, base, eval_episodes)
+                high = _one_round(run_dir, ckpt, boost, eval_episodes)
+                rows.append({"run": run_dir.name, "round": round_idx, "convexity_ratio": low["convexity_ratio"],
+                             "gns": low["gns"], "eval_base": low["eval_return_mean"],
+                             "eval_boost": high["eval_return_mean"],
+                             "gain": high["eval_return_mean"] - low["eval_return_mean"]})
+                writer.writerow(rows[-1])
+                fh.flush()  # a cut experiment keeps every row it finished
+    gain = np.array([float(r["gain"]) for r in rows])
+    result: dict[str, Any] = {"runs": len(runs), "checkpoints": len(rows), "base": base, "boost": boost,
+                              "mean_gain": float(gain.mean()), "boost_helped": int((gain > 0).sum())}
+    for name in PREDICTORS:
+        x = np.array([float(r[name]) for r in rows])
+        result[name] = {"pearson": _corr(x, gain), "spearman": _corr(_ranks(x), _ranks(gain))}
+    table = markdown_table(COLUMNS, [[r[c] for c in COLUMNS] for r in rows],
+                           [str, lambda v: str(int(v)), *["{:.4g}".format] * (len(COLUMNS) - 2)])
+    names = ", ".join(d.name for d in runs)
     (out_dir / "motivate.md").write_text(
-        f"# motivate: {run_dir.name}, {base} vs {boost} actors for one round\n\n{table}\n\n"
-        f"mean gain {result['mean_gain']:.4g}; correlation of convexity ratio with gain: "
-        f"Pearson {result['pearson']:.3f}, Spearman {result['spearman']:.3f} over {len(rows)} checkpoints\n")
+        f"# motivate: {names}, {base} vs {boost} actors for one round\n\n{table}\n\n"
+        f"mean gain {result['mean_gain']:.4g}; the boost helped at {result['boost_helped']} of {len(rows)} "
+        f"checkpoints; correlation with the gain, over {len(rows)} checkpoints: convexity ratio Pearson "
+        f"{result['convexity_ratio']['pearson']:.3f}, Spearman {result['convexity_ratio']['spearman']:.3f}; "
+        f"noise scale Pearson {result['gns']['pearson']:.3f}, Spearman {result['gns']['spearman']:.3f}\n")
+    ratio = [float(r["convexity_ratio"]) for r in rows]
     scatter_plot(ratio, gain, "convexity ratio (base round)", f"gain of {boost} over {base} actors (eval return)",
-                 f"boosting one round: Spearman {result['spearman']:.2f}", out_dir / "motivate.png")
+                 f"boosting one round: Spearman {result['convexity_ratio']['spearman']:.2f}", out_dir / "motivate.png")
     return result
 
 
