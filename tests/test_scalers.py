@@ -64,6 +64,7 @@ def test_nitro_raw_window_option_pushes_both_values() -> None:
 
 
 def test_nitro_needs_the_detector() -> None:
+    assert NitroScaler.needs == {"curvature"}  # the noise scale is not its input: not computed for it by default
     with pytest.raises(ValueError, match="convexity ratio"):
         NitroScaler().next_actors(_row(1, 16, convexity_ratio=float("nan")))
 

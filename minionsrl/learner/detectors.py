@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
@@ -116,28 +115,37 @@ def hessian_curvature(arch: PolicyArch, weights: Params, batch: Batch, params: P
     return Curvature(lam_min, lam_max)
 
 
+GNS_SETS_PER_CALL = 8  # row sets per compiled call: one program for every n, however many slices
+
+
 @partial(jax.jit, static_argnames=("arch", "p"))
-def _grad_sq_norms(arch: PolicyArch, p: PPOParams, kl_coef: jax.Array, weights: Params,
-                   data: dict[str, jax.Array], idx: jax.Array, w: jax.Array) -> jax.Array:
-    """|∇L|² of the loss on each row-set: the rows ``idx[i]`` weighted ``w[i]`` (0: padding)."""
+def _set_grads(arch: PolicyArch, p: PPOParams, kl_coef: jax.Array, weights: Params, rows: dict[str, jax.Array],
+               w: jax.Array) -> jax.Array:
+    """The flat loss gradient of each row set: ``rows[k][i]`` are set i's rows, weighted ``w[i]`` (0: padding)."""
 
-    def sq_norm(rows_w: tuple[jax.Array, jax.Array]) -> jax.Array:
-        rows, wi = rows_w
-        mb = {k: v[rows] for k, v in data.items()}
-        grads = jax.grad(lambda q: ppo_loss(arch, q, mb, wi, p, kl_coef).loss)(weights)
-        return sum(jnp.sum(g**2) for g in jax.tree.leaves(grads))
+    def grad(rows_w: tuple[dict[str, jax.Array], jax.Array]) -> jax.Array:
+        mb, wi = rows_w
+        return ravel_pytree(jax.grad(lambda q: ppo_loss(arch, q, mb, wi, p, kl_coef).loss)(weights))[0]
 
-    return jax.lax.map(sq_norm, (idx, w))
+    return jax.lax.map(grad, (rows, w))
 
 
-def _row_sets(sets: list[np.ndarray], count: int) -> tuple[np.ndarray, np.ndarray]:
-    """``sets`` of row indices as a padded ``(count, width)`` index array and its 0/1 weights."""
+def _set_gradients(arch: PolicyArch, p: PPOParams, kl_coef: np.float32, weights: Params,
+                   arrays: dict[str, np.ndarray], sets: list[np.ndarray]) -> np.ndarray:
+    """``(len(sets), dim)`` float64 gradients, ``GNS_SETS_PER_CALL`` sets of one padded width per call. The rows
+    are gathered here, so that the compiled program's shapes depend on neither the batch size nor the count."""
     width = bucket(max(len(s) for s in sets))
-    idx, w = np.zeros((count, width), np.int32), np.zeros((count, width), np.float32)
-    for i, rows in enumerate(sets):
-        idx[i, : len(rows)], w[i, : len(rows)] = rows, 1.0
-    w[len(sets) :, 0] = 1.0  # padding sets: one row each, so that their (unused) loss is defined
-    return idx, w
+    out = []
+    for start in range(0, len(sets), GNS_SETS_PER_CALL):
+        chunk = sets[start : start + GNS_SETS_PER_CALL]
+        idx = np.zeros((GNS_SETS_PER_CALL, width), np.int64)
+        w = np.zeros((GNS_SETS_PER_CALL, width), np.float32)
+        for i, rows in enumerate(chunk):
+            idx[i, : len(rows)], w[i, : len(rows)] = rows, 1.0
+        w[len(chunk) :, 0] = 1.0  # padding sets: one row each, so that their (unused) loss is defined
+        grads = _set_grads(arch, p, kl_coef, weights, {k: v[idx] for k, v in arrays.items()}, w)
+        out.append(np.asarray(grads, dtype=np.float64)[: len(chunk)])
+    return np.concatenate(out)
 
 
 def gradient_noise_scale(arch: PolicyArch, weights: Params, batch: Batch, params: PPOParams, slices: int,
@@ -158,7 +166,9 @@ def gradient_noise_scale(arch: PolicyArch, weights: Params, batch: Batch, params
       each slice's gradient that of a different loss than the full batch's; with one loss, the mean of
       the slice gradients is the full-batch gradient when the slices partition the batch.
 
-    Row sets are padded to buckets (with 0/1 row weights), so a changing ``n`` compiles few programs.
+    Every gradient is taken per slice (with the rows a partition leaves over as one more set): the loss is a
+    mean over rows, so the full-batch gradient is their row-weighted mean, and a changing ``n`` compiles no new
+    program (the sets go in fixed-size calls, padded with 0/1 row weights).
     """
     size = len(batch)
     if slices < 2 or size < 2 * slices:
@@ -170,12 +180,14 @@ def gradient_noise_scale(arch: PolicyArch, weights: Params, batch: Batch, params
     batch = replace(batch, advantages=adv)
     one_loss = replace(params, norm_adv=False)
     order = np.random.default_rng(seed).permutation(size)
-    data, _ = _padded(batch, bucket(size, fine=False))
     coef = np.float32(params.kl_coef if kl_coef is None else kl_coef)
-    full = _grad_sq_norms(arch, one_loss, coef, weights, data, *_row_sets([np.arange(size)], 1))
-    parts = [order[i * small : (i + 1) * small] for i in range(slices)]
-    norms = _grad_sq_norms(arch, one_loss, coef, weights, data, *_row_sets(parts, bucket(slices, fine=False)))
-    big_sq, small_sq = float(full[0]), float(np.mean(np.asarray(norms, dtype=np.float64)[:slices]))
+    sets = [order[i * small : (i + 1) * small] for i in range(slices)]
+    if slices * small < size:
+        sets.append(order[slices * small :])
+    grads = _set_gradients(arch, one_loss, coef, weights, batch.arrays(), sets)
+    counts = np.array([len(s) for s in sets], dtype=np.float64)
+    full = counts @ grads / size
+    big_sq, small_sq = float(full @ full), float(np.mean(np.sum(grads[:slices] ** 2, axis=1)))
     g2 = (size * big_sq - small * small_sq) / (size - small)
     trace = (small_sq - big_sq) / (1.0 / small - 1.0 / size)
     return float(trace / g2) if g2 != 0 else float("nan")

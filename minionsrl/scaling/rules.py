@@ -138,7 +138,7 @@ class NitroScaler(Scaler):
     """
 
     name = "nitro"
-    needs = frozenset({"curvature", "gns"})
+    needs = frozenset({"curvature"})  # the noise scale too only with --detectors on: it is not Nitro's input
 
     def __init__(self, n_min: int = 8, n_max: int = 64, n0: int = 16, window: int = 6, decay: float = 0.96,
                  floor: str = "r2", window_mode: str = "decayed") -> None:
