@@ -51,6 +51,17 @@ def test_throttled_calls_back_off_and_retry_without_using_up_retries(tmp_path):
     assert [{k: r[k] for k in LEARNING_COLUMNS} for r in rows] == [{k: r[k] for k in LEARNING_COLUMNS} for r in clean]
 
 
+@pytest.mark.parametrize("algo", ["appo", "impala"])
+def test_asynchronous_runs_back_off_throttled_calls_without_using_up_retries(tmp_path, algo):
+    """APPO and IMPALA keep functions in flight: a refused call is resubmitted after a back-off (not at once)
+    and does not count as a failure, so with no retries allowed the run still finishes every round."""
+    rows, invocations = _run(tmp_path / algo, algo=algo, actors=3, max_rounds=4, max_concurrency=2, max_retries=0,
+                             fault_throttle=0.5, eval_every=2)
+    refused = [r for r in invocations if r["status"] == "throttled"]
+    assert refused and len(rows) == 4 and _total(rows, "throttled") == len(refused) and _total(rows, "failed") == 0
+    assert all(r["eval_return_mean"] for r in rows[1::2])  # evaluations were refused too and still ran
+
+
 def test_back_off_grows_exponentially_with_full_jitter():
     from minionsrl.loop.gather import RetryPolicy, backoff_s
 

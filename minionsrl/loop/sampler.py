@@ -12,6 +12,7 @@ and keep every attempt for the ledger and ``invocations.csv``.
 from __future__ import annotations
 
 import json
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -22,7 +23,19 @@ from minionsrl.backends.base import Backend, Reply
 from minionsrl.errors import InvocationError
 from minionsrl.function.fragment import Fragment
 from minionsrl.function.numpy_policy import PolicyArch
-from minionsrl.loop.gather import DUPLICATE, OK, STRAY, Attempt, Gathered, Group, RetryPolicy, Tracker, gather_groups
+from minionsrl.loop.gather import (
+    DUPLICATE,
+    OK,
+    STRAY,
+    THROTTLED,
+    Attempt,
+    Gathered,
+    Group,
+    RetryPolicy,
+    Tracker,
+    backoff_s,
+    gather_groups,
+)
 from minionsrl.loop.invocations import Publisher, Requests, eval_returns, eval_split
 
 
@@ -152,6 +165,8 @@ class AsyncSampler(Sampler):
         self.slot_calls: dict[int, int] = {}  # slot -> invocations started so far (seeds and ids)
         self.retry_next: dict[int, int] = {}  # slot -> attempt number its failed invocation is retried with
         self.failures: dict[int, int] = {}  # slot -> failures in a row (stale-policy ones not counted)
+        self.refusals: dict[int, int] = {}  # slot -> calls the platform refused (throttled) in a row
+        self.not_before: dict[int, float] = {}  # slot -> when its refused call may be made again (back-off)
         self.arrived: list[tuple[list[Fragment], Gathered]] = []  # replies' fragments not yet used by an update
         self.unlogged: list[Gathered] = []  # failed, duplicate and stray deliveries not yet logged and billed
         self.n_target = 0  # invocations to keep in flight (the scaler's n of the current round)
@@ -174,7 +189,8 @@ class AsyncSampler(Sampler):
 
     def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Gathered]:
         """Evaluation while training invocations stay in flight: every reply that arrives meanwhile is routed,
-        until each evaluation slot has a result (a failed slot is retried up to ``max_retries`` times)."""
+        until each evaluation slot has a result (a failed slot is retried up to ``max_retries`` times; a refused,
+        throttled, one after a back-off, up to ``max_throttled`` times)."""
         per_slot, ref = eval_split(episodes, n_actors), self.publisher.ref()
 
         def submit(slot: int, attempt: int) -> None:
@@ -184,16 +200,25 @@ class AsyncSampler(Sampler):
         for slot in range(len(per_slot)):
             submit(slot, 0)
         got = Gathered({})
+        failed: dict[int, int] = {}
+        refused: dict[int, int] = {}
         while len(got.results) < len(per_slot):
             for attempt in self._route(self._collect()):
                 got.attempts.append(attempt)
+                slot = attempt.slot
                 if attempt.status == OK:
-                    got.results[attempt.slot] = attempt.result
-                elif attempt.attempt >= self.retry.max_retries:
-                    raise InvocationError(f"evaluation slot {attempt.slot} failed {attempt.attempt + 1} times "
-                                          f"({attempt.reply.record.invocation_id}: {attempt.reply.record.error})")
-                else:
-                    submit(attempt.slot, attempt.attempt + 1)
+                    got.results[slot] = attempt.result
+                    continue
+                tally = refused if attempt.status == THROTTLED else failed
+                tally[slot] = tally.get(slot, 0) + 1
+                limit = self.retry.max_throttled if attempt.status == THROTTLED else self.retry.max_retries
+                if tally[slot] > limit:
+                    raise InvocationError(f"evaluation slot {slot}: {tally[slot]} attempts in a row ended "
+                                          f"{attempt.status} ({attempt.reply.record.invocation_id}: "
+                                          f"{attempt.reply.record.error})")
+                if attempt.status == THROTTLED:  # brief: training replies wait in the backend meanwhile
+                    time.sleep(backoff_s(self.retry, tally[slot]))
+                submit(slot, attempt.attempt + 1)
         return self._mean_return(got), got
 
     def finish(self) -> Gathered:
@@ -212,12 +237,14 @@ class AsyncSampler(Sampler):
         """Submit an invocation, with the newest policy, for every slot below ``n_target`` that has none in
         flight: the slot's next one, or a retry (same seed, next attempt) of the one that failed."""
         busy = {slot for slot, _, req in self.tracker.flying.values() if req["kind"] == "train"}
-        free = [slot for slot in range(self.n_target) if slot not in busy]
+        now = time.perf_counter()
+        free = [slot for slot in range(self.n_target) if slot not in busy and self.not_before.get(slot, 0.0) <= now]
         if not free:
             return
         ref = self.publisher.ref()  # the newest weights
         sent = []
         for slot in free:
+            self.not_before.pop(slot, None)
             attempt = self.retry_next.pop(slot, 0)
             if attempt == 0:
                 self.slot_calls[slot] = self.slot_calls.get(slot, 0) + 1
@@ -247,6 +274,7 @@ class AsyncSampler(Sampler):
                 self._failed(attempt)
             else:
                 self.failures.pop(attempt.slot, None)
+                self.refusals.pop(attempt.slot, None)
                 if self.carry_episodes:
                     self._keep_carries(attempt.slot, attempt.result)
                 self.arrived.append((attempt.result, Gathered({attempt.slot: attempt.result}, [attempt])))
@@ -256,6 +284,15 @@ class AsyncSampler(Sampler):
     def _failed(self, attempt: Attempt) -> None:
         self.unlogged.append(Gathered({}, [attempt]))
         slot = attempt.slot
+        self.retry_next[slot] = attempt.attempt + 1  # a new id, the same seed
+        if attempt.status == THROTTLED:  # "not now", not a failure: retried after a back-off, as gather does
+            self.refusals[slot] = self.refusals.get(slot, 0) + 1
+            if self.refusals[slot] > self.retry.max_throttled:
+                raise InvocationError(f"actor slot {slot}: the platform refused {self.refusals[slot]} calls in a row "
+                                      f"(throttled: {attempt.reply.record.error}); raise its concurrency limit or "
+                                      "lower --n-max")
+            self.not_before[slot] = time.perf_counter() + backoff_s(self.retry, self.refusals[slot])
+            return
         stale = self.publisher.newest is not None and attempt.request["policy"] != self.publisher.newest
         self.stale_retries += stale
         if not stale:
@@ -263,10 +300,15 @@ class AsyncSampler(Sampler):
             if self.failures[slot] > self.retry.max_retries:
                 raise InvocationError(f"actor slot {slot} failed {self.failures[slot]} times in a row "
                                       f"({attempt.reply.record.invocation_id}: {attempt.reply.record.error})")
-        self.retry_next[slot] = attempt.attempt + 1  # a new id, the same seed
 
     def _collect(self) -> list[Reply]:
-        """The next replies; a backend with nothing in flight cannot deliver what the learner waits for."""
+        """The next replies, or none once a refused slot's back-off is over (the caller then resubmits it); a
+        backend with nothing in flight and no slot backing off cannot deliver what the learner waits for."""
+        due = min((t for slot, t in self.not_before.items() if slot < self.n_target), default=None)
+        wait_s = None if due is None else max(0.0, due - time.perf_counter())
         if not self.backend.in_flight:
-            raise InvocationError("the backend has no invocation in flight but the learner is waiting for replies")
-        return self.backend.collect(timeout=None)
+            if wait_s is None:
+                raise InvocationError("the backend has no invocation in flight but the learner is waiting for replies")
+            time.sleep(wait_s)
+            return []
+        return self.backend.collect(timeout=wait_s)
