@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shutil
 import time
 
 import numpy as np
@@ -33,6 +34,7 @@ def measure(rounds: int) -> None:
     from minionsrl.learner.learners import Learned
     from minionsrl.loop.invocations import invocation_seed
 
+    shutil.rmtree(OUT / "detector_samples", ignore_errors=True)  # a fresh run, not a resumed one
     base = config.build(config.load_yaml("docs/results/hopper.yaml"))
     cfg = dataclasses.replace(base, actors=16, scaler="fixed", num_minibatches=64, max_rounds=rounds, eval_every=0,
                               seed=1, progress=False, run_dir=str(OUT / "detector_samples"))
