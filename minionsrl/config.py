@@ -153,7 +153,9 @@ class TrainConfig:
     lanczos_tol: float = _f(1e-3, "the curvature detector stops once two iterations in a row moved neither extreme "
                             "eigenvalue by more than this fraction of the larger (0: all --lanczos-iterations)",
                             min=0.0, group="scaler")
-    detector_samples: int = _f(4096, "curvature detector: random subsample of the round batch (0: all of it)", min=0,
+    # 1,024 rows keep the detector under 10% of a projected round; Nitro's n from them agrees with a 4,096-row
+    # estimate about as often as a second 4,096-row draw does (docs/BENCHMARKS.md §11)
+    detector_samples: int = _f(1024, "curvature detector: random subsample of the round batch (0: all of it)", min=0,
                                group="scaler")
     backend: str = _f("local", "where rollout functions run", choices=BACKENDS, group="backend", learning=False)
     fragment_length: int | None = _f(None, "steps per rollout function (T)", min=1, max=1_000_000, group="env")
