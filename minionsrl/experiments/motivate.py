@@ -26,7 +26,8 @@ from minionsrl.experiments.plots import scatter_plot
 from minionsrl.experiments.tables import markdown_table
 from minionsrl.loop import checkpoint
 
-COLUMNS = ["run", "round", "convexity_ratio", "gns", "eval_base", "eval_boost", "gain"]
+COLUMNS = ["run", "round", "base", "boost", "convexity_ratio", "gns", "eval_base", "eval_boost", "gain"]
+INTEGERS = ("round", "base", "boost")
 PREDICTORS = ("convexity_ratio", "gns")
 
 
@@ -70,9 +71,10 @@ def run_motivate(run_dirs: str | Path | list[str | Path], base: int, boost: int,
     rows: list[dict[str, Any]] = []
     if path.exists():  # a rerun: keep what was measured, for these runs and this boost
         with open(path, newline="") as fh:
-            rows = [{k: v if k == "run" else int(v) if k == "round" else float(v) for k, v in r.items()}
+            rows = [{k: v if k == "run" else int(v) if k in INTEGERS else float(v) for k, v in r.items()}
                     for r in csv.DictReader(fh)]
-        rows = [r for r in rows if r["run"] in {d.name for d in runs}]
+        names = {d.name for d in runs}
+        rows = [r for r in rows if r["run"] in names and (r.get("base"), r.get("boost")) == (base, boost)]
     done = {(r["run"], r["round"]) for r in rows}
     with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, COLUMNS)
@@ -85,7 +87,8 @@ def run_motivate(run_dirs: str | Path | list[str | Path], base: int, boost: int,
                     continue
                 low = _one_round(run_dir, ckpt, base, eval_episodes)
                 high = _one_round(run_dir, ckpt, boost, eval_episodes)
-                rows.append({"run": run_dir.name, "round": round_idx, "convexity_ratio": low["convexity_ratio"],
+                rows.append({"run": run_dir.name, "round": round_idx, "base": base, "boost": boost,
+                             "convexity_ratio": low["convexity_ratio"],
                              "gns": low["gns"], "eval_base": low["eval_return_mean"],
                              "eval_boost": high["eval_return_mean"],
                              "gain": high["eval_return_mean"] - low["eval_return_mean"]})
@@ -97,8 +100,9 @@ def run_motivate(run_dirs: str | Path | list[str | Path], base: int, boost: int,
     for name in PREDICTORS:
         x = np.array([float(r[name]) for r in rows])
         result[name] = {"pearson": _corr(x, gain), "spearman": _corr(_ranks(x), _ranks(gain))}
-    table = markdown_table(COLUMNS, [[r[c] for c in COLUMNS] for r in rows],
-                           [str, lambda v: str(int(v)), *["{:.4g}".format] * (len(COLUMNS) - 2)])
+    shown = [c for c in COLUMNS if c not in ("base", "boost")]  # in the title
+    table = markdown_table(shown, [[r[c] for c in shown] for r in rows],
+                           [str, str, *["{:.4g}".format] * (len(shown) - 2)])
     names = ", ".join(d.name for d in runs)
     (out_dir / "motivate.md").write_text(
         f"# motivate: {names}, {base} vs {boost} actors for one round\n\n{table}\n\n"
