@@ -161,6 +161,14 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], digits
     return "\n".join(lines)
 
 
+def publish_section(name: str, body: str, started: float, results: Path) -> None:
+    """Print section ``name`` (``body`` and the provenance of the measurements in ``results``) and write it to
+    docs/BENCHMARKS.md."""
+    section = f"{body.strip()}\n\n{provenance(started, results.stat().st_mtime)}\n"
+    print(section)
+    write_section(name, section)
+
+
 def write_section(name: str, markdown: str, doc: Path = DOC) -> None:
     """Replace the section ``name`` of docs/BENCHMARKS.md (between its markers), or append it."""
     start, end = f"<!-- bench:{name} start -->", f"<!-- bench:{name} end -->"

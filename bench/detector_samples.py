@@ -19,7 +19,7 @@ import shutil
 import time
 
 import numpy as np
-from common import OUT, append_jsonl, load_jsonl, log, markdown_table, mean, provenance, write_section
+from common import OUT, append_jsonl, load_jsonl, log, markdown_table, mean, publish_section
 
 # (label, rows, draw): draw 1 is a second random subsample of the same size, the 4,096-row estimate's own noise
 SIZES = (("4,096", 4096, 0), ("4,096, another draw", 4096, 1), ("2,048", 2048, 0), ("1,024", 1024, 0))
@@ -113,11 +113,8 @@ series to Nitro's rule (published window and floor) and counts the rounds whose 
 one.
 
 {table}
-
-{provenance(started, RESULTS.stat().st_mtime)}
 """
-    print(section)
-    write_section("detector_samples", section)
+    publish_section("detector_samples", section, started, RESULTS)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from common import OUT, append_jsonl, load_jsonl, log, markdown_table, mean, provenance, run_minionsrl, write_section
+from common import OUT, append_jsonl, load_jsonl, log, markdown_table, mean, publish_section, run_minionsrl
 
 from minionsrl.loop.metrics import read_metrics
 
@@ -80,11 +80,8 @@ round leaves idle (the gap below was measured with the machine loaded by other w
 cloud would take (docs/COST.md), where the evaluation's functions run on instances of their own.
 
 {table}
-
-{provenance(started, RESULTS.stat().st_mtime)}
 """
-    print(section)
-    write_section("eval_overlap", section)
+    publish_section("eval_overlap", section, started, RESULTS)
 
 
 if __name__ == "__main__":
