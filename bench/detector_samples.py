@@ -18,8 +18,9 @@ import dataclasses
 import shutil
 import time
 
-import numpy as np
 from common import OUT, append_jsonl, load_jsonl, log, markdown_table, mean, publish_section
+
+from minionsrl.experiments.motivate import spearman
 
 # (label, rows, draw): draw 1 is a second random subsample of the same size, the 4,096-row estimate's own noise
 SIZES = (("4,096", 4096, 0), ("4,096, another draw", 4096, 1), ("2,048", 2048, 0), ("1,024", 1024, 0))
@@ -67,11 +68,6 @@ def nitro_choices(ratios: list[float]) -> list[int]:
     nitro = NitroScaler(8, 64, 16)
     return [nitro.next_actors({"round": r, "n_actors": 16, "convexity_ratio": ratio})
             for r, ratio in enumerate(ratios, start=1)]
-
-
-def spearman(a: list[float], b: list[float]) -> float:
-    ranks = [np.argsort(np.argsort(x)) for x in (a, b)]
-    return float(np.corrcoef(*ranks)[0, 1])
 
 
 def main() -> None:

@@ -73,8 +73,8 @@ def run_motivate(run_dirs: str | Path | list[str | Path], base: int, boost: int,
         with open(path, newline="") as fh:
             rows = [{k: v if k == "run" else int(v) if k in INTEGERS else float(v) for k, v in r.items()}
                     for r in csv.DictReader(fh)]
-        names = {d.name for d in runs}
-        rows = [r for r in rows if r["run"] in names and (r.get("base"), r.get("boost")) == (base, boost)]
+        kept = {d.name for d in runs}
+        rows = [r for r in rows if r["run"] in kept and (r.get("base"), r.get("boost")) == (base, boost)]
     done = {(r["run"], r["round"]) for r in rows}
     with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, COLUMNS)
@@ -94,12 +94,12 @@ def run_motivate(run_dirs: str | Path | list[str | Path], base: int, boost: int,
                              "gain": high["eval_return_mean"] - low["eval_return_mean"]})
                 writer.writerow(rows[-1])
                 fh.flush()  # a cut experiment keeps every row it finished
-    gain = np.array([float(r["gain"]) for r in rows])
+    gain = np.array([r["gain"] for r in rows], dtype=float)
     result: dict[str, Any] = {"runs": len(runs), "checkpoints": len(rows), "base": base, "boost": boost,
                               "mean_gain": float(gain.mean()), "boost_helped": int((gain > 0).sum())}
     for name in PREDICTORS:
-        x = np.array([float(r[name]) for r in rows])
-        result[name] = {"pearson": _corr(x, gain), "spearman": _corr(_ranks(x), _ranks(gain))}
+        x = np.array([r[name] for r in rows], dtype=float)
+        result[name] = {"pearson": _corr(x, gain), "spearman": spearman(x, gain)}
     shown = [c for c in COLUMNS if c not in ("base", "boost")]  # in the title
     table = markdown_table(shown, [[r[c] for c in shown] for r in rows],
                            [str, str, *["{:.4g}".format] * (len(shown) - 2)])
@@ -110,10 +110,15 @@ def run_motivate(run_dirs: str | Path | list[str | Path], base: int, boost: int,
         f"checkpoints; correlation with the gain, over {len(rows)} checkpoints: convexity ratio Pearson "
         f"{result['convexity_ratio']['pearson']:.3f}, Spearman {result['convexity_ratio']['spearman']:.3f}; "
         f"noise scale Pearson {result['gns']['pearson']:.3f}, Spearman {result['gns']['spearman']:.3f}\n")
-    ratio = [float(r["convexity_ratio"]) for r in rows]
+    ratio = [r["convexity_ratio"] for r in rows]
     scatter_plot(ratio, gain, "convexity ratio (base round)", f"gain of {boost} over {base} actors (eval return)",
                  f"boosting one round: Spearman {result['convexity_ratio']['spearman']:.2f}", out_dir / "motivate.png")
     return result
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rank correlation (NaN for fewer than 2 points or a constant series)."""
+    return _corr(_ranks(np.asarray(x)), _ranks(np.asarray(y)))
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:

@@ -91,6 +91,12 @@ def _padded(batch: Batch, rows: int) -> tuple[dict[str, np.ndarray], np.ndarray]
     return data, w
 
 
+def _flat_grad(arch: PolicyArch, p: PPOParams, kl_coef: jax.Array, weights: Params, data: dict[str, jax.Array],
+               w: jax.Array) -> jax.Array:
+    """The PPO loss's gradient on the rows of ``data`` weighted ``w``, as one flat vector (traced, not jitted)."""
+    return ravel_pytree(jax.grad(lambda q: ppo_loss(arch, q, data, w, p, kl_coef).loss)(weights))[0]
+
+
 @partial(jax.jit, static_argnames=("arch", "p"))
 def _hvp(arch: PolicyArch, p: PPOParams, kl_coef: jax.Array, weights: Params, data: dict[str, jax.Array],
          w: jax.Array, v: jax.Array) -> jax.Array:
@@ -98,7 +104,7 @@ def _hvp(arch: PolicyArch, p: PPOParams, kl_coef: jax.Array, weights: Params, da
     flat, unravel = ravel_pytree(weights)
 
     def grad(x: jax.Array) -> jax.Array:
-        return ravel_pytree(jax.grad(lambda q: ppo_loss(arch, q, data, w, p, kl_coef).loss)(unravel(x)))[0]
+        return _flat_grad(arch, p, kl_coef, unravel(x), data, w)
 
     return jax.jvp(grad, (flat,), (v.astype(flat.dtype),))[1]
 
@@ -122,12 +128,7 @@ GNS_SETS_PER_CALL = 8  # row sets per compiled call: one program for every n, ho
 def _set_grads(arch: PolicyArch, p: PPOParams, kl_coef: jax.Array, weights: Params, rows: dict[str, jax.Array],
                w: jax.Array) -> jax.Array:
     """The flat loss gradient of each row set: ``rows[k][i]`` are set i's rows, weighted ``w[i]`` (0: padding)."""
-
-    def grad(rows_w: tuple[dict[str, jax.Array], jax.Array]) -> jax.Array:
-        mb, wi = rows_w
-        return ravel_pytree(jax.grad(lambda q: ppo_loss(arch, q, mb, wi, p, kl_coef).loss)(weights))[0]
-
-    return jax.lax.map(grad, (rows, w))
+    return jax.lax.map(lambda rows_w: _flat_grad(arch, p, kl_coef, weights, *rows_w), (rows, w))
 
 
 def _set_gradients(arch: PolicyArch, p: PPOParams, kl_coef: np.float32, weights: Params,

@@ -91,8 +91,9 @@ class Trainer:
             p.stopped_by = self._resumed_stop() if self.session.resume_state is not None else self._stop_reason()
             while p.stopped_by is None:
                 self.run_round()
-                for row in self.written if on_round is not None else ():
-                    on_round(row)
+                for row in self.written:
+                    if on_round is not None:
+                        on_round(row)
             self.sampler.finish()  # e.g. stopped by the budget with invocations in flight: none may outlive the run
             self.session.wait()
             return self.session.write_summary(
