@@ -217,6 +217,7 @@ def make_scaler(cfg: TrainConfig) -> Scaler:
         from minionsrl.scaling.minions import MinionsScaler, load_agent
 
         agent, meta = load_agent(cfg.scheduler)
+        # the round feature in the units it was trained in: rounds over the training jobs' length
         return MinionsScaler(agent, lo, hi, return_scale=cfg.target_return or float(meta["target_return"]),
-                             horizon=cfg.max_rounds or 100, budget_usd=cfg.budget_usd)
+                             horizon=int(meta.get("max_rounds") or cfg.max_rounds or 100), budget_usd=cfg.budget_usd)
     return builders[cfg.scaler]()

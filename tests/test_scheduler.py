@@ -232,3 +232,21 @@ def test_training_jobs_change_the_weights_and_a_cut_training_continues(tmp_path,
     assert all((_StandInTrainer.seen[0][k] == v).all() for k, v in two.params.items())
     three, meta = load_agent(out)
     assert meta["jobs"] == 3 and all(not np.array_equal(three.params[k], v) for k, v in two.params.items())
+
+
+def test_a_missed_target_costs_its_shortfall_in_units_of_the_target() -> None:
+    scaler = MinionsScaler(SchedulerAgent(8, seed=0), 1, 8, return_scale=400.0, hyper=SchedulerHyper(miss_coef=2.0))
+    assert scaler.miss_reward(300.0, 400.0) == pytest.approx(-0.5)  # a quarter of the target short, times 2
+    assert scaler.miss_reward(400.0, 400.0) == 0.0 and scaler.miss_reward(900.0, 400.0) == 0.0
+
+
+def test_a_deployed_scheduler_reads_rounds_in_its_training_jobs_units(tmp_path) -> None:
+    from minionsrl.build import make_scaler
+
+    save_agent(SchedulerAgent(8, seed=0), tmp_path / "s.safetensors", {"target_return": 350.0, "max_rounds": 40})
+    cfg = TrainConfig(scaler="minions", scheduler=str(tmp_path / "s.safetensors"), n_min=2, n_max=64, max_rounds=5000,
+                      target_return=1000.0)
+    scaler = make_scaler(cfg)
+    assert isinstance(scaler, MinionsScaler) and scaler.horizon == 40 and scaler.return_scale == 1000.0
+    assert scaler.state(_row(20, 4))[FEATURES.index("round")] == pytest.approx(0.5)  # round 20 of 40, not of 5000
+    assert scaler.n_max == 8  # the agent's own actions bound the range

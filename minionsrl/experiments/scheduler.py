@@ -131,8 +131,7 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
             episode.transitions[-1].reward = scaler.round_reward(trainer.last_row)
             best = summary["best_eval_return"] if summary["best_eval_return"] is not None else 0.0
             reached = best >= target
-            if not reached:
-                episode.transitions[-1].reward += best - target
+            episode.transitions[-1].reward += scaler.miss_reward(best, target)
             stats = ppo_update(agent, optimizer, episode, hyper)
             row = {"job": job, "episode_return": stats["episode_return"], "rounds": summary["rounds"],
                    "reached": reached, "best_eval_return": best, "projected_cloud_s": summary["projected_cloud_s"],

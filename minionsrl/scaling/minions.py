@@ -6,7 +6,8 @@ infinite budget never reaches the network) and, for schedulers trained since, th
 scale. Action: the number of actors, ``1..n_max`` (categorical). Reward per round:
 ``−β · round_seconds`` (the *projected cloud* round time, since on a function platform actors run side
 by side), optionally ``− λ · round_dollars`` (budget-aligned), plus at the end, if the target return was
-not reached, ``best_return − target``.
+not reached, ``μ · (best_return − target) / |target|``: the shortfall in units of the target, so that it
+weighs like a few rounds' time rather than drowning them (μ = 1).
 
 The agent is PPO with separate 64-64 tanh actor and critic, lr 1e-3, γ 0.99, clip 0.2, Monte-Carlo
 returns and entropy 0.01, updated after every job. Artefacts are safetensors files (weights plus JSON
@@ -56,6 +57,7 @@ class SchedulerHyper:
     epochs: int = 4
     beta: float = 0.1  # per projected round-second
     lam: float = 0.0  # per round-dollar ("budget-aligned" when > 0)
+    miss_coef: float = 1.0  # per target's worth of shortfall at the end of a job that missed its target
 
 
 def init_params(n_max: int, n_features: int, seed: int) -> dict[str, np.ndarray]:
@@ -255,7 +257,12 @@ class MinionsScaler(Scaler):
         return self.clip(action + 1)
 
     def round_reward(self, row: dict[str, Any]) -> float:
+        """The MDP reward of the round ``row`` describes: its projected seconds and, if ``λ > 0``, dollars."""
         return -self.hyper.beta * float(row["projected_round_s"]) - self.hyper.lam * float(row["cost_serverless_usd"])
+
+    def miss_reward(self, best_return: float, target: float) -> float:
+        """The end-of-job reward: 0 when the target was reached, else the shortfall in units of the target."""
+        return self.hyper.miss_coef * min(best_return - target, 0.0) / self.return_scale
 
     def state_dict(self) -> dict[str, Any]:
         # the generator's state is a dict of strings and ints (PCG64's exceed 2**63: JSON keeps them exact)
