@@ -150,7 +150,7 @@ class TrainConfig:
     detectors: str = _f("auto", "compute convexity ratio and noise scale: auto (when the scaler needs them), on, off",
                         choices=("auto", "on", "off"), group="scaler")
     lanczos_iterations: int = _f(100, "Lanczos iterations of the curvature detector, at most", min=2, group="scaler")
-    lanczos_tol: float = _f(1e-3, "the curvature detector stops once two iterations in a row moved neither extreme "
+    lanczos_tol: float = _f(1e-2, "the curvature detector stops once two iterations in a row moved neither extreme "
                             "eigenvalue by more than this fraction of the larger (0: all --lanczos-iterations)",
                             min=0.0, group="scaler")
     # 1,024 rows keep the detector under 10% of a projected round; Nitro's n from them agrees with a 4,096-row

@@ -89,6 +89,13 @@ def test_compare_writes_table_csv_and_plots_and_server_learns_the_same(tmp_path)
     assert by_arm["fixed-4@server"]["cost_usd"] == by_arm["fixed-4@server"]["cost_server_usd"]
     assert by_arm["fixed-4"]["cost_usd"] == by_arm["fixed-4"]["cost_serverless_usd"]
     assert by_arm["fixed-4"]["time_to_target_s"] is not None  # every eval return is >= 1
+    # the detectors' seconds against the projected rounds they ran in
+    hydrozoa = read_metrics(tmp_path / "cmp" / "runs" / "hydrozoa__s1")
+    share = next(r["detector_share"] for r in results if r["arm"] == "hydrozoa" and r["seed"] == 1)
+    assert share == pytest.approx(
+        sum(float(r["detector_s"]) for r in hydrozoa) / sum(float(r["projected_round_s"]) for r in hydrozoa))
+    assert all(0 <= r["detector_share"] < 1 for r in results)
+    assert "detector_share" in (tmp_path / "cmp" / "compare.md").read_text()
     # a second call reuses the finished runs instead of training again
     started = time.perf_counter()
     run_compare(_cfg(tmp_path), arms, [1], tmp_path / "cmp")

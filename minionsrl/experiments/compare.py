@@ -34,8 +34,8 @@ from minionsrl.loop.metrics import read_metrics
 
 RUN_COLUMNS = ["arm", "scaler", "backend", "learner_budget", "seed", "rounds", "env_steps", "final_eval_return",
                "best_eval_return", "train_return_last100", "wall_s", "projected_cloud_s", "cost_serverless_usd",
-               "cost_server_usd", "cost_usd", "mean_actors", "time_to_target_s", "projected_time_to_target_s",
-               "usd_to_target", "return_at_budget"]
+               "cost_server_usd", "cost_usd", "mean_actors", "detector_share", "time_to_target_s",
+               "projected_time_to_target_s", "usd_to_target", "return_at_budget"]
 
 
 @dataclass(frozen=True)
@@ -161,6 +161,9 @@ def _run_row(arm: Arm, seed: int, run_dir: Path, target: float | None) -> dict[s
         # what this arm really pays: servers for the server backend, functions otherwise
         "cost_usd": cost["server"] if arm.backend == "server" else cost["serverless"],
         "mean_actors": float(np.mean([int(r["n_actors"]) for r in rows])),
+        # the scaler's detectors against the rounds it ran them in, as the cloud would run them (docs/COST.md)
+        "detector_share": (sum(float(r["detector_s"] or 0.0) for r in rows)
+                           / sum(float(r["projected_round_s"]) for r in rows)),
         "time_to_target_s": float(rows[first - 1]["wall_s"]) if first else None,
         "projected_time_to_target_s": sum(float(r["projected_round_s"]) for r in rows[:first]) if first else None,
         "usd_to_target": float(rows[first - 1][_cost_column(arm.backend)]) if first else None,
@@ -198,7 +201,7 @@ def markdown_table(results: list[dict[str, Any]], arms: list[Arm], target: float
                    dollar_budget: float | None = None) -> str:
     """Per arm, over seeds: the mean with a bootstrap 95% interval; the Pareto front of (dollars, return)."""
     cols = ["final_eval_return", "best_eval_return", "wall_s", "projected_cloud_s", "cost_serverless_usd",
-            "cost_server_usd", "cost_usd", "mean_actors"]
+            "cost_server_usd", "cost_usd", "mean_actors", "detector_share"]
     if target is not None:
         cols += ["time_to_target_s", "projected_time_to_target_s", "usd_to_target"]
     if dollar_budget is not None:
