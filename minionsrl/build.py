@@ -177,7 +177,7 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
 
         arch = PolicyArch.of(info, cfg.hidden_sizes)
         learner = make_learner(cfg, arch)
-        scaler = scaler or make_scaler(cfg)
+        scaler = scaler or make_scaler(cfg, info.family)
         if cfg.detectors == "off" and scaler.needs:  # e.g. a learned scheduler that reads the noise scale
             raise ConfigError(f"detectors: the {scaler.name} scaler reads {', '.join(sorted(scaler.needs))} every "
                               "round; use --detectors auto (or on)")
@@ -195,8 +195,8 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
         raise
 
 
-def make_scaler(cfg: TrainConfig) -> Scaler:
-    """Build the scaler named by ``cfg.scaler``."""
+def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
+    """Build the scaler named by ``cfg.scaler`` (``family``: the env's, which picks the shipped scheduler)."""
     from minionsrl.scaling import rules
 
     lo, hi = cfg.n_min, cfg.n_max
@@ -216,7 +216,7 @@ def make_scaler(cfg: TrainConfig) -> Scaler:
     if cfg.scaler == "minions":
         from minionsrl.scaling.minions import MinionsScaler, load_agent
 
-        agent, meta = load_agent(cfg.scheduler)
+        agent, meta = load_agent(cfg.scheduler, family)
         # the round feature in the units it was trained in: rounds over the training jobs' length
         return MinionsScaler(agent, lo, hi, return_scale=cfg.target_return or float(meta["target_return"]),
                              horizon=int(meta.get("max_rounds") or cfg.max_rounds or 100), budget_usd=cfg.budget_usd)

@@ -146,7 +146,8 @@ class TrainConfig:
                           choices=("r2", "r"), group="scaler")
     nitro_window_mode: str = _f("decayed", "nitro: window holds decayed ratios, or also the raw ones (published code)",
                                 choices=("decayed", "decayed+raw"), group="scaler")
-    scheduler: str | None = _f(None, "minions: scheduler artefact (default: the shipped one)", group="scaler")
+    scheduler: str | None = _f(None, "minions: scheduler artefact (default: the one shipped for the env's family, "
+                               "trained on CartPole or on Hopper)", group="scaler")
     detectors: str = _f("auto", "compute convexity ratio and noise scale: auto (when the scaler needs them), on, off",
                         choices=("auto", "on", "off"), group="scaler")
     lanczos_iterations: int = _f(100, "Lanczos iterations of the curvature detector, at most", min=2, group="scaler")

@@ -250,3 +250,15 @@ def test_a_deployed_scheduler_reads_rounds_in_its_training_jobs_units(tmp_path) 
     assert isinstance(scaler, MinionsScaler) and scaler.horizon == 40 and scaler.return_scale == 1000.0
     assert scaler.state(_row(20, 4))[FEATURES.index("round")] == pytest.approx(0.5)  # round 20 of 40, not of 5000
     assert scaler.n_max == 8  # the agent's own actions bound the range
+
+
+def test_each_family_gets_its_shipped_scheduler() -> None:
+    from minionsrl.build import make_scaler
+
+    hopper, meta = load_agent(None, "mujoco")
+    assert meta["env_id"] == "Hopper-v5" and hopper.features == FEATURES and meta["jobs"] >= 50
+    assert load_agent(None, "atari")[1]["env_id"] == load_agent(None)[1]["env_id"] == "CartPole-v1"
+    cfg = TrainConfig(scaler="minions", n_min=8, n_max=64, target_return=1000.0)
+    mujoco = make_scaler(cfg, "mujoco")
+    assert isinstance(mujoco, MinionsScaler) and mujoco.agent.features == FEATURES and mujoco.needs == {"gns"}
+    assert make_scaler(cfg).agent.features == FEATURES_V1  # classic control: the CartPole one

@@ -12,7 +12,7 @@ weighs like a few rounds' time rather than drowning them (μ = 1).
 The agent is PPO with separate 64-64 tanh actor and critic, lr 1e-3, γ 0.99, clip 0.2, Monte-Carlo
 returns and entropy 0.01, updated after every job. Artefacts are safetensors files (weights plus JSON
 metadata: no pickle). ``minionsrl scheduler train`` makes one (the training, in JAX, lives in
-:mod:`minionsrl.experiments.scheduler`); the package ships one.
+:mod:`minionsrl.experiments.scheduler`); the package ships one trained on CartPole and one on Hopper.
 
 Inference is NumPy alone: the scaler is consulted every round, and importing it pays for neither JAX
 nor torch. Weights are kept as :mod:`minionsrl.learner.networks` names them (``actor.{0,1,2}.weight``,
@@ -40,7 +40,9 @@ from minionsrl.scaling.base import Scaler, as_finite
 # also see the gradient noise scale, which says how much a larger batch would help (DESIGN §2.2).
 FEATURES_V1 = ("round", "loss", "eval_return", "kl", "learn_s", "sample_s", "round_s", "budget")
 FEATURES = (*FEATURES_V1, "gns")
-SHIPPED = "scheduler-cartpole.safetensors"
+# The shipped schedulers, by env family (DESIGN §2.2): each was trained on one env of its family's jobs; Atari
+# and custom envs get the CartPole one
+SHIPPED = {"classic": "scheduler-cartpole.safetensors", "mujoco": "scheduler-hopper.safetensors"}
 HIDDEN = (64, 64)
 TOWERS = ("actor", "critic")
 _SEQUENTIAL_STRIDE = 2  # artefacts: a torch Sequential's index of each linear layer (Linear, Tanh, Linear, …)
@@ -166,10 +168,10 @@ def save_agent(agent: SchedulerAgent, path: str | Path, metadata: dict[str, Any]
                                                  **metadata})})
 
 
-def load_agent(path: str | Path | None) -> tuple[SchedulerAgent, dict[str, Any]]:
-    """Read a scheduler artefact (the shipped one when ``path`` is None)."""
+def load_agent(path: str | Path | None, family: str = "classic") -> tuple[SchedulerAgent, dict[str, Any]]:
+    """Read a scheduler artefact (when ``path`` is None, the one shipped for the env ``family``)."""
     if path is None:
-        path = resources.files("minionsrl").joinpath("data", SHIPPED)
+        path = resources.files("minionsrl").joinpath("data", SHIPPED.get(family, SHIPPED["classic"]))
     if not Path(str(path)).is_file():
         raise ConfigError(f"scheduler: file {str(path)!r} does not exist; train one with `minionsrl scheduler train`")
     try:
