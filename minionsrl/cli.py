@@ -108,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--out", default="runs/scheduler.safetensors", help="where to save the scheduler")
     st.add_argument("--beta", type=float, default=0.1, help="reward per projected round-second")
     st.add_argument("--lam", type=float, default=0.0, help="reward per round-dollar (budget-aligned when > 0)")
+    st.add_argument("--scheduler-gamma", type=float, default=None,
+                    help="the scheduler's discount per round (default 0.9; --gamma is the training jobs' own)")
     st.add_argument("--config", metavar="FILE.yaml", help="YAML file with config fields of every job")
     _add_config_flags(st, tuple(g for g in config.GROUPS if g != "scaler"))  # every job runs the scheduler
 
@@ -221,11 +223,16 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
 
     if args.jobs < 1 or args.rounds < 1:
         raise ConfigError("--jobs and --rounds must be >= 1")
+    hyper = SchedulerHyper(beta=args.beta, lam=args.lam)
+    if args.scheduler_gamma is not None:
+        if not 0.0 < args.scheduler_gamma <= 1.0:
+            raise ConfigError(f"--scheduler-gamma: {args.scheduler_gamma:g} is not in (0, 1]; use e.g. 0.9")
+        hyper = dataclasses.replace(hyper, gamma=args.scheduler_gamma)
     base, _ = train_config(args)
     base = dataclasses.replace(base, max_rounds=args.rounds, total_timesteps=None, scaler="fixed")
     prepare_config(dataclasses.replace(base, run_dir="unused", target_return=args.target))
     path = train_scheduler(base, args.jobs, args.target, args.out, n_max=base.n_max,
-                           hyper=SchedulerHyper(beta=args.beta, lam=args.lam),
+                           hyper=hyper,
                            on_job=lambda row: print(json.dumps(row), file=sys.stderr))
     print(f"scheduler saved to {path} (learning curve: {path.with_suffix('.curve.csv')})")
     return 0
