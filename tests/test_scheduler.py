@@ -214,7 +214,7 @@ def test_training_jobs_change_the_weights_and_a_cut_training_continues(tmp_path,
     curve = list(csv.DictReader(open(out.with_suffix(".curve.csv"))))  # noqa: SIM115
     assert [int(r["job"]) for r in curve] == [1, 2] and out.with_suffix(".curve.png").stat().st_size > 0
     assert all(r["reached"] == "False" and float(r["episode_return"]) < 0 for r in curve)
-    assert all(1 <= float(r["mean_actors"]) <= 8 for r in curve)
+    assert all(1 <= float(r["mean_action"]) <= 8 for r in curve)
     initial = SchedulerAgent(8, seed=cfg.seed).params  # the first job's agent: fresh from the config's seed
     assert all((_StandInTrainer.seen[0][k] == v).all() for k, v in initial.items())
     two, meta = load_agent(out)

@@ -30,7 +30,7 @@ from minionsrl.learner.ppo import bucket, clipped_surrogate, pad_rows, weighted_
 from minionsrl.scaling.minions import Episode, MinionsScaler, SchedulerAgent, SchedulerHyper, load_agent, save_agent
 
 CURVE_COLUMNS = ["job", "episode_return", "rounds", "reached", "best_eval_return", "projected_cloud_s", "wall_s",
-                 "mean_actors", "cost_serverless_usd"]
+                 "mean_action", "cost_serverless_usd"]
 MAX_GRAD_NORM = 0.5
 
 
@@ -136,7 +136,8 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
             row = {"job": job, "episode_return": stats["episode_return"], "rounds": summary["rounds"],
                    "reached": reached, "best_eval_return": best, "projected_cloud_s": summary["projected_cloud_s"],
                    "wall_s": time.perf_counter() - started,
-                   "mean_actors": float(np.mean([t.action + 1 for t in episode.transitions])),
+                   # the actors the agent asked for, before the run clips them to n_min..n_max
+                   "mean_action": float(np.mean([t.action + 1 for t in episode.transitions])),
                    "cost_serverless_usd": summary["cost_usd"]["serverless"]}
             writer.writerow(row)
             fh.flush()
@@ -168,5 +169,5 @@ def plot_curve(curve_csv: str | Path, png: str | Path, window: int = 10) -> Path
 
     return line_plot({"MDP return (per job)": (jobs, smooth("episode_return")),
                       "projected job time / 10 s": (jobs, smooth("projected_cloud_s") / 10.0),
-                      "mean actors / 10": (jobs, smooth("mean_actors") / 10.0)},
+                      "actors asked for (before the n_min clip) / 10": (jobs, smooth("mean_action") / 10.0)},
                      "job", f"moving average over {window} jobs", "MinionsRL scheduler training", png)
