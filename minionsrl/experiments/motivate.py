@@ -31,12 +31,17 @@ INTEGERS = ("round", "base", "boost")
 PREDICTORS = ("convexity_ratio", "gns")
 
 
+def _round_of(ckpt: Path) -> int:
+    """The round a kept checkpoint was written after (``round-<r>.safetensors``)."""
+    return int(ckpt.stem.split("-")[1])
+
+
 def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> dict[str, Any]:
     """Train one round from ``ckpt`` with ``actors`` actors in a scratch copy; return its metrics row."""
     from minionsrl.build import make_trainer
 
     saved = config.build(config.load_yaml(run_dir / "config.yaml"))
-    round_idx = int(ckpt.stem.split("-")[1])
+    round_idx = _round_of(ckpt)
     with tempfile.TemporaryDirectory(prefix="minionsrl-motivate-") as tmp:
         # total_timesteps stays: the learning rate anneals over it, so the round learns at the run's own rate
         cfg = dataclasses.replace(saved, scaler="fixed", actors=actors, max_rounds=round_idx + 1,
@@ -82,7 +87,7 @@ def run_motivate(run_dirs: str | Path | list[str | Path], base: int, boost: int,
         writer.writerows(rows)
         for run_dir, ckpts in todo.items():
             for ckpt in ckpts:
-                round_idx = int(ckpt.stem.split("-")[1])
+                round_idx = _round_of(ckpt)
                 if (run_dir.name, round_idx) in done:
                     continue
                 low = _one_round(run_dir, ckpt, base, eval_episodes)

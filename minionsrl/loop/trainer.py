@@ -91,8 +91,8 @@ class Trainer:
             p.stopped_by = self._resumed_stop() if self.session.resume_state is not None else self._stop_reason()
             while p.stopped_by is None:
                 self.run_round()
-                for row in self.written:
-                    if on_round is not None:
+                if on_round is not None:
+                    for row in self.written:
                         on_round(row)
             self.sampler.finish()  # e.g. stopped by the budget with invocations in flight: none may outlive the run
             self.session.wait()
