@@ -124,7 +124,7 @@ def learner_device(device: str) -> str:
 def make_ledger(cfg: TrainConfig, prices: dict | None = None) -> CostLedger:
     """The cost ledger of a run: its function platform, and a learner host of the kind the learner runs on."""
     return CostLedger(load_prices(cfg.prices) if prices is None else prices, cfg.platform, cfg.function_memory_mb,
-                      cfg.cold_start_s, learner_device=learner_device(cfg.device))
+                      cfg.cold_start_s, learner_device=learner_device(cfg.device), backend=cfg.backend)
 
 
 def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:

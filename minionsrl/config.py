@@ -21,12 +21,12 @@ from typing import Any
 
 import yaml
 
+from minionsrl.backends.base import NAMES as BACKENDS
 from minionsrl.cost import PLATFORMS
 from minionsrl.errors import ConfigError
 from minionsrl.function.faults import KINDS as fault_kinds
 from minionsrl.redact import check_config_secrets
 
-BACKENDS = ("local", "server", "ray", "lithops")
 SCALERS = ("fixed", "minions", "nitro", "critical", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
 PRESET_NAMES = ("auto", "classic", "mujoco", "atari", "nitro")
 OBJECTIVES = ("cost", "time")  # what the critical scaler minimises per unit of progress
@@ -252,6 +252,8 @@ class TrainConfig:
                              group="cost")
     budget_usd: float | None = _f(None, "stop before a round that would take the serverless cost past this",
                                   positive=True, group="cost", learning=False)
+    time_budget_s: float | None = _f(None, "stop before a round that would take the projected cloud time (seconds) "
+                                     "past this", positive=True, group="cost", learning=False)
     learner_threads: int = _f(1, "CPU threads of the learner's compiled update (XLA); 1 leaves the other cores to the "
                               "rollout functions", min=1, group="run")
     device: str = _f("auto", "where the learner runs (update, detectors, V-trace): auto (a GPU when there is one), "

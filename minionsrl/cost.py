@@ -1,31 +1,37 @@
 """The cost ledger (DESIGN §4): what each invocation and each round cost, serverless and on servers.
 
-Prices are data (``minionsrl/data/prices.yaml``, or ``--prices FILE``). Every host that waits on a
-round is billed for the round as the cloud would run it, ``P`` (its projected time, below), not for this
-machine's wall time ``R``, in which ``n`` functions queue on a few cores; the bill over ``R`` is kept
-beside it. Formulas, with ``n`` the round's actor count (worked example in ``docs/COST.md``):
+Prices and platform profiles are data (``minionsrl/data/prices.yaml``, or ``--prices FILE``). Every host that
+waits on a round is billed for the round as the cloud would run it, ``P`` (its projected time, below), not for
+this machine's wall time ``R``, in which ``n`` functions queue on a few cores; the bill over ``R`` is kept
+beside it. ``P`` does not depend on what else runs on this machine: every time in it is an *own-instance* time,
+wall time less the wait for a CPU here (:mod:`minionsrl.function.clock`). Formulas (worked example in
+``docs/COST.md``):
 
-* invocation bill = ceil(billed_ms / granularity) · granularity / 1000 · memory_GB · price_GB_s, where
-  billed_ms is the run time plus the init time (the cold start when cold) if the platform bills init; an
-  invocation that failed without timings of its own (killed, timed out, cancelled) is billed for the time
-  the caller saw it run;
-* projected cloud round time P = R − sample time + max over training functions (modelled cold start or
-  measured warm init, + run time), i.e. each function on its own instance with no queueing;
-* serverless round = learner_host_rate · P + Σ invocation bills + invocations · price_per_request;
-* server round = (learner host + ceil(n / vCPUs per actor host) actor hosts) · P (billed idle), plus
-  every host's share of its monthly IP/disk, plus ``startup_s`` of every actor host added this round.
+* an invocation's own-instance time: init = the modelled cold start if cold, else its measured init less its
+  CPU wait; run = its measured run less its CPU wait; one that ended without timings (killed, timed out,
+  cancelled) is the time its caller saw. The same times are latency and bill: one cold-start model;
+* invocation bill = ceil(1000·(run + init if the platform bills init) / granularity) · granularity / 1000 ·
+  memory_GB · price_GB_s + the price of a request;
+* a stage (the functions a round waits for) = ceil(slots / parallel_invokes) · invoke_s + the slowest slot +
+  collect_s, a slot's retries in series (each retry adding invoke_s + collect_s), from the backend's profile;
+* projected round P = the learner's own-instance part + the stage before the update + an evaluation's after it;
+* serverless round = learner_host_rate · P + Σ invocation bills + storage requests of the backend's data path
+  (PUT/GET per invocation and per round, LIST per second the round waited for functions);
+* server round = (learner host + every actor host started so far) · P (billed idle: a pool stays up), plus
+  every host's share of its monthly IP/disk, plus ``startup_s`` when the pool grows.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from minionsrl.backends.base import NAMES as BACKENDS
 from minionsrl.backends.base import OK, THROTTLED, InvocationRecord
 from minionsrl.errors import ConfigError
 
@@ -65,7 +71,32 @@ def load_prices(path: str | Path | None = None) -> dict[str, Any]:
     vcpus = _at(prices, "servers.actor_host.vcpus")
     if vcpus is not None and (not isinstance(vcpus, int) or isinstance(vcpus, bool) or vcpus < 1):
         raise ConfigError(f"prices: {source} needs a positive integer at servers.actor_host.vcpus")
+    _check_overheads(prices, source)
     return prices
+
+
+def _check_overheads(prices: dict[str, Any], source: str) -> None:
+    """Every backend's invoke-and-collect profile is complete, and storage prices are numbers."""
+    for backend in BACKENDS:
+        where = f"overheads.{backend}"
+        profile = _at(prices, where)
+        if not isinstance(profile, dict):
+            raise ConfigError(f"prices: {source} has no {where} profile ({', '.join(Overhead.REQUIRED)}, source); "
+                              "copy it from the shipped minionsrl/data/prices.yaml")
+        for name in Overhead.FIELDS:
+            value = profile.get(name)
+            if value is None and name not in Overhead.REQUIRED:
+                continue
+            if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < math.inf:
+                raise ConfigError(f"prices: {source} needs a non-negative number at {where}.{name}")
+        if not isinstance(profile["parallel_invokes"], int) or profile["parallel_invokes"] < 1:
+            raise ConfigError(f"prices: {source} needs a positive integer at {where}.parallel_invokes")
+        if not isinstance(profile.get("source"), str) or not profile["source"].strip():
+            raise ConfigError(f"prices: {source} needs {where}.source: where its figures come from")
+    for kind in ("put", "get", "list"):
+        value = _at(prices, f"storage_requests.usd_per_1000_{kind}")
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < math.inf:
+            raise ConfigError(f"prices: {source} needs a non-negative number at storage_requests.usd_per_1000_{kind}")
 
 
 def _at(tree: Any, dotted: str) -> Any:
@@ -99,17 +130,49 @@ class FunctionPricing:
         return cls(az["usd_per_gb_s"], az["usd_per_million_requests"] / 1e6, az["billing_granularity_ms"],
                    bool(az.get("bill_init", True)))
 
-    def billed_seconds(self, record: InvocationRecord) -> float:
-        """Duration the platform bills, rounded up to its granularity."""
-        seconds = record.run_s + (record.init_s if self.bill_init else 0.0)
-        if record.status != OK and not record.run_s:  # killed, timed out or cancelled: it held the instance
-            seconds = max(seconds, record.duration_s)
-        ms = 1000.0 * seconds
+    def billed_seconds(self, init_s: float, run_s: float) -> float:
+        """Duration the platform bills for an invocation of these own-instance times, rounded up to its
+        granularity."""
+        ms = 1000.0 * (run_s + (init_s if self.bill_init else 0.0))
         step = max(self.granularity_ms, 1e-9)
         return math.ceil(ms / step - 1e-9) * step / 1000.0
 
-    def invocation_usd(self, record: InvocationRecord, memory_mb: float) -> float:
-        return self.billed_seconds(record) * memory_mb / 1024.0 * self.usd_per_gb_s
+
+@dataclass(frozen=True)
+class Overhead:
+    """What reaching the functions adds to a round on a platform, beyond their own time (``prices.yaml``
+    ``overheads.<backend>``, with its public source): the learner sends ``parallel_invokes`` calls at once, each
+    taking ``invoke_s`` to start its function; a result reaches the learner ``collect_s`` after its function
+    ends. Backends that move data through object storage make requests billed per request: PUTs and GETs per
+    invocation and per round, and LISTs while the learner polls for results."""
+
+    invoke_s: float = 0.0
+    parallel_invokes: int = 1
+    collect_s: float = 0.0
+    puts_per_invocation: float = 0.0
+    gets_per_invocation: float = 0.0
+    puts_per_round: float = 0.0
+    lists_per_s: float = 0.0
+
+    REQUIRED = ("invoke_s", "parallel_invokes", "collect_s")
+    FIELDS = ("invoke_s", "parallel_invokes", "collect_s", "puts_per_invocation", "gets_per_invocation",
+              "puts_per_round", "lists_per_s")
+
+    def stage_s(self, chains: list[float]) -> float:
+        """A wave of invocations, one per slot, whose attempts took ``chains`` seconds each (a slot's retries run
+        one after the other, each paying a call and a collection): dispatch, the slowest slot, its collection."""
+        if not chains:
+            return 0.0
+        return math.ceil(len(chains) / self.parallel_invokes) * self.invoke_s + max(chains) + self.collect_s
+
+    def retry_s(self) -> float:
+        """What a retried attempt adds to its slot beyond its own time: a new call and a new collection."""
+        return self.invoke_s + self.collect_s
+
+    def storage_requests(self, invocations: int, wait_s: float) -> dict[str, float]:
+        """Storage requests of a round that ran ``invocations`` functions and waited ``wait_s`` for them."""
+        return {"put": self.puts_per_invocation * invocations + (self.puts_per_round if invocations else 0.0),
+                "get": self.gets_per_invocation * invocations, "list": self.lists_per_s * wait_s}
 
 
 @dataclass
@@ -122,21 +185,32 @@ class RoundBill:
     cost_server_wall_usd: float
     projected_round_s: float
     projected_server_round_s: float
-    actor_hosts: int
+    actor_hosts: int  # the server pool billed this round: every host started so far
+    storage_usd: float  # of the serverless cost, the object-storage requests
 
 
-def training(records: list[InvocationRecord]) -> list[InvocationRecord]:
-    """The records of training invocations."""
-    return [r for r in records if r.kind == "train"]
+@dataclass
+class RoundTimes:
+    """What the ledger needs of a round's time: its wall time on this machine, the learner's own-instance part
+    (:mod:`minionsrl.function.clock`), and each slot's attempts in the order they ran, for the wave the update
+    waited for (training, and an evaluation beside it) and for an evaluation after the update."""
+
+    wall_s: float
+    learner_s: float
+    sampled: list[list[InvocationRecord]]
+    evaluated_after: list[list[InvocationRecord]] = field(default_factory=list)
 
 
 class CostLedger:
     """Bills every round both ways and keeps the running totals (checkpointed)."""
 
     def __init__(self, prices: dict[str, Any], platform: str = "aws_lambda_x86", memory_mb: float = 1769.0,
-                 cold_start_s: float = 1.0, learner_device: str = "cpu") -> None:
+                 cold_start_s: float = 1.0, learner_device: str = "cpu", backend: str = "local") -> None:
         self.prices = prices
         self.pricing = FunctionPricing.of(prices, platform)
+        self.overhead = overhead_of(prices, backend)
+        self.request_usd = {kind: prices["storage_requests"][f"usd_per_1000_{kind}"] / 1000.0
+                            for kind in ("put", "get", "list")}
         self.memory_mb = memory_mb
         self.cold_start_s = cold_start_s
         servers = prices["servers"]
@@ -157,34 +231,66 @@ class CostLedger:
     def hosts_for(self, n_actors: int) -> int:
         return math.ceil(n_actors / self.vcpus_per_host)
 
-    def projected_s(self, round_s: float, sample_s: float, sampling: list[InvocationRecord]) -> float:
-        """What the round (so far) takes in the cloud: the learner's part of it as measured, and the slowest
-        function it waited for before its update (``sampling``: the training ones, and an evaluation run beside
-        them) on an instance of its own (a modelled cold start, or its measured warm init)."""
-        slowest = max((self._cloud_latency(r) for r in sampling), default=0.0)
-        return max(round_s - sample_s, 0.0) + slowest
+    # -- one invocation ------------------------------------------------------------------------------
+    def function_s(self, record: InvocationRecord) -> tuple[float, float]:
+        """(init, run) of an invocation on an instance of its own, the one model for its latency and its bill:
+        a cold start is ``cold_start_s`` (the model, not this machine's process start), a warm init and the run
+        are as measured less their wait for a CPU here. One that ended without timings of its own (killed, timed
+        out, cancelled) held its instance for the time its caller saw; a refused call never ran."""
+        if record.status == THROTTLED:
+            return 0.0, 0.0
+        if record.status != OK and not record.run_s:
+            return 0.0, record.duration_s
+        init = self.cold_start_s if record.cold else max(record.init_s - record.init_wait_s, 0.0)
+        return init, max(record.run_s - record.run_wait_s, 0.0)
 
-    def serverless_usd(self, host_s: float, records: list[InvocationRecord]) -> float:
-        """The serverless cost of a round (or of its part so far): the learner host for ``host_s``, the
-        functions and their requests."""
-        ran = [r for r in records if r.status != THROTTLED]  # a platform bills no call it refused
-        functions = sum(self.pricing.invocation_usd(r, self.memory_mb) for r in ran)
-        return self.learner_usd_s * host_s + functions + len(ran) * self.pricing.usd_per_request
+    def latency_s(self, record: InvocationRecord) -> float:
+        """An invocation's own-instance time, from its function's start to its end."""
+        return sum(self.function_s(record))
 
-    def bill_round(self, round_s: float, sample_s: float, records: list[InvocationRecord], n_actors: int,
-                   sampling: list[InvocationRecord] | None = None) -> RoundBill:
-        """Bill one round from its wall time and invocation records, hosts over the projected round; update
-        the totals. ``sampling``: the records the round waited for before its update (default: the training
-        ones; an evaluation after the update is in the learner's measured part)."""
-        projected = self.projected_s(round_s, sample_s, training(records) if sampling is None else sampling)
+    def invocation_usd(self, record: InvocationRecord) -> float:
+        """What the platform bills for one invocation (a refused one: nothing)."""
+        if record.status == THROTTLED:
+            return 0.0
+        return (self.pricing.billed_seconds(*self.function_s(record)) * self.memory_mb / 1024.0
+                * self.pricing.usd_per_gb_s + self.pricing.usd_per_request)
+
+    # -- one round -----------------------------------------------------------------------------------
+    def projected_s(self, times: RoundTimes) -> float:
+        """What the round takes in the cloud: the learner's own-instance part, the wave of functions it waited
+        for before its update and, if any, the evaluation after it, each as a platform stage (:class:`Overhead`):
+        dispatch, the slowest slot (its attempts one after the other), collection."""
+        return times.learner_s + sum(self.overhead.stage_s([self._chain_s(c) for c in chains])
+                                     for chains in (times.sampled, times.evaluated_after))
+
+    def _chain_s(self, chain: list[InvocationRecord]) -> float:
+        ran = [r for r in chain if r.status != THROTTLED]
+        return sum(self.latency_s(r) for r in ran) + max(len(ran) - 1, 0) * self.overhead.retry_s()
+
+    def serverless_usd(self, host_s: float, records: list[InvocationRecord], wait_s: float) -> tuple[float, float]:
+        """(the serverless cost, its storage part) of a round or of its part so far: the learner host for
+        ``host_s``, the functions and their requests, and the storage requests of its data path while it waited
+        ``wait_s`` for functions."""
+        ran = sum(1 for r in records if r.status != THROTTLED)  # a platform bills no call it refused
+        storage = sum(count * self.request_usd[kind]
+                      for kind, count in self.overhead.storage_requests(ran, wait_s).items())
+        return self.learner_usd_s * host_s + sum(self.invocation_usd(r) for r in records) + storage, storage
+
+    def bill_round(self, times: RoundTimes, records: list[InvocationRecord], n_actors: int) -> RoundBill:
+        """Bill one round from its times and every invocation record (training, evaluation, failed attempts,
+        duplicates, stragglers), hosts over the projected round; update the totals."""
+        projected = self.projected_s(times)
+        wait_s = projected - times.learner_s
         hosts = self.hosts_for(n_actors)
-        added = max(hosts - self.actor_hosts, 0)
-        startup = self.startup_s if added else 0.0
-        server_rate = self.learner_usd_s + hosts * self.actor_usd_s + (hosts + 1) * self.host_overhead_usd_s
-        self.actor_hosts = max(self.actor_hosts, hosts)  # servers, once started, stay (billed idle)
-        bill = RoundBill(self.serverless_usd(projected, records), server_rate * (projected + startup),
-                         self.serverless_usd(round_s, records), server_rate * (round_s + startup), projected,
-                         projected + startup, hosts)
+        startup = self.startup_s if hosts > self.actor_hosts else 0.0
+        self.actor_hosts = max(self.actor_hosts, hosts)  # a started pool stays up until the job ends, billed idle
+        server_rate = (self.learner_usd_s + self.actor_hosts * self.actor_usd_s
+                       + (self.actor_hosts + 1) * self.host_overhead_usd_s)
+        serverless, storage = self.serverless_usd(projected, records, wait_s)
+        serverless_wall, _ = self.serverless_usd(times.wall_s, records, wait_s)
+        bill = RoundBill(serverless, server_rate * (projected + startup), serverless_wall,
+                         server_rate * (times.wall_s + startup), projected, projected + startup, self.actor_hosts,
+                         storage)
         self.total_serverless_usd += bill.cost_serverless_usd
         self.total_server_usd += bill.cost_server_usd
         self.total_serverless_wall_usd += bill.cost_serverless_wall_usd
@@ -192,21 +298,17 @@ class CostLedger:
         self.total_projected_s += projected
         return bill
 
-    def _cloud_latency(self, record: InvocationRecord) -> float:
-        """A function's latency on its own cloud instance: modelled cold start, else measured warm init."""
-        return (self.cold_start_s if record.cold else record.init_s) + record.run_s
+    def round_usd(self, times: RoundTimes, records: list[InvocationRecord]) -> float:
+        """A round's serverless cost so far, without billing it (the budget check before its last steps)."""
+        projected = self.projected_s(times)
+        return self.serverless_usd(projected, records, projected - times.learner_s)[0]
 
+    # -- budgets -------------------------------------------------------------------------------------
     def least_round_usd(self, n_actors: int) -> float:
         """The least a first round of ``n_actors`` functions can cost: its requests, each billed at least one
         unit, and the learner host while it waits for one modelled cold start."""
-        least = FunctionPricing(self.pricing.usd_per_gb_s, self.pricing.usd_per_request, self.pricing.granularity_ms,
-                                bill_init=False)
-        unit = least.invocation_usd(InvocationRecord("least", "train", run_s=1e-9), self.memory_mb)
+        unit = self.pricing.billed_seconds(0.0, 1e-9) * self.memory_mb / 1024.0 * self.pricing.usd_per_gb_s
         return n_actors * (self.pricing.usd_per_request + unit) + self.learner_usd_s * self.cold_start_s
-
-    def affordable(self, budget_usd: float | None, next_round_usd: float) -> bool:
-        """Whether a round expected to cost ``next_round_usd`` stays within the budget."""
-        return budget_usd is None or self.total_serverless_usd + next_round_usd <= budget_usd
 
     _TOTALS = ("total_serverless_usd", "total_server_usd", "total_serverless_wall_usd", "total_server_wall_usd",
                "total_projected_s")
@@ -218,3 +320,10 @@ class CostLedger:
         self.actor_hosts = int(state["actor_hosts"])
         for name in self._TOTALS:
             setattr(self, name, float(state[name]))
+
+
+def overhead_of(prices: dict[str, Any], backend: str) -> Overhead:
+    """The invoke-and-collect profile of ``backend``'s data path (``overheads.<backend>`` in a catalogue that
+    :func:`load_prices` checked)."""
+    profile = prices["overheads"][backend]
+    return Overhead(**{name: profile[name] for name in Overhead.FIELDS if name in profile})

@@ -16,6 +16,8 @@ import numpy as np
 
 from minionsrl.function import wire
 
+NAMES = ("local", "server", "ray", "lithops")  # the backends, by the name a config gives them
+
 # What happened to an invocation: one vocabulary for backends, the gather policy and invocations.csv.
 OK, FAILED, TIMED_OUT, CANCELLED = "ok", "failed", "timed_out", "cancelled"
 # Two failures named by their cause: the platform refused the call (it never ran: back off, then retry), and the
@@ -40,6 +42,8 @@ class InvocationRecord:
     init_s: float = 0.0  # instance cold start (if cold) + the function's own init
     run_s: float = 0.0  # the function's stepping time
     cpu_s: float = 0.0  # CPU seconds the function used
+    init_wait_s: float = 0.0  # of init_s, the function's wait for a CPU of this machine (not on its own instance)
+    run_wait_s: float = 0.0  # of run_s, the same
     duration_s: float = 0.0  # dispatch to reply, as the caller saw it
     bytes_in: int = 0  # request + policy bytes the function fetched
     bytes_out: int = 0  # reply bytes
@@ -84,12 +88,37 @@ def make_reply(record: InvocationRecord, data: bytes | None, key: bytes, cold_st
     instance = meta.get("instance")
     if isinstance(instance, dict) and not record.instance_id:  # remote platforms: the function says where it ran
         record.instance_id, record.cold = str(instance.get("id", "")), instance.get("served") == 0
-    timings = meta.get("timings", {})
-    record.init_s = cold_start_s + float(timings.get("init_s", 0.0))
-    record.run_s = float(timings.get("run_s", 0.0))
-    record.cpu_s = float(timings.get("cpu_s", 0.0))
+    try:
+        timings = checked_timings(meta.get("timings", {}), record.duration_s)
+    except ValueError as exc:  # billed as given it would be a forged bill: a failed attempt, retried
+        record.status, record.error = FAILED, f"bad reply: {exc}"
+        return Reply(record)
+    record.init_s = cold_start_s + timings["init_s"]
+    record.run_s, record.cpu_s = timings["run_s"], timings["cpu_s"]
+    record.init_wait_s, record.run_wait_s = timings["init_wait_s"], timings["run_wait_s"]
     record.bytes_in += int(meta.get("policy_bytes", 0))
     return Reply(record, arrays, meta)
+
+
+TIMINGS = ("init_s", "run_s", "cpu_s", "init_wait_s", "run_wait_s")
+
+
+def checked_timings(timings: Any, duration_s: float) -> dict[str, float]:
+    """A reply's timings as numbers the ledger may bill: each finite and non-negative (missing ones 0), and the
+    function's time within what its caller saw (``duration_s``, where measured); ValueError otherwise. (A CPU
+    wait read a moment after its time may exceed it: the ledger clamps own-instance times at 0.)"""
+    if not isinstance(timings, dict):
+        raise ValueError("timings are not a mapping")
+    out = {}
+    for name in TIMINGS:
+        value = timings.get(name, 0.0)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value < float("inf"):
+            raise ValueError(f"timings.{name} is {value!r}, not a finite non-negative number")
+        out[name] = float(value)
+    if duration_s > 0 and out["init_s"] + out["run_s"] > 1.01 * duration_s + 0.05:  # clocks apart, slack kept
+        raise ValueError(f"timings say {out['init_s'] + out['run_s']:.3g} s, more than the {duration_s:.3g} s "
+                         "the caller waited")
+    return out
 
 
 def classify_failure(record: InvocationRecord) -> InvocationRecord:

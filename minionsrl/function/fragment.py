@@ -56,9 +56,12 @@ class Timings:
     init_s: float = 0.0  # building the env and loading the policy (0 when both were warm)
     run_s: float = 0.0  # stepping the env with the policy
     cpu_s: float = 0.0  # process CPU time over the whole invocation
+    init_wait_s: float = 0.0  # of init_s, the time spent waiting for a CPU of this machine (function.clock)
+    run_wait_s: float = 0.0  # of run_s, the same
 
     def to_json(self) -> dict[str, float]:
-        return {"init_s": self.init_s, "run_s": self.run_s, "cpu_s": self.cpu_s}
+        return {"init_s": self.init_s, "run_s": self.run_s, "cpu_s": self.cpu_s, "init_wait_s": self.init_wait_s,
+                "run_wait_s": self.run_wait_s}
 
 
 @dataclass

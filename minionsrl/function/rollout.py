@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from minionsrl.function import faults, wire
+from minionsrl.function import clock, faults, wire
 from minionsrl.function.envs import EnvSpec, capture_episode, make_env, restore_episode
 from minionsrl.function.fragment import Fragment, PolicySnapshot, Timings
 from minionsrl.function.normalization import Moments, ObsNormalizer
@@ -217,7 +217,7 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
     and retry. A request may carry an injected fault (:mod:`minionsrl.function.faults`), which the function
     enacts itself.
     """
-    cpu0, t0 = time.process_time(), time.perf_counter()
+    cpu0, t0, w0 = time.process_time(), time.perf_counter(), clock.thread_wait_s()
     invocation_id = "?"
     try:
         req = json.loads(request)
@@ -242,7 +242,7 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
             _POLICY.clear()  # keep only the newest policy
             _POLICY[req["policy"]] = (snapshot, snapshot.numpy_policy())
         snapshot, policy = _POLICY[req["policy"]]
-        t1 = time.perf_counter()
+        t1, w1 = time.perf_counter(), clock.thread_wait_s()
         meta: dict[str, Any] = {"id": invocation_id, "env_built": env_built, "policy_fetched": policy_fetched,
                                 "policy_bytes": bytes_fetched, "instance": _instance()}
         if req["kind"] == "train":
@@ -262,8 +262,9 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
             arrays_reply = {"episode_returns": rets, "episode_lengths": lens}
         else:
             raise ValueError(f"unknown invocation kind {req['kind']!r}")
-        t2 = time.perf_counter()
-        meta["timings"] = Timings(init_s=t1 - t0, run_s=t2 - t1, cpu_s=time.process_time() - cpu0).to_json()
+        t2, w2 = time.perf_counter(), clock.thread_wait_s()
+        meta["timings"] = Timings(init_s=t1 - t0, run_s=t2 - t1, cpu_s=time.process_time() - cpu0,
+                                  init_wait_s=w1 - w0, run_wait_s=w2 - w1).to_json()
         if arrays_reply is None:
             reply = Fragment.encode_many(fragments, meta, reply_key)
         else:

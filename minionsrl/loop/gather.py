@@ -31,6 +31,7 @@ from minionsrl.backends.base import (
     THROTTLED,
     TIMED_OUT,
     Backend,
+    InvocationRecord,
     Reply,
     classify_failure,
     earliest,
@@ -42,7 +43,8 @@ from minionsrl.function.wire import WireError
 # de-duplication: a second delivery of an answered invocation, and a stray reply to nothing sent.
 DUPLICATE, STRAY = "duplicate", "stray"
 __all__ = ["CANCELLED", "DUPLICATE", "FAILED", "OK", "OOM", "STRAY", "THROTTLED", "TIMED_OUT", "Attempt", "Gathered",
-           "Group", "RetryPolicy", "TooFewReplies", "Tracker", "backoff_s", "fault_counts", "gather", "gather_groups"]
+           "Group", "RetryPolicy", "TooFewReplies", "Tracker", "backoff_s", "fault_counts", "gather", "gather_groups",
+           "slot_chains"]
 _JITTER = random.Random()  # back-off jitter: timing only, never what is learned
 
 
@@ -91,6 +93,17 @@ class Gathered:
     results: dict[int, Any]  # slot -> the accepted reply's result
     attempts: list[Attempt] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)  # slots with no result
+
+
+def slot_chains(gathered: list[Gathered]) -> list[list[InvocationRecord]]:
+    """Each slot's attempts, in the order they ran: a platform runs a slot's retries one after the other. A second
+    delivery of one invocation, or a stray reply, is not an attempt of its own."""
+    chains: dict[tuple[int, int], list[InvocationRecord]] = {}
+    for group, g in enumerate(gathered):
+        for a in g.attempts:
+            if a.status not in (DUPLICATE, STRAY):
+                chains.setdefault((group, a.slot), []).append(a.reply.record)
+    return list(chains.values())
 
 
 def fault_counts(attempts: list[Attempt], lost: int) -> dict[str, int]:

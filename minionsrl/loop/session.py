@@ -42,9 +42,10 @@ class Progress:
     last_eval: float = float("nan")
     recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     recent_costs: deque[float] = field(default_factory=lambda: deque(maxlen=10))  # serverless $ of the last rounds
+    recent_projected: deque[float] = field(default_factory=lambda: deque(maxlen=10))  # their projected seconds
     last_row: dict[str, Any] | None = None
     stopped_by: str | None = None  # the stop condition that ends the run (decided in its last round)
-    stop_budget_usd: float | None = None  # the budget in force when the budget stopped the run
+    stop_budget: float | None = None  # the budget in force when a budget (dollars or seconds) stopped the run
     # (round, actors, episodes): the evaluation of round ``round``'s policy that runs beside the next round's
     # functions; that round's row (last_row) is written once it returns
     pending_eval: tuple[int, int, int] | None = None
@@ -56,8 +57,9 @@ class Progress:
     def state_dict(self) -> dict[str, Any]:
         return {"round": self.round, "env_steps": self.env_steps, "wall_s": self.wall(), "best_eval": self.best_eval,
                 "last_eval": self.last_eval, "recent_returns": list(self.recent_returns),
-                "recent_costs": list(self.recent_costs), "last_row": json.dumps(self.last_row),
-                "stop": json.dumps({"stopped_by": self.stopped_by, "budget_usd": self.stop_budget_usd}),
+                "recent_costs": list(self.recent_costs), "recent_projected": list(self.recent_projected),
+                "last_row": json.dumps(self.last_row),
+                "stop": json.dumps({"stopped_by": self.stopped_by, "budget": self.stop_budget}),
                 "pending_eval": json.dumps(self.pending_eval)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -65,9 +67,10 @@ class Progress:
         self.best_eval, self.last_eval = float(state["best_eval"]), float(state["last_eval"])
         self.recent_returns.extend(state["recent_returns"])
         self.recent_costs.extend(state["recent_costs"])
+        self.recent_projected.extend(state.get("recent_projected", []))  # checkpoints older than time budgets
         self.last_row = json.loads(state["last_row"])
         stop = json.loads(state.get("stop", "{}"))
-        self.stopped_by, self.stop_budget_usd = stop.get("stopped_by"), stop.get("budget_usd")
+        self.stopped_by, self.stop_budget = stop.get("stopped_by"), stop.get("budget", stop.get("budget_usd"))
         pending = json.loads(state.get("pending_eval", "null"))
         self.pending_eval = tuple(pending) if pending else None
 

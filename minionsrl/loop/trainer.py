@@ -21,11 +21,11 @@ import numpy as np
 
 from minionsrl.backends.base import Backend
 from minionsrl.config import TrainConfig
-from minionsrl.cost import CostLedger
-from minionsrl.function import wire
+from minionsrl.cost import CostLedger, RoundTimes
+from minionsrl.function import clock, wire
 from minionsrl.learner.detectors import detect
 from minionsrl.learner.learners import Learned, Learner
-from minionsrl.loop.gather import Gathered, TooFewReplies, fault_counts
+from minionsrl.loop.gather import Gathered, TooFewReplies, fault_counts, slot_chains
 from minionsrl.loop.invocations import Publisher, invocation_seed
 from minionsrl.loop.metrics import RunLog, invocation_rows
 from minionsrl.loop.sampler import Evaluation, Sampled, Sampler
@@ -44,6 +44,8 @@ class RoundResult:
     detected: dict[str, float]
     eval_return: float | None
     gathered: list[Gathered]  # every attempt of the round: training, evaluation, cancelled stragglers
+    evaluated_after: list[Gathered]  # an evaluation after the update (its functions are projected, not waited for)
+    learner_s: float  # the learner's part on a host of its own: update and detectors, less their wait for a CPU
     started: float  # perf_counter stamps of the round's phases
     sampled_at: float
     learned_at: float
@@ -124,7 +126,7 @@ class Trainer:
 
         held = Evaluation(*p.pending_eval) if p.pending_eval else None  # of the policy this round samples with
         sampled = self._logging_failures([], lambda: self.sampler.sample(p.round, n, held))
-        sampled_at = time.perf_counter()
+        sampled_at, waited = time.perf_counter(), clock.thread_wait_s()
         if held is not None:
             self._log_held_row(sampled.eval_return)
         self.session.wait()  # the previous round's checkpoint, written while this round sampled
@@ -137,16 +139,17 @@ class Trainer:
         gathered = list(sampled.gathered)
         # Whether this is the last round is decided once, here, with what the round has cost so far: a later
         # check could find the budget spent after the round and skip the final evaluation it promised.
-        records = [a.reply.record for g in gathered for a in g.attempts]
-        spent = self.ledger.serverless_usd(
-            self.ledger.projected_s(time.perf_counter() - started, sampled_at - started, records), records)
-        p.stopped_by = self._stop_reason(spent)
+        so_far = RoundTimes(time.perf_counter() - started, self._own_s(sampled_at, waited),
+                            slot_chains(sampled.gathered))
+        p.stopped_by = self._stop_reason(self.ledger.round_usd(so_far, [a.reply.record for g in gathered
+                                                                         for a in g.attempts]),
+                                         self.ledger.projected_s(so_far))
         if p.stopped_by:  # abandon what is still in flight (billed for the time it ran)
             gathered.append(self.sampler.finish())
 
         detected = self._detect(learned, len(sampled.fragments))
-        detected_at = time.perf_counter()
-        eval_return = None
+        detected_at, learner_s = time.perf_counter(), self._own_s(sampled_at, waited)
+        eval_return, evaluated_after = None, []
         due = bool(cfg.eval_every) and p.round % cfg.eval_every == 0
         hold = due and not p.stopped_by and cfg.eval_overlap and self.sampler.evaluates_beside
         if (due and not hold) or p.stopped_by:  # the last round always, after its update
@@ -154,12 +157,13 @@ class Trainer:
                 p.round, n, cfg.eval_episodes))
             p.last_eval, p.best_eval = eval_return, max(p.best_eval, eval_return)
             gathered.append(evaluated)
-            p.stopped_by = p.stopped_by or self._stop_reason(spent)  # the target may be reached by this evaluation
-        result = RoundResult(p.round, n, sampled, learned, detected, eval_return, gathered, started, sampled_at,
-                             learned_at, detected_at, time.perf_counter())
+            evaluated_after.append(evaluated)
+            p.stopped_by = p.stopped_by or self._stop_reason(check_budget=False)  # this evaluation may reach the target
+        result = RoundResult(p.round, n, sampled, learned, detected, eval_return, gathered, evaluated_after,
+                             learner_s, started, sampled_at, learned_at, detected_at, time.perf_counter())
         row = self._bill_and_log(result, hold)
         p.pending_eval = (p.round, n, cfg.eval_episodes) if hold else None
-        p.stop_budget_usd = cfg.budget_usd if p.stopped_by == "budget_usd" else None
+        p.stop_budget = self._budgets().get(p.stopped_by or "")
         if p.round % cfg.checkpoint_every == 0 or p.stopped_by:  # the decision travels with the checkpoint
             self.session.save(self._state(), p.round)
         return row
@@ -173,6 +177,12 @@ class Trainer:
         except TooFewReplies as exc:
             self.log.log_invocations(invocation_rows(self.round, [*earlier, exc.gathered]))
             raise
+
+    @staticmethod
+    def _own_s(since: float, waited: float) -> float:
+        """The learner's time since ``since`` on a host of its own: wall time less its main thread's wait for a
+        CPU of this machine since then (``waited``: the wait counter at ``since``; :mod:`minionsrl.function.clock`)."""
+        return max(time.perf_counter() - since - (clock.thread_wait_s() - waited), 0.0)
 
     def _detect(self, learned: Learned, n: int) -> dict[str, float]:
         """Curvature and noise scale of the loss on this round's batch, after the update: what the scaler
@@ -191,9 +201,9 @@ class Trainer:
         round it ran); write the row, or only its invocations when ``hold`` keeps it for its evaluation."""
         attempts = [a for g in r.gathered for a in g.attempts]
         lost = sum(len(g.lost) for g in r.gathered)
-        bill = self.ledger.bill_round(r.ended - r.started, r.sampled_at - r.started,
-                                      [a.reply.record for a in attempts], r.n_actors,
-                                      sampling=[a.reply.record for g in r.sampled.gathered for a in g.attempts])
+        times = RoundTimes(r.ended - r.started, r.learner_s, slot_chains(r.sampled.gathered),
+                           slot_chains(r.evaluated_after))
+        bill = self.ledger.bill_round(times, [a.reply.record for a in attempts], r.n_actors)
         episodes = [x for f in r.sampled.fragments for x in f.episode_returns.tolist()]
         batch_size = len(r.learned.batch)
         row = {
@@ -209,9 +219,11 @@ class Trainer:
             "cost_server_wall_usd": bill.cost_server_wall_usd,
             "cum_cost_serverless_usd": self.ledger.total_serverless_usd,
             "cum_cost_server_usd": self.ledger.total_server_usd, "projected_round_s": bill.projected_round_s,
+            "projected_learner_s": r.learner_s, "cost_storage_usd": bill.storage_usd,
             "scaler_score": self.scaler.score, **r.detected, **fault_counts(attempts, lost), **r.sampled.extra,
         }
         self.progress.recent_costs.append(bill.cost_serverless_usd)
+        self.progress.recent_projected.append(bill.projected_round_s)
         if hold:
             self.log.log_invocations(invocation_rows(r.round, r.gathered))
         else:
@@ -232,14 +244,23 @@ class Trainer:
         self.written.append(row)
 
     def _learning_rate(self) -> float:
+        """The round's rate: with ``anneal_lr``, linearly to 0 over the run's spent fraction of whichever limit is
+        nearest its end — total_timesteps (CleanRL's schedule), the dollar budget, or the projected-time budget."""
         cfg = self.cfg
-        if not cfg.anneal_lr or cfg.total_timesteps is None:
+        used = [(self.env_steps, cfg.total_timesteps), (self.ledger.total_serverless_usd, cfg.budget_usd),
+                (self.ledger.total_projected_s, cfg.time_budget_s)]
+        fractions = [spent / limit for spent, limit in used if limit is not None]
+        if not cfg.anneal_lr or not fractions:
             return cfg.learning_rate
-        return cfg.learning_rate * max(1.0 - self.env_steps / cfg.total_timesteps, 0.0)
+        return cfg.learning_rate * max(1.0 - max(fractions), 0.0)
 
-    def _stop_reason(self, pending_usd: float = 0.0, check_budget: bool = True) -> str | None:
-        """The stop condition that holds, if any; ``pending_usd``: what the current round has cost so far (not
-        yet in the ledger)."""
+    def _budgets(self) -> dict[str, float | None]:
+        """The run's budgets, by the stop reason each gives."""
+        return {"budget_usd": self.cfg.budget_usd, "time_budget_s": self.cfg.time_budget_s}
+
+    def _stop_reason(self, pending_usd: float = 0.0, pending_s: float = 0.0, check_budget: bool = True) -> str | None:
+        """The stop condition that holds, if any; ``pending_usd``/``pending_s``: what the current round has cost
+        so far in dollars and projected seconds (not yet in the ledger)."""
         cfg, p = self.cfg, self.progress
         reasons = {
             "target_return": cfg.target_return is not None and math.isfinite(p.last_eval)
@@ -248,26 +269,30 @@ class Trainer:
             "max_rounds": cfg.max_rounds is not None and p.round >= cfg.max_rounds,
         }
         reason = next((name for name, hit in reasons.items() if hit), None)
-        if reason is None and check_budget and self._over_budget(pending_usd):
-            reason = "budget_usd"
+        if reason is None and check_budget:
+            reason = self._over_budget(pending_usd, pending_s)
         return reason
 
     def _resumed_stop(self) -> str | None:
-        """Why a resumed run is already over, if it is. The budget is not re-checked here: the run decided that before
+        """Why a resumed run is already over, if it is. A budget is not re-checked here: the run decided that before
         its last round's evaluation (with the round's cost so far), and re-checking with the whole bill could stop
-        it a round earlier than the uninterrupted run; the decision is kept unless the budget was raised since."""
-        if self.progress.stopped_by == "budget_usd" and self.cfg.budget_usd is not None \
-                and self.cfg.budget_usd <= self.progress.stop_budget_usd:
-            return "budget_usd"
+        it a round earlier than the uninterrupted run; the decision is kept unless that budget was raised since."""
+        p, budget = self.progress, self._budgets().get(self.progress.stopped_by or "")
+        if budget is not None and p.stop_budget is not None and budget <= p.stop_budget:
+            return p.stopped_by
         return self._stop_reason(check_budget=False)
 
-    def _over_budget(self, pending_usd: float) -> bool:
-        """Whether the next round would exceed the budget, estimating its cost as the dearest of the last
-        10 rounds (evaluation rounds and cold starts cost more than the rest)."""
-        costs = [*self.progress.recent_costs, *([pending_usd] if pending_usd else [])]
-        if self.cfg.budget_usd is None or not costs:
-            return False
-        return not self.ledger.affordable(self.cfg.budget_usd - pending_usd, max(costs))
+    def _over_budget(self, pending_usd: float, pending_s: float) -> str | None:
+        """The budget the next round would exceed, if any, estimating its cost and its projected seconds as the
+        largest of the last 10 rounds' (evaluation rounds and cold starts cost more than the rest)."""
+        spend = {"budget_usd": (self.ledger.total_serverless_usd, pending_usd, self.progress.recent_costs),
+                 "time_budget_s": (self.ledger.total_projected_s, pending_s, self.progress.recent_projected)}
+        for reason, budget in self._budgets().items():
+            total, pending, recent = spend[reason]
+            estimates = [*recent, *([pending] if pending else [])]
+            if budget is not None and estimates and total + pending + max(estimates) > budget:
+                return reason
+        return None
 
     # -- checkpoint ------------------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:

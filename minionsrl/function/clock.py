@@ -1,0 +1,24 @@
+"""Own-instance time: how long a piece of work would take with a CPU of its own, whatever else runs here.
+
+On a shared machine a runnable thread waits for a CPU, and its wall time grows with everyone else's load;
+in the cloud each function has its instance (one vCPU at 1,769 MB on Lambda) and the learner its host. Linux
+counts, per thread, the nanoseconds it spent runnable but waiting on a run queue (``/proc/<tid>/schedstat``,
+second field; Documentation/scheduler/sched-stats.rst). Wall time less that wait is the time the work would
+take alone: its CPU time plus whatever it waited on outside the CPU (sleeps, I/O, a remote simulator), which
+``cpu_s`` alone would drop. Where the file is missing (not Linux, or schedstats off), the wait reads 0 and
+own-instance time is wall time.
+
+The learner is measured on its main thread: XLA's worker threads compute while it blocks, and summing their
+waits would count threads that ran side by side once each (measured: the sum over-subtracts under load).
+"""
+
+from __future__ import annotations
+
+
+def thread_wait_s() -> float:
+    """Seconds the calling thread has spent waiting for a CPU (a counter: take differences)."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as fh:
+            return int(fh.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
