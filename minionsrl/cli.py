@@ -73,10 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
                      "e.g. fixed:16@server,fixed:16,nitro,fixed:64/per-round,kungfu*5; critical:time or "
                      "critical:cost sets critical's objective; *K runs seeds 1..K for that arm")
     cmp.add_argument("--seeds", type=int, default=3, help="seeds 1..K per arm")
-    cmp.add_argument("--rounds", type=int, required=True,
-                     help="rounds per run, at most (--total-timesteps, or the preset's, also ends a run)")
+    cmp.add_argument("--rounds", type=int, default=None,
+                     help="rounds per run, at most (--total-timesteps, or the preset's, also ends a run); needed "
+                     "unless --until target")
+    cmp.add_argument("--until", choices=("rounds", "target"), default="rounds",
+                     help="rounds: every run ends at --rounds (or its steps); target: each run goes on until its "
+                     "evaluation reaches --target, or a cap stops it (--time-budget-s projected seconds, "
+                     "--budget-usd dollars; --rounds and --total-timesteps cap it too when given)")
     cmp.add_argument("--out", default=None, help="output directory (default runs/compare-<env>)")
-    cmp.add_argument("--target", type=float, default=None, help="report the time to reach this eval return")
+    cmp.add_argument("--target", type=float, default=None, help="report the time and dollars to reach this eval "
+                     "return")
     cmp.add_argument("--dollar-budget", type=float, default=None, help="report each arm's return when it had spent "
                      "this many dollars (default: the cheapest run's total)")
     cmp.add_argument("--config", metavar="FILE.yaml", help="YAML file with config fields shared by every run")
@@ -238,6 +244,9 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     return 0
 
 
+UNBOUNDED_STEPS = 10**12  # "no step budget": the preset's would otherwise stop a run before its target or cap
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     import dataclasses
     from pathlib import Path
@@ -248,12 +257,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
     arms = [Arm.parse(a) for a in args.scalers.split(",") if a.strip()]
     if not arms:
         raise ConfigError("--scalers: name at least one arm")
-    if args.seeds < 1 or args.rounds < 1:
+    if args.seeds < 1 or (args.rounds is not None and args.rounds < 1):
         raise ConfigError("--seeds and --rounds must be >= 1")
     if args.dollar_budget is not None and not args.dollar_budget > 0:
         raise ConfigError("--dollar-budget must be > 0")
     base, _ = train_config(args)
-    base = dataclasses.replace(base, max_rounds=args.rounds)  # --total-timesteps, when given, stops runs too
+    if args.until == "target":
+        if args.target is None:
+            raise ConfigError("--until target: name the return to reach with --target")
+        if base.time_budget_s is None and base.budget_usd is None:
+            raise ConfigError("--until target: cap the runs that never reach it with --time-budget-s (projected "
+                              "seconds) or --budget-usd")
+        # no step budget of the preset's: the target or the cap ends a run, and the learning rate anneals over the cap
+        base = dataclasses.replace(base, target_return=args.target, max_rounds=args.rounds,
+                                   total_timesteps=base.total_timesteps or UNBOUNDED_STEPS)
+    elif args.rounds is None:
+        raise ConfigError("--rounds: give the rounds per run (or --until target with a cap)")
+    else:
+        base = dataclasses.replace(base, max_rounds=args.rounds)  # --total-timesteps, when given, stops runs too
     for arm in arms:  # every arm's config is checked before the first run starts
         prepare_config(dataclasses.replace(arm.apply(base), run_dir="unused"))
     out = args.out or f"runs/compare-{base.env_id.replace(':', '_').replace('/', '_')}"

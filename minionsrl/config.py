@@ -410,6 +410,9 @@ def env_preset(cfg: TrainConfig) -> dict[str, Any]:
     return dict(ENV_PRESETS.get(cfg.env_id, {})) if cfg.preset == "auto" and cfg.algo == "ppo" else {}
 
 
+STOPS = ("total_timesteps", "max_rounds", "target_return", "budget_usd", "time_budget_s")
+
+
 def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
     """Check every field against its rules; raise a one-line ConfigError for the first bad one."""
     for name, f in FIELDS.items():
@@ -452,8 +455,8 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
                           "have arrived); unset it, or bound each function with invocation_timeout_s")
     if cfg.algo != "ppo" and cfg.fault_hang > 0 and cfg.invocation_timeout_s is None:
         raise ConfigError("fault_hang: injected hangs need invocation_timeout_s with an asynchronous algo")
-    if require_stop and cfg.total_timesteps is None and cfg.max_rounds is None and cfg.target_return is None:
-        raise ConfigError("set total_timesteps, max_rounds or target_return so that the run can end")
+    if require_stop and all(getattr(cfg, name) is None for name in STOPS):
+        raise ConfigError(f"set {', '.join(STOPS[:-1])} or {STOPS[-1]} so that the run can end")
 
 
 def _coerce(name: str, value: Any) -> Any:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import copy
+from pathlib import Path
 
+import pytest
+import yaml
+
+import minionsrl
 from minionsrl.backends.base import InvocationRecord
 from minionsrl.cost import CostLedger, RoundTimes, load_prices
 from minionsrl.errors import ConfigError
@@ -126,6 +131,17 @@ def test_bad_price_files_fail_with_one_line(tmp_path) -> None:
     bad.write_text("aws_lambda: {x86_usd_per_gb_s: -1}\n")
     with pytest.raises(ConfigError, match="aws_lambda"):
         load_prices(bad)
+    shipped = yaml.safe_load((Path(minionsrl.__file__).parent / "data" / "prices.yaml").read_text())
+    for breaks, message in ((lambda p: p["overheads"]["lithops"].pop("collect_s"), "overheads.lithops.collect_s"),
+                            (lambda p: p["overheads"].pop("ray"), "no overheads.ray profile"),
+                            (lambda p: p["overheads"]["local"].update(parallel_invokes=0), "positive integer"),
+                            (lambda p: p["overheads"]["server"].pop("source"), "where its figures come from"),
+                            (lambda p: p["storage_requests"].update(usd_per_1000_list=-1), "usd_per_1000_list")):
+        prices = copy.deepcopy(shipped)
+        breaks(prices)
+        bad.write_text(yaml.safe_dump(prices))
+        with pytest.raises(ConfigError, match=message):
+            load_prices(bad)
 
 
 def test_least_budget_counts_the_learner_host(tmp_path) -> None:
@@ -164,3 +180,21 @@ def test_the_learner_host_follows_the_learner_device(tmp_path) -> None:
     except RuntimeError:  # no GPU backend (or no device it can use)
         gpu_here = False
     assert make_ledger(cfg).learner_host["name"] == ("p3.2xlarge" if gpu_here else "c5.large")
+
+
+@pytest.mark.parametrize("run_s", ["abc", float("nan"), -1.0, 1e12, True, None])
+def test_a_reply_with_forged_timings_is_a_failed_attempt_not_a_bill(run_s) -> None:
+    """A reply signed with the run key whose timings are not numbers, not finite, negative or longer than its
+    caller waited is refused as a bad reply (retried like any failure), never billed as given."""
+    from minionsrl.backends.base import make_reply
+    from minionsrl.function import wire
+
+    key = b"k" * 32
+    meta = {"id": "r1-train-0", "timings": {"init_s": 0.01, "run_s": run_s, "cpu_s": 0.1}}
+    record = InvocationRecord("r1-train-0", "train", duration_s=2.0)
+    reply = make_reply(record, wire.encode({}, meta, wire.invocation_key(key, "r1-train-0")), key)
+    assert not reply.ok and record.status == "failed" and record.error.startswith("bad reply: timings")
+    good = InvocationRecord("r1-train-0", "train", duration_s=2.0)
+    meta["timings"]["run_s"] = 0.5
+    assert make_reply(good, wire.encode({}, meta, wire.invocation_key(key, "r1-train-0")), key).ok
+    assert good.run_s == 0.5

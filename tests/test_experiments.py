@@ -173,6 +173,65 @@ def test_a_budget_stop_is_kept_on_resume_unless_the_budget_is_raised(tmp_path) -
     assert raised["rounds"] > capped["rounds"]
 
 
+def test_a_time_budget_stops_before_the_round_that_would_cross_it_and_anneals_the_rate(tmp_path) -> None:
+    """--time-budget-s counts projected cloud seconds: the run stops before a round that would take it past the
+    budget (at most one round over: the next round's time is an estimate), the stop is kept on resume, and the
+    learning rate anneals over the spent fraction of whichever limit is nearest its end."""
+    probe = make_trainer(_cfg(tmp_path, max_rounds=3, eval_every=0, run_dir=str(tmp_path / "probe"))).run()
+    budget = probe["projected_cloud_s"] / 3 * 6
+    cfg = _cfg(tmp_path, max_rounds=200, eval_every=0, run_dir=str(tmp_path / "capped"), time_budget_s=budget,
+               anneal_lr=True, learning_rate=1e-3, total_timesteps=10**9)
+    capped = make_trainer(cfg).run()
+    rows = read_metrics(tmp_path / "capped")
+    assert capped["stopped_by"] == "time_budget_s" and capped["rounds"] < 200
+    assert capped["projected_cloud_s"] - budget < max(float(r["projected_round_s"]) for r in rows)
+    spent = 0.0
+    for r in rows:  # the rate of each round: 1e-3 x (1 - projected seconds spent before it / budget)
+        assert float(r["learning_rate"]) == pytest.approx(1e-3 * max(1 - spent / budget, 0.0), rel=1e-6)
+        spent += float(r["projected_round_s"])
+    again = make_trainer(cfg, resume=True).run()
+    assert again["rounds"] == capped["rounds"] and again["stopped_by"] == "time_budget_s"
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--until", "target", "--time-budget-s", "60"], "--until target: name the return"),
+    (["--until", "target", "--target", "50"], "cap the runs"),
+    (["--until", "target", "--target", "50", "--time-budget-s", "0"], "time_budget_s: 0.0 must be > 0"),
+    (["--until", "target", "--target", "50", "--budget-usd", "nan"], "budget_usd: nan must be a finite number"),
+    (["--target", "50"], "--rounds: give the rounds"),
+])
+def test_compare_until_target_bad_input_is_one_line(tmp_path, capsys, flags, message) -> None:
+    from minionsrl import cli
+
+    rc = cli.main(["compare", "--env-id", "CartPole-v1", "--scalers", "fixed:2", "--seeds", "1",
+                   "--out", str(tmp_path / "cmp"), *flags])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "cmp").exists()
+
+
+def test_compare_until_target_runs_each_arm_to_the_target_or_its_cap(tmp_path) -> None:
+    """Each run goes on until its evaluation reaches the target (CartPole: 40, a few rounds) or the projected-time
+    cap; the table says how many seeds reached it, with the projected seconds and dollars to it."""
+    from minionsrl import cli
+
+    out = tmp_path / "cmp"
+    assert cli.main(["compare", "--env-id", "CartPole-v1", "--scalers", "fixed:4,fixed:2", "--seeds", "2",
+                     "--until", "target", "--target", "40", "--time-budget-s", "200", "--eval-every", "2",
+                     "--eval-episodes", "2", "--no-tensorboard", "--out", str(out)]) == 0
+    with open(out / "compare.csv") as f:
+        runs = list(csv.DictReader(f))
+    for run in runs:
+        summary = json.loads((out / "runs" / f"{run['arm']}__s{run['seed']}" / "summary.json").read_text())
+        assert summary["stopped_by"] in ("target_return", "time_budget_s")
+        assert (summary["stopped_by"] == "target_return") == (run["usd_to_target"] != "")
+        if run["usd_to_target"]:
+            assert float(run["projected_time_to_target_s"]) <= summary["projected_cloud_s"] + 1e-9
+    table = (out / "compare.md").read_text()
+    assert "| reached |" in table.replace("| arm | seeds | reached |", "| reached |")
+    assert "Pareto to target" in table
+
+
 def test_summary_says_why_the_run_stopped_and_is_valid_json(tmp_path) -> None:
     from minionsrl.loop.session import Progress, Session
 

@@ -197,6 +197,18 @@ def pareto_front(points: dict[str, tuple[float, float]]) -> list[str]:
             if not any((cb <= ca and rb >= ra) and (cb < ca or rb > ra) for b, (cb, rb) in points.items() if b != a)]
 
 
+def target_front(results: list[dict[str, Any]], arms: list[Arm]) -> list[str]:
+    """The arms no other beats on both mean projected seconds and mean dollars to the target, among the arms whose
+    every seed reached it (one that sometimes never gets there has no mean to compare)."""
+    points = {}
+    for arm in arms:
+        rows = [r for r in results if r["arm"] == arm.label]
+        if rows and all(r["usd_to_target"] is not None for r in rows):
+            points[arm.label] = (float(np.mean([r["usd_to_target"] for r in rows])),
+                                 -float(np.mean([r["projected_time_to_target_s"] for r in rows])))
+    return pareto_front(points)
+
+
 def markdown_table(results: list[dict[str, Any]], arms: list[Arm], target: float | None,
                    dollar_budget: float | None = None) -> str:
     """Per arm, over seeds: the mean with a bootstrap 95% interval; the Pareto front of (dollars, return)."""
@@ -207,12 +219,17 @@ def markdown_table(results: list[dict[str, Any]], arms: list[Arm], target: float
     if dollar_budget is not None:
         cols += ["return_at_budget"]
     front = pareto_front(_arm_points(results, arms))
+    to_target = target_front(results, arms) if target is not None else []
     table = []
     for arm in arms:
         rows = [r for r in results if r["arm"] == arm.label]
-        table.append([arm.label, len(rows), *(_mean_ci([r[c] for r in rows]) for c in cols),
-                      "yes" if arm.label in front else ""])
-    return tables.markdown_table(["arm", "seeds", *cols, "Pareto"], table)
+        reached = [f"{sum(r['usd_to_target'] is not None for r in rows)}/{len(rows)}"] if target is not None else []
+        table.append([arm.label, len(rows), *reached, *(_mean_ci([r[c] for r in rows]) for c in cols),
+                      "yes" if arm.label in front else "",
+                      *(["yes" if arm.label in to_target else ""] if target is not None else [])])
+    head = ["arm", "seeds", *(["reached"] if target is not None else []), *cols, "Pareto",
+            *(["Pareto to target"] if target is not None else [])]
+    return tables.markdown_table(head, table)
 
 
 def _arm_points(results: list[dict[str, Any]], arms: list[Arm]) -> dict[str, tuple[float, float]]:
@@ -235,7 +252,12 @@ def _write_outputs(results: list[dict[str, Any]], arms: list[Arm], out_dir: Path
     table = markdown_table(results, arms, target, dollar_budget)
     (out_dir / "compare.md").write_text(
         f"# compare: {env_id}\n\nMean over seeds [bootstrap 95% interval]; `return_at_budget`: the return known "
-        f"at ${dollar_budget:.4g}; Pareto: no other arm is as cheap and as good (`pareto.png`).\n\n{table}\n")
+        f"at ${dollar_budget:.4g}; Pareto: no other arm is as cheap and as good (`pareto.png`)."
+        + ("" if target is None else
+           f" To the target {target:g}: `reached` counts the seeds whose evaluation got there (the intervals of "
+           "the times and dollars to it are over those seeds); `Pareto to target`: among arms whose every seed "
+           "reached it, none is both faster (projected seconds) and cheaper.")
+        + f"\n\n{table}\n")
     points = _arm_points(results, arms)
     front = pareto_front(points)
     scatter_plot([c for c, _ in points.values()], [r for _, r in points.values()], "mean cost (USD)",
