@@ -8,17 +8,22 @@ take alone: its CPU time plus whatever it waited on outside the CPU (sleeps, I/O
 ``cpu_s`` alone would drop. Where the file is missing (not Linux, or schedstats off), the wait reads 0 and
 own-instance time is wall time.
 
-The learner is measured on its main thread: XLA's worker threads compute while it blocks, and summing their
-waits would count threads that ran side by side once each (measured: the sum over-subtracts under load).
+The learner is measured on the threads that take turns on its update (``minionsrl.learner.runtime.wait_s``):
+summing the waits of threads that ran side by side would count the same stretch of time more than once.
 """
 
 from __future__ import annotations
 
 
-def thread_wait_s() -> float:
-    """Seconds the calling thread has spent waiting for a CPU (a counter: take differences)."""
+def wait_s(schedstat: str) -> float:
+    """The run-queue wait, in seconds, in a ``schedstat`` file (0 where it cannot be read)."""
     try:
-        with open("/proc/thread-self/schedstat", "rb") as fh:
+        with open(schedstat, "rb") as fh:
             return int(fh.read().split()[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return 0.0
+
+
+def thread_wait_s() -> float:
+    """Seconds the calling thread has spent waiting for a CPU (a counter: take differences)."""
+    return wait_s("/proc/thread-self/schedstat")

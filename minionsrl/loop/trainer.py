@@ -22,7 +22,8 @@ import numpy as np
 from minionsrl.backends.base import Backend
 from minionsrl.config import TrainConfig
 from minionsrl.cost import CostLedger, RoundTimes
-from minionsrl.function import clock, wire
+from minionsrl.function import wire
+from minionsrl.learner import runtime
 from minionsrl.learner.detectors import detect
 from minionsrl.learner.learners import Learned, Learner
 from minionsrl.loop.gather import Gathered, TooFewReplies, fault_counts, slot_chains
@@ -126,7 +127,7 @@ class Trainer:
 
         held = Evaluation(*p.pending_eval) if p.pending_eval else None  # of the policy this round samples with
         sampled = self._logging_failures([], lambda: self.sampler.sample(p.round, n, held))
-        sampled_at, waited = time.perf_counter(), clock.thread_wait_s()
+        sampled_at, waited = time.perf_counter(), runtime.wait_s()
         if held is not None:
             self._log_held_row(sampled.eval_return)
         self.session.wait()  # the previous round's checkpoint, written while this round sampled
@@ -180,9 +181,9 @@ class Trainer:
 
     @staticmethod
     def _own_s(since: float, waited: float) -> float:
-        """The learner's time since ``since`` on a host of its own: wall time less its main thread's wait for a
-        CPU of this machine since then (``waited``: the wait counter at ``since``; :mod:`minionsrl.function.clock`)."""
-        return max(time.perf_counter() - since - (clock.thread_wait_s() - waited), 0.0)
+        """The learner's time since ``since`` on a host of its own: wall time less its wait for a CPU of this
+        machine since then (``waited``: the wait counter at ``since``; :func:`minionsrl.learner.runtime.wait_s`)."""
+        return max(time.perf_counter() - since - (runtime.wait_s() - waited), 0.0)
 
     def _detect(self, learned: Learned, n: int) -> dict[str, float]:
         """Curvature and noise scale of the loss on this round's batch, after the update: what the scaler

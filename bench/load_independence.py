@@ -1,0 +1,120 @@
+"""Benchmark: the projected cloud round does not move with this machine's load.
+
+The same run (Hopper-v5, 16 actors, seed 1, 30 rounds) twice, back to back: once as the machine is, once with two
+busy loops beside it (one per core), in alternating order over ``--repeats``. Each run reports its projected cloud
+seconds and serverless dollars as the ledger computes them now (own-instance times: wall time less the wait for a
+CPU here, ``minionsrl/function/clock.py``), and as the earlier ledger computed them from the same rows (wall times:
+the learner's part as measured, each function's init and run as measured), so the two methods are compared on the
+same runs. The wall time is the machine's.
+
+    .venv/bin/python bench/load_independence.py [--repeats 1] [--rounds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common import OUT, append_jsonl, load_jsonl, log, markdown_table, mean, publish_section, run_minionsrl
+
+from minionsrl.cost import CostLedger, load_prices
+from minionsrl.loop.metrics import read_metrics
+
+RESULTS = OUT / "load_independence.jsonl"
+BUSY = "while True: pass"
+
+
+def wall_based(run_dir: Path) -> tuple[float, float]:
+    """(projected seconds, serverless dollars) as the earlier ledger computed them: the learner's part as measured
+    on this machine (round − sampling), plus the slowest training function with its measured warm init (or the
+    modelled cold start) and measured run; functions billed for their measured init and run."""
+    ledger = CostLedger(load_prices(), cold_start_s=1.0)
+    with open(run_dir / "invocations.csv") as f:
+        invocations = list(csv.DictReader(f))
+    seconds = dollars = 0.0
+    for row in read_metrics(run_dir):
+        mine = [r for r in invocations if r["round"] == row["round"]]
+        slowest = max(((1.0 if r["cold"] == "True" else float(r["init_s"])) + float(r["run_s"])
+                       for r in mine if r["kind"] == "train" and r["status"] == "ok"), default=0.0)
+        projected = float(row["round_s"]) - float(row["sample_s"]) + slowest
+        billed = sum(ledger.pricing.billed_seconds(float(r["init_s"]), float(r["run_s"])) for r in mine)
+        seconds += projected
+        dollars += (ledger.learner_usd_s * projected + billed * ledger.memory_mb / 1024 * ledger.pricing.usd_per_gb_s
+                    + len(mine) * ledger.pricing.usd_per_request)
+    return seconds, dollars
+
+
+def run(loaded: bool, repeat: int, rounds: int) -> dict:
+    run_dir = OUT / "load_independence" / f"{'loaded' if loaded else 'as-is'}-{repeat}"
+    shutil.rmtree(run_dir, ignore_errors=True)  # a fresh run each time
+    load_before = os.getloadavg()[0]
+    busy = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(2)] if loaded else []
+    try:
+        summary = run_minionsrl({"env_id": "Hopper-v5", "seed": 1, "actors": 16, "max_rounds": rounds,
+                                 "eval_every": 10, "progress": False, "tensorboard": False, "run_dir": str(run_dir)})
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    rows = read_metrics(run_dir)
+    old_s, old_usd = wall_based(run_dir)
+    return {"loaded": loaded, "repeat": repeat, "rounds": summary["rounds"], "load_avg_before": load_before,
+            "wall_s": sum(float(r["round_s"]) for r in rows), "projected_s": summary["projected_cloud_s"],
+            "usd": summary["cost_usd"]["serverless"], "old_projected_s": old_s, "old_usd": old_usd,
+            "learner_s": sum(float(r["projected_learner_s"]) for r in rows),
+            "learner_wall_s": sum(float(r["round_s"]) - float(r["sample_s"]) for r in rows)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--reuse", action="store_true", help="render the section from the results already measured")
+    args = parser.parse_args()
+    started = time.time()
+    if not args.reuse:
+        RESULTS.unlink(missing_ok=True)
+        for repeat in range(args.repeats):
+            for loaded in ((False, True) if repeat % 2 == 0 else (True, False)):  # alternate who goes first
+                record = run(loaded, repeat, args.rounds)
+                append_jsonl(RESULTS, record)
+                log(f"loaded={loaded}: wall {record['wall_s']:.1f} s, projected {record['projected_s']:.2f} s "
+                    f"(wall-based {record['old_projected_s']:.2f} s), ${record['usd']:.6f}")
+    records = load_jsonl(RESULTS)
+    quiet, busy = ({k: mean([r[k] for r in records if r["loaded"] == b])
+                    for k in ("wall_s", "projected_s", "usd", "old_projected_s", "old_usd", "learner_s",
+                              "learner_wall_s", "load_avg_before")} for b in (False, True))
+    rows = [[name, quiet[k], busy[k], busy[k] / quiet[k]] for name, k in (
+        ("wall time of the rounds (s)", "wall_s"),
+        ("projected cloud time (s): own-instance (now)", "projected_s"),
+        ("projected cloud time (s): wall-based (before)", "old_projected_s"),
+        ("serverless $: own-instance (now)", "usd"),
+        ("serverless $: wall-based (before)", "old_usd"),
+        ("learner's part (s): own-instance", "learner_s"),
+        ("learner's part (s): wall", "learner_wall_s"))]
+    table = markdown_table(["measure", "as the machine is", "two busy loops beside", "ratio"], rows,
+                           digits=[0, 4, 4, 3])
+    body = f"""## 12. The projected round does not depend on this machine's load
+
+The same run (Hopper-v5, 16 actors, seed 1, {records[0]['rounds']} rounds, evaluation every 10) as the
+machine is (load average {quiet['load_avg_before']:.2f} before it; other work may share the machine) and with two
+busy Python loops beside it (one per core), back to back, {len(records) // 2} pair(s). "Own-instance" is the
+ledger now: each function's and the learner's wall time less the time it spent waiting for a CPU here
+(`/proc/thread-self/schedstat`), the cold start modelled, plus the platform's invoke/collect overhead
+(docs/COST.md). "Wall-based" recomputes the same runs the earlier way (the learner's part and the functions' init
+and run as measured), which moved 1.26x (seconds) and 1.36x (dollars) between a quiet and a loaded machine in
+issue 20's measurement. Target: own-instance within ±5% (ratio 0.95-1.05).
+
+{table}
+"""
+    publish_section("load_independence", body, started, RESULTS)
+
+
+if __name__ == "__main__":
+    main()
