@@ -13,7 +13,7 @@ from minionsrl import cli
 from minionsrl.backends.base import InvocationRecord
 from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
-from minionsrl.cost import FunctionPricing, load_prices
+from minionsrl.cost import CostLedger, load_prices
 from minionsrl.function import faults, wire
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.fragment import Fragment
@@ -189,22 +189,25 @@ def test_every_fault_kind_is_enacted_counted_and_listed(faulty_and_clean):
     assert sum(int(m[c]) for m in metrics for c in ("failed", "retried", "timed_out", "duplicates")) > 0
 
 
+def _record(r: dict[str, str]) -> InvocationRecord:
+    """An invocations.csv row as the ledger saw it (a duplicate delivery is billed as the run it was)."""
+    return InvocationRecord(r["invocation_id"], r["kind"], cold=r["cold"] == "True", init_s=float(r["init_s"]),
+                            run_s=float(r["run_s"]), init_wait_s=float(r["init_wait_s"]),
+                            run_wait_s=float(r["run_wait_s"]), duration_s=float(r["duration_s"]),
+                            status="ok" if r["status"] in ("ok", "duplicate") else r["status"])
+
+
 @pytest.mark.slow
 def test_every_attempt_is_billed(faulty_and_clean):
     clean, faulty = faulty_and_clean
-    prices = load_prices()
-    pricing = FunctionPricing.of(prices, "aws_lambda_x86")
-    learner_usd_s = prices["servers"]["cpu_learner_host"]["usd_per_hour"] / 3600
+    ledger = CostLedger(load_prices(), "aws_lambda_x86", cold_start_s=1.0)
     for run_dir in (clean, faulty):
         rows = _csv(run_dir / "invocations.csv")
         metrics = read_metrics(run_dir)
         for m in metrics:
-            records = [InvocationRecord(r["invocation_id"], r["kind"], init_s=float(r["init_s"]),
-                                        run_s=float(r["run_s"]), duration_s=float(r["duration_s"]),
-                                        status="ok" if r["status"] in ("ok", "duplicate") else "failed")
-                       for r in rows if r["round"] == m["round"]]
-            expected = (learner_usd_s * float(m["projected_round_s"]) + len(records) * pricing.usd_per_request
-                        + sum(pricing.invocation_usd(rec, 1769.0) for rec in records))
+            records = [_record(r) for r in rows if r["round"] == m["round"]]
+            expected = (ledger.learner_usd_s * float(m["projected_round_s"])
+                        + sum(ledger.invocation_usd(rec) for rec in records))
             assert float(m["cost_serverless_usd"]) == pytest.approx(expected, rel=1e-9)
         summary = json.loads((run_dir / "summary.json").read_text())
         assert summary["cost_usd"]["serverless"] == sum(float(m["cost_serverless_usd"]) for m in metrics)
@@ -219,10 +222,10 @@ def test_round_deadline_proceeds_without_stragglers_and_bills_them(tmp_path):
     cancelled = [r for r in rows if r["status"] == "cancelled"]
     assert [r["slot"] for r in cancelled] == ["0", "2"]
     assert all(r["fault"] == "hang" and r["error"] == "cancelled" for r in cancelled)
-    pricing = FunctionPricing.of(load_prices(), "aws_lambda_x86")
+    ledger = CostLedger(load_prices(), "aws_lambda_x86")
     for r in cancelled:  # it ran until the deadline and is billed for that time
-        record = InvocationRecord(r["invocation_id"], "train", duration_s=float(r["duration_s"]), status="failed")
-        assert float(r["duration_s"]) > 1.0 and pricing.billed_seconds(record) >= float(r["duration_s"])
+        assert float(r["duration_s"]) > 1.0
+        assert ledger.pricing.billed_seconds(*ledger.function_s(_record(r))) >= float(r["duration_s"])
     assert (metrics["lost"], metrics["timed_out"], metrics["failed"]) == ("2", "2", "0")
     assert int(metrics["env_steps"]) == 2 * 32  # the round learned from the two fragments that arrived
 
