@@ -24,6 +24,7 @@ import yaml
 from minionsrl.cost import PLATFORMS
 from minionsrl.errors import ConfigError
 from minionsrl.function.faults import KINDS as fault_kinds
+from minionsrl.loop.steps import StepPlan
 from minionsrl.redact import check_config_secrets
 
 BACKENDS = ("local", "server", "ray", "lithops")
@@ -33,6 +34,8 @@ OBJECTIVES = ("cost", "time")  # what the critical scaler minimises per unit of 
 ALGOS = ("ppo", "appo", "impala")
 DEVICES = ("auto", "cpu", "cuda")
 LEARNER_BUDGETS = ("per-sample", "per-round", "fixed-compute")
+LR_SCHEDULES = ("anneal", "constant", "adaptive")
+DEFAULT_DESIRED_KL = 0.01  # rsl_rl's default desired_kl
 _MAX_HIDDEN = 16384
 FAULT_FIELDS = {kind: f"fault_{kind}" for kind in fault_kinds}
 
@@ -159,7 +162,14 @@ class TrainConfig:
     detector_samples: int = _f(1024, "curvature detector: random subsample of the round batch (0: all of it)", min=0,
                                group="scaler")
     backend: str = _f("local", "where rollout functions run", choices=BACKENDS, group="backend", learning=False)
-    fragment_length: int | None = _f(None, "steps per rollout function (T)", min=1, max=1_000_000, group="env")
+    fragment_length: int | None = _f(None, "steps per rollout function (T): a round's batch grows with the actors; "
+                                     "exclusive with batch_size", min=1, max=1_000_000, group="env")
+    batch_size: int | None = _f(None, "samples per round whatever the actor count: each function steps about "
+                                "batch_size / (actors x envs_per_function), so more actors buy a shorter round, not "
+                                "a larger batch; exclusive with fragment_length", min=1, max=100_000_000, group="env")
+    env_step_latency_ms: float = _f(0.0, "wait this long in every env step (a remote simulator, game server or "
+                                    "model-judged reward), sleeping, not burning CPU; training and in-run "
+                                    "evaluation (0: off)", min=0.0, max=10_000.0, group="env", learning=False)
     envs_per_function: int = _f(1, "environments one rollout function steps together, its policy run once per step "
                                 "on all of them (RLlib's num_envs_per_env_runner); fragments stay one per "
                                 "environment", min=1, max=256, group="env")
@@ -174,6 +184,14 @@ class TrainConfig:
     run_dir: str | None = _f(None, "output directory (default runs/<env>__<seed>__<time>)", group="run", learning=False)
     learning_rate: float | None = _f(None, "Adam learning rate", positive=True, group="learner")
     anneal_lr: bool | None = _f(None, "anneal the learning rate linearly to 0 over total_timesteps", group="learner")
+    lr_schedule: str | None = _f(None, "learning rate per round: anneal (--anneal-lr), constant (--no-anneal-lr) or "
+                                 "adaptive (steered by the KL, towards --desired-kl; rsl_rl's and rl_games' rule)",
+                                 choices=LR_SCHEDULES, group="learner")
+    desired_kl: float | None = _f(None, "adaptive learning rate: after each epoch, the rate /1.5 when the epoch's mean "
+                                  "KL is above 2x this, x1.5 below half of it (default 0.01)", positive=True,
+                                  group="learner")
+    lr_min: float = _f(1e-5, "adaptive learning rate: lower bound", positive=True, group="learner")
+    lr_max: float = _f(1e-2, "adaptive learning rate: upper bound", positive=True, group="learner")
     gamma: float | None = _f(None, "discount factor", min=0.0, max=1.0, group="learner")
     gae_lambda: float | None = _f(None, "GAE lambda", min=0.0, max=1.0, group="learner")
     update_epochs: int | None = _f(None, "epochs over each round's batch", min=1, group="learner")
@@ -386,10 +404,14 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
         preset.pop("minibatch_size", None)
     if cfg.minibatch_size is not None and cfg.num_minibatches is not None:
         raise ConfigError("num_minibatches: set either num_minibatches or minibatch_size, not both")
-    # a minibatch size or count given by the user replaces the preset's way of splitting the batch
+    # a minibatch size or count given by the user replaces the preset's way of splitting the batch, and a batch
+    # size the preset's fragment length
     user_split = {"minibatch_size", "num_minibatches"} if {cfg.minibatch_size, cfg.num_minibatches} != {None} else set()
+    if cfg.batch_size is not None:
+        user_split.add("fragment_length")
+    cfg = _lr_schedule_as_anneal(cfg)
     filled = {k: v for k, v in preset.items() if getattr(cfg, k) is None and k not in user_split}
-    cfg = dataclasses.replace(cfg, **filled)
+    cfg = _adaptive_lr(dataclasses.replace(cfg, **filled))
     if cfg.kl_target is not None and not cfg.kl_coef:
         raise ConfigError("kl_target: the adaptive KL penalty needs a starting coefficient; set kl_coef > 0 "
                           "(RLlib's is 0.2)")
@@ -400,6 +422,47 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
         cfg = dataclasses.replace(cfg, run_dir=f"runs/{safe_env}__{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}")
     validate(cfg)
     return cfg
+
+
+def _lr_schedule_as_anneal(cfg: TrainConfig) -> TrainConfig:
+    """``--lr-schedule`` over ``--anneal-lr/--no-anneal-lr`` (which keep working): anneal is ``anneal_lr``, constant
+    and adaptive are not; the two flags given in contradiction are bad input."""
+    if cfg.lr_schedule is None:
+        return cfg
+    anneal = cfg.lr_schedule == "anneal"
+    if cfg.anneal_lr is not None and cfg.anneal_lr != anneal:
+        flag = "--anneal-lr" if cfg.anneal_lr else "--no-anneal-lr"
+        raise ConfigError(f"lr_schedule: {cfg.lr_schedule!r} contradicts {flag}; give one of the two")
+    return dataclasses.replace(cfg, anneal_lr=anneal)
+
+
+def _adaptive_lr(cfg: TrainConfig) -> TrainConfig:
+    """The schedule named from ``anneal_lr`` where it was not given; the adaptive rate's target KL, and the
+    combinations it cannot take."""
+    if cfg.lr_schedule is None:
+        cfg = dataclasses.replace(cfg, lr_schedule="anneal" if cfg.anneal_lr else "constant")
+    if cfg.lr_schedule != "adaptive":
+        if cfg.desired_kl is not None:
+            raise ConfigError("desired_kl: only the adaptive learning rate reads it; add --lr-schedule adaptive")
+        return cfg
+    if cfg.algo == "impala":  # each of its steps re-scores the batch first: the KL it could read is always 0
+        raise ConfigError("lr_schedule: IMPALA takes one step per scored batch, so there is no KL to adapt the rate "
+                          "to; use --algo ppo or appo, or --lr-schedule anneal/constant")
+    if cfg.lr_batch_scaling != "none":
+        raise ConfigError("lr_batch_scaling: the adaptive learning rate finds its own step size for the batch; use "
+                          "--lr-batch-scaling none with --lr-schedule adaptive")
+    return dataclasses.replace(cfg, desired_kl=cfg.desired_kl or DEFAULT_DESIRED_KL)
+
+
+def most_actors(cfg: TrainConfig) -> int:
+    """The most actors a round of this run can have: the fixed count, or the scaler's ``n_max``."""
+    return cfg.actors if cfg.scaler == "fixed" else cfg.n_max
+
+
+def step_plan(cfg: TrainConfig) -> StepPlan:
+    """The steps each rollout function takes (:class:`~minionsrl.loop.steps.StepPlan`), of a resolved config."""
+    return StepPlan(None if cfg.batch_size is not None else cfg.fragment_length, cfg.batch_size,
+                    cfg.envs_per_function)
 
 
 def env_preset(cfg: TrainConfig) -> dict[str, Any]:
@@ -440,6 +503,12 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
         raise ConfigError(f"backend: {cfg.backend!r} is not installed; pip install 'minionsrl[{cfg.backend}]'")
     if cfg.n_min > cfg.n_max:
         raise ConfigError(f"n_min: {cfg.n_min} is larger than n_max {cfg.n_max}; make n_min <= n_max")
+    if cfg.lr_min >= cfg.lr_max:
+        raise ConfigError(f"lr_min: {cfg.lr_min:g} is not below lr_max {cfg.lr_max:g}; make lr_min < lr_max")
+    if cfg.batch_size is not None:
+        if cfg.fragment_length is not None:
+            raise ConfigError("batch_size: set either batch_size or fragment_length, not both")
+        step_plan(cfg).check(most_actors(cfg))
     rates = sum(getattr(cfg, name) for name in FAULT_FIELDS.values())
     if rates > 1.0:
         raise ConfigError(f"fault_*: the fault rates add up to {rates:g}; make their sum <= 1")
