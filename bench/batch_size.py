@@ -47,6 +47,19 @@ def run(name: str, actors: int) -> dict:
             "wall_s": sum(float(r["round_s"]) for r in rows), "eval_return": rows[-1]["eval_return_mean"]}
 
 
+def reading(records: list[dict]) -> str:
+    """What the table says, case by case: 64 actors against 8, on this machine and in the projected cloud."""
+    lines = []
+    for name in CASES:
+        few, many = ({k: r[k] for k in PHASES} for a in ACTORS for r in records if r["case"] == name
+                     and r["actors"] == a)
+        lines.append(f"- {name}: with 64 actors instead of 8 a round takes {many['round_s'] / few['round_s']:.2f}x "
+                     f"the time here (sampling {many['sample_s'] / few['sample_s']:.2f}x) and "
+                     f"{many['projected_round_s'] / few['projected_round_s']:.2f}x projected, for the same batch.")
+    return "\n".join([*lines, "- The final returns differ because the two runs sample different fragments (one "
+                               "seed each, a short run): this table is about time, not learning."])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reuse", action="store_true", help="render the section from the results already measured")
@@ -65,7 +78,7 @@ def main() -> None:
         started = RESULTS.stat().st_mtime - sum(r["wall_s"] for r in records)
     rows = [[r["case"], r["actors"], BATCH // r["actors"], "/".join(map(str, r["steps_per_round"])), r["rounds"],
              r["env_steps"], r["sample_s"], r["learn_s"], r["round_s"], r["projected_round_s"], r["wall_s"],
-             r["eval_return"] or "—"] for r in records]
+             float(r["eval_return"]) if r["eval_return"] else None] for r in records]
     table = markdown_table(["case", "actors", "steps per function", "samples per round", "rounds", "env steps",
                             "sample s", "learn s", "round s (this machine)", "projected round s",
                             "wall s, all rounds", "final eval return"], rows,
@@ -81,6 +94,8 @@ projected round can show what they buy. CartPole's steps each wait 5 ms (`--env-
 and `--max-concurrency 64` lets 64 functions wait side by side here, so this machine's own round shows it.
 
 {table}
+
+{reading(records)}
 """
     publish_section("batch_size", section, started, RESULTS)
 

@@ -27,7 +27,7 @@ class StepPlan:
 
     def __post_init__(self) -> None:
         if (self.fragment_length is None) == (self.batch_size is None):
-            raise ConfigError("batch_size: set either batch_size or fragment_length, not both")
+            raise ConfigError("batch_size: set exactly one of batch_size and fragment_length")
 
     @property
     def constant_batch(self) -> bool:
