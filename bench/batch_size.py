@@ -77,21 +77,22 @@ def main() -> None:
     if args.reuse:
         started = RESULTS.stat().st_mtime - sum(r["wall_s"] for r in records)
     rows = [[r["case"], r["actors"], BATCH // r["actors"], "/".join(map(str, r["steps_per_round"])), r["rounds"],
-             r["env_steps"], r["sample_s"], r["learn_s"], r["round_s"], r["projected_round_s"], r["wall_s"],
+             r["env_steps"], r["sample_s"], r["learn_s"], r["round_s"], r["projected_round_s"],
              float(r["eval_return"]) if r["eval_return"] else None] for r in records]
     table = markdown_table(["case", "actors", "steps per function", "samples per round", "rounds", "env steps",
                             "sample s", "learn s", "round s (this machine)", "projected round s",
-                            "wall s, all rounds", "final eval return"], rows,
-                           digits=[0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 1, 0])
+                            "final eval return"], rows, digits=[0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 0])
     section = f"""## 12. Actors that buy time: a constant batch (`--batch-size`) and a latency-bound env
 
 With `--batch-size {BATCH}` every round learns on exactly {BATCH:,} samples whatever the actor count: each of `n`
 functions steps `{BATCH} / n` steps (DESIGN §1), so 64 actors step 64 each where 8 step 512, and the learner's
-work per round is the same. Columns are medians over rounds 2.. (round 1 holds the cold starts) from the run's
-metrics.csv; "projected" is the cloud round, each function on its own instance (docs/COST.md); one run per row,
-seed 1. Hopper's functions compute: on this 2-core machine 64 of them queue on the cores, so only the
-projected round can show what they buy. CartPole's steps each wait 5 ms (`--env-step-latency-ms 5`, sleeping),
-and `--max-concurrency 64` lets 64 functions wait side by side here, so this machine's own round shows it.
+work per round is the same. Columns are medians over rounds 2.. from the run's metrics.csv (round 1 holds the
+cold starts; the first run of each env also compiles the update in its first rounds, which the JAX cache spares
+the second, so sums over all rounds would flatter whichever ran second: not shown); "projected" is the cloud
+round, each function on its own instance (docs/COST.md); one run per row, seed 1, 8 actors first. Hopper's
+functions compute: on this 2-core machine 64 of them queue on the cores, so only the projected round can show
+what they buy. CartPole's steps each wait 5 ms (`--env-step-latency-ms 5`, sleeping), and `--max-concurrency 64`
+lets 64 functions wait side by side here, so this machine's own round shows it.
 
 {table}
 
