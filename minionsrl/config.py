@@ -185,7 +185,8 @@ class TrainConfig:
     learning_rate: float | None = _f(None, "Adam learning rate", positive=True, group="learner")
     anneal_lr: bool | None = _f(None, "anneal the learning rate linearly to 0 over total_timesteps", group="learner")
     lr_schedule: str | None = _f(None, "learning rate per round: anneal (--anneal-lr), constant (--no-anneal-lr) or "
-                                 "adaptive (steered by the KL, towards --desired-kl; rsl_rl's and rl_games' rule)",
+                                 "adaptive (steered by the KL, towards --desired-kl; rsl_rl's and rl_games' rule) "
+                                 "(default: the preset's --anneal-lr)",
                                  choices=LR_SCHEDULES, group="learner")
     desired_kl: float | None = _f(None, "adaptive learning rate: after each epoch, the rate /1.5 when the epoch's mean "
                                   "KL is above 2x this, x1.5 below half of it (default 0.01)", positive=True,
@@ -437,14 +438,13 @@ def _lr_schedule_as_anneal(cfg: TrainConfig) -> TrainConfig:
 
 
 def _adaptive_lr(cfg: TrainConfig) -> TrainConfig:
-    """The schedule named from ``anneal_lr`` where it was not given; the adaptive rate's target KL, and the
-    combinations it cannot take."""
-    if cfg.lr_schedule is None:
-        cfg = dataclasses.replace(cfg, lr_schedule="anneal" if cfg.anneal_lr else "constant")
+    """The adaptive rate's target KL, and the combinations it cannot take. The other schedules are ``anneal_lr``
+    alone in the resolved config (``lr_schedule`` unset), so a run directory written before ``lr_schedule``
+    existed resumes."""
     if cfg.lr_schedule != "adaptive":
         if cfg.desired_kl is not None:
             raise ConfigError("desired_kl: only the adaptive learning rate reads it; add --lr-schedule adaptive")
-        return cfg
+        return dataclasses.replace(cfg, lr_schedule=None)
     if cfg.algo == "impala":  # each of its steps re-scores the batch first: the KL it could read is always 0
         raise ConfigError("lr_schedule: IMPALA takes one step per scored batch, so there is no KL to adapt the rate "
                           "to; use --algo ppo or appo, or --lr-schedule anneal/constant")

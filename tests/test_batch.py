@@ -9,6 +9,7 @@ import time
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import yaml
 
 from minionsrl import cli
 from minionsrl.build import make_trainer, prepare_config
@@ -89,10 +90,11 @@ def test_a_batch_size_replaces_the_presets_fragment_length():
 
 
 @pytest.mark.parametrize(("given", "schedule", "anneal"), [
-    ({}, "anneal", True), ({"anneal_lr": False}, "constant", False), ({"lr_schedule": "constant"}, "constant", False),
-    ({"lr_schedule": "anneal", "anneal_lr": True}, "anneal", True), ({"lr_schedule": "adaptive"}, "adaptive", False),
+    ({}, None, True), ({"anneal_lr": False}, None, False), ({"lr_schedule": "constant"}, None, False),
+    ({"lr_schedule": "anneal", "anneal_lr": True}, None, True), ({"lr_schedule": "adaptive"}, "adaptive", False),
 ])
 def test_lr_schedule_and_the_anneal_flags_are_one_setting(given, schedule, anneal):
+    # anneal and constant resolve to anneal_lr alone: run dirs from before lr_schedule existed still resume
     cfg, _ = prepare_config(TrainConfig(env_id="Hopper-v5", max_rounds=1, run_dir="unused", **given))
     assert (cfg.lr_schedule, cfg.anneal_lr) == (schedule, anneal)
     assert cfg.desired_kl == (0.01 if schedule == "adaptive" else None)
@@ -214,3 +216,14 @@ def test_latency_travels_in_the_spec_only_when_set():
     assert EnvSpec.from_json(spec.to_json()) == spec
     with pytest.raises(ValueError, match="latency"):
         StepLatency(make_env(EnvSpec("CartPole-v1")), float("nan"))
+
+
+def test_a_run_dir_from_before_these_fields_still_resumes(tmp_path):
+    cfg = TrainConfig(env_id="CartPole-v1", actors=2, fragment_length=16, max_rounds=1, eval_every=0,
+                      eval_episodes=1, hidden_sizes=[8], progress=False, tensorboard=False, run_dir=str(tmp_path / "r"))
+    make_trainer(cfg).run()
+    path = tmp_path / "r" / "config.yaml"
+    saved = yaml.safe_load(path.read_text())
+    new = ("batch_size", "env_step_latency_ms", "lr_schedule", "desired_kl", "lr_min", "lr_max")
+    path.write_text(yaml.safe_dump({k: v for k, v in saved.items() if k not in new}, sort_keys=False))
+    make_trainer(dataclasses.replace(cfg, max_rounds=2), resume=True).close()
