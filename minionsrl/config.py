@@ -24,7 +24,6 @@ import yaml
 from minionsrl.cost import PLATFORMS
 from minionsrl.errors import ConfigError
 from minionsrl.function.faults import KINDS as fault_kinds
-from minionsrl.loop.steps import StepPlan
 from minionsrl.redact import check_config_secrets
 
 BACKENDS = ("local", "server", "ray", "lithops")
@@ -97,6 +96,61 @@ ENV_PRESETS: dict[str, dict[str, Any]] = {
 # Applied over the family preset. IMPALA takes one pass, one SGD step per group of whole fragments
 # (Espeholt et al. 2018); APPO keeps PPO's epochs, minibatches and clipping.
 ALGO_PRESETS: dict[str, dict[str, Any]] = {"ppo": {}, "appo": {}, "impala": dict(update_epochs=1)}
+
+
+# How many steps each rollout function of a round takes: the one rule (DESIGN §1). With a fragment length T
+# every function steps T steps in each of its E environments, so a round of n functions learns on n·E·T samples:
+# more actors, a larger batch. With a batch size B the round's batch is B whatever n: each function steps about
+# B / (n·E), the remainder spread one step each over the first functions, so a round's fragments differ by one
+# step at most and add up to exactly B; more actors then buy a shorter round, not a larger batch (the way
+# massively parallel PPO, rsl_rl, Brax or Isaac Gym, gets its speed).
+@dataclass(frozen=True)
+class StepPlan:
+    """The steps per rollout function of a round of ``n`` functions: ``fragment_length`` each, or
+    ``batch_size`` in all (exactly one of the two is set), with ``envs`` environments per function."""
+
+    fragment_length: int | None = None
+    batch_size: int | None = None
+    envs: int = 1
+
+    def __post_init__(self) -> None:
+        if (self.fragment_length is None) == (self.batch_size is None):
+            raise ConfigError("batch_size: set exactly one of batch_size and fragment_length")
+
+    @property
+    def constant_batch(self) -> bool:
+        """Whether the round's batch stays ``batch_size`` whatever the actor count."""
+        return self.batch_size is not None
+
+    def steps(self, n: int) -> list[int]:
+        """The steps of each of ``n`` functions (per environment), in slot order: the first ones take the
+        remainder of ``batch_size / (n·envs)``, one step each."""
+        if self.batch_size is None:
+            assert self.fragment_length is not None
+            return [self.fragment_length] * n
+        base, extra = divmod(self.batch_size // self.envs, n)
+        return [base + (slot < extra) for slot in range(n)]
+
+    def slot_steps(self, slot: int, n: int) -> int:
+        """The steps of function ``slot`` of a round of ``n`` (per environment)."""
+        return self.steps(n)[slot]
+
+    def round_batch(self, n: int) -> int:
+        """The samples of a round of ``n`` functions."""
+        return sum(self.steps(n)) * self.envs
+
+    def check(self, most_actors: int) -> None:
+        """Raise a one-line :class:`ConfigError` if a round of up to ``most_actors`` functions cannot split
+        ``batch_size`` into whole steps, at least one per environment."""
+        if self.batch_size is None:
+            return
+        if self.batch_size % self.envs:
+            raise ConfigError(f"batch_size: {self.batch_size} is not a multiple of envs_per_function {self.envs} "
+                              "(a function steps its environments together); make it one")
+        if self.batch_size < most_actors * self.envs:
+            raise ConfigError(f"batch_size: {self.batch_size} steps cannot be split over up to {most_actors} "
+                              f"functions x {self.envs} environment(s), one step each at least; raise batch_size "
+                              f"to >= {most_actors * self.envs} or allow fewer actors (--actors / --n-max)")
 
 
 GROUPS = ("env", "run", "eval", "learner", "actors", "scaler", "backend", "faults", "cost")
@@ -460,7 +514,7 @@ def most_actors(cfg: TrainConfig) -> int:
 
 
 def step_plan(cfg: TrainConfig) -> StepPlan:
-    """The steps each rollout function takes (:class:`~minionsrl.loop.steps.StepPlan`), of a resolved config."""
+    """The steps each rollout function takes (:class:`StepPlan`), of a resolved config."""
     return StepPlan(None if cfg.batch_size is not None else cfg.fragment_length, cfg.batch_size,
                     cfg.envs_per_function)
 

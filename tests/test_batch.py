@@ -13,7 +13,7 @@ import yaml
 
 from minionsrl import cli
 from minionsrl.build import make_trainer, prepare_config
-from minionsrl.config import TrainConfig
+from minionsrl.config import StepPlan, TrainConfig
 from minionsrl.function.envs import EnvSpec, StepLatency, capture_episode, make_env, restore_episode
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import rollout
@@ -21,7 +21,6 @@ from minionsrl.learner.impala import vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
 from minionsrl.learner.ppo import PPO, Batch, PPOParams, adapt_learning_rate
 from minionsrl.loop.metrics import read_rows
-from minionsrl.loop.steps import StepPlan
 
 CART = PolicyArch(4, 2, True, (16, 16))
 FAST = ["--max-rounds", "1", "--eval-episodes", "1", "--hidden-sizes", "8", "--no-progress", "--no-tensorboard"]

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from minionsrl.backends.base import Backend, Reply
+from minionsrl.config import StepPlan
 from minionsrl.errors import InvocationError
 from minionsrl.function.fragment import Fragment
 from minionsrl.function.numpy_policy import PolicyArch
@@ -37,7 +38,6 @@ from minionsrl.loop.gather import (
     gather_groups,
 )
 from minionsrl.loop.invocations import Publisher, Requests, eval_returns, eval_split
-from minionsrl.loop.steps import StepPlan
 
 
 class Evaluation(NamedTuple):
