@@ -105,7 +105,7 @@ def main() -> None:
         ["backend", "overhead, 8 slots (s)", "overhead, 32 slots (s)", "source"],
         [[b, *(overhead_of(prices, b).stage_s([0.0] * slots) for slots in (8, 32)), p["source"]]
          for b, p in prices["overheads"].items()], digits=[0, 3, 3, 0])
-    body = f"""## 12. The projected round does not depend on this machine's load
+    body = f"""## 13. The projected round does not depend on this machine's load
 
 The same run (Hopper-v5, 16 actors, seed 1, {records[0]['rounds']} rounds, evaluation every 10) as the
 machine is (load average {quiet['load_avg_before']:.2f} before it; other work may share the machine) and with two

@@ -132,8 +132,8 @@ def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
     from minionsrl.learner import learners, runtime
     from minionsrl.learner.ppo import PPOParams
 
-    # what the budgets and the learning-rate rule are relative to
-    reference_batch = (cfg.reference_actors or cfg.actors) * cfg.fragment_length * cfg.envs_per_function
+    # what the budgets and the learning-rate rule are relative to (under a batch size: that batch)
+    reference_batch = config.step_plan(cfg).round_batch(cfg.reference_actors or cfg.actors)
     params = PPOParams(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(PPOParams)
                           if f.name != "reference_batch"}, reference_batch=reference_batch)
     norm = learners.Normalization(cfg.normalize_obs, cfg.normalize_reward, cfg.clip_obs, cfg.clip_reward)
@@ -183,16 +183,22 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
                               "round; use --detectors auto (or on)")
         ledger = make_ledger(cfg)
         publisher = Publisher(backend, backend.key, learner.snapshot)
-        requests = Requests(EnvSpec(cfg.env_id, cfg.env_kwargs), cfg.seed, cfg.gamma, FaultPlan(
+        requests = Requests(function_env_spec(cfg), cfg.seed, cfg.gamma, FaultPlan(
             {kind: getattr(cfg, name) for kind, name in config.FAULT_FIELDS.items()}, cfg.fault_seed))
-        parts = (backend, requests, publisher, arch, cfg.fragment_length, cfg.carry_episodes,
-                 RetryPolicy(cfg.max_retries, cfg.round_deadline_s, cfg.min_reply_fraction), cfg.envs_per_function)
+        parts = (backend, requests, publisher, arch, config.step_plan(cfg), cfg.carry_episodes,
+                 RetryPolicy(cfg.max_retries, cfg.round_deadline_s, cfg.min_reply_fraction))
         sampler = SyncSampler(*parts) if cfg.algo == "ppo" else AsyncSampler(*parts, k=cfg.async_fragments)
         return Trainer(cfg, session, learner, sampler, publisher, scaler, ledger, backend)
     except BaseException:
         backend.close()
         session.close()
         raise
+
+
+def function_env_spec(cfg: TrainConfig) -> EnvSpec:
+    """The environment the rollout functions build: the config's, with its step latency (training and in-run
+    evaluation both run on the functions, so both wait; DESIGN §1)."""
+    return EnvSpec(cfg.env_id, cfg.env_kwargs, step_latency_ms=cfg.env_step_latency_ms)
 
 
 def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
@@ -210,8 +216,8 @@ def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
         "gns-boost": lambda: rules.GnsBoostScaler(lo, hi),
         "nitro": lambda: rules.NitroScaler(lo, hi, cfg.initial_actors, cfg.nitro_window, cfg.nitro_decay,
                                            cfg.nitro_floor, cfg.nitro_window_mode),
-        "critical": lambda: rules.CriticalScaler(lo, hi, cfg.fragment_length * cfg.envs_per_function, cfg.objective,
-                                                 cfg.initial_actors),
+        # under a batch size its model (batch n·T) does not hold: T is taken as the first round's steps per actor
+        "critical": lambda: rules.CriticalScaler(lo, hi, _steps_per_actor(cfg), cfg.objective, cfg.initial_actors),
     }
     if cfg.scaler == "minions":
         from minionsrl.scaling.minions import MinionsScaler, load_agent
@@ -221,3 +227,9 @@ def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
         return MinionsScaler(agent, lo, hi, return_scale=cfg.target_return or float(meta["target_return"]),
                              horizon=int(meta.get("max_rounds") or cfg.max_rounds or 100), budget_usd=cfg.budget_usd)
     return builders[cfg.scaler]()
+
+
+def _steps_per_actor(cfg: TrainConfig) -> int:
+    """Samples one actor adds to a round (``T·E``); under a batch size, one of a round of ``initial_actors``."""
+    n = max(cfg.n_min, min(cfg.initial_actors, cfg.n_max))
+    return max(1, config.step_plan(cfg).round_batch(n) // n)

@@ -33,6 +33,8 @@ OBJECTIVES = ("cost", "time")  # what the critical scaler minimises per unit of 
 ALGOS = ("ppo", "appo", "impala")
 DEVICES = ("auto", "cpu", "cuda")
 LEARNER_BUDGETS = ("per-sample", "per-round", "fixed-compute")
+LR_SCHEDULES = ("anneal", "constant", "adaptive")
+DEFAULT_DESIRED_KL = 0.01  # rsl_rl's default desired_kl
 _MAX_HIDDEN = 16384
 FAULT_FIELDS = {kind: f"fault_{kind}" for kind in fault_kinds}
 
@@ -94,6 +96,61 @@ ENV_PRESETS: dict[str, dict[str, Any]] = {
 # Applied over the family preset. IMPALA takes one pass, one SGD step per group of whole fragments
 # (Espeholt et al. 2018); APPO keeps PPO's epochs, minibatches and clipping.
 ALGO_PRESETS: dict[str, dict[str, Any]] = {"ppo": {}, "appo": {}, "impala": dict(update_epochs=1)}
+
+
+# How many steps each rollout function of a round takes: the one rule (DESIGN §1). With a fragment length T
+# every function steps T steps in each of its E environments, so a round of n functions learns on n·E·T samples:
+# more actors, a larger batch. With a batch size B the round's batch is B whatever n: each function steps about
+# B / (n·E), the remainder spread one step each over the first functions, so a round's fragments differ by one
+# step at most and add up to exactly B; more actors then buy a shorter round, not a larger batch (the way
+# massively parallel PPO, rsl_rl, Brax or Isaac Gym, gets its speed).
+@dataclass(frozen=True)
+class StepPlan:
+    """The steps per rollout function of a round of ``n`` functions: ``fragment_length`` each, or
+    ``batch_size`` in all (exactly one of the two is set), with ``envs`` environments per function."""
+
+    fragment_length: int | None = None
+    batch_size: int | None = None
+    envs: int = 1
+
+    def __post_init__(self) -> None:
+        if (self.fragment_length is None) == (self.batch_size is None):
+            raise ConfigError("batch_size: set exactly one of batch_size and fragment_length")
+
+    @property
+    def constant_batch(self) -> bool:
+        """Whether the round's batch stays ``batch_size`` whatever the actor count."""
+        return self.batch_size is not None
+
+    def steps(self, n: int) -> list[int]:
+        """The steps of each of ``n`` functions (per environment), in slot order: the first ones take the
+        remainder of ``batch_size / (n·envs)``, one step each."""
+        if self.batch_size is None:
+            assert self.fragment_length is not None
+            return [self.fragment_length] * n
+        base, extra = divmod(self.batch_size // self.envs, n)
+        return [base + (slot < extra) for slot in range(n)]
+
+    def slot_steps(self, slot: int, n: int) -> int:
+        """The steps of function ``slot`` of a round of ``n`` (per environment)."""
+        return self.steps(n)[slot]
+
+    def round_batch(self, n: int) -> int:
+        """The samples of a round of ``n`` functions."""
+        return sum(self.steps(n)) * self.envs
+
+    def check(self, most_actors: int) -> None:
+        """Raise a one-line :class:`ConfigError` if a round of up to ``most_actors`` functions cannot split
+        ``batch_size`` into whole steps, at least one per environment."""
+        if self.batch_size is None:
+            return
+        if self.batch_size % self.envs:
+            raise ConfigError(f"batch_size: {self.batch_size} is not a multiple of envs_per_function {self.envs} "
+                              "(a function steps its environments together); make it one")
+        if self.batch_size < most_actors * self.envs:
+            raise ConfigError(f"batch_size: {self.batch_size} steps cannot be split over up to {most_actors} "
+                              f"functions x {self.envs} environment(s), one step each at least; raise batch_size "
+                              f"to >= {most_actors * self.envs} or allow fewer actors (--actors / --n-max)")
 
 
 GROUPS = ("env", "run", "eval", "learner", "actors", "scaler", "backend", "faults", "cost")
@@ -159,7 +216,14 @@ class TrainConfig:
     detector_samples: int = _f(1024, "curvature detector: random subsample of the round batch (0: all of it)", min=0,
                                group="scaler")
     backend: str = _f("local", "where rollout functions run", choices=BACKENDS, group="backend", learning=False)
-    fragment_length: int | None = _f(None, "steps per rollout function (T)", min=1, max=1_000_000, group="env")
+    fragment_length: int | None = _f(None, "steps per rollout function (T): a round's batch grows with the actors; "
+                                     "exclusive with batch_size", min=1, max=1_000_000, group="env")
+    batch_size: int | None = _f(None, "samples per round whatever the actor count: each function steps about "
+                                "batch_size / (actors x envs_per_function), so more actors buy a shorter round, not "
+                                "a larger batch; exclusive with fragment_length", min=1, max=100_000_000, group="env")
+    env_step_latency_ms: float = _f(0.0, "wait this long in every env step (a remote simulator, game server or "
+                                    "model-judged reward), sleeping, not burning CPU; training and in-run "
+                                    "evaluation (0: off)", min=0.0, max=10_000.0, group="env", learning=False)
     envs_per_function: int = _f(1, "environments one rollout function steps together, its policy run once per step "
                                 "on all of them (RLlib's num_envs_per_env_runner); fragments stay one per "
                                 "environment", min=1, max=256, group="env")
@@ -174,6 +238,15 @@ class TrainConfig:
     run_dir: str | None = _f(None, "output directory (default runs/<env>__<seed>__<time>)", group="run", learning=False)
     learning_rate: float | None = _f(None, "Adam learning rate", positive=True, group="learner")
     anneal_lr: bool | None = _f(None, "anneal the learning rate linearly to 0 over total_timesteps", group="learner")
+    lr_schedule: str | None = _f(None, "learning rate per round: anneal (--anneal-lr), constant (--no-anneal-lr) or "
+                                 "adaptive (steered by the KL, towards --desired-kl; rsl_rl's and rl_games' rule) "
+                                 "(default: the preset's --anneal-lr)",
+                                 choices=LR_SCHEDULES, group="learner")
+    desired_kl: float | None = _f(None, "adaptive learning rate: after each epoch, the rate /1.5 when the epoch's mean "
+                                  "KL is above 2x this, x1.5 below half of it (default 0.01)", positive=True,
+                                  group="learner")
+    lr_min: float = _f(1e-5, "adaptive learning rate: lower bound", positive=True, group="learner")
+    lr_max: float = _f(1e-2, "adaptive learning rate: upper bound", positive=True, group="learner")
     gamma: float | None = _f(None, "discount factor", min=0.0, max=1.0, group="learner")
     gae_lambda: float | None = _f(None, "GAE lambda", min=0.0, max=1.0, group="learner")
     update_epochs: int | None = _f(None, "epochs over each round's batch", min=1, group="learner")
@@ -388,10 +461,14 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
         preset.pop("minibatch_size", None)
     if cfg.minibatch_size is not None and cfg.num_minibatches is not None:
         raise ConfigError("num_minibatches: set either num_minibatches or minibatch_size, not both")
-    # a minibatch size or count given by the user replaces the preset's way of splitting the batch
+    # a minibatch size or count given by the user replaces the preset's way of splitting the batch, and a batch
+    # size the preset's fragment length
     user_split = {"minibatch_size", "num_minibatches"} if {cfg.minibatch_size, cfg.num_minibatches} != {None} else set()
+    if cfg.batch_size is not None:
+        user_split.add("fragment_length")
+    cfg = _lr_schedule_as_anneal(cfg)
     filled = {k: v for k, v in preset.items() if getattr(cfg, k) is None and k not in user_split}
-    cfg = dataclasses.replace(cfg, **filled)
+    cfg = _adaptive_lr(dataclasses.replace(cfg, **filled))
     if cfg.kl_target is not None and not cfg.kl_coef:
         raise ConfigError("kl_target: the adaptive KL penalty needs a starting coefficient; set kl_coef > 0 "
                           "(RLlib's is 0.2)")
@@ -402,6 +479,46 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
         cfg = dataclasses.replace(cfg, run_dir=f"runs/{safe_env}__{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}")
     validate(cfg)
     return cfg
+
+
+def _lr_schedule_as_anneal(cfg: TrainConfig) -> TrainConfig:
+    """``--lr-schedule`` over ``--anneal-lr/--no-anneal-lr`` (which keep working): anneal is ``anneal_lr``, constant
+    and adaptive are not; the two flags given in contradiction are bad input."""
+    if cfg.lr_schedule is None:
+        return cfg
+    anneal = cfg.lr_schedule == "anneal"
+    if cfg.anneal_lr is not None and cfg.anneal_lr != anneal:
+        flag = "--anneal-lr" if cfg.anneal_lr else "--no-anneal-lr"
+        raise ConfigError(f"lr_schedule: {cfg.lr_schedule!r} contradicts {flag}; give one of the two")
+    return dataclasses.replace(cfg, anneal_lr=anneal)
+
+
+def _adaptive_lr(cfg: TrainConfig) -> TrainConfig:
+    """The adaptive rate's target KL, and the combinations it cannot take. The other schedules are ``anneal_lr``
+    alone in the resolved config (``lr_schedule`` unset), so a run directory written before ``lr_schedule``
+    existed resumes."""
+    if cfg.lr_schedule != "adaptive":
+        if cfg.desired_kl is not None:
+            raise ConfigError("desired_kl: only the adaptive learning rate reads it; add --lr-schedule adaptive")
+        return dataclasses.replace(cfg, lr_schedule=None)
+    if cfg.algo == "impala":  # each of its steps re-scores the batch first: the KL it could read is always 0
+        raise ConfigError("lr_schedule: IMPALA takes one step per scored batch, so there is no KL to adapt the rate "
+                          "to; use --algo ppo or appo, or --lr-schedule anneal/constant")
+    if cfg.lr_batch_scaling != "none":
+        raise ConfigError("lr_batch_scaling: the adaptive learning rate finds its own step size for the batch; use "
+                          "--lr-batch-scaling none with --lr-schedule adaptive")
+    return dataclasses.replace(cfg, desired_kl=cfg.desired_kl or DEFAULT_DESIRED_KL)
+
+
+def most_actors(cfg: TrainConfig) -> int:
+    """The most actors a round of this run can have: the fixed count, or the scaler's ``n_max``."""
+    return cfg.actors if cfg.scaler == "fixed" else cfg.n_max
+
+
+def step_plan(cfg: TrainConfig) -> StepPlan:
+    """The steps each rollout function takes (:class:`StepPlan`), of a resolved config."""
+    return StepPlan(None if cfg.batch_size is not None else cfg.fragment_length, cfg.batch_size,
+                    cfg.envs_per_function)
 
 
 def env_preset(cfg: TrainConfig) -> dict[str, Any]:
@@ -445,6 +562,12 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
         raise ConfigError(f"backend: {cfg.backend!r} is not installed; pip install 'minionsrl[{cfg.backend}]'")
     if cfg.n_min > cfg.n_max:
         raise ConfigError(f"n_min: {cfg.n_min} is larger than n_max {cfg.n_max}; make n_min <= n_max")
+    if cfg.lr_min >= cfg.lr_max:
+        raise ConfigError(f"lr_min: {cfg.lr_min:g} is not below lr_max {cfg.lr_max:g}; make lr_min < lr_max")
+    if cfg.batch_size is not None:
+        if cfg.fragment_length is not None:
+            raise ConfigError("batch_size: set either batch_size or fragment_length, not both")
+        step_plan(cfg).check(most_actors(cfg))
     rates = sum(getattr(cfg, name) for name in FAULT_FIELDS.values())
     if rates > 1.0:
         raise ConfigError(f"fault_*: the fault rates add up to {rates:g}; make their sum <= 1")

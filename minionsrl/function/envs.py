@@ -8,8 +8,10 @@ from __future__ import annotations
 import base64
 import difflib
 import importlib
+import math
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -34,19 +36,48 @@ class EnvInfo:
     family: str = "classic"  # "classic" | "mujoco" | "atari": picks the PPO preset
 
 
+MAX_STEP_LATENCY_MS = 10_000.0  # ten seconds a step: past any simulator worth training against
+
+
 @dataclass(frozen=True)
 class EnvSpec:
-    """A serialisable description of an environment: an id or entry point plus keyword args."""
+    """A serialisable description of an environment: an id or entry point plus keyword args, and a latency added
+    to every step (:class:`StepLatency`; 0: none)."""
 
     env_id: str
     kwargs: dict[str, Any] = field(default_factory=dict)
+    step_latency_ms: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.env_id, "kwargs": dict(self.kwargs)}
+        data = {"id": self.env_id, "kwargs": dict(self.kwargs)}
+        # only when set: requests (and warm instances' env keys) stay as they were without it
+        return {**data, "step_latency_ms": self.step_latency_ms} if self.step_latency_ms else data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> EnvSpec:
-        return cls(env_id=str(data["id"]), kwargs=dict(data.get("kwargs", {})))
+        return cls(env_id=str(data["id"]), kwargs=dict(data.get("kwargs", {})),
+                   step_latency_ms=float(data.get("step_latency_ms", 0.0)))
+
+
+class StepLatency(gym.Wrapper):
+    """Every step waits ``latency_ms`` milliseconds, sleeping: an environment whose step waits on something
+    remote (a simulator service, a game server, a model that judges the reward) without burning CPU here.
+
+    Only the time changes: observations, rewards and the environment's random numbers are those of the wrapped
+    env, so a seeded rollout is the same with and without it. Resets do not wait. On one machine, many rollout
+    functions of such an env run side by side on a few cores (they sleep), as they would on their own
+    instances in the cloud: what more actors buy when sampling, not computing, is the cost.
+    """
+
+    def __init__(self, env: gym.Env, latency_ms: float) -> None:
+        super().__init__(env)
+        if not (math.isfinite(latency_ms) and 0.0 <= latency_ms <= MAX_STEP_LATENCY_MS):
+            raise ValueError(f"step latency {latency_ms!r} ms is not in 0..{MAX_STEP_LATENCY_MS:g}")
+        self.latency_s = latency_ms / 1000.0
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
+        time.sleep(self.latency_s)
+        return self.env.step(action)
 
 
 def is_entry_point(env_id: str) -> bool:
@@ -162,7 +193,13 @@ def check_env_id(env_id: str) -> None:
 
 
 def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env:
-    """Build the environment described by ``spec`` (time limits included, no env checker)."""
+    """Build the environment described by ``spec`` (time limits included, no env checker), its steps delayed by
+    the spec's latency (outermost, so that nothing else waits)."""
+    env = _make_env(spec, render_mode)
+    return StepLatency(env, spec.step_latency_ms) if spec.step_latency_ms else env
+
+
+def _make_env(spec: EnvSpec, render_mode: str | None) -> gym.Env:
     if is_entry_point(spec.env_id):
         cls = entry_point_class(spec.env_id)  # a gymnasium.Env subclass, or nothing is called
         kwargs = dict(spec.kwargs)
@@ -303,6 +340,7 @@ def capture_episode(env: gym.Env) -> dict[str, Any] | None:
     step count. Rollout functions return it so the next round can continue the episode on any
     instance: the functions stay stateless and episodes keep their full length.
     """
+    env = _without_latency(env)
     u = env.unwrapped
     if isinstance(env, AtariTrainingSignals):
         if env.game_over:
@@ -323,6 +361,7 @@ def capture_episode(env: gym.Env) -> dict[str, Any] | None:
 def restore_episode(env: gym.Env, state: dict[str, Any]) -> np.ndarray | None:
     """Put a freshly reset ``env`` into the state captured by :func:`capture_episode`; return the
     observation to continue from where the state holds it (the ALE frame stack), else None."""
+    env = _without_latency(env)
     u = env.unwrapped
     if "ale" in state:
         _restore_atari(env, state)
@@ -341,6 +380,11 @@ def restore_episode(env: gym.Env, state: dict[str, Any]) -> np.ndarray | None:
     if limit is not None:
         limit._elapsed_steps = int(state["elapsed"])
     return env._last_obs if isinstance(env, AtariTrainingSignals) else None
+
+
+def _without_latency(env: gym.Env) -> gym.Env:
+    """The env under its :class:`StepLatency` (the episode's state is the wrapped env's)."""
+    return env.env if isinstance(env, StepLatency) else env
 
 
 def _restore_atari(env: gym.Env, state: dict[str, Any]) -> None:

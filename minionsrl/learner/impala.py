@@ -31,7 +31,7 @@ from minionsrl.learner.ppo import (
     LossTerms,
     PPOParams,
     bucket,
-    flat,
+    by_length,
     normalize_advantages,
     pad_rows,
     scale_rewards,
@@ -56,10 +56,9 @@ def _values(arch: PolicyArch, weights: Params, obs: jax.Array) -> jax.Array:
 
 def vtrace_batch(fragments: list[Fragment], arch: PolicyArch, weights: Params, params: PPOParams,
                  reward_rms: RunningMeanStd | None, clip_reward: float, rho_bar: float, c_bar: float) -> Batch:
-    """Stack ``fragments``, score them with the policy ``weights`` and compute V-trace targets (λ = ``gae_lambda``)."""
-    stack = stack_fragments(fragments)
-    n, steps = stack["rewards"].shape
-    obs, actions = flat(stack["obs"]), flat(stack["actions"])
+    """Score ``fragments`` with the policy ``weights`` and compute V-trace targets (λ = ``gae_lambda``); fragments
+    of unequal length (a batch size) each with their own."""
+    obs, actions = np.concatenate([f.obs for f in fragments]), np.concatenate([f.actions for f in fragments])
     chunk = min(_SCORE_CHUNK, bucket(len(obs)))  # one compiled shape per chunk size, the tail padded to it
     logp, values = [], []
     for i in range(0, len(obs), chunk):
@@ -71,11 +70,21 @@ def vtrace_batch(fragments: list[Fragment], arch: PolicyArch, weights: Params, p
     logp, values = np.concatenate(logp), np.concatenate(values)
     last_obs = np.concatenate([f.last_obs for f in fragments])
     bootstrap = np.asarray(_values(arch, weights, pad_rows(last_obs, bucket(len(last_obs)))))[: len(last_obs)]
-    log_rhos = logp.reshape(n, steps).astype(np.float64) - stack["logprobs"]
-    vs, adv = vtrace(scale_rewards(stack["rewards"], reward_rms, clip_reward), values.reshape(n, steps),
-                     stack["terminated"], stack["truncated"], stack["trunc_values"], bootstrap, log_rhos,
-                     params.gamma, rho_bar, c_bar, params.gae_lambda)
-    return Batch(obs, actions, logp, adv.reshape(-1), vs.reshape(-1), values)
+    starts = np.cumsum([0] + [len(f.rewards) for f in fragments])
+    where = {id(f): i for i, f in enumerate(fragments)}
+
+    def targets(group: list[Fragment]) -> dict[str, np.ndarray]:
+        stack, at = stack_fragments(group), [where[id(f)] for f in group]
+        scored = [slice(starts[i], starts[i + 1]) for i in at]
+        log_rhos = np.stack([logp[r] for r in scored]).astype(np.float64) - stack["logprobs"]
+        rewards = scale_rewards(stack["rewards"], reward_rms, clip_reward)
+        vs, adv = vtrace(rewards, np.stack([values[r] for r in scored]), stack["terminated"], stack["truncated"],
+                         stack["trunc_values"], bootstrap[at], log_rhos, params.gamma, rho_bar, c_bar,
+                         params.gae_lambda)
+        return {"vs": vs, "adv": adv}
+
+    out = by_length(fragments, targets)
+    return Batch(obs, actions, logp, out["adv"], out["vs"], values)
 
 
 def impala_loss(arch: PolicyArch, weights: Params, mb: dict[str, jax.Array], w: jax.Array, p: PPOParams,

@@ -56,7 +56,8 @@ class Learner(ABC):
         self.ret_rms = RunningMeanStd(()) if norm.reward else None
 
     def set_learning_rate(self, lr: float) -> None:
-        """The round's learning rate (annealed), before any scaling with the batch (:func:`lr_factor`)."""
+        """The round's learning rate (annealed), before any scaling with the batch (:func:`lr_factor`); the
+        adaptive rate (``params.desired_kl``) ignores it: the update steers its own, kept across rounds."""
         self.lr = lr
 
     def snapshot(self, version: int) -> PolicySnapshot:
@@ -65,14 +66,16 @@ class Learner(ABC):
 
     def learn(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:
         """Merge the fragments' normaliser statistics (in the given order), then update the policy with the
-        round's learning rate (scaled with the batch where asked); the rate used is in the statistics."""
+        round's learning rate (scaled with the batch where asked); the rate the update started with is in the
+        statistics (the adaptive rate moves after each epoch from there)."""
         for frag in fragments:
             if self.obs_rms is not None:
                 self.obs_rms.update(frag.obs_moments)
             if self.ret_rms is not None:
                 self.ret_rms.update(frag.ret_moments)
-        lr = self.lr * lr_factor(sum(len(f.rewards) for f in fragments), self.params)
-        self.ppo.set_learning_rate(lr)
+        if self.params.desired_kl is None:
+            self.ppo.set_learning_rate(self.lr * lr_factor(sum(len(f.rewards) for f in fragments), self.params))
+        lr = self.ppo.learning_rate  # adaptive: where the previous rounds' epochs left it
         learned = self._update(fragments, rng)
         learned.stats["learning_rate"] = lr
         return learned
@@ -136,7 +139,8 @@ class IMPALALearner(VTraceLearner):
         if p.num_minibatches is not None:  # that many learner batches per pass, whatever the fragment count
             groups = min(p.num_minibatches, count)
         else:
-            groups = math.ceil(count / max(1, p.minibatch_size // len(fragments[0].rewards)))
+            longest = max(len(f.rewards) for f in fragments)  # a batch size makes them differ by a step
+            groups = math.ceil(count / max(1, p.minibatch_size // longest))
         stats: dict[str, float] = {}
         for _ in range(p.update_epochs):
             for chunk in np.array_split(rng.permutation(count), groups):

@@ -44,7 +44,8 @@ LEARNING_COLUMNS = [
 ]
 # status: ok | failed | timed_out | cancelled (a straggler at the round deadline) | duplicate (a second delivery)
 # | stray (a reply to no invocation sent) | throttled (the platform refused the call) | oom (out of memory)
-INVOCATION_COLUMNS = ["round", *InvocationRecord.__dataclass_fields__, "slot", "attempt", "seed", "fault", "digest"]
+INVOCATION_COLUMNS = ["round", *InvocationRecord.__dataclass_fields__, "slot", "attempt", "seed", "steps", "fault",
+                      "digest"]
 
 TENSORBOARD_TAGS = {
     "train_return_mean": "charts/episodic_return", "eval_return_mean": "eval/return_mean",
@@ -149,12 +150,12 @@ def invocation_rows(round_idx: int, gathered: list[Gathered]) -> list[dict[str, 
 
 
 def _invocation_row(round_idx: int, attempt: Attempt) -> dict[str, Any]:
-    """The record, the slot's seed and attempt, the status and, for an accepted fragment, a digest of its
-    arrays (a fault-free run of the same seed must show the same)."""
+    """The record, the slot's seed and attempt, its steps per environment (training), the status and, for an
+    accepted fragment, a digest of its arrays (a fault-free run of the same seed must show the same)."""
     req, record = attempt.request, attempt.reply.record
     accepted = attempt.status == OK and req["kind"] == "train"
     return {"round": round_idx, **record.row(), "error": redact_text(record.error), "status": attempt.status,
-            "slot": attempt.slot, "attempt": attempt.attempt, "seed": req["seed"],
+            "slot": attempt.slot, "attempt": attempt.attempt, "seed": req["seed"], "steps": req.get("steps", ""),
             "fault": (req.get("fault") or {}).get("kind", ""),
             "digest": fragment_digest(attempt.result) if accepted else ""}
 

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from minionsrl.backends.base import Backend, Reply
+from minionsrl.config import StepPlan
 from minionsrl.errors import InvocationError
 from minionsrl.function.fragment import Fragment
 from minionsrl.function.numpy_policy import PolicyArch
@@ -66,10 +67,10 @@ class Sampler(ABC):
     evaluates_beside = False  # whether :meth:`sample` can run an evaluation beside the round's functions
 
     def __init__(self, backend: Backend, requests: Requests, publisher: Publisher, arch: PolicyArch,
-                 fragment_length: int, carry_episodes: bool, retry: RetryPolicy, envs_per_function: int = 1) -> None:
+                 plan: StepPlan, carry_episodes: bool, retry: RetryPolicy) -> None:
         self.backend, self.requests, self.publisher, self.arch = backend, requests, publisher, arch
-        self.steps, self.carry_episodes, self.retry = fragment_length, carry_episodes, retry
-        self.envs = envs_per_function
+        self.plan, self.carry_episodes, self.retry = plan, carry_episodes, retry
+        self.envs = plan.envs
         # actor (slot · envs + env) -> its episode in progress, sent with the slot's next request
         self.carries: dict[int, dict[str, Any]] = {}
 
@@ -93,16 +94,19 @@ class Sampler(ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.carries = {int(k): v for k, v in json.loads(state["carries"]).items()}
 
-    def _train_request(self, ref: str, index: int, slot: int, attempt: int) -> dict[str, Any]:
-        """A training request; a function of several environments carries each one's episode."""
+    def _train_request(self, ref: str, index: int, slot: int, attempt: int, n: int) -> dict[str, Any]:
+        """A training request of ``slot`` in a round of ``n`` functions (its steps from the plan); a function of
+        several environments carries each one's episode (a carried episode goes on whatever the steps)."""
+        steps = self.plan.slot_steps(slot, n)
         if self.envs == 1:
-            return self.requests.make("train", ref, index, slot, attempt, steps=self.steps,
-                                      carry=self.carries.get(slot))
-        return self.requests.make("train", ref, index, slot, attempt, steps=self.steps, envs=self.envs,
+            return self.requests.make("train", ref, index, slot, attempt, steps=steps, carry=self.carries.get(slot))
+        return self.requests.make("train", ref, index, slot, attempt, steps=steps, envs=self.envs,
                                   carries=[self.carries.get(slot * self.envs + e) for e in range(self.envs)])
 
     def _fragments(self, request: dict[str, Any], reply: Reply, version: int | None = None) -> list[Fragment]:
-        return Fragment.many_from_wire(reply.arrays, reply.meta, self.steps, self.arch, self.envs, version)
+        """The reply's fragments, checked against the steps its request asked for."""
+        return Fragment.many_from_wire(reply.arrays, reply.meta, int(request["steps"]), self.arch, self.envs,
+                                       version)
 
     def _keep_carries(self, slot: int, fragments: list[Fragment]) -> None:
         """Remember the episodes a slot's fragments left in progress (a finished one is forgotten)."""
@@ -126,7 +130,7 @@ class SyncSampler(Sampler):
 
     def sample(self, round_idx: int, n: int, evaluation: Evaluation | None = None) -> Sampled:
         ref, version = self.publisher.ref(), self.publisher.version
-        training = Group(n, lambda slot, attempt: self._train_request(ref, round_idx, slot, attempt),
+        training = Group(n, lambda slot, attempt: self._train_request(ref, round_idx, slot, attempt, n),
                          lambda req, r: self._fragments(req, r, version), self.retry, f"round {round_idx} training")
         got, *evaluated = gather_groups(self.backend, [training, *([self._evaluation(evaluation, ref)]
                                                                   if evaluation else [])])
@@ -155,7 +159,9 @@ class AsyncSampler(Sampler):
 
     Seeds stay a function of the run: actor ``slot``'s ``j``-th invocation gets index ``j``, and its retries
     after a failure keep that seed; which fragments make up an update depends on arrival order, so
-    asynchronous runs are not bit-reproducible, unlike synchronous ones.
+    asynchronous runs are not bit-reproducible, unlike synchronous ones. Under a batch size, a slot's steps
+    follow the ``n`` in force when it is submitted: the functions in flight hold the batch, and an update
+    learns on the ``k`` fragments that arrive first (about ``k/n`` of it).
     """
 
     def __init__(self, *args: Any, k: int | None = None, **kwargs: Any) -> None:
@@ -248,7 +254,8 @@ class AsyncSampler(Sampler):
             attempt = self.retry_next.pop(slot, 0)
             if attempt == 0:
                 self.slot_calls[slot] = self.slot_calls.get(slot, 0) + 1
-            sent.append((slot, attempt, self._train_request(ref, self.slot_calls[slot], slot, attempt)))
+            sent.append((slot, attempt, self._train_request(ref, self.slot_calls[slot], slot, attempt,
+                                                            self.n_target)))
         self.tracker.submit(sent)
 
     def _validate(self, request: dict[str, Any], reply: Reply) -> Any:
