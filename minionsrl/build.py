@@ -217,7 +217,8 @@ def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
         "nitro": lambda: rules.NitroScaler(lo, hi, cfg.initial_actors, cfg.nitro_window, cfg.nitro_decay,
                                            cfg.nitro_floor, cfg.nitro_window_mode),
         # under a batch size its model (batch n·T) does not hold: T is taken as the first round's steps per actor
-        "critical": lambda: rules.CriticalScaler(lo, hi, _steps_per_actor(cfg), cfg.objective, cfg.initial_actors),
+        "critical": lambda: rules.CriticalScaler(lo, hi, _steps_per_actor(cfg), cfg.objective, cfg.initial_actors,
+                                                 constant_batch=config.step_plan(cfg).constant_batch),
     }
     if cfg.scaler == "minions":
         from minionsrl.scaling.minions import MinionsScaler, load_agent

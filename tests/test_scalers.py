@@ -161,3 +161,22 @@ def test_critical_time_objective_reads_projected_seconds_and_resumes() -> None:
     again.load_state_dict(scaler.state_dict())
     row = _crow(3, n, 99.0, 2_000.0, seconds=1.0 + 0.01 * n)
     assert again.next_actors(row) == scaler.next_actors(row)
+
+
+def test_critical_with_a_constant_batch_finds_where_the_overhead_meets_the_shrinking_fragment() -> None:
+    """--batch-size: a round of n functions costs a + b·n + c/n (per-invocation overhead against a fragment n
+    functions share); after trying n_0, 2·n_0 and n_0/2 the scaler picks n* = √(c/b) whatever the noise scale."""
+    def seconds(n: int) -> float:
+        return 0.1 + 0.002 * n + 0.8 / n  # least at √(0.8 / 0.002) = 20
+
+    scaler = CriticalScaler(1, 64, fragment_steps=512, objective="time", n0=8, constant_batch=True)
+    n, picked = scaler.next_actors(None), []
+    for r in range(1, 6):
+        n = scaler.next_actors(_crow(r, n, 99.0, 5e5 if r % 2 else -3e3, seconds=seconds(n)))
+        picked.append(n)
+    assert picked[:2] == [16, 4] and picked[2:] == [20, 20, 20]
+    cheap = CriticalScaler(1, 64, fragment_steps=512, objective="time", n0=8, constant_batch=True)
+    cheap.next_actors(None)
+    for r, m in enumerate((8, 16, 4), start=1):  # no per-invocation cost: as many functions as allowed
+        last = cheap.next_actors(_crow(r, m, 99.0, 1e3, seconds=0.1 + 0.8 / m))
+    assert last == 64

@@ -186,15 +186,24 @@ class CriticalScaler(Scaler):
     dollars of a round, ``"time"`` its projected cloud seconds. ``B_noise`` is smoothed (EWMA) over rounds;
     until two different counts have been seen the fit has nothing to go on, so the first rounds run
     ``n_0`` and then a second count (twice or half of it).
+
+    With a constant batch (``constant_batch``: ``--batch-size``), ``n`` buys a shorter round, not more samples:
+    progress per round does not depend on ``n``, and a round's cost is ``D(n) = a + b·n + c/n`` — ``a`` the
+    learner and what no actor changes, ``b`` what each invocation adds (its dispatch, init and request), ``c``
+    the fragment's time or dollars that ``n`` functions share (``τ·B``: the slowest function's stepping, or the
+    learner host waiting for it). Its least is at ``n* = √(c / b)``, where the per-invocation overhead meets
+    the shrinking fragment; fitted over the recent rounds once three counts have been seen (``n_0``, twice it,
+    half of it).
     """
 
     name = "critical"
     needs = frozenset({"gns"})
 
     def __init__(self, n_min: int, n_max: int, fragment_steps: int, objective: str = "cost", n0: int = 16,
-                 ewma: float = 0.9, window: int = 20) -> None:
+                 ewma: float = 0.9, window: int = 20, constant_batch: bool = False) -> None:
         super().__init__(n_min, n_max)
         self.steps, self.objective, self.n0, self.ewma = fragment_steps, objective, n0, ewma
+        self.constant_batch = constant_batch
         self.window = window
         self.noise: float | None = None  # smoothed B_noise (samples)
         self.seen: deque[tuple[int, float]] = deque(maxlen=window)  # (n, the round's cost or seconds)
@@ -209,6 +218,8 @@ class CriticalScaler(Scaler):
         gns = as_finite(last_round.get("gns"))
         if gns is not None:
             self.noise = gns if self.noise is None else self.ewma * self.noise + (1 - self.ewma) * gns
+        if self.constant_batch:
+            return self._least_round(n)
         fit = self.fit()
         if fit is None:  # one count seen so far: try another, to learn what an actor adds
             return self.clip(2 * n) if self.clip(2 * n) != n else self.clip(n // 2)
@@ -216,13 +227,35 @@ class CriticalScaler(Scaler):
             return n
         return self.best(*fit, self.noise)
 
+    def _counts(self) -> list[int]:
+        return sorted({n for n, _ in self.seen})
+
     def fit(self) -> tuple[float, float] | None:
         """``(a, b)`` of ``D(n) = a + b·n`` by least squares over the recent rounds (None: one count seen)."""
-        ns = np.array([n for n, _ in self.seen], dtype=np.float64)
-        if len(set(ns.tolist())) < 2:
+        if len(self._counts()) < 2:
             return None
-        b, a = np.polyfit(ns, np.array([d for _, d in self.seen]), 1)
+        b, a = np.polyfit([n for n, _ in self.seen], [d for _, d in self.seen], 1)
         return float(a), float(b)
+
+    def _least_round(self, n: int) -> int:
+        """Constant batch: try ``n_0``, twice it and half of it, then the ``n`` of the least fitted round cost."""
+        counts = self._counts()
+        for candidate in (self.clip(2 * self.n0), self.clip(self.n0 // 2)):
+            if len(counts) < 3 and candidate not in counts:
+                return candidate
+        if len(counts) < 3:  # the bounds leave fewer than three counts to learn from
+            return n
+        ns = np.array([m for m, _ in self.seen], dtype=np.float64)
+        design = np.stack([np.ones_like(ns), ns, 1.0 / ns], axis=1)
+        (_, b, c), *_ = np.linalg.lstsq(design, np.array([d for _, d in self.seen]), rcond=None)
+        if c <= 0:  # splitting the fragment saves nothing: the fewest invocations
+            self.score = 0.0
+            return self.n_min
+        if b <= 0:  # an invocation costs nothing extra: as many as allowed
+            self.score = float(self.n_max)
+            return self.n_max
+        self.score = math.sqrt(c / b)
+        return self.clip(round(self.score))
 
     def best(self, a: float, b: float, noise: float) -> int:
         """``n*`` for round cost ``a + b·n`` and noise scale ``noise``: ``n_min`` when the noise is small (a
