@@ -15,7 +15,7 @@ from typing import Any
 
 from minionsrl import config
 from minionsrl.config import FIELDS
-from minionsrl.errors import ClusterLost, ConfigError, InvocationError
+from minionsrl.errors import ClusterLost, ConfigError, InvocationError, one_line
 from minionsrl.redact import redact_text
 
 
@@ -302,16 +302,16 @@ def main(argv: list[str] | None = None) -> int:
                     "scale": cmd_scale, "motivate": cmd_motivate, "scheduler": cmd_scheduler}
         return commands[args.command](args)
     except ConfigError as exc:
-        print(f"minionsrl: error: {redact_text(str(exc))}", file=sys.stderr)
+        print(f"minionsrl: error: {one_line(redact_text(str(exc)))}", file=sys.stderr)
         return 2
     except ClusterLost as exc:
-        print(f"minionsrl: cluster lost: {redact_text(str(exc))}", file=sys.stderr)
+        print(f"minionsrl: cluster lost: {one_line(redact_text(str(exc)))}", file=sys.stderr)
         return 1
     except InvocationError as exc:
-        print(f"minionsrl: invocation failed: {redact_text(str(exc))}", file=sys.stderr)
+        print(f"minionsrl: invocation failed: {one_line(redact_text(str(exc)))}", file=sys.stderr)
         return 1
     except Interrupted as exc:
-        print(f"minionsrl: interrupted; {exc}", file=sys.stderr)
+        print(f"minionsrl: interrupted; {one_line(str(exc))}", file=sys.stderr)
         return 130
     except KeyboardInterrupt:
         print("minionsrl: interrupted", file=sys.stderr)

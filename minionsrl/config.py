@@ -349,17 +349,14 @@ def _cli_value(value: Any) -> str:
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file into a dict of field values (unknown keys are an error)."""
+    """Read a YAML config file into a dict of field values (unknown keys are an error), with the limits of
+    :func:`minionsrl.files.read_yaml` (size, nesting, aliases, duplicate keys)."""
+    from minionsrl import files
+
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"config file {str(path)!r} does not exist; pass an existing YAML file to --config")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or (str(exc).splitlines()[0] if str(exc) else "parse error")
-        raise ConfigError(f"config file {str(path)!r} is not valid YAML ({problem}{where}); fix its syntax") from exc
+    data = files.read_yaml(path, "config file") or {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping of field: value")
     return {k.replace("-", "_") if isinstance(k, str) else k: v for k, v in data.items()}
@@ -435,6 +432,8 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
                                    for h in cfg.hidden_sizes):
         raise ConfigError(f"hidden_sizes: {cfg.hidden_sizes!r} must be a non-empty list of integers in "
                           f"1..{_MAX_HIDDEN}")
+    if cfg.run_dir is not None:
+        check_path("run_dir", cfg.run_dir)
     try:
         json.dumps(cfg.env_kwargs, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -457,6 +456,21 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
         raise ConfigError("fault_hang: injected hangs need invocation_timeout_s with an asynchronous algo")
     if require_stop and all(getattr(cfg, name) is None for name in STOPS):
         raise ConfigError(f"set {', '.join(STOPS[:-1])} or {STOPS[-1]} so that the run can end")
+
+
+_NAME_MAX, _PATH_MAX = 255, 4096  # Linux's limits on a file name and a path (ENAMETOOLONG past them)
+
+
+def check_path(name: str, value: str) -> None:
+    """A path the run writes under: not empty (which would be the current folder) and within the limits of
+    the file system's names, so that it fails here with one line rather than at the first write."""
+    if not value.strip():
+        raise ConfigError(f"{name}: an empty path would write into the current folder; name a directory "
+                          "(e.g. runs/my-run)")
+    parts = Path(value).parts
+    if len(value.encode()) > _PATH_MAX or any(len(p.encode()) > _NAME_MAX for p in parts):
+        raise ConfigError(f"{name}: the path is too long (names of at most {_NAME_MAX} bytes, "
+                          f"{_PATH_MAX} in all); choose a shorter one")
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -487,7 +501,7 @@ _ACCEPTS: dict[str, tuple[type | tuple[type, ...], str]] = {
 
 def dump(cfg: TrainConfig, path: str | Path) -> None:
     """Write the resolved config as YAML (readable back with ``--config``)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    tmp.replace(path)  # a learner killed while writing it leaves the previous one
+    from minionsrl import files
+
+    # a learner killed while writing it leaves the previous one; a link planted in the run dir is not followed
+    files.write_text(Path(path), yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from minionsrl import files
 from minionsrl.errors import ConfigError
 
 LATEST = "latest.safetensors"
@@ -52,11 +53,11 @@ def save(directory: str | Path, state: dict[str, Any], name: str = LATEST) -> Pa
                                        FORMAT_KEY: FORMAT})
     directory = Path(directory)
     path = directory / name
-    tmp = directory / f".{name}.tmp"
+    tmp = files.tmp_path(path)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         try:
-            with open(tmp, "wb") as fh:
+            with open(tmp, "wb", opener=files.exclusive_opener) as fh:  # never through a planted link
                 fh.write(data[: len(data) // 2])
                 _test_pause(state)
                 fh.write(data[len(data) // 2 :])
@@ -94,8 +95,9 @@ def load(directory: str | Path, name: str = LATEST) -> dict[str, Any] | None:
     path = Path(directory) / name
     if not path.exists():
         return None
+    data = files.read_bytes(path, files.MAX_CHECKPOINT_BYTES, "--resume: checkpoint")
     try:
-        return decode(path.read_bytes())
+        return decode(data)
     except Exception as exc:  # truncated, corrupted, or not a checkpoint of this format
         raise ConfigError(f"--resume: checkpoint {str(path)!r} cannot be read ({type(exc).__name__}); restore it "
                           "from a kept checkpoints/round-NNNNN.safetensors or start a new run") from exc

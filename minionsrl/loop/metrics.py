@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from minionsrl import files
 from minionsrl.backends.base import InvocationRecord
 from minionsrl.errors import ConfigError
 from minionsrl.function.extras import check_tensorboard
@@ -81,7 +82,7 @@ class RunLog:
                                         (self.invocations_path, INVOCATION_COLUMNS, resume_round)):
                 _prepare_csv(path, columns, keep)
             for path in (self.metrics_path, self.invocations_path):
-                self._files.append(open(path, "a", newline=""))  # noqa: SIM115 - kept open for the run
+                self._files.append(files.open_for_write(path, "a", newline=""))  # kept open for the run
         except OSError as exc:
             self._failed = True
             self.close()
@@ -165,17 +166,12 @@ def _fmt(value: Any) -> Any:
 
 def _prepare_csv(path: Path, columns: list[str], resume_round: int | None) -> None:
     """Create the file with its header, or on resume keep only rows up to ``resume_round``."""
-    if resume_round is None or not path.exists():
-        with open(path, "w", newline="") as fh:
-            csv.writer(fh).writerow(columns)
-        return
-    rows = [r for r in _whole_rows(path) if int(r["round"]) <= resume_round]
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", newline="") as fh:
+    rows = [] if resume_round is None or not path.exists() else [
+        r for r in _whole_rows(path) if int(r["round"]) <= resume_round]
+    with files.replacing(path, newline="") as fh:
         writer = csv.DictWriter(fh, columns, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    tmp.replace(path)
 
 
 def _whole_rows(path: Path) -> list[dict[str, str]]:
