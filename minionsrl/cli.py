@@ -27,7 +27,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a bad flag is one line (no usage block) and exit code 2, like every other bad input."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"minionsrl: error: {redact_text(message)}; see `{self.prog} --help`\n")
+        self.exit(2, f"minionsrl: error: {one_line(redact_text(message))}; see `{self.prog} --help`\n")
 
 
 def _add_config_flags(parser: argparse.ArgumentParser, groups: tuple[str, ...] = config.GROUPS) -> None:

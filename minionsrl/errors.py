@@ -25,3 +25,8 @@ def one_line(text: str, limit: int = MAX_LINE) -> str:
         return text
     half = (limit - 5) // 2
     return f"{text[:half]} […] {text[-half:]}"
+
+
+class Diverged(ConfigError):
+    """An update made the loss, the weights or the optimiser state non-finite: the run stops before anything of
+    that update is checkpointed or published."""

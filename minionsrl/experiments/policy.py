@@ -185,13 +185,11 @@ def _weights(saved: Any, arch: PolicyArch, ckpt: Path) -> dict[str, np.ndarray]:
                           f"unexpected {extra})")
     weights: dict[str, np.ndarray] = {}
     for name, shape in expected.items():
-        value = saved[name]
-        if not isinstance(value, np.ndarray) or value.dtype.kind != "f" or value.shape != shape:
-            got = value.shape if isinstance(value, np.ndarray) else type(value).__name__
-            raise ConfigError(f"{where}: {name} is {got}, the config's network has a float array of shape {shape}")
-        if not np.isfinite(value).all():
-            raise ConfigError(f"{where}: {name} holds non-finite numbers")
-        weights[name] = value.astype(np.float32)
+        problem = checkpoint.array_problem(saved[name], shape)
+        if problem:
+            raise ConfigError(f"{where}: {name} {problem} (the config's network has a float array of shape "
+                              f"{shape})")
+        weights[name] = saved[name].astype(np.float32)
     return weights
 
 
