@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--episodes", type=int, default=10, help="episodes to run")
     ev.add_argument("--seed", type=int, default=10_000, help="seed of the first episode")
     ev.add_argument("--capture-video", action="store_true", help="record MP4 videos into RUN_DIR/videos")
+    ev.add_argument("--trust-run-code", action="store_true",
+                    help="import a custom env's module from the run dir (then the current folder) when it is not on "
+                         "the Python path: only for runs you trust, as it runs their code")
     return parser
 
 
@@ -290,7 +293,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from minionsrl.experiments.evaluate import evaluate_run
 
-    result = evaluate_run(args.run_dir, episodes=args.episodes, seed=args.seed, capture_video=args.capture_video)
+    result = evaluate_run(args.run_dir, episodes=args.episodes, seed=args.seed, capture_video=args.capture_video,
+                          trust_run_code=args.trust_run_code)
     print(json.dumps(result, indent=2))
     return 0
 
