@@ -172,7 +172,8 @@ class TrainConfig:
                             "policy), its row written once it returns; off: after the update, as the round's last "
                             "step. The last round always evaluates after its update", group="eval", learning=False)
     run_dir: str | None = _f(None, "output directory (default runs/<env>__<seed>__<time>)", group="run", learning=False)
-    learning_rate: float | None = _f(None, "Adam learning rate", positive=True, group="learner")
+    # at most what the learner's float32 holds (beyond, it would be infinite)
+    learning_rate: float | None = _f(None, "Adam learning rate", positive=True, max=3.4e38, group="learner")
     anneal_lr: bool | None = _f(None, "anneal the learning rate linearly to 0 over total_timesteps", group="learner")
     gamma: float | None = _f(None, "discount factor", min=0.0, max=1.0, group="learner")
     gae_lambda: float | None = _f(None, "GAE lambda", min=0.0, max=1.0, group="learner")
