@@ -194,7 +194,17 @@ def cmd_plot(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not (run_dir / "metrics.csv").exists():
         raise ConfigError(f"--run-dir: {str(run_dir)!r} holds no metrics.csv")
-    for path in _plot_run(run_dir):
+    try:
+        paths = _plot_run(run_dir)
+    except ConfigError:
+        raise
+    except OSError as exc:  # a read-only run dir, a full disk
+        raise ConfigError(f"plot: cannot write into {str(run_dir)!r} ({exc.strerror or exc}); make it "
+                          "writable") from exc
+    except (ValueError, KeyError) as exc:  # a metrics.csv edited by hand: a missing column, a non-number
+        raise ConfigError(f"plot: {str(run_dir / 'metrics.csv')!r} cannot be plotted ({type(exc).__name__}: {exc}); "
+                          "restore it from the run") from exc
+    for path in paths:
         print(path)
     return 0
 

@@ -266,3 +266,14 @@ def test_eval_does_not_import_a_module_the_run_dir_ships(run, capsys, monkeypatc
 def test_eval_seed_out_of_range_is_one_line(run, capsys):
     assert cli.main(["eval", "--run-dir", str(run), "--seed", "-1", "--episodes", "1"]) == 2
     assert "--seed: -1 must be in" in _one_line(capsys)
+
+
+@pytest.mark.parametrize("tamper", ["non-number", "read-only"])
+def test_plot_of_a_tampered_or_read_only_run_is_one_line(run, capsys, tamper):
+    metrics = run / "metrics.csv"
+    if tamper == "non-number":
+        metrics.write_text(metrics.read_text().replace(",1,", ",one,", 1))
+    else:
+        (run / "return.png").mkdir()  # what a read-only run dir gives as root: the plot cannot be written
+    assert cli.main(["plot", "--run-dir", str(run)]) == 2
+    assert "plot: " in _one_line(capsys)
