@@ -274,6 +274,6 @@ def test_plot_of_a_tampered_or_read_only_run_is_one_line(run, capsys, tamper):
     if tamper == "non-number":
         metrics.write_text(metrics.read_text().replace(",1,", ",one,", 1))
     else:
-        (run / "return.png").mkdir()  # what a read-only run dir gives as root: the plot cannot be written
+        (run / "plots" / "return.png").mkdir(parents=True)  # as a read-only run dir (root ignores modes)
     assert cli.main(["plot", "--run-dir", str(run)]) == 2
     assert "plot: " in _one_line(capsys)
