@@ -274,6 +274,7 @@ def test_plot_of_a_tampered_or_read_only_run_is_one_line(run, capsys, tamper):
     if tamper == "non-number":
         metrics.write_text(metrics.read_text().replace(",1,", ",one,", 1))
     else:
+        (run / "plots" / "return.png").unlink(missing_ok=True)
         (run / "plots" / "return.png").mkdir(parents=True)  # as a read-only run dir (root ignores modes)
     assert cli.main(["plot", "--run-dir", str(run)]) == 2
     assert "plot: " in _one_line(capsys)
