@@ -15,7 +15,7 @@ from typing import Any
 
 from minionsrl import config
 from minionsrl.config import FIELDS
-from minionsrl.errors import ClusterLost, ConfigError, InvocationError
+from minionsrl.errors import ClusterLost, ConfigError, InvocationError, one_line
 from minionsrl.redact import redact_text
 
 
@@ -27,7 +27,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a bad flag is one line (no usage block) and exit code 2, like every other bad input."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"minionsrl: error: {redact_text(message)}; see `{self.prog} --help`\n")
+        self.exit(2, f"minionsrl: error: {one_line(redact_text(message))}; see `{self.prog} --help`\n")
 
 
 def _add_config_flags(parser: argparse.ArgumentParser, groups: tuple[str, ...] = config.GROUPS) -> None:
@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--episodes", type=int, default=10, help="episodes to run")
     ev.add_argument("--seed", type=int, default=10_000, help="seed of the first episode")
     ev.add_argument("--capture-video", action="store_true", help="record MP4 videos into RUN_DIR/videos")
+    ev.add_argument("--trust-run-code", action="store_true",
+                    help="import a custom env's module from the run dir (then the current folder) when it is not on "
+                         "the Python path: only for runs you trust, as it runs their code")
     return parser
 
 
@@ -191,7 +194,17 @@ def cmd_plot(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not (run_dir / "metrics.csv").exists():
         raise ConfigError(f"--run-dir: {str(run_dir)!r} holds no metrics.csv")
-    for path in _plot_run(run_dir):
+    try:
+        paths = _plot_run(run_dir)
+    except ConfigError:
+        raise
+    except OSError as exc:  # a read-only run dir, a full disk
+        raise ConfigError(f"plot: cannot write into {str(run_dir)!r} ({exc.strerror or exc}); make it "
+                          "writable") from exc
+    except (ValueError, KeyError) as exc:  # a metrics.csv edited by hand: a missing column, a non-number
+        raise ConfigError(f"plot: {str(run_dir / 'metrics.csv')!r} cannot be plotted ({type(exc).__name__}: {exc}); "
+                          "restore it from the run") from exc
+    for path in paths:
         print(path)
     return 0
 
@@ -290,7 +303,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from minionsrl.experiments.evaluate import evaluate_run
 
-    result = evaluate_run(args.run_dir, episodes=args.episodes, seed=args.seed, capture_video=args.capture_video)
+    result = evaluate_run(args.run_dir, episodes=args.episodes, seed=args.seed, capture_video=args.capture_video,
+                          trust_run_code=args.trust_run_code)
     print(json.dumps(result, indent=2))
     return 0
 
@@ -302,16 +316,16 @@ def main(argv: list[str] | None = None) -> int:
                     "scale": cmd_scale, "motivate": cmd_motivate, "scheduler": cmd_scheduler}
         return commands[args.command](args)
     except ConfigError as exc:
-        print(f"minionsrl: error: {redact_text(str(exc))}", file=sys.stderr)
+        print(f"minionsrl: error: {one_line(redact_text(str(exc)))}", file=sys.stderr)
         return 2
     except ClusterLost as exc:
-        print(f"minionsrl: cluster lost: {redact_text(str(exc))}", file=sys.stderr)
+        print(f"minionsrl: cluster lost: {one_line(redact_text(str(exc)))}", file=sys.stderr)
         return 1
     except InvocationError as exc:
-        print(f"minionsrl: invocation failed: {redact_text(str(exc))}", file=sys.stderr)
+        print(f"minionsrl: invocation failed: {one_line(redact_text(str(exc)))}", file=sys.stderr)
         return 1
     except Interrupted as exc:
-        print(f"minionsrl: interrupted; {exc}", file=sys.stderr)
+        print(f"minionsrl: interrupted; {one_line(str(exc))}", file=sys.stderr)
         return 130
     except KeyboardInterrupt:
         print("minionsrl: interrupted", file=sys.stderr)

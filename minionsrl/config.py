@@ -236,7 +236,8 @@ class TrainConfig:
                             "policy), its row written once it returns; off: after the update, as the round's last "
                             "step. The last round always evaluates after its update", group="eval", learning=False)
     run_dir: str | None = _f(None, "output directory (default runs/<env>__<seed>__<time>)", group="run", learning=False)
-    learning_rate: float | None = _f(None, "Adam learning rate", positive=True, group="learner")
+    # at most what the learner's float32 holds (beyond, it would be infinite)
+    learning_rate: float | None = _f(None, "Adam learning rate", positive=True, max=3.4e38, group="learner")
     anneal_lr: bool | None = _f(None, "anneal the learning rate linearly to 0 over total_timesteps", group="learner")
     lr_schedule: str | None = _f(None, "learning rate per round: anneal (--anneal-lr), constant (--no-anneal-lr) or "
                                  "adaptive (steered by the KL, towards --desired-kl; rsl_rl's and rl_games' rule) "
@@ -422,17 +423,14 @@ def _cli_value(value: Any) -> str:
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file into a dict of field values (unknown keys are an error)."""
+    """Read a YAML config file into a dict of field values (unknown keys are an error), with the limits of
+    :func:`minionsrl.files.read_yaml` (size, nesting, aliases, duplicate keys)."""
+    from minionsrl import files
+
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"config file {str(path)!r} does not exist; pass an existing YAML file to --config")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or (str(exc).splitlines()[0] if str(exc) else "parse error")
-        raise ConfigError(f"config file {str(path)!r} is not valid YAML ({problem}{where}); fix its syntax") from exc
+    data = files.read_yaml(path, "config file") or {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping of field: value")
     return {k.replace("-", "_") if isinstance(k, str) else k: v for k, v in data.items()}
@@ -552,6 +550,8 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
                                    for h in cfg.hidden_sizes):
         raise ConfigError(f"hidden_sizes: {cfg.hidden_sizes!r} must be a non-empty list of integers in "
                           f"1..{_MAX_HIDDEN}")
+    if cfg.run_dir is not None:
+        check_path("run_dir", cfg.run_dir)
     try:
         json.dumps(cfg.env_kwargs, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -582,6 +582,21 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
         raise ConfigError(f"set {', '.join(STOPS[:-1])} or {STOPS[-1]} so that the run can end")
 
 
+_NAME_MAX, _PATH_MAX = 255, 4096  # Linux's limits on a file name and a path (ENAMETOOLONG past them)
+
+
+def check_path(name: str, value: str) -> None:
+    """A path the run writes under: not empty (which would be the current folder) and within the limits of
+    the file system's names, so that it fails here with one line rather than at the first write."""
+    if not value.strip():
+        raise ConfigError(f"{name}: an empty path would write into the current folder; name a directory "
+                          "(e.g. runs/my-run)")
+    parts = Path(value).parts
+    if len(value.encode()) > _PATH_MAX or any(len(p.encode()) > _NAME_MAX for p in parts):
+        raise ConfigError(f"{name}: the path is too long (names of at most {_NAME_MAX} bytes, "
+                          f"{_PATH_MAX} in all); choose a shorter one")
+
+
 def _coerce(name: str, value: Any) -> Any:
     """Check a YAML/CLI value against the field's type; convert ints to floats where due."""
     if value is None:
@@ -610,7 +625,7 @@ _ACCEPTS: dict[str, tuple[type | tuple[type, ...], str]] = {
 
 def dump(cfg: TrainConfig, path: str | Path) -> None:
     """Write the resolved config as YAML (readable back with ``--config``)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    tmp.replace(path)  # a learner killed while writing it leaves the previous one
+    from minionsrl import files
+
+    # a learner killed while writing it leaves the previous one; a link planted in the run dir is not followed
+    files.write_text(Path(path), yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -29,8 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from minionsrl import files
 from minionsrl.backends.base import NAMES as BACKENDS
 from minionsrl.backends.base import OK, THROTTLED, InvocationRecord
 from minionsrl.errors import ConfigError
@@ -48,15 +47,8 @@ def load_prices(path: str | Path | None = None) -> dict[str, Any]:
         if not Path(path).is_file():
             raise ConfigError(f"prices: file {str(path)!r} does not exist; pass an existing YAML catalogue")
         source = str(path)
-        try:
-            text = Path(path).read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"prices: {source} cannot be read ({type(exc).__name__}); pass a UTF-8 YAML "
-                              "file") from exc
-    try:
-        prices = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"prices: {source} is not valid YAML") from exc
+        text = files.read_bytes(path, files.MAX_CONFIG_BYTES, "prices")
+    prices = files.parse_yaml(text, f"prices: {source}")
     required = {
         "aws_lambda": ("x86_usd_per_gb_s", "arm_usd_per_gb_s", "usd_per_million_requests", "billing_granularity_ms"),
         "azure_functions": ("usd_per_gb_s", "usd_per_million_requests", "billing_granularity_ms"),

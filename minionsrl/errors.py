@@ -12,3 +12,21 @@ class InvocationError(RuntimeError):
 class ClusterLost(InvocationError):
     """The cluster the functions run on went away as a whole (a Ray head lost): the run stops at its last
     checkpoint, and ``--resume`` continues it once a cluster is back."""
+
+
+MAX_LINE = 800  # characters of an error's one line (a value quoted in it may be huge)
+
+
+def one_line(text: str, limit: int = MAX_LINE) -> str:
+    """``text`` as one line of at most ``limit`` characters: line breaks become spaces, and a longer text is cut
+    in the middle (its start names the problem, its end what to do)."""
+    text = " ".join(text.split("\n"))
+    if len(text) <= limit:
+        return text
+    half = (limit - 5) // 2
+    return f"{text[:half]} […] {text[-half:]}"
+
+
+class Diverged(ConfigError):
+    """An update made the loss, the weights or the optimiser state non-finite: the run stops before anything of
+    that update is checkpointed or published."""

@@ -15,16 +15,20 @@ from minionsrl.function.rollout import evaluate
 
 
 def evaluate_run(run_dir: str | Path, episodes: int = 10, seed: int = 10_000,
-                 capture_video: bool = False) -> dict[str, Any]:
-    """Load the latest checkpoint of ``run_dir`` and evaluate its deterministic policy."""
+                 capture_video: bool = False, trust_run_code: bool = False) -> dict[str, Any]:
+    """Load the latest checkpoint of ``run_dir`` and evaluate its deterministic policy (``trust_run_code``: see
+    :func:`~minionsrl.experiments.policy.load_policy`)."""
     run_dir = Path(run_dir)
     if episodes < 1:
         raise ConfigError(f"--episodes: {episodes} must be >= 1")
+    if not 0 <= seed <= 2**32 - episodes:  # the episodes' seeds seed, seed + 1, ... must be valid seeds
+        raise ConfigError(f"--seed: {seed} must be in 0..{2**32 - episodes} (episode seeds are seed, seed + 1, …)")
     if not (run_dir / "config.yaml").exists():
         raise ConfigError(f"--run-dir: {str(run_dir)!r} holds no run (no config.yaml)")
     if capture_video:  # MP4s need moviepy; classic-control and Box2D frames need pygame (pygame-ce)
         require_extra("--capture-video", "video")
-    policy = load_policy(run_dir, what="--run-dir")  # the run dir checked as training checks its input
+    # the run dir checked as training checks its input
+    policy = load_policy(run_dir, what="--run-dir", trust_run_code=trust_run_code)
     snapshot = policy.snapshot
 
     env = make_env(EnvSpec(policy.config.env_id, policy.config.env_kwargs),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -11,7 +12,19 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from minionsrl import files
+
 Series = tuple[Sequence[float], Sequence[float]]
+
+
+def _save(fig: Any, path: Path) -> Path:
+    """Write ``fig`` to ``path`` (its format from the suffix), not through a link planted in a run dir."""
+    try:
+        with files.open_for_write(path, "wb") as fh:
+            fig.savefig(fh, format=path.suffix.lstrip(".") or "png")
+    finally:
+        plt.close(fig)
+    return path
 
 
 def line_plot(series: dict[str, Series], xlabel: str, ylabel: str, title: str, path: str | Path,
@@ -30,10 +43,7 @@ def line_plot(series: dict[str, Series], xlabel: str, ylabel: str, title: str, p
     if len(series) > 1:
         ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, Path(path))
 
 
 def forward_fill(values: Sequence[float | None]) -> np.ndarray:
@@ -82,7 +92,4 @@ def scatter_plot(x: Sequence[float], y: Sequence[float], xlabel: str, ylabel: st
     ax.set_title(title)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, Path(path))

@@ -25,7 +25,7 @@ from minionsrl import config
 from minionsrl.build import prepare_config
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
-from minionsrl.function.envs import EnvInfo, EnvSpec, make_env
+from minionsrl.function.envs import EnvInfo, EnvSpec, make_env, search_for_env_code
 from minionsrl.function.fragment import PolicySnapshot
 from minionsrl.function.normalization import ObsNormalizer, RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch, param_shapes
@@ -34,19 +34,23 @@ from minionsrl.loop import checkpoint
 __all__ = ["Policy", "load_policy"]
 
 
-def load_policy(path: str | Path, seed: int | None = None, what: str = "load_policy") -> Policy:
+def load_policy(path: str | Path, seed: int | None = None, what: str = "load_policy",
+                trust_run_code: bool = False) -> Policy:
     """The policy of a run directory (its latest checkpoint) or of one checkpoint file in it
     (``RUN_DIR/checkpoints/round-NNNNN.safetensors``). ``seed`` seeds the draws of ``predict(obs,
-    deterministic=False)``; ``what`` names the input in errors.
+    deterministic=False)``; ``what`` names the input in errors. A custom entry point in the run's config is
+    imported from ``sys.path`` as it stands; ``trust_run_code`` also imports it from the run directory, then
+    the current folder (code shipped with the run: trust it first).
 
     Raises :class:`~minionsrl.errors.ConfigError` (a ``ValueError``) naming the problem when the path holds no
     run or checkpoint, or when either fails the checks."""
     run_dir, ckpt = _locate(Path(path))
-    cfg, info = run_config(run_dir / "config.yaml", what)
+    with search_for_env_code([run_dir, Path.cwd()] if trust_run_code else []):
+        cfg, info = run_config(run_dir / "config.yaml", what)
     try:
         state = checkpoint.load(ckpt.parent, ckpt.name)
     except ConfigError as exc:  # checkpoint.load words its error for --resume
-        reason = type(exc.__cause__ or exc).__name__
+        reason = type(exc.__cause__).__name__ if exc.__cause__ is not None else str(exc).partition("(")[2][:-1]
         raise ConfigError(f"{what}: checkpoint {str(ckpt)!r} cannot be read ({reason})") from exc
     if state is None:
         raise ConfigError(f"{what}: {str(run_dir)!r} has no checkpoint yet ({ckpt.name})")
@@ -185,13 +189,11 @@ def _weights(saved: Any, arch: PolicyArch, ckpt: Path) -> dict[str, np.ndarray]:
                           f"unexpected {extra})")
     weights: dict[str, np.ndarray] = {}
     for name, shape in expected.items():
-        value = saved[name]
-        if not isinstance(value, np.ndarray) or value.dtype.kind != "f" or value.shape != shape:
-            got = value.shape if isinstance(value, np.ndarray) else type(value).__name__
-            raise ConfigError(f"{where}: {name} is {got}, the config's network has a float array of shape {shape}")
-        if not np.isfinite(value).all():
-            raise ConfigError(f"{where}: {name} holds non-finite numbers")
-        weights[name] = value.astype(np.float32)
+        problem = checkpoint.array_problem(saved[name], shape)
+        if problem:
+            raise ConfigError(f"{where}: {name} {problem} (the config's network has a float array of shape "
+                              f"{shape})")
+        weights[name] = saved[name].astype(np.float32)
     return weights
 
 

@@ -6,12 +6,15 @@ This module is imported inside rollout functions, so it must stay free of the le
 from __future__ import annotations
 
 import base64
+import contextlib
+import contextvars
 import difflib
 import importlib
 import math
 import os
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -113,14 +116,21 @@ def import_env_module(env_id: str, module_name: str) -> ModuleType:
     that says what to set.
     """
     top = module_name.partition(".")[0]
+    folders = [f or os.getcwd() for f in _SEARCHED.get()]
     try:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name != top or not _add_cwd_holding(top):
+            if exc.name != top or not any(_add_folder_holding(top, f) for f in folders):
                 raise
             module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
+        if exc.name == top and not folders:  # a run dir being loaded: its folder is not searched unasked
+            raise ConfigError(
+                f"env_id {env_id!r}: module {module_name!r} is not on the Python path, and a run being loaded "
+                f"names code that is imported only from there (the run dir or the current folder may hold a "
+                f"{top}.py of anyone's); if you trust the run, pass --trust-run-code (load_policy(..., "
+                "trust_run_code=True)) to import it from the run's folder, or set PYTHONPATH") from exc
         if exc.name == top:
             raise ConfigError(
                 f"env_id {env_id!r}: cannot import module {module_name!r}: no {top}.py or {top}/ in the current "
@@ -139,12 +149,28 @@ def _import_failed(env_id: str, module_name: str, exc: BaseException) -> ConfigE
                        "fix the module, or install what it imports")
 
 
-def _add_cwd_holding(top: str) -> bool:
-    """Put the current folder on ``sys.path`` if it holds the module or package ``top``; whether it did."""
-    cwd = os.getcwd()
-    if not ((Path(cwd) / f"{top}.py").is_file() or (Path(cwd) / top).is_dir()) or cwd in sys.path:
+# The folders a custom entry point's module may be imported from when it is not on sys.path: "" is the current
+# folder (training: the user's own config names it); none at all while a run dir is loaded (it is data: code it
+# names is imported from sys.path as it stands, or from folders the user trusts)
+_SEARCHED: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("searched", default=("",))
+
+
+@contextlib.contextmanager
+def search_for_env_code(folders: Sequence[str | Path]) -> Iterator[None]:
+    """Within the block, a custom entry point's module missing from ``sys.path`` is imported from the first of
+    ``folders`` that holds it (none: from nowhere); outside, from the current folder."""
+    token = _SEARCHED.set(tuple(str(Path(f).absolute()) for f in folders))
+    try:
+        yield
+    finally:
+        _SEARCHED.reset(token)
+
+
+def _add_folder_holding(top: str, folder: str) -> bool:
+    """Put ``folder`` on ``sys.path`` if it holds the module or package ``top``; whether it did."""
+    if not ((Path(folder) / f"{top}.py").is_file() or (Path(folder) / top).is_dir()) or folder in sys.path:
         return False
-    sys.path.append(cwd)
+    sys.path.append(folder)
     importlib.invalidate_caches()
     return True
 

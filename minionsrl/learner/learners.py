@@ -13,14 +13,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from minionsrl.errors import Diverged
 from minionsrl.function.fragment import Fragment, PolicySnapshot
 from minionsrl.function.normalization import RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner.impala import impala_loss, vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
 from minionsrl.learner.ppo import PPO, Batch, LossFn, PPOParams, lr_factor, ppo_loss
+
+LOSS_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl")  # an update's statistics that must be finite
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,21 @@ class Learner(ABC):
         lr = self.ppo.learning_rate  # adaptive: where the previous rounds' epochs left it
         learned = self._update(fragments, rng)
         learned.stats["learning_rate"] = lr
+        self._check_finite(learned.stats, lr)
         return learned
+
+    def _check_finite(self, stats: dict[str, float], lr: float) -> None:
+        """Raise :class:`Diverged` if the update's losses, weights or optimiser state are not finite: a NaN policy
+        must not reach a checkpoint or the functions (which would then be blamed for non-finite replies)."""
+        bad = [f"{name} {stats[name]:g}" for name in LOSS_STATS if name in stats and not math.isfinite(stats[name])]
+        for what, tree in (("weights", self.ppo.weights), ("optimiser state", self.ppo.opt_state)):
+            if not all(bool(jnp.isfinite(x).all()) for x in jax.tree.leaves(tree)):
+                bad.append(f"{what} non-finite")
+        if bad:
+            raise Diverged(f"the update diverged ({', '.join(bad)}) with learning rate {lr:g}: the learning rate is "
+                           "likely too large, or the rewards too large in scale (normalize_reward); nothing of this "
+                           "update was checkpointed or published: start again with a smaller --learning-rate, or "
+                           "--resume from a kept checkpoint")
 
     @abstractmethod
     def _update(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:

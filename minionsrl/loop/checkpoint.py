@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from minionsrl import files
 from minionsrl.errors import ConfigError
 
 LATEST = "latest.safetensors"
@@ -52,11 +53,11 @@ def save(directory: str | Path, state: dict[str, Any], name: str = LATEST) -> Pa
                                        FORMAT_KEY: FORMAT})
     directory = Path(directory)
     path = directory / name
-    tmp = directory / f".{name}.tmp"
+    tmp = files.tmp_path(path)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         try:
-            with open(tmp, "wb") as fh:
+            with open(tmp, "wb", opener=files.exclusive_opener) as fh:  # never through a planted link
                 fh.write(data[: len(data) // 2])
                 _test_pause(state)
                 fh.write(data[len(data) // 2 :])
@@ -94,11 +95,64 @@ def load(directory: str | Path, name: str = LATEST) -> dict[str, Any] | None:
     path = Path(directory) / name
     if not path.exists():
         return None
+    data = files.read_bytes(path, files.MAX_CHECKPOINT_BYTES, "--resume: checkpoint")
     try:
-        return decode(path.read_bytes())
+        return decode(data)
     except Exception as exc:  # truncated, corrupted, or not a checkpoint of this format
         raise ConfigError(f"--resume: checkpoint {str(path)!r} cannot be read ({type(exc).__name__}); restore it "
                           "from a kept checkpoints/round-NNNNN.safetensors or start a new run") from exc
+
+
+def array_problem(value: Any, shape: tuple[int, ...], dtype: np.dtype | None = None) -> str | None:
+    """What is wrong with a saved array that should have ``shape`` and ``dtype`` (a float dtype: any float when
+    None) and, being floats, finite numbers; None if nothing is. The one rule for weights read back."""
+    if not isinstance(value, np.ndarray):
+        return f"is a {type(value).__name__}, not an array"
+    if value.shape != tuple(shape):
+        return f"has shape {value.shape}, not {tuple(shape)}"
+    if (value.dtype != dtype) if dtype is not None else value.dtype.kind != "f":
+        return f"has dtype {value.dtype}, not {dtype or 'a float dtype'}"
+    if value.dtype.kind in "fc" and not np.isfinite(value).all():
+        return "holds non-finite numbers"
+    return None
+
+
+def check_state(saved: Any, template: Any, where: str, path: str = "") -> None:
+    """Check a checkpoint's state against the state this run would write itself (``template``): every array of
+    the template is there, with the same shape and dtype, finite; a number where the template has a number (an
+    int where it has an int), non-negative and finite where the template's is; a string where it has a string.
+    What the template does not fix (a value it holds as None, an older checkpoint's missing plain field) is
+    left to the readers. Raises :class:`ConfigError` naming the first problem and its path."""
+    name = path or "the state"
+    if isinstance(template, dict):
+        if not isinstance(saved, dict):
+            raise ConfigError(f"{where}: {name} is a {type(saved).__name__}, not a mapping")
+        for key, expected in template.items():
+            if key in saved:
+                check_state(saved[key], expected, where, f"{path}/{key}" if path else str(key))
+            elif _holds_arrays(expected):
+                raise ConfigError(f"{where}: {path}/{key} is missing" if path else f"{where}: {key} is missing")
+    elif isinstance(template, np.ndarray | np.generic):
+        template = np.asarray(template)
+        problem = array_problem(np.asarray(saved) if isinstance(saved, np.generic) else saved, template.shape,
+                                template.dtype)
+        if problem:
+            raise ConfigError(f"{where}: {name} {problem}")
+    elif isinstance(template, int | float) and not isinstance(template, bool):
+        kind = int if isinstance(template, int) else (int, float)
+        if isinstance(saved, bool) or not isinstance(saved, kind):
+            wanted = "an integer" if kind is int else "a number"
+            raise ConfigError(f"{where}: {name} is {str(saved)[:40]!r}, not {wanted}")
+        if math.isfinite(template) and template >= 0 and not (math.isfinite(saved) and saved >= 0):
+            raise ConfigError(f"{where}: {name} is {saved!r}, not a finite non-negative number")
+    elif isinstance(template, str) and not isinstance(saved, str):
+        raise ConfigError(f"{where}: {name} is a {type(saved).__name__}, not a string")
+
+
+def _holds_arrays(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_holds_arrays(v) for v in value.values())
+    return isinstance(value, np.ndarray | np.generic)
 
 
 def decode(data: bytes) -> dict[str, Any]:

@@ -12,9 +12,13 @@ import io
 import itertools
 import math
 import os
+import socket
+import struct
+import time
 from pathlib import Path
 from typing import Any
 
+from minionsrl import files
 from minionsrl.backends.base import InvocationRecord
 from minionsrl.errors import ConfigError
 from minionsrl.function.extras import check_tensorboard
@@ -82,7 +86,7 @@ class RunLog:
                                         (self.invocations_path, INVOCATION_COLUMNS, resume_round)):
                 _prepare_csv(path, columns, keep)
             for path in (self.metrics_path, self.invocations_path):
-                self._files.append(open(path, "a", newline=""))  # noqa: SIM115 - kept open for the run
+                self._files.append(files.open_for_write(path, "a", newline=""))  # kept open for the run
         except OSError as exc:
             self._failed = True
             self.close()
@@ -91,12 +95,12 @@ class RunLog:
         self._mw = csv.DictWriter(self._metrics, METRIC_COLUMNS, extrasaction="ignore")
         self._iw = csv.DictWriter(self._invocations, INVOCATION_COLUMNS, extrasaction="ignore")
         if tensorboard:
-            from tensorboardX import SummaryWriter  # imported when first needed
-
-            # the process id and a counter in the file name, as torch's writer had: without them a session
-            # resumed within the second of the last one would overwrite its event file
-            self._tb = SummaryWriter(str(run_dir / "tensorboard"), purge_step=resume_step + 1 if resume_round else None,
-                                     filename_suffix=f".{os.getpid()}.{next(_WRITERS)}")
+            try:
+                self._tb = EventFile(run_dir / "tensorboard", resume_step + 1 if resume_round else None)
+            except OSError as exc:
+                self._failed = True
+                self.close()
+                raise self._error(run_dir / "tensorboard", exc) from exc
 
     def _error(self, path: Path, exc: OSError) -> ConfigError:
         """A write that failed (a full disk, a run dir made read-only) as one line: the run stops there and
@@ -113,10 +117,9 @@ class RunLog:
         self.log_invocations(invocations)
         self._write(self._metrics, self.metrics_path, lambda: self._mw.writerow({k: _fmt(v) for k, v in row.items()}))
         if self._tb is not None:
-            for key, tag in TENSORBOARD_TAGS.items():
-                value = row.get(key)
-                if isinstance(value, int | float) and math.isfinite(value):
-                    self._tb.add_scalar(tag, value, row["env_steps"])
+            scalars = {tag: row[key] for key, tag in TENSORBOARD_TAGS.items()
+                       if isinstance(row.get(key), int | float) and math.isfinite(row[key])}
+            self._write(self._tb, self._tb.path, lambda: self._tb.add_scalars(scalars, row["env_steps"]))
 
     def _write(self, fh: Any, path: Path, write: Any) -> None:
         try:
@@ -136,10 +139,59 @@ class RunLog:
                 error = error or self._error(Path(fh.name), exc)
         self._files = []
         if self._tb is not None:
-            self._tb.close()
+            try:
+                self._tb.close()
+            except OSError as exc:
+                error = error or self._error(self._tb.path, exc)
+            self._tb = None
         if error is not None and not self._failed:
             self._failed = True
             raise error
+
+
+class EventFile:
+    """A TensorBoard event file written in the learner's thread, flushed every round. tensorboardX's own writer
+    writes from a thread of its own: when the disk fills that thread dies, its queue fills, and the learner
+    blocks for ever; here a failed write is an ``OSError`` the loop reports (one line, and the run stops at its
+    last checkpoint). The file is created exclusively, never through a planted link."""
+
+    def __init__(self, logdir: Path, purge_step: int | None) -> None:
+        from tensorboardX.proto.event_pb2 import Event, SessionLog  # imported when first needed
+
+        self._event = Event
+        logdir.mkdir(parents=True, exist_ok=True)
+        # the process id and a counter in the name, as torch's writer has: a session resumed within the second
+        # of the last one must not reuse its file
+        self.path = logdir / (f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}."
+                              f"{next(_WRITERS)}")
+        self._fh = open(self.path, "wb", opener=files.exclusive_opener)  # noqa: SIM115 - kept open for the run
+        self._record(Event(wall_time=time.time(), file_version="brain.Event:2"))
+        if purge_step is not None:  # TensorBoard hides what an earlier session logged from this step on
+            self._record(Event(wall_time=time.time(), step=purge_step,
+                               session_log=SessionLog(status=SessionLog.START)))
+        self.flush()
+
+    def add_scalars(self, scalars: dict[str, float], step: int) -> None:
+        """One event per scalar at ``step``."""
+        from tensorboardX.summary import scalar
+
+        for tag, value in scalars.items():
+            self._record(self._event(wall_time=time.time(), step=int(step), summary=scalar(tag, float(value))))
+
+    def _record(self, event: Any) -> None:
+        """A TFRecord: length, its masked CRC, the data, its masked CRC."""
+        from tensorboardX.record_writer import masked_crc32c
+
+        data = event.SerializeToString()
+        header = struct.pack("<Q", len(data))
+        crcs = [struct.pack("<I", masked_crc32c(b)) for b in (header, data)]
+        self._fh.write(header + crcs[0] + data + crcs[1])
+
+    def flush(self) -> None:
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
 
 
 def invocation_rows(round_idx: int, gathered: list[Gathered]) -> list[dict[str, Any]]:
@@ -166,17 +218,12 @@ def _fmt(value: Any) -> Any:
 
 def _prepare_csv(path: Path, columns: list[str], resume_round: int | None) -> None:
     """Create the file with its header, or on resume keep only rows up to ``resume_round``."""
-    if resume_round is None or not path.exists():
-        with open(path, "w", newline="") as fh:
-            csv.writer(fh).writerow(columns)
-        return
-    rows = [r for r in _whole_rows(path) if int(r["round"]) <= resume_round]
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", newline="") as fh:
+    rows = [] if resume_round is None or not path.exists() else [
+        r for r in _whole_rows(path) if int(r["round"]) <= resume_round]
+    with files.replacing(path, newline="") as fh:
         writer = csv.DictWriter(fh, columns, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    tmp.replace(path)
 
 
 def _whole_rows(path: Path) -> list[dict[str, str]]:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from minionsrl import config
+from minionsrl import config, files
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.loop import checkpoint
@@ -98,6 +98,7 @@ class Session:
         """Refuse a run dir that cannot hold this run, writing nothing but its lock (in an existing run dir);
         return the checkpoint to resume from."""
         cfg_path = self.run_dir / "config.yaml"
+        files.check_run_dir(self.run_dir)  # no link or special file to write through (or read from)
         if not self.resume:
             if self.run_dir.is_dir():
                 self._lock()
@@ -202,7 +203,7 @@ class Session:
         }
         path = self.run_dir / "summary.json"
         try:
-            path.write_text(json.dumps(summary, indent=2, allow_nan=False))
+            files.write_text(path, json.dumps(summary, indent=2, allow_nan=False))
         except OSError as exc:  # the run itself is checkpointed: --resume of a finished run writes this again
             raise ConfigError(f"summary.json: cannot write {str(path)!r} ({exc.strerror or exc}); free space (or make "
                               "the run dir writable), then run again with --resume --run-dir "

@@ -16,6 +16,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from minionsrl import files
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.function.extras import check_tensorboard
@@ -61,7 +62,7 @@ class WandbTracker:
             raise ConfigError(f"track: Weights & Biases did not start a run ({first}); log in with `wandb login` "
                               "(or set WANDB_MODE=offline), then continue with --resume --run-dir "
                               f"{str(run_dir)!r}") from exc
-        id_file.write_text(run_id)
+        files.write_text(id_file, run_id)
         self.run.define_metric(STEP)
         self.run.define_metric("*", step_metric=STEP)  # plotted against environment steps, as in TensorBoard
         self._last_step = 0

@@ -22,10 +22,12 @@ import numpy as np
 from minionsrl.backends.base import Backend
 from minionsrl.config import TrainConfig
 from minionsrl.cost import CostLedger, RoundTimes
+from minionsrl.errors import ConfigError, Diverged
 from minionsrl.function import wire
 from minionsrl.learner import runtime
 from minionsrl.learner.detectors import detect
 from minionsrl.learner.learners import Learned, Learner
+from minionsrl.loop import checkpoint
 from minionsrl.loop.gather import Gathered, TooFewReplies, fault_counts, slot_chains
 from minionsrl.loop.invocations import Publisher, invocation_seed
 from minionsrl.loop.metrics import RunLog, invocation_rows
@@ -131,7 +133,10 @@ class Trainer:
         if held is not None:
             self._log_held_row(sampled.eval_return)
         self.session.wait()  # the previous round's checkpoint, written while this round sampled
-        learned = self.learner.learn(sampled.fragments, np.random.default_rng([cfg.seed, p.round]))
+        try:
+            learned = self.learner.learn(sampled.fragments, np.random.default_rng([cfg.seed, p.round]))
+        except Diverged as exc:  # the round is what the user needs to find it in metrics.csv
+            raise Diverged(f"round {p.round}: {exc}") from None
         self.publisher.version = p.round  # the next publish carries this update
         p.env_steps += len(learned.batch)
         for frag in sampled.fragments:
@@ -302,9 +307,19 @@ class Trainer:
                 "scaler": self.scaler.state_dict(), "ledger": self.ledger.state_dict()}
 
     def _restore(self, state: dict[str, Any]) -> None:
-        self.progress.load_state_dict(state)
-        self.learner.load_state_dict(state)
-        self.sampler.load_state_dict(state)
-        self.scaler.load_state_dict(state["scaler"])
-        self.ledger.load_state_dict(state["ledger"])
+        """Resume from ``state``, checked first against the state this run writes itself (as ``load_policy``
+        checks weights): a checkpoint that parses but does not fit is one line, not a NaN policy or a traceback."""
+        where = f"--resume: checkpoint {str(self.run_dir / 'checkpoints' / checkpoint.LATEST)!r}"
+        advice = "restore a kept checkpoints/round-NNNNN.safetensors as latest.safetensors, or start a new run"
+        try:
+            checkpoint.check_state(state, self._state(), where)
+            self.progress.load_state_dict(state)
+            self.learner.load_state_dict(state)
+            self.sampler.load_state_dict(state)
+            self.scaler.load_state_dict(state["scaler"])
+            self.ledger.load_state_dict(state["ledger"])
+        except ConfigError as exc:
+            raise ConfigError(f"{exc}; {advice}") from exc
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # a field its reader refuses
+            raise ConfigError(f"{where} does not fit this run ({type(exc).__name__}: {exc}); {advice}") from exc
         self.publisher.version = self.progress.round

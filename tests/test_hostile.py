@@ -1,0 +1,280 @@
+"""Issue 22: a full disk, a diverging update, a crafted run directory and a crafted checkpoint or config each end
+in one line (exit 2, no traceback), touch nothing outside the run dir, and leave the last checkpoint intact."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minionsrl import cli, files
+from minionsrl.errors import ConfigError, one_line
+from minionsrl.loop import checkpoint
+
+TRAIN = ["train", "--actors", "1", "--fragment-length", "16", "--eval-every", "0", "--eval-episodes", "1",
+         "--hidden-sizes", "8", "--no-progress", "--no-tensorboard", "--checkpoint-every", "1"]
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    return err
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A finished one-round run, copied by each test that tampers with it."""
+    run = tmp_path_factory.mktemp("hostile") / "run"
+    assert cli.main([*TRAIN, "--max-rounds", "1", "--run-dir", str(run)]) == 0
+    return run
+
+
+@pytest.fixture
+def run(trained, tmp_path) -> Path:
+    copy = tmp_path / "run"
+    shutil.copytree(trained, copy)
+    return copy
+
+
+def _resume(run: Path, capsys, *extra: str) -> str:
+    assert cli.main(["train", "--resume", "--run-dir", str(run), "--no-progress", *extra]) == 2
+    return _one_line(capsys)
+
+
+# -- a crafted run directory: links and special files are refused, never written through ----------------------
+@pytest.mark.parametrize("name", ["checkpoints/.latest.safetensors.tmp", ".config.yaml.tmp", "summary.json",
+                                  "metrics.csv", "checkpoints/latest.safetensors"])
+def test_a_link_in_the_run_dir_is_refused_and_its_target_untouched(run, tmp_path, capsys, name):
+    target = tmp_path / "victim.txt"
+    target.write_text("precious")
+    before = (run / "checkpoints" / checkpoint.LATEST).read_bytes()
+    (run / name).unlink(missing_ok=True)
+    (run / name).symlink_to(target)
+    err = _resume(run, capsys)
+    assert "symbolic link" in err and name.split("/")[-1] in err, err
+    assert target.read_text() == "precious"
+    if name != "checkpoints/latest.safetensors":
+        assert (run / "checkpoints" / checkpoint.LATEST).read_bytes() == before
+
+
+def test_writes_do_not_follow_a_link_planted_after_the_check(tmp_path):
+    """Defence in depth: the writers themselves neither follow a link at a temporary name nor at the file."""
+    target = tmp_path / "victim.txt"
+    target.write_text("precious")
+    (tmp_path / ".out.tmp").symlink_to(target)
+    files.write_text(tmp_path / "out", "new")  # through a fresh temporary file, renamed
+    assert target.read_text() == "precious" and (tmp_path / "out").read_text() == "new"
+    (tmp_path / "appended").symlink_to(target)
+    with pytest.raises(ConfigError, match="symbolic link"):
+        files.open_for_write(tmp_path / "appended", "a")
+    (tmp_path / ".ck.tmp").symlink_to(target)
+    checkpoint.save(tmp_path, {"x": np.zeros(2)}, name="ck")
+    assert target.read_text() == "precious" and checkpoint.load(tmp_path, "ck")["x"].shape == (2,)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_special_file_as_checkpoint_is_refused_not_read(tmp_path, kind):
+    path = tmp_path / checkpoint.LATEST
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    with pytest.raises(ConfigError, match="not a regular file"):
+        checkpoint.load(tmp_path)
+
+
+def test_a_checkpoint_over_the_size_cap_is_refused(tmp_path, monkeypatch):
+    checkpoint.save(tmp_path, {"x": np.zeros(100)})
+    monkeypatch.setattr(files, "MAX_CHECKPOINT_BYTES", 64)
+    with pytest.raises(ConfigError, match="over the 64-byte limit"):
+        checkpoint.load(tmp_path)
+
+
+# -- a checkpoint that parses but is wrong -----------------------------------------------------------------------
+def _tamper(run: Path, change) -> None:
+    state = checkpoint.load(run / "checkpoints")
+    change(state)
+    checkpoint.save(run / "checkpoints", state)
+
+
+def _set(path: str, value):
+    def change(state):
+        *parents, last = path.split("/")
+        node = state
+        for key in parents:
+            node = node[key]
+        if value is KeyError:
+            del node[last]
+        else:
+            node[last] = value(node[last]) if callable(value) else value
+    return change
+
+
+@pytest.mark.parametrize(("path", "value", "says"), [
+    ("optimizer/001", lambda a: np.full_like(a, np.nan), "optimizer/001 holds non-finite numbers"),
+    ("policy/actor.0.weight", KeyError, "policy/actor.0.weight is missing"),
+    ("policy/actor.0.bias", "zeros", "policy/actor.0.bias is a str, not an array"),
+    ("round", -5, "round is -5, not a finite non-negative number"),
+    ("policy/critic.1.weight", lambda a: np.zeros((3, 3), a.dtype), "has shape (3, 3), not (1, 8)"),
+    ("policy/critic.1.bias", lambda a: a.astype(np.float64), "has dtype float64, not float32"),
+    ("ledger/total_serverless_usd", "abc", "total_serverless_usd is 'abc', not a number"),
+    ("ledger/total_server_usd", -1.0, "total_server_usd is -1.0, not a finite non-negative number"),
+    ("last_row", "{not json", "does not fit this run (JSONDecodeError"),
+])
+def test_resume_refuses_a_checkpoint_that_does_not_fit(run, capsys, path, value, says):
+    _tamper(run, _set(path, value))
+    tampered = (run / "checkpoints" / checkpoint.LATEST).read_bytes()
+    err = _resume(run, capsys)
+    assert says in err and "--resume: checkpoint" in err and "round-NNNNN" in err, err
+    assert (run / "checkpoints" / checkpoint.LATEST).read_bytes() == tampered  # nothing written
+
+
+# -- a diverging update ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("lr", "says"), [("1e30", "round 1: the update diverged"),
+                                          ("1e300", "learning_rate: 1e+300 is too large")])
+def test_a_diverging_update_stops_before_its_checkpoint(tmp_path, capsys, lr, says):
+    run = tmp_path / "run"
+    assert cli.main([*TRAIN, "--max-rounds", "2", "--learning-rate", lr, "--run-dir", str(run)]) == 2
+    err = _one_line(capsys)
+    assert says in err and "learning rate" in err.replace("learning_rate", "learning rate"), err
+    assert checkpoint.load(run / "checkpoints") is None  # nothing of the NaN policy was checkpointed
+
+
+# -- background writers: a full disk under TensorBoard ---------------------------------------------------------
+def test_a_tensorboard_write_that_fails_is_one_line_naming_its_file(tmp_path):
+    from minionsrl.loop.metrics import RunLog
+
+    log = RunLog(tmp_path, None, 0, tensorboard=True)
+    log._tb._fh = open("/dev/full", "wb")  # noqa: SIM115 - every write: No space left on device
+    with pytest.raises(ConfigError, match=r"events\.out\.tfevents.*No space left on device.*--resume"):
+        log.log_round({"round": 1, "env_steps": 16, "sps": 1.0}, [])
+    log.close()
+
+
+def test_tensorboard_events_are_readable(tmp_path):
+    from tensorboardX.proto.event_pb2 import Event
+
+    from minionsrl.loop.metrics import RunLog
+
+    log = RunLog(tmp_path, 3, 48, tensorboard=True)
+    log.log_round({"round": 4, "env_steps": 64, "sps": 2.5}, [])
+    log.close()
+    (path,) = (tmp_path / "tensorboard").iterdir()
+    data, events = path.read_bytes(), []
+    while data:
+        size = int.from_bytes(data[:8], "little")
+        events.append(Event.FromString(data[12 : 12 + size]))
+        data = data[16 + size :]
+    assert events[0].file_version == "brain.Event:2" and events[1].step == 49  # the purge step of a resume
+    assert [(e.step, e.summary.value[0].tag, e.summary.value[0].simple_value) for e in events[2:]] == [
+        (64, "charts/SPS", 2.5)]
+
+
+@pytest.mark.slow
+def test_a_full_tmpfs_stops_the_run_with_one_line_and_keeps_the_checkpoint(tmp_path, capsys):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs is not allowed here (needs root and CAP_SYS_ADMIN)")
+    try:
+        run = mnt / "run"
+        assert cli.main([*TRAIN, "--max-rounds", "1", "--run-dir", str(run)]) == 0
+        capsys.readouterr()
+        before = (run / "checkpoints" / checkpoint.LATEST).read_bytes()
+        fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT)
+        with pytest.raises(OSError):  # the disk fills
+            while True:
+                os.write(fd, b"\0" * 4096)
+        os.ftruncate(fd, os.fstat(fd).st_size - 48 * 1024)  # room for the resume to start, not for the rounds
+        os.close(fd)
+        code = cli.main(["train", "--resume", "--run-dir", str(run), "--max-rounds", "30", "--no-progress",
+                         "--tensorboard"])
+        err = _one_line(capsys)
+        assert code == 2 and "No space left on device" in err, err
+        state = checkpoint.load(run / "checkpoints")  # the last good checkpoint, whole
+        assert state["round"] >= 1 and (state["round"] > 1 or checkpoint.decode(before)["round"] == 1)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+# -- YAML with limits; one line, capped -------------------------------------------------------------------------
+def _bomb(levels: int) -> str:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "env_kwargs:\n  " + "\n  ".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    (_bomb(8), "values once its aliases are expanded"),
+    (_bomb(6), "values once its aliases are expanded"),
+    ("env_kwargs: " + "[" * 100_000 + "]" * 100_000 + "\n", "nested more than"),
+    ("seed: 1\nseed: 2\n", "duplicate key 'seed' at line 2"),
+    (b"env_id: \xff\xfe\n", "is not UTF-8"),
+])
+def test_a_hostile_config_is_one_short_line(tmp_path, capsys, text, says):
+    path = tmp_path / "config.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    assert cli.main(["train", "--config", str(path), "--run-dir", str(tmp_path / "run")]) == 2
+    err = _one_line(capsys)
+    assert says in err and len(err) < 1000, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_merge_key_may_override_but_a_plain_duplicate_may_not():
+    assert files.parse_yaml("base: &b {x: 1}\nother:\n  <<: *b\n  x: 2\n", "t")["other"] == {"x": 2}
+
+
+def test_one_line_caps_long_messages():
+    text = "start " + "x" * 10_000 + "\n end"
+    short = one_line(text)
+    assert len(short) <= 800 and short.startswith("start") and short.endswith(" end") and "\n" not in short
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    (["--run-dir", ""], "run_dir: an empty path"),
+    (["--run-dir", "x" * 300], "run_dir: the path is too long"),
+])
+def test_run_dir_paths_are_checked_before_anything_starts(tmp_path, capsys, monkeypatch, flags, says):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main([*TRAIN, "--max-rounds", "1", *flags]) == 2
+    assert says in _one_line(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- eval: code a run dir names is not imported from the current folder unasked ---------------------------------
+def test_eval_does_not_import_a_module_the_run_dir_ships(run, capsys, monkeypatch):
+    marker = run / "ran"
+    (run / "evilmod.py").write_text(f"open({str(marker)!r}, 'w').close()\nclass Env: pass\n")
+    cfg = (run / "config.yaml").read_text().replace("env_id: CartPole-v1", "env_id: evilmod:Env")
+    (run / "config.yaml").write_text(cfg)
+    monkeypatch.chdir(run)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(run))])
+    assert cli.main(["eval", "--run-dir", "."]) == 2
+    err = _one_line(capsys)
+    assert "--trust-run-code" in err and not marker.exists(), err
+    monkeypatch.delitem(sys.modules, "evilmod", raising=False)
+    assert cli.main(["eval", "--run-dir", ".", "--trust-run-code"]) == 2  # imported, then refused as no Env
+    assert "not a gymnasium.Env subclass" in _one_line(capsys) and marker.exists()
+
+
+def test_eval_seed_out_of_range_is_one_line(run, capsys):
+    assert cli.main(["eval", "--run-dir", str(run), "--seed", "-1", "--episodes", "1"]) == 2
+    assert "--seed: -1 must be in" in _one_line(capsys)
+
+
+@pytest.mark.parametrize("tamper", ["non-number", "read-only"])
+def test_plot_of_a_tampered_or_read_only_run_is_one_line(run, capsys, tamper):
+    metrics = run / "metrics.csv"
+    if tamper == "non-number":
+        metrics.write_text(metrics.read_text().replace(",1,", ",one,", 1))
+    else:
+        (run / "plots" / "return.png").unlink(missing_ok=True)
+        (run / "plots" / "return.png").mkdir(parents=True)  # as a read-only run dir (root ignores modes)
+    assert cli.main(["plot", "--run-dir", str(run)]) == 2
+    assert "plot: " in _one_line(capsys)
