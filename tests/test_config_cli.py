@@ -56,8 +56,9 @@ def test_bad_flag_is_one_line_exit_2(tmp_path, capsys, flags, needles):
 def test_config_without_any_stop_condition_is_refused():
     from minionsrl.config import validate
 
-    with pytest.raises(ConfigError, match="total_timesteps, max_rounds or target_return"):
+    with pytest.raises(ConfigError, match="total_timesteps, max_rounds, target_return, budget_usd or time_budget_s"):
         validate(TrainConfig(env_id="CartPole-v1", total_timesteps=None))
+    validate(TrainConfig(env_id="CartPole-v1", total_timesteps=None, time_budget_s=60.0))  # a budget ends a run
 
 
 def test_preset_total_timesteps_is_a_stop_condition():

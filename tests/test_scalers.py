@@ -180,3 +180,15 @@ def test_critical_with_a_constant_batch_finds_where_the_overhead_meets_the_shrin
     for r, m in enumerate((8, 16, 4), start=1):  # no per-invocation cost: as many functions as allowed
         last = cheap.next_actors(_crow(r, m, 99.0, 1e3, seconds=0.1 + 0.8 / m))
     assert last == 64
+
+
+def test_critical_fits_only_rounds_without_cold_starts() -> None:
+    """A round that started instances measures their cold starts (1 s each in the model), not what its count
+    costs once warm: the scaler stays at a count until a warm round has measured it, and fits warm rounds only."""
+    scaler = CriticalScaler(1, 64, fragment_steps=100, objective="time", n0=8)
+    scaler.next_actors(None)
+    assert scaler.next_actors({**_crow(1, 8, 99.0, 2_000.0, seconds=2.5), "cold_starts": 8}) == 8
+    assert scaler.next_actors({**_crow(2, 8, 99.0, 2_000.0, seconds=1.08), "cold_starts": 0}) == 16
+    assert scaler.next_actors({**_crow(3, 16, 99.0, 2_000.0, seconds=3.0), "cold_starts": 8}) == 16
+    n = scaler.next_actors({**_crow(4, 16, 99.0, 2_000.0, seconds=1.16), "cold_starts": 0})
+    assert scaler.fit() == pytest.approx((1.0, 0.01)) and n == round(math.sqrt(1.0 * 2_000 / (0.01 * 100)))

@@ -33,6 +33,7 @@ METRIC_COLUMNS = [
     "cost_serverless_usd", "cost_server_usd", "cum_cost_serverless_usd", "cum_cost_server_usd", "projected_round_s",
     # of the projected round, the learner's own-instance part; of the serverless cost, the storage requests
     "projected_learner_s", "cost_storage_usd",
+    "cold_starts",  # invocations that started an instance
     # the same bills with the hosts over this machine's wall time, where functions queue on a few cores
     "cost_serverless_wall_usd", "cost_server_wall_usd",
     "scaler_score", "convexity_ratio", "lambda_min", "lambda_max", "gns", "detector_s",

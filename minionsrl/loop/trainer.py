@@ -226,6 +226,7 @@ class Trainer:
             "cum_cost_serverless_usd": self.ledger.total_serverless_usd,
             "cum_cost_server_usd": self.ledger.total_server_usd, "projected_round_s": bill.projected_round_s,
             "projected_learner_s": r.learner_s, "cost_storage_usd": bill.storage_usd,
+            "cold_starts": sum(a.reply.record.cold for a in attempts),
             "scaler_score": self.scaler.score, **r.detected, **fault_counts(attempts, lost), **r.sampled.extra,
         }
         self.progress.recent_costs.append(bill.cost_serverless_usd)

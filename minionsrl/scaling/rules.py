@@ -213,7 +213,8 @@ class CriticalScaler(Scaler):
             return self.clip(self.n0)
         n = int(last_round["n_actors"])
         measure = as_finite(last_round.get("cost_serverless_usd" if self.objective == "cost" else "projected_round_s"))
-        if measure is not None:
+        # a round that started instances measures their cold starts, not what a count costs once running
+        if measure is not None and not as_finite(last_round.get("cold_starts")):
             self.seen.append((n, measure))
         gns = as_finite(last_round.get("gns"))
         if gns is not None:
@@ -221,11 +222,19 @@ class CriticalScaler(Scaler):
         if self.constant_batch:
             return self._least_round(n)
         fit = self.fit()
-        if fit is None:  # one count seen so far: try another, to learn what an actor adds
-            return self.clip(2 * n) if self.clip(2 * n) != n else self.clip(n // 2)
+        if fit is None:  # one count measured so far: try another, to learn what an actor adds
+            return self._explore(n, (2 * n, n // 2))
         if self.noise is None:
             return n
         return self.best(*fit, self.noise)
+
+    def _explore(self, n: int, candidates: tuple[int, ...]) -> int:
+        """While learning the cost model: stay at ``n`` until a round without cold starts measured it, then the
+        first candidate count not measured yet (``n`` when the bounds leave none)."""
+        counts = self._counts()
+        if n not in counts:
+            return n
+        return next((c for c in map(self.clip, candidates) if c not in counts), n)
 
     def _counts(self) -> list[int]:
         return sorted({n for n, _ in self.seen})
@@ -238,13 +247,9 @@ class CriticalScaler(Scaler):
         return float(a), float(b)
 
     def _least_round(self, n: int) -> int:
-        """Constant batch: try ``n_0``, twice it and half of it, then the ``n`` of the least fitted round cost."""
-        counts = self._counts()
-        for candidate in (self.clip(2 * self.n0), self.clip(self.n0 // 2)):
-            if len(counts) < 3 and candidate not in counts:
-                return candidate
-        if len(counts) < 3:  # the bounds leave fewer than three counts to learn from
-            return n
+        """Constant batch: measure ``n_0``, twice it and half of it, then the ``n`` of the least fitted round cost."""
+        if len(self._counts()) < 3:  # (fewer when the bounds leave fewer: n stays)
+            return self._explore(n, (2 * self.n0, self.n0 // 2))
         ns = np.array([m for m, _ in self.seen], dtype=np.float64)
         design = np.stack([np.ones_like(ns), ns, 1.0 / ns], axis=1)
         (_, b, c), *_ = np.linalg.lstsq(design, np.array([d for _, d in self.seen]), rcond=None)
