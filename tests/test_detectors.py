@@ -16,6 +16,7 @@ from minionsrl.learner.detectors import (
     gradient_noise_scale,
     hessian_curvature,
     lanczos_extremes,
+    least_squares_problem,
     slice_noise_scale,
 )
 from minionsrl.learner.networks import init_params
@@ -224,23 +225,8 @@ def test_gradient_noise_scale_slices_are_of_one_loss() -> None:
     assert abs(renormalised - gns) > 0.01 * abs(gns)  # far outside the 1e-8 above
 
 
-# -- the estimator on a problem whose noise scale is known in closed form ------------------------------------------
+# -- the estimator on a problem whose noise scale is known in closed form (least_squares_problem) -------------------
 LSQ_DIM = 32
-
-
-def _least_squares(size: int, noise_var: float, seed: int):
-    """A linear regression ``y = x·w* + σε`` (x ~ N(0, I_d), ε ~ N(0, 1)) with ``size`` rows, its loss ``½(x·w − y)²``
-    (mean over rows) at ``w = w* + e``, |e| = 1: the per-set gradient function the estimator takes, and ``|G_B|²``.
-
-    Per row the gradient is ``g = x (x·e − σε)``, so (Isserlis) ``G = E g = e`` and ``Σ = (|e|² + σ²) I + e eᵀ``:
-    ``B_noise = tr(Σ)/|G|² = d (1 + σ²) + 1``."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((size, LSQ_DIM))
-    e = np.zeros(LSQ_DIM)
-    e[0] = 1.0
-    residual = x @ e - np.sqrt(noise_var) * rng.standard_normal(size)
-    full = x.T @ residual / size
-    return (lambda sets: np.stack([x[s].T @ residual[s] / len(s) for s in sets])), float(full @ full)
 
 
 @pytest.mark.parametrize(("size", "slices", "seeds"), [(4096, 8, 64), (4096, 64, 64), (16384, 8, 24),
@@ -249,29 +235,30 @@ def test_noise_scale_recovers_the_closed_form_of_least_squares(size, slices, see
     """At the round batches used in practice, ``tr(Σ)``, ``|G|²`` and their ratio averaged over independent batches
     are within 10% of the truth (``B_noise = 1,025``; each batch's own estimate scatters by 9–29%). The test can
     tell: the uncorrected ``|G_B|²`` overestimates ``|G|²`` by ``tr(Σ)/B``, 25% at 4,096 rows."""
-    noise_var = 31.0
-    trace, g2 = LSQ_DIM * (1 + noise_var) + 1.0, 1.0
     estimates, naive = [], []
     for seed in range(seeds):
-        set_gradients, full_sq = _least_squares(size, noise_var, seed)
+        set_gradients, full_sq, b_noise = least_squares_problem(size, LSQ_DIM, 31.0, seed)
         estimates.append(slice_noise_scale(set_gradients, size, slices, seed=seed))
         naive.append(full_sq)
+    trace, g2 = b_noise, 1.0  # |G|² = 1, so tr(Σ) = B_noise
     got_trace, got_g2 = np.mean([e.trace for e in estimates]), np.mean([e.g2 for e in estimates])
     assert got_trace == pytest.approx(trace, rel=0.1)
     assert got_g2 == pytest.approx(g2, rel=0.1)
     assert got_trace / got_g2 == pytest.approx(trace / g2, rel=0.1)
     assert np.median([e.b_simple for e in estimates]) == pytest.approx(trace / g2, rel=0.1)
-    assert np.mean(naive) == pytest.approx(g2 + trace / size, rel=0.1)  # what a missing correction would read
+    # without the correction: the batch's own |G_B|² reads |G|² + tr(Σ)/B (25% high at 4,096 rows)
+    assert np.mean(naive) == pytest.approx(g2 + trace / size, rel=0.05)
 
 
 def test_noise_scale_follows_the_noise_of_least_squares() -> None:
     """Eight times less label noise, about eight times smaller a noise scale (B_noise 129 against 1,025)."""
-    quiet = [slice_noise_scale(_least_squares(16384, 3.0, seed)[0], 16384, 64, seed=seed) for seed in range(16)]
+    quiet = [slice_noise_scale(least_squares_problem(16384, LSQ_DIM, 3.0, seed)[0], 16384, 64, seed=seed)
+             for seed in range(16)]
     assert np.mean([e.trace for e in quiet]) / np.mean([e.g2 for e in quiet]) == pytest.approx(129.0, rel=0.1)
 
 
 def test_noise_scale_needs_two_slices_of_two_rows() -> None:
-    set_gradients, _ = _least_squares(16, 1.0, 0)
+    set_gradients = least_squares_problem(16, LSQ_DIM, 1.0, 0)[0]
     assert slice_noise_scale(set_gradients, 16, 1) is None
     assert slice_noise_scale(set_gradients, 16, 9) is None
     assert slice_noise_scale(set_gradients, 16, 8) is not None

@@ -194,6 +194,26 @@ def slice_noise_scale(set_gradients: Callable[[list[np.ndarray]], np.ndarray], s
                       g2=(size * big_sq - small * small_sq) / (size - small))
 
 
+def least_squares_problem(size: int, dim: int, noise_var: float,
+                          seed: int) -> tuple[Callable[[list[np.ndarray]], np.ndarray], float, float]:
+    """A batch whose noise scale is known in closed form, to check :func:`slice_noise_scale` against: linear
+    regression ``y = x·w* + σε`` (``x ~ N(0, I_dim)``, ``ε ~ N(0, 1)``, ``σ² = noise_var``) with ``size`` rows and
+    the loss ``½(x·w − y)²`` (mean over rows) at ``w = w* + e``, ``|e| = 1``.
+
+    Per row the gradient is ``g = x (x·e − σε)``, so (Isserlis) ``G = E g = e`` and ``Σ = (1 + σ²) I + e eᵀ``:
+    ``B_noise = tr(Σ)/|G|² = dim·(1 + σ²) + 1``. Returns the per-set gradient function, the batch's own
+    ``|G_B|²`` (what an estimate without the correction would read: ``|G|² + tr(Σ)/B`` on average) and
+    ``B_noise``."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((size, dim))
+    e = np.zeros(dim)
+    e[0] = 1.0
+    residual = x @ e - np.sqrt(noise_var) * rng.standard_normal(size)
+    full = x.T @ residual / size
+    return ((lambda sets: np.stack([x[s].T @ residual[s] / len(s) for s in sets])), float(full @ full),
+            dim * (1 + noise_var) + 1.0)
+
+
 def gradient_noise_scale(arch: PolicyArch, weights: Params, batch: Batch, params: PPOParams, slices: int,
                          seed: int = 0, kl_coef: float | None = None) -> float:
     """``B_simple`` of the PPO loss on ``batch`` at ``weights``, by :func:`slice_noise_scale` over ``slices`` slices.
