@@ -224,8 +224,9 @@ def main() -> None:
         with ThreadPoolExecutor(args.jobs) as pool:
             list(pool.map(lambda k: train(*k), itertools.product(SCALERS, PLACEMENTS, args.seeds)))
         keep(args.seeds)
-    else:
-        started = KEPT.stat().st_mtime
+    else:  # the runs' own start where they are still here
+        made = [d.stat().st_mtime for d in RUNS.glob("hopper-*/config.yaml")]
+        started = min(made) if made else KEPT.stat().st_mtime
     runs = load()
     seeds = sorted({seed for _, _, seed in runs})
     plot(runs, seeds)
