@@ -39,7 +39,7 @@ def measure(env: str, rounds: int) -> None:
     from minionsrl import config
     from minionsrl.build import make_trainer
     from minionsrl.function import wire
-    from minionsrl.learner.detectors import detect
+    from minionsrl.learner.detectors import DetectorPlan
     from minionsrl.learner.learners import Learned
     from minionsrl.loop.invocations import invocation_seed
 
@@ -49,21 +49,21 @@ def measure(env: str, rounds: int) -> None:
     cfg = dataclasses.replace(base, actors=16, scaler="fixed", num_minibatches=64, max_rounds=rounds, eval_every=0,
                               seed=1, progress=False, run_dir=str(run_dir))
     trainer = make_trainer(cfg)
-    plain = trainer._detect  # the run's own detectors (none for fixed)
+    learner, learn = trainer.learner, trainer.learner.learn  # the run's own update (no detectors for fixed)
 
-    def each_size(learned: Learned, n: int) -> dict[str, float]:
-        ppo, record = trainer.learner.ppo, {"round": trainer.round}
+    def learn_and_measure(fragments: list, rng: object, plan: DetectorPlan | None = None) -> Learned:
+        learned, record = learn(fragments, rng, plan), {"round": trainer.round}
         seed = invocation_seed(cfg.seed, trainer.round, 0, wire.SEED_STREAMS["detect"])
-        for label, size, draw, tol in VARIANTS:
-            started = time.perf_counter()
-            got = detect({"curvature"}, ppo.arch, ppo.weights, learned.batch, ppo.params, n, seed + draw, size,
-                         cfg.lanczos_iterations, kl_coef=ppo.kl_coef, tol=tol)
-            record[f"ratio_{label}"], record[f"s_{label}"] = got["convexity_ratio"], time.perf_counter() - started
+        for label, size, draw, tol in VARIANTS:  # after the update, where these were measured
+            variant = DetectorPlan(frozenset({"curvature"}), "after", len(fragments), seed + draw, size,
+                                   cfg.lanczos_iterations, tol)
+            got, record[f"s_{label}"] = learner.detect(learned.batch, variant)
+            record[f"ratio_{label}"] = got["convexity_ratio"]
         records.append(record)
-        return plain(learned, n)
+        return learned
 
     records: list[dict] = []
-    trainer._detect = each_size
+    learner.learn = learn_and_measure
     trainer.run(on_round=lambda row: records[-1].update(projected_s=float(row["projected_round_s"])))
     for record in records:
         append_jsonl(results_path(env), record)

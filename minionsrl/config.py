@@ -30,6 +30,7 @@ from minionsrl.redact import check_config_secrets
 SCALERS = ("fixed", "minions", "nitro", "critical", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
 PRESET_NAMES = ("auto", "classic", "mujoco", "atari", "nitro")
 OBJECTIVES = ("cost", "time")  # what the critical scaler minimises per unit of progress
+DETECTOR_PLACEMENTS = ("before", "after")  # where the detectors read a round's batch (learner/detectors.py)
 ALGOS = ("ppo", "appo", "impala")
 DEVICES = ("auto", "cpu", "cuda")
 LEARNER_BUDGETS = ("per-sample", "per-round", "fixed-compute")
@@ -207,6 +208,9 @@ class TrainConfig:
                                "trained on CartPole or on Hopper)", group="scaler")
     detectors: str = _f("auto", "compute convexity ratio and noise scale: auto (when the scaler needs them), on, off",
                         choices=("auto", "on", "off"), group="scaler")
+    detector_placement: str = _f("before", "where the detectors read the round's batch: before the update, at the "
+                                 "policy that sampled it (McCandlish et al.'s noise scale), or after it (Nitro's "
+                                 "published placement)", choices=DETECTOR_PLACEMENTS, group="scaler")
     lanczos_iterations: int = _f(100, "Lanczos iterations of the curvature detector, at most", min=2, group="scaler")
     lanczos_tol: float = _f(1e-2, "the curvature detector stops once two iterations in a row moved neither extreme "
                             "eigenvalue by more than this fraction of the larger (0: all --lanczos-iterations)",

@@ -53,6 +53,15 @@ def test_bad_flag_is_one_line_exit_2(tmp_path, capsys, flags, needles):
     assert not run_dir.exists()  # nothing started
 
 
+def test_bad_choice_flag_is_one_line_exit_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:  # argparse checks the choices, before any field is validated
+        cli.main(["train", *FAST, "--run-dir", str(tmp_path / "run"), "--detector-placement", "during"])
+    assert exit_.value.code == 2
+    line = _error_line(capsys)
+    assert "--detector-placement" in line and "'before', 'after'" in line
+    assert not (tmp_path / "run").exists()
+
+
 def test_config_without_any_stop_condition_is_refused():
     from minionsrl.config import validate
 
@@ -83,6 +92,7 @@ def test_unknown_yaml_key_suggests_the_field(tmp_path, capsys):
     ("normalize_obs: 1\nmax_rounds: 1\n", "normalize_obs"),
     ("env_kwargs: [1, 2]\nmax_rounds: 1\n", "env_kwargs"),
     ("hidden_sizes: 64\nmax_rounds: 1\n", "hidden_sizes"),
+    ("detector_placement: during\nmax_rounds: 1\n", "detector_placement: 'during' is not one of before, after"),
 ])
 def test_yaml_wrong_type_is_one_line_exit_2(tmp_path, capsys, content, field):
     cfg = _write_yaml(tmp_path / "c.yaml", content)

@@ -11,7 +11,14 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 from minionsrl.function.numpy_policy import PolicyArch
-from minionsrl.learner.detectors import Curvature, gradient_noise_scale, hessian_curvature, lanczos_extremes
+from minionsrl.learner.detectors import (
+    Curvature,
+    gradient_noise_scale,
+    hessian_curvature,
+    lanczos_extremes,
+    least_squares_problem,
+    slice_noise_scale,
+)
 from minionsrl.learner.networks import init_params
 from minionsrl.learner.ppo import Batch, PPOParams, ppo_loss
 
@@ -216,3 +223,101 @@ def test_gradient_noise_scale_slices_are_of_one_loss() -> None:
     np.testing.assert_allclose(slices.mean(0), full, rtol=1e-10, atol=1e-12)
     assert gns == pytest.approx(of_one_loss, rel=1e-8)
     assert abs(renormalised - gns) > 0.01 * abs(gns)  # far outside the 1e-8 above
+
+
+# -- the estimator on a problem whose noise scale is known in closed form (least_squares_problem) -------------------
+LSQ_DIM = 32
+
+
+@pytest.mark.parametrize(("size", "slices", "seeds"), [(4096, 8, 64), (4096, 64, 64), (16384, 8, 24),
+                                                       (16384, 64, 24)])
+def test_noise_scale_recovers_the_closed_form_of_least_squares(size, slices, seeds) -> None:
+    """At the round batches used in practice, ``tr(Σ)``, ``|G|²`` and their ratio averaged over independent batches
+    are within 10% of the truth (``B_noise = 1,025``; each batch's own estimate scatters by 9–29%). The test can
+    tell: the uncorrected ``|G_B|²`` overestimates ``|G|²`` by ``tr(Σ)/B``, 25% at 4,096 rows."""
+    estimates, naive = [], []
+    for seed in range(seeds):
+        set_gradients, full_sq, b_noise = least_squares_problem(size, LSQ_DIM, 31.0, seed)
+        estimates.append(slice_noise_scale(set_gradients, size, slices, seed=seed))
+        naive.append(full_sq)
+    trace, g2 = b_noise, 1.0  # |G|² = 1, so tr(Σ) = B_noise
+    got_trace, got_g2 = np.mean([e.trace for e in estimates]), np.mean([e.g2 for e in estimates])
+    assert got_trace == pytest.approx(trace, rel=0.1)
+    assert got_g2 == pytest.approx(g2, rel=0.1)
+    assert got_trace / got_g2 == pytest.approx(trace / g2, rel=0.1)
+    assert np.median([e.b_simple for e in estimates]) == pytest.approx(trace / g2, rel=0.1)
+    # without the correction: the batch's own |G_B|² reads |G|² + tr(Σ)/B (25% high at 4,096 rows)
+    assert np.mean(naive) == pytest.approx(g2 + trace / size, rel=0.05)
+
+
+def test_noise_scale_follows_the_noise_of_least_squares() -> None:
+    """Eight times less label noise, about eight times smaller a noise scale (B_noise 129 against 1,025)."""
+    quiet = [slice_noise_scale(least_squares_problem(16384, LSQ_DIM, 3.0, seed)[0], 16384, 64, seed=seed)
+             for seed in range(16)]
+    assert np.mean([e.trace for e in quiet]) / np.mean([e.g2 for e in quiet]) == pytest.approx(129.0, rel=0.1)
+
+
+def test_noise_scale_needs_two_slices_of_two_rows() -> None:
+    set_gradients = least_squares_problem(16, LSQ_DIM, 1.0, 0)[0]
+    assert slice_noise_scale(set_gradients, 16, 1) is None
+    assert slice_noise_scale(set_gradients, 16, 9) is None
+    assert slice_noise_scale(set_gradients, 16, 8) is not None
+
+
+# -- where the learner runs them ------------------------------------------------------------------------------------
+def _learner_and_fragments(algo: str = "ppo"):
+    """A CartPole learner with RLlib's adaptive KL penalty (its coefficient moves in the update) and 4 fragments of
+    64 steps sampled with its current policy."""
+    from minionsrl.function.envs import EnvSpec, make_env
+    from minionsrl.function.rollout import rollout
+    from minionsrl.learner.learners import APPOLearner, IMPALALearner, Normalization, PPOLearner
+
+    arch = PolicyArch(4, 2, True, (8, 8))
+    params = PPOParams(minibatch_size=64, kl_coef=0.2, kl_target=0.01)  # one set for all: one compilation
+    learner = {"ppo": PPOLearner(arch, params, Normalization()),
+               "appo": APPOLearner(arch, params, Normalization(), 1.0, 1.0),
+               "impala": IMPALALearner(arch, params, Normalization(), 1.0, 1.0)}[algo]
+    snap = learner.snapshot(0)
+    env = make_env(EnvSpec("CartPole-v1"))
+    try:
+        fragments = [rollout(env, snap, snap.numpy_policy(), 64, seed=i, gamma=0.99) for i in range(4)]
+    finally:
+        env.close()
+    return learner, fragments
+
+
+def _weights_now(learner) -> dict[str, jax.Array]:
+    return {k: jnp.array(v) for k, v in learner.ppo.weights.items()}
+
+
+@pytest.mark.parametrize("algo", ["ppo", "appo", "impala"])
+def test_the_learner_detects_before_its_update_or_after_it(algo) -> None:
+    """Before (the default): the detectors read the round's batch at the weights that sampled it (PPO ratio 1) and
+    the KL coefficient the update starts from; after (Nitro's placement, the old behaviour): the batch learned on
+    (IMPALA's scored again) at the updated weights and adapted coefficient. Either way the update is the one
+    without detectors."""
+    from minionsrl.learner.detectors import DetectorPlan, detect
+
+    plans = {where: DetectorPlan(frozenset({"gns", "curvature"}), where, slices=4, seed=7, samples=128,
+                                 iterations=8) for where in ("before", "after")}
+    learned, seen = {}, {}
+    for where, plan in plans.items():
+        learner, fragments = _learner_and_fragments(algo)
+        start, start_coef = _weights_now(learner), learner.ppo.kl_coef
+        learned[where] = got = learner.learn(fragments, np.random.default_rng(0), plan)
+        # the batch learned on is scored by the policy that sampled it (V-trace's too, here)
+        np.testing.assert_allclose(got.batch.logprobs, np.concatenate([f.logprobs for f in fragments]), atol=1e-5)
+        if where == "before":
+            seen[where] = detect(plan, learner.arch, start, got.batch, learner.ppo.params, kl_coef=start_coef)
+        else:
+            batch = learner.vtrace(fragments) if algo == "impala" else got.batch
+            seen[where] = detect(plan, learner.arch, learner.ppo.weights, batch, learner.ppo.params,
+                                 kl_coef=learner.ppo.kl_coef)
+        assert got.detected == pytest.approx(seen[where], rel=1e-5)
+        assert set(got.detected) == {"gns", "convexity_ratio", "lambda_min", "lambda_max"}
+        assert got.detector_s > 0
+    # detectors before the update leave it as detectors after it (none yet) find it
+    assert learned["before"].stats == learned["after"].stats
+    assert learned["before"].detected["gns"] != learned["after"].detected["gns"]  # the update moved the weights
+    without = _learner_and_fragments(algo)[0].learn(_learner_and_fragments(algo)[1], np.random.default_rng(0))
+    assert without.detected == {} and without.detector_s == 0.0 and without.stats == learned["before"].stats

@@ -378,3 +378,20 @@ def test_several_environments_per_function_learn_from_every_fragment(tmp_path, a
     carried = len(resumed.sampler.carries)
     assert carried == 6 if algo == "ppo" else carried in (3, 6)
     resumed.close()
+
+
+def test_detectors_read_the_batch_before_the_update_unless_asked_after(tmp_path):
+    """``detector_placement`` "before" (the default) or "after" changes what the detectors read, not what is learned;
+    their seconds are their own column, apart from the update's."""
+    assert TrainConfig().detector_placement == "before"
+    rows = {}
+    for where in ("before", "after"):
+        _train(tmp_path / where, max_rounds=2, actors=4, eval_every=0, fragment_length=32, detectors="on",
+               lanczos_iterations=4, detector_samples=64, detector_placement=where)
+        rows[where] = read_metrics(tmp_path / where)
+    same = [c for c in LEARNING_COLUMNS if c not in ("convexity_ratio", "gns")]
+    assert [{c: r[c] for c in same} for r in rows["before"]] == [{c: r[c] for c in same} for r in rows["after"]]
+    assert [r["gns"] for r in rows["before"]] != [r["gns"] for r in rows["after"]]
+    for row in rows["before"] + rows["after"]:
+        assert float(row["detector_s"]) > 0 and float(row["learn_s"]) > 0
+        assert float(row["sample_s"]) + float(row["learn_s"]) + float(row["detector_s"]) <= float(row["round_s"])

@@ -1,11 +1,13 @@
-"""Detectors read a round's batch after the update and estimate how useful more samples would be.
+"""Detectors read a round's batch and estimate how useful more samples would be: before the update by default,
+at the policy that sampled it, or after it (Nitro's published placement; :class:`DetectorPlan`).
 
 * **Convexity ratio** (Nitro, DESIGN §2.1): the extreme eigenvalues of the Hessian of the full PPO loss
   on the round's batch, by Lanczos iterations on Hessian-vector products (double back-propagation,
   Rademacher start vector, full re-orthogonalisation); ``c = -(λmax + ε) / (λmin − ε)``.
 * **Gradient noise scale** (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training",
   appendix A.1): ``B_simple = tr(Σ) / |G|²`` from the gradient of the whole batch and of ``k`` slices
-  (cut from a random permutation of the rows; one loss, advantages normalised once over the batch).
+  (cut from a random permutation of the rows; one loss, advantages normalised once over the batch). The
+  estimator itself (:func:`slice_noise_scale`) takes any loss's per-slice gradients.
 
 Neither touches the parameters, their ``.grad`` or the optimiser: the model is left exactly as it was.
 """
@@ -149,66 +151,132 @@ def _set_gradients(arch: PolicyArch, p: PPOParams, kl_coef: np.float32, weights:
     return np.concatenate(out)
 
 
+@dataclass(frozen=True)
+class NoiseScale:
+    """McCandlish et al.'s unbiased estimates of the noise ``tr(Σ)`` (of one sample's gradient) and of the true
+    gradient's squared norm ``|G|²``; their ratio is ``B_simple``. Averaged over rounds apart, their ratio is
+    less biased than the mean of the ratios (the paper's advice)."""
+
+    trace: float
+    g2: float
+
+    @property
+    def b_simple(self) -> float:
+        return self.trace / self.g2 if self.g2 != 0 else float("nan")
+
+
+def slice_noise_scale(set_gradients: Callable[[list[np.ndarray]], np.ndarray], size: int, slices: int,
+                      seed: int = 0) -> NoiseScale | None:
+    """``tr(Σ)`` and ``|G|²`` of any mean-over-rows loss on a batch of ``size`` rows, from the gradients of
+    ``slices`` equal slices cut from a random permutation of the rows (``seed`` draws it).
+
+    ``set_gradients(sets)`` returns a ``(len(sets), dim)`` array: the loss's gradient on each set of row indices.
+    The sets are the slices and, when they leave rows over, those rows as one more set, so that the full-batch
+    gradient is the row-weighted mean of them all (no separate pass over the batch). With |G_B|² the squared norm
+    of a size-B gradient and b the slice size, the unbiased estimates (appendix A.1) are
+
+        |G|² = (B·|G_B|² − b·E|G_b|²)/(B − b)        tr(Σ) = (E|G_b|² − |G_B|²)/(1/b − 1/B).
+
+    None with fewer than 2 slices or fewer than 2 rows a slice.
+    """
+    if slices < 2 or size < 2 * slices:
+        return None
+    small = size // slices
+    order = np.random.default_rng(seed).permutation(size)
+    sets = [order[i * small : (i + 1) * small] for i in range(slices)]
+    if slices * small < size:
+        sets.append(order[slices * small :])
+    grads = np.asarray(set_gradients(sets), dtype=np.float64)
+    counts = np.array([len(s) for s in sets], dtype=np.float64)
+    full = counts @ grads / size
+    big_sq, small_sq = float(full @ full), float(np.mean(np.sum(grads[:slices] ** 2, axis=1)))
+    return NoiseScale(trace=(small_sq - big_sq) / (1.0 / small - 1.0 / size),
+                      g2=(size * big_sq - small * small_sq) / (size - small))
+
+
+def least_squares_problem(size: int, dim: int, noise_var: float,
+                          seed: int) -> tuple[Callable[[list[np.ndarray]], np.ndarray], float, float]:
+    """A batch whose noise scale is known in closed form, to check :func:`slice_noise_scale` against: linear
+    regression ``y = x·w* + σε`` (``x ~ N(0, I_dim)``, ``ε ~ N(0, 1)``, ``σ² = noise_var``) with ``size`` rows and
+    the loss ``½(x·w − y)²`` (mean over rows) at ``w = w* + e``, ``|e| = 1``.
+
+    Per row the gradient is ``g = x (x·e − σε)``, so (Isserlis) ``G = E g = e`` and ``Σ = (1 + σ²) I + e eᵀ``:
+    ``B_noise = tr(Σ)/|G|² = dim·(1 + σ²) + 1``. Returns the per-set gradient function, the batch's own
+    ``|G_B|²`` (what an estimate without the correction would read: ``|G|² + tr(Σ)/B`` on average) and
+    ``B_noise``."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((size, dim))
+    e = np.zeros(dim)
+    e[0] = 1.0
+    residual = x @ e - np.sqrt(noise_var) * rng.standard_normal(size)
+    full = x.T @ residual / size
+    return ((lambda sets: np.stack([x[s].T @ residual[s] / len(s) for s in sets])), float(full @ full),
+            dim * (1 + noise_var) + 1.0)
+
+
 def gradient_noise_scale(arch: PolicyArch, weights: Params, batch: Batch, params: PPOParams, slices: int,
                          seed: int = 0, kl_coef: float | None = None) -> float:
-    """``B_simple`` from the full-batch gradient and the gradients of ``slices`` equal slices.
-
-    With |G_B|² the squared norm of a size-B gradient, the unbiased estimates are
-    |G|² = (B·|G_B|² − b·E|G_b|²)/(B − b) and tr(Σ) = (E|G_b|² − |G_B|²)/(1/b − 1/B).
+    """``B_simple`` of the PPO loss on ``batch`` at ``weights``, by :func:`slice_noise_scale` over ``slices`` slices.
     Returns NaN with fewer than 2 slices; the ratio can be negative when the noise is small.
 
     McCandlish et al. derive these estimates for i.i.d. samples of one loss, so two things are done here:
 
-    * the slices are cut from a random permutation of the rows (``seed`` draws it), not contiguous rows:
-      contiguous rows are whole actors' fragments, whose samples are correlated (one episode, one start),
-      which inflates the spread between small-batch gradients;
+    * the slices are cut from a random permutation of the rows, not contiguous rows: contiguous rows are whole
+      actors' fragments, whose samples are correlated (one episode, one start), which inflates the spread
+      between small-batch gradients;
     * advantages are normalised once, over the whole batch (when ``params.norm_adv``), and every gradient
       is of ``ppo_loss`` with per-minibatch normalisation off. Re-normalising inside each slice would make
       each slice's gradient that of a different loss than the full batch's; with one loss, the mean of
       the slice gradients is the full-batch gradient when the slices partition the batch.
 
-    Every gradient is taken per slice (with the rows a partition leaves over as one more set): the loss is a
-    mean over rows, so the full-batch gradient is their row-weighted mean, and a changing ``n`` compiles no new
-    program (the sets go in fixed-size calls, padded with 0/1 row weights).
+    The sets go in fixed-size calls, padded with 0/1 row weights, so a changing ``n`` compiles no new program.
     """
-    size = len(batch)
-    if slices < 2 or size < 2 * slices:
-        return float("nan")
-    small = size // slices
     adv = batch.advantages
     if params.norm_adv:
         adv = ((adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)).astype(np.float32)
-    batch = replace(batch, advantages=adv)
+    arrays = replace(batch, advantages=adv).arrays()
     one_loss = replace(params, norm_adv=False)
-    order = np.random.default_rng(seed).permutation(size)
     coef = np.float32(params.kl_coef if kl_coef is None else kl_coef)
-    sets = [order[i * small : (i + 1) * small] for i in range(slices)]
-    if slices * small < size:
-        sets.append(order[slices * small :])
-    grads = _set_gradients(arch, one_loss, coef, weights, batch.arrays(), sets)
-    counts = np.array([len(s) for s in sets], dtype=np.float64)
-    full = counts @ grads / size
-    big_sq, small_sq = float(full @ full), float(np.mean(np.sum(grads[:slices] ** 2, axis=1)))
-    g2 = (size * big_sq - small * small_sq) / (size - small)
-    trace = (small_sq - big_sq) / (1.0 / small - 1.0 / size)
-    return float(trace / g2) if g2 != 0 else float("nan")
+    estimate = slice_noise_scale(lambda sets: _set_gradients(arch, one_loss, coef, weights, arrays, sets),
+                                 len(batch), slices, seed)
+    return float("nan") if estimate is None else estimate.b_simple
 
 
-def detect(wanted: set[str], arch: PolicyArch, weights: Params, batch: Batch, params: PPOParams, slices: int,
-           seed: int, samples: int, iterations: int, kl_coef: float | None = None,
-           tol: float = 0.0) -> dict[str, float]:
-    """The detectors in ``wanted`` ("gns", "curvature") on a round's batch, as metrics columns. The curvature
-    reads a random subsample of ``samples`` rows (0: all), since Hessian-vector products cost O(batch) each."""
+@dataclass(frozen=True)
+class DetectorPlan:
+    """What a round's detectors compute and where: built by the trainer every round, run by the learner.
+
+    ``placement`` "before": on the round's fresh batch at the weights it was sampled with (PPO ratio 1), before
+    the update: McCandlish et al.'s noise scale is of the gradient at the current parameters on fresh samples.
+    "after": at the updated weights, on the batch just fitted (Nitro's published placement): the update pulls the
+    full-batch gradient towards zero, not the slices', so the noise scale swings in size and sign there.
+    """
+
+    wanted: frozenset[str]  # "gns" and/or "curvature"
+    placement: str = "before"
+    slices: int = 8  # the noise scale's slices: the round's fragment count
+    seed: int = 0
+    samples: int = 0  # the curvature's random subsample of rows (0: all)
+    iterations: int = 100  # Lanczos iterations, at most
+    tol: float = 0.0  # Lanczos early stop
+
+
+def detect(plan: DetectorPlan, arch: PolicyArch, weights: Params, batch: Batch, params: PPOParams,
+           kl_coef: float | None = None) -> dict[str, float]:
+    """The detectors ``plan`` asks for on a round's batch at ``weights``, as metrics columns. The curvature reads
+    a random subsample of ``plan.samples`` rows (0: all), since Hessian-vector products cost O(batch) each."""
     out: dict[str, float] = {}
-    if "gns" in wanted:
+    if "gns" in plan.wanted:
         # its slices from a stream apart from the curvature's subsample (default_rng(seed) below)
-        out["gns"] = gradient_noise_scale(arch, weights, batch, params, slices, seed=seed + 1, kl_coef=kl_coef)
-    if "curvature" not in wanted:
+        out["gns"] = gradient_noise_scale(arch, weights, batch, params, plan.slices, seed=plan.seed + 1,
+                                          kl_coef=kl_coef)
+    if "curvature" not in plan.wanted:
         return out
     sample = batch
-    if 0 < samples < len(batch):
-        idx = np.random.default_rng(seed).choice(len(batch), samples, replace=False)
+    if 0 < plan.samples < len(batch):
+        idx = np.random.default_rng(plan.seed).choice(len(batch), plan.samples, replace=False)
         sample = batch.select(np.sort(idx))
-    curvature = hessian_curvature(arch, weights, sample, params, iterations, seed=seed, kl_coef=kl_coef, tol=tol)
+    curvature = hessian_curvature(arch, weights, sample, params, plan.iterations, seed=plan.seed, kl_coef=kl_coef,
+                                  tol=plan.tol)
     return {**out, "convexity_ratio": curvature.convexity_ratio, "lambda_min": curvature.lambda_min,
             "lambda_max": curvature.lambda_max}

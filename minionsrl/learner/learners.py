@@ -8,8 +8,9 @@ for the asynchronous ones, whose fragments lag behind the policy and are correct
 from __future__ import annotations
 
 import math
+import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jax
@@ -20,6 +21,7 @@ from minionsrl.errors import Diverged
 from minionsrl.function.fragment import Fragment, PolicySnapshot
 from minionsrl.function.normalization import RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.learner.detectors import DetectorPlan, detect
 from minionsrl.learner.impala import impala_loss, vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
 from minionsrl.learner.ppo import PPO, Batch, LossFn, PPOParams, lr_factor, ppo_loss
@@ -39,10 +41,13 @@ class Normalization:
 
 @dataclass
 class Learned:
-    """One update's outcome: the batch it learned on (what the detectors read) and CleanRL's statistics."""
+    """One update's outcome: the batch it learned on, CleanRL's statistics, and what the detectors read on the
+    batch (before or after the update) with the seconds they took (apart from the update's)."""
 
     batch: Batch
     stats: dict[str, float]
+    detected: dict[str, float] = field(default_factory=dict)
+    detector_s: float = 0.0
 
 
 class Learner(ABC):
@@ -68,10 +73,11 @@ class Learner(ABC):
         """The policy as rollout functions receive it."""
         return snapshot_of(self.arch, self.ppo.weights, self.obs_rms, version, self.norm.clip_obs)
 
-    def learn(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:
-        """Merge the fragments' normaliser statistics (in the given order), then update the policy with the
-        round's learning rate (scaled with the batch where asked); the rate the update started with is in the
-        statistics (the adaptive rate moves after each epoch from there)."""
+    def learn(self, fragments: list[Fragment], rng: np.random.Generator, plan: DetectorPlan | None = None) -> Learned:
+        """Merge the fragments' normaliser statistics (in the given order), build the round's batch, then update
+        the policy with the round's learning rate (scaled with the batch where asked); the rate the update started
+        with is in the statistics (the adaptive rate moves after each epoch from there). The detectors ``plan``
+        asks for run on the batch before the update or after it."""
         for frag in fragments:
             if self.obs_rms is not None:
                 self.obs_rms.update(frag.obs_moments)
@@ -80,10 +86,21 @@ class Learner(ABC):
         if self.params.desired_kl is None:
             self.ppo.set_learning_rate(self.lr * lr_factor(sum(len(f.rewards) for f in fragments), self.params))
         lr = self.ppo.learning_rate  # adaptive: where the previous rounds' epochs left it
-        learned = self._update(fragments, rng)
-        learned.stats["learning_rate"] = lr
-        self._check_finite(learned.stats, lr)
-        return learned
+        batch = self._batch(fragments)  # advantages from the weights the fragments were sampled with
+        detected, detector_s = self.detect(batch, plan) if plan and plan.placement == "before" else ({}, 0.0)
+        stats = self._update(batch, fragments, rng)
+        stats["learning_rate"] = lr
+        self._check_finite(stats, lr)
+        if plan and plan.placement == "after":
+            detected, detector_s = self.detect(self._rescored(batch, fragments), plan)
+        return Learned(batch, stats, detected, detector_s)
+
+    def detect(self, batch: Batch, plan: DetectorPlan) -> tuple[dict[str, float], float]:
+        """The detectors ``plan`` asks for on ``batch`` at the current weights (the model left as it was), and the
+        seconds they took."""
+        started = time.perf_counter()
+        detected = detect(plan, self.arch, self.ppo.weights, batch, self.ppo.params, kl_coef=self.ppo.kl_coef)
+        return detected, time.perf_counter() - started
 
     def _check_finite(self, stats: dict[str, float], lr: float) -> None:
         """Raise :class:`Diverged` if the update's losses, weights or optimiser state are not finite: a NaN policy
@@ -99,8 +116,17 @@ class Learner(ABC):
                            "--resume from a kept checkpoint")
 
     @abstractmethod
-    def _update(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:
-        """The algorithm's update on fragments whose statistics are merged."""
+    def _batch(self, fragments: list[Fragment]) -> Batch:
+        """The round's batch (advantages and value targets) under the current weights and normalisers."""
+
+    def _update(self, batch: Batch, fragments: list[Fragment], rng: np.random.Generator) -> dict[str, float]:
+        """The algorithm's update on the round's batch (or its fragments); its statistics. Epochs of minibatch SGD
+        on the batch unless the algorithm says otherwise."""
+        return self.ppo.update(batch, rng)
+
+    def _rescored(self, batch: Batch, fragments: list[Fragment]) -> Batch:
+        """The batch the detectors read after the update: the one learned on, unless the update re-scores it."""
+        return batch
 
     def state_dict(self) -> dict[str, Any]:
         """Weights, optimiser state and normalisers, as NumPy arrays and numbers."""
@@ -118,9 +144,8 @@ class Learner(ABC):
 class PPOLearner(Learner):
     """PPO on the round's batch: GAE, then epochs of minibatch SGD on the clipped surrogate."""
 
-    def _update(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:
-        batch = Batch.from_fragments(fragments, self.params, self.ret_rms, self.norm.clip_reward)
-        return Learned(batch, self.ppo.update(batch, rng))
+    def _batch(self, fragments: list[Fragment]) -> Batch:
+        return Batch.from_fragments(fragments, self.params, self.ret_rms, self.norm.clip_reward)
 
 
 class VTraceLearner(Learner):
@@ -131,17 +156,17 @@ class VTraceLearner(Learner):
         super().__init__(arch, params, norm, device, seed)
         self.rho_bar, self.c_bar = rho_bar, c_bar
 
+    def _batch(self, fragments: list[Fragment]) -> Batch:
+        return self.vtrace(fragments)
+
     def vtrace(self, fragments: list[Fragment]) -> Batch:
+        """The fragments scored by the current policy, with V-trace targets and advantages."""
         return vtrace_batch(fragments, self.arch, self.ppo.weights, self.params, self.ret_rms, self.norm.clip_reward,
                             self.rho_bar, self.c_bar)
 
 
 class APPOLearner(VTraceLearner):
     """APPO: PPO's clipped surrogate, epochs and minibatches on a V-trace batch scored once."""
-
-    def _update(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:
-        batch = self.vtrace(fragments)
-        return Learned(batch, self.ppo.update(batch, rng))
 
 
 class IMPALALearner(VTraceLearner):
@@ -152,7 +177,7 @@ class IMPALALearner(VTraceLearner):
 
     loss = staticmethod(impala_loss)
 
-    def _update(self, fragments: list[Fragment], rng: np.random.Generator) -> Learned:
+    def _update(self, batch: Batch, fragments: list[Fragment], rng: np.random.Generator) -> dict[str, float]:
         p, count = self.params, len(fragments)
         if p.num_minibatches is not None:  # that many learner batches per pass, whatever the fragment count
             groups = min(p.num_minibatches, count)
@@ -163,4 +188,8 @@ class IMPALALearner(VTraceLearner):
         for _ in range(p.update_epochs):
             for chunk in np.array_split(rng.permutation(count), groups):
                 stats = self.ppo.update(self.vtrace([fragments[i] for i in chunk]), rng, whole_batch=True)
-        return Learned(self.vtrace(fragments), stats)  # the detectors read the whole batch
+        return stats
+
+    def _rescored(self, batch: Batch, fragments: list[Fragment]) -> Batch:
+        """The whole batch scored again under the updated policy (IMPALA scores each step's batch afresh)."""
+        return self.vtrace(fragments)

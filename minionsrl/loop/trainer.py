@@ -25,7 +25,7 @@ from minionsrl.cost import CostLedger, RoundTimes
 from minionsrl.errors import ConfigError, Diverged
 from minionsrl.function import wire
 from minionsrl.learner import runtime
-from minionsrl.learner.detectors import detect
+from minionsrl.learner.detectors import DetectorPlan
 from minionsrl.learner.learners import Learned, Learner
 from minionsrl.loop import checkpoint
 from minionsrl.loop.gather import Gathered, TooFewReplies, fault_counts, slot_chains
@@ -43,16 +43,15 @@ class RoundResult:
     round: int
     n_actors: int
     sampled: Sampled
-    learned: Learned
-    detected: dict[str, float]
+    learned: Learned  # its detectors' columns and seconds too
     eval_return: float | None
     gathered: list[Gathered]  # every attempt of the round: training, evaluation, cancelled stragglers
     evaluated_after: list[Gathered]  # an evaluation after the update (its functions are projected, not waited for)
     learner_s: float  # the learner's part on a host of its own: update and detectors, less their wait for a CPU
     started: float  # perf_counter stamps of the round's phases
     sampled_at: float
-    learned_at: float
-    detected_at: float
+    learned_at: float  # update and detectors done
+    decided_at: float  # the stop decided (on the last round: stragglers abandoned); evaluation from here
     ended: float
 
 
@@ -118,8 +117,8 @@ class Trainer:
         self.session.close()  # its lock; on the way out of an error, a checkpoint's error is not the one to report
 
     def run_round(self) -> dict[str, Any]:
-        """One round: choose n, sample (beside the previous round's evaluation), learn, detect, evaluate, bill,
-        log, checkpoint."""
+        """One round: choose n, sample (beside the previous round's evaluation), learn and detect (before the update,
+        or after it), evaluate, bill, log, checkpoint."""
         cfg, p, started = self.cfg, self.progress, time.perf_counter()
         p.round += 1
         self.written = []
@@ -134,7 +133,8 @@ class Trainer:
             self._log_held_row(sampled.eval_return)
         self.session.wait()  # the previous round's checkpoint, written while this round sampled
         try:
-            learned = self.learner.learn(sampled.fragments, np.random.default_rng([cfg.seed, p.round]))
+            learned = self.learner.learn(sampled.fragments, np.random.default_rng([cfg.seed, p.round]),
+                                         self._detector_plan(len(sampled.fragments)))
         except Diverged as exc:  # the round is what the user needs to find it in metrics.csv
             raise Diverged(f"round {p.round}: {exc}") from None
         self.publisher.version = p.round  # the next publish carries this update
@@ -153,8 +153,7 @@ class Trainer:
         if p.stopped_by:  # abandon what is still in flight (billed for the time it ran)
             gathered.append(self.sampler.finish())
 
-        detected = self._detect(learned, len(sampled.fragments))
-        detected_at, learner_s = time.perf_counter(), self._own_s(sampled_at, waited)
+        decided_at, learner_s = time.perf_counter(), self._own_s(sampled_at, waited)
         eval_return, evaluated_after = None, []
         due = bool(cfg.eval_every) and p.round % cfg.eval_every == 0
         hold = due and not p.stopped_by and cfg.eval_overlap and self.sampler.evaluates_beside
@@ -165,8 +164,8 @@ class Trainer:
             gathered.append(evaluated)
             evaluated_after.append(evaluated)
             p.stopped_by = p.stopped_by or self._stop_reason(check_budget=False)  # this evaluation may reach the target
-        result = RoundResult(p.round, n, sampled, learned, detected, eval_return, gathered, evaluated_after,
-                             learner_s, started, sampled_at, learned_at, detected_at, time.perf_counter())
+        result = RoundResult(p.round, n, sampled, learned, eval_return, gathered, evaluated_after, learner_s, started,
+                             sampled_at, learned_at, decided_at, time.perf_counter())
         row = self._bill_and_log(result, hold)
         p.pending_eval = (p.round, n, cfg.eval_episodes) if hold else None
         p.stop_budget = self._budgets().get(p.stopped_by or "")
@@ -190,17 +189,16 @@ class Trainer:
         machine since then (``waited``: the wait counter at ``since``; :func:`minionsrl.learner.runtime.wait_s`)."""
         return max(time.perf_counter() - since - (runtime.wait_s() - waited), 0.0)
 
-    def _detect(self, learned: Learned, n: int) -> dict[str, float]:
-        """Curvature and noise scale of the loss on this round's batch, after the update: what the scaler
-        reads (``detectors=auto``), everything (``on``) or nothing (``off``)."""
-        mode = self.cfg.detectors
+    def _detector_plan(self, fragments: int) -> DetectorPlan | None:
+        """What the learner's detectors compute this round: what the scaler reads (``detectors=auto``), everything
+        (``on``) or nothing (``off``); the noise scale from one slice per fragment."""
+        mode, cfg = self.cfg.detectors, self.cfg
         wanted = {"curvature", "gns"} if mode == "on" else set() if mode == "off" else set(self.scaler.needs)
         if not wanted:
-            return {}
-        seed = invocation_seed(self.cfg.seed, self.round, 0, wire.SEED_STREAMS["detect"])
-        ppo = self.learner.ppo
-        return detect(wanted, ppo.arch, ppo.weights, learned.batch, ppo.params, n, seed, self.cfg.detector_samples,
-                      self.cfg.lanczos_iterations, kl_coef=ppo.kl_coef, tol=self.cfg.lanczos_tol)
+            return None
+        return DetectorPlan(frozenset(wanted), cfg.detector_placement, fragments,
+                            invocation_seed(cfg.seed, self.round, 0, wire.SEED_STREAMS["detect"]),
+                            cfg.detector_samples, cfg.lanczos_iterations, cfg.lanczos_tol)
 
     def _bill_and_log(self, r: RoundResult, hold: bool = False) -> dict[str, Any]:
         """Bill every attempt (failed ones, retries, duplicates and cancelled stragglers too, an evaluation in the
@@ -215,8 +213,8 @@ class Trainer:
         row = {
             "round": r.round, "env_steps": self.env_steps, "n_actors": r.n_actors, "wall_s": self.progress.wall(),
             "round_s": r.ended - r.started, "sample_s": r.sampled_at - r.started,
-            "learn_s": r.learned_at - r.sampled_at,
-            "detector_s": r.detected_at - r.learned_at, "eval_s": r.ended - r.detected_at,
+            "learn_s": r.learned_at - r.sampled_at - r.learned.detector_s,  # the detectors ran inside learn
+            "detector_s": r.learned.detector_s, "eval_s": r.ended - r.decided_at,
             "eval_return_mean": r.eval_return, "train_return_mean": float(np.mean(episodes)) if episodes else None,
             "episodes": len(episodes), "sps": batch_size / (r.ended - r.started),  # learning_rate: in the stats
             **r.learned.stats,
@@ -227,7 +225,7 @@ class Trainer:
             "cum_cost_server_usd": self.ledger.total_server_usd, "projected_round_s": bill.projected_round_s,
             "projected_learner_s": r.learner_s, "cost_storage_usd": bill.storage_usd,
             "cold_starts": sum(a.reply.record.cold for a in attempts),
-            "scaler_score": self.scaler.score, **r.detected, **fault_counts(attempts, lost), **r.sampled.extra,
+            "scaler_score": self.scaler.score, **r.learned.detected, **fault_counts(attempts, lost), **r.sampled.extra,
         }
         self.progress.recent_costs.append(bill.cost_serverless_usd)
         self.progress.recent_projected.append(bill.projected_round_s)
