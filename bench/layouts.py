@@ -6,8 +6,10 @@ Arms 8x512, 32x128, 64x64, 128x32; seeds 1-3 first, then 4-5. Two trainings at a
 appends one JSON line to bench/out/layouts.jsonl, and a run whose summary.json exists is not run again, so a
 cut session resumes where it stopped.
 
-    .venv/bin/python bench/layouts.py                 # run what is missing, then print the tables
+    .venv/bin/python bench/layouts.py                 # run what is missing, then print the table per arm
+                                                      # and the eval return per round (vs 8x512)
     .venv/bin/python bench/layouts.py --reuse         # only re-render from bench/out/layouts.jsonl
+    .venv/bin/python bench/layouts.py --seeds 6 7 8 9 10   # more seeds (the table shows --seeds only)
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ RUNS = OUT / "layouts"
 CLI = str(Path(sys.executable).parent / "minionsrl")
 ARMS = (8, 32, 64, 128)
 BATCH = 4096
-AT_ROUNDS = (10, 30, 60)  # eval return at equal rounds (= equal env steps: every arm has the same batch)
+AT_ROUNDS = (30, 60)  # eval return at equal rounds (= equal env steps: every arm has the same batch)
 COMMON = ["--env-id", "Hopper-v5", "--preset", "mujoco", "--total-timesteps", "300000", "--batch-size",
           str(BATCH), "--max-concurrency", "16", "--eval-every", "10", "--eval-episodes", "5", "--no-progress",
           "--no-tensorboard"]
@@ -86,6 +88,7 @@ def diff_ci(a: list[float], b: list[float], draws: int = 2000, seed: int = 0) ->
 
 
 def table(records: list[dict[str, Any]]) -> str:
+    """One row per arm: means over seeds with bootstrap 95% intervals, and the final eval against 8x512."""
     rows = []
     ref = [r["final_eval"] for r in records if r["actors"] == ARMS[0]]
     for n in ARMS:
@@ -94,21 +97,34 @@ def table(records: list[dict[str, Any]]) -> str:
             continue
         final = [r["final_eval"] for r in rs]
         at = [mean_ci([r["evals"][str(k)] for r in rs if str(k) in r["evals"]]) for k in AT_ROUNDS]
+        every = mean_ci([statistics.fmean(r["evals"].values()) for r in rs])
         rows.append([f"{n}x{BATCH // n}", ",".join(str(r["seed"]) for r in rs), mean_ci(final),
                      diff_ci(final, ref) if n != ARMS[0] else "—", mean_ci([r["train_last100"] for r in rs]), *at,
+                     every,
                      statistics.median(r["projected_round_s"] for r in rs),
                      statistics.fmean(r["projected_cloud_s"] for r in rs),
                      statistics.fmean(r["cost_usd"] for r in rs)])
     headers = ["layout", "seeds", "final eval return", f"vs {ARMS[0]}x{BATCH // ARMS[0]}", "train return last100",
-               *(f"eval @ round {k}" for k in AT_ROUNDS), "median projected round s", "projected s / run",
-               "serverless $ / run"]
-    return markdown_table(headers, rows, digits=[0] * (5 + len(AT_ROUNDS)) + [2, 0, 4])
+               *(f"eval @ round {k}" for k in AT_ROUNDS), "mean of all evals", "median projected round s",
+               "projected s / run", "serverless $ / run"]
+    return markdown_table(headers, rows, digits=[0] * (6 + len(AT_ROUNDS)) + [2, 0, 4])
+
+
+def curve(records: list[dict[str, Any]]) -> str:
+    """Eval return at each evaluated round: the mean per arm and, beside it, the difference to 8x512."""
+    def at(n: int, k: str) -> list[float]:
+        return [r["evals"][k] for r in records if r["actors"] == n and k in r["evals"]]
+
+    rounds = sorted({k for r in records for k in r["evals"]}, key=int)
+    rows = [[f"{k} ({round(int(k) * BATCH / 1000)}k)", *(f"{np.mean(at(n, k)):,.0f}" + (
+        f" ({diff_ci(at(n, k), at(ARMS[0], k))})" if n != ARMS[0] else "") for n in ARMS)] for k in rounds]
+    return markdown_table(["round (env steps)", *(f"{n}x{BATCH // n}" for n in ARMS)], rows)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reuse", action="store_true", help="only re-render from the results already measured")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="run and tabulate these")
     parser.add_argument("--jobs", type=int, default=2, help="trainings at a time (the machine has 2 cores)")
     args = parser.parse_args()
     if not args.reuse:
@@ -126,7 +142,8 @@ def main() -> None:
                     continue
                 append_jsonl(RESULTS, rec)
                 log(f"{n}x{BATCH // n} seed {s}: final eval {rec['final_eval']:.0f}, wall {rec['wall_s']:.0f} s")
-    print(table(load_jsonl(RESULTS)))
+    records = [r for r in load_jsonl(RESULTS) if r["seed"] in args.seeds]
+    print(table(records), curve(records), sep="\n\n")
 
 
 if __name__ == "__main__":
