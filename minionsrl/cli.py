@@ -165,20 +165,21 @@ def cmd_train(args: argparse.Namespace) -> int:
     from minionsrl.build import make_trainer
     from minionsrl.experiments.training import run_trainer
     from minionsrl.loop import tracking
-    from minionsrl.progress import TrainingDisplay
+    from minionsrl.progress import TrainingDisplay, print_summary
 
     cfg, resume = train_config(args)
     tracking.check(cfg)
     trainer = make_trainer(cfg, resume=resume)
     try:
         with TrainingDisplay(trainer.cfg, enabled=trainer.cfg.progress, start_steps=trainer.env_steps,
-                             start_round=trainer.round) as display:
+                             start_round=trainer.round,
+                             projected_s=lambda: trainer.ledger.total_projected_s) as display:
             summary = run_trainer(trainer, on_round=display.update)  # the rounds, the plots (and W&B: --track)
     except KeyboardInterrupt:
         raise Interrupted(f"continue with --resume --run-dir {shlex.quote(str(trainer.run_dir))}") from None
     except ClusterLost as exc:  # the one line names the run to resume
         raise ClusterLost(f"{exc} --run-dir {shlex.quote(str(trainer.run_dir))}") from None
-    display.print_summary(summary, trainer.run_dir)
+    print_summary(summary, trainer.run_dir)
     return 0
 
 
