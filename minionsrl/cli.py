@@ -23,8 +23,24 @@ class Interrupted(KeyboardInterrupt):
     """Ctrl-C during a run: its message says how to continue it."""
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's default in its help, unless there is none to show (None, a switch's False, a config flag's
+    default, which its help states itself)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False) or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a bad flag is one line (no usage block) and exit code 2, like every other bad input."""
+    """argparse, but a bad flag is one line (no usage block) and exit code 2, like every other bad input; a flag
+    is never abbreviated (``--learning-rat`` is an error, not ``--learning-rate``), and the help shows defaults.
+    Subcommands' parsers are of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, allow_abbrev=False, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"minionsrl: error: {one_line(redact_text(message))}; see `{self.prog} --help`\n")
@@ -60,9 +76,12 @@ _FLAG_KINDS: dict[str, dict[str, Any]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from minionsrl import __version__
+
     parser = _Parser(prog="minionsrl", description="Deep RL with serverless actors.")
+    parser.add_argument("--version", action="version", version=f"minionsrl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    train = sub.add_parser("train", help="train a policy", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    train = sub.add_parser("train", help="train a policy")
     train.add_argument("--config", metavar="FILE.yaml", help="YAML file with any config fields")
     train.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its checkpoint")
     _add_config_flags(train)
