@@ -143,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="evaluate a trained run's policy")
     ev.add_argument("--run-dir", required=True, help="run directory written by `minionsrl train`")
+    ev.add_argument("--which", choices=("latest", "best"), default="latest",
+                    help="the last round's policy, or the one with the best evaluation return "
+                    "(checkpoints/best.safetensors)")
     ev.add_argument("--episodes", type=int, default=10, help="episodes to run")
     ev.add_argument("--seed", type=int, default=10_000, help="seed of the first episode")
     ev.add_argument("--capture-video", action="store_true", help="record MP4 videos into RUN_DIR/videos")
@@ -324,7 +327,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from minionsrl.experiments.evaluate import evaluate_run
 
     result = evaluate_run(args.run_dir, episodes=args.episodes, seed=args.seed, capture_video=args.capture_video,
-                          trust_run_code=args.trust_run_code)
+                          trust_run_code=args.trust_run_code, which=args.which)
     print(json.dumps(result, indent=2))
     return 0
 

@@ -34,17 +34,23 @@ from minionsrl.loop import checkpoint
 __all__ = ["Policy", "load_policy"]
 
 
+WHICH = {"latest": checkpoint.LATEST, "best": checkpoint.BEST}  # a run dir's policies, by name
+
+
 def load_policy(path: str | Path, seed: int | None = None, what: str = "load_policy",
-                trust_run_code: bool = False) -> Policy:
-    """The policy of a run directory (its latest checkpoint) or of one checkpoint file in it
-    (``RUN_DIR/checkpoints/round-NNNNN.safetensors``). ``seed`` seeds the draws of ``predict(obs,
+                trust_run_code: bool = False, which: str = "latest") -> Policy:
+    """The policy of a run directory or of one checkpoint file in it (``RUN_DIR/checkpoints/round-NNNNN.safetensors``).
+    Of a run directory, ``which`` policy: ``"latest"`` (the last round's) or ``"best"`` (the one with the best
+    evaluation return, ``checkpoints/best.safetensors``). ``seed`` seeds the draws of ``predict(obs,
     deterministic=False)``; ``what`` names the input in errors. A custom entry point in the run's config is
     imported from ``sys.path`` as it stands; ``trust_run_code`` also imports it from the run directory, then
     the current folder (code shipped with the run: trust it first).
 
     Raises :class:`~minionsrl.errors.ConfigError` (a ``ValueError``) naming the problem when the path holds no
     run or checkpoint, or when either fails the checks."""
-    run_dir, ckpt = _locate(Path(path))
+    if which not in WHICH:
+        raise ConfigError(f"{what}: which={which!r}; choose one of {', '.join(map(repr, WHICH))}")
+    run_dir, ckpt = _locate(Path(path), WHICH[which])
     with search_for_env_code([run_dir, Path.cwd()] if trust_run_code else []):
         cfg, info = run_config(run_dir / "config.yaml", what)
     try:
@@ -53,7 +59,8 @@ def load_policy(path: str | Path, seed: int | None = None, what: str = "load_pol
         reason = type(exc.__cause__).__name__ if exc.__cause__ is not None else str(exc).partition("(")[2][:-1]
         raise ConfigError(f"{what}: checkpoint {str(ckpt)!r} cannot be read ({reason})") from exc
     if state is None:
-        raise ConfigError(f"{what}: {str(run_dir)!r} has no checkpoint yet ({ckpt.name})")
+        unevaluated = " (no evaluation has run yet, or the run predates best checkpoints)" if which == "best" else ""
+        raise ConfigError(f"{what}: {str(run_dir)!r} has no checkpoint yet ({ckpt.name}){unevaluated}")
     arch = PolicyArch.of(info, cfg.hidden_sizes)
     obs_mean = obs_var = None
     if cfg.normalize_obs:
@@ -138,13 +145,13 @@ class Policy:
         return f"Policy({self.env_id}, round {self.round}, {self.arch.net} {kind}, {self.arch.action_dim} actions)"
 
 
-def _locate(path: Path) -> tuple[Path, Path]:
-    """(run dir, checkpoint file) for a run directory or one of its checkpoint files."""
+def _locate(path: Path, name: str = checkpoint.LATEST) -> tuple[Path, Path]:
+    """(run dir, checkpoint file) for a run directory (its checkpoint ``name``) or one of its checkpoint files."""
     if path.is_dir():
         if not (path / "config.yaml").exists():
             raise ConfigError(f"load_policy: {str(path)!r} holds no run (no config.yaml); pass a run directory "
                               "written by `minionsrl train` or a checkpoint file in it")
-        return path, path / "checkpoints" / checkpoint.LATEST
+        return path, path / "checkpoints" / name
     if path.is_file():
         for run_dir in (path.parent.parent, path.parent):  # RUN_DIR/checkpoints/X.safetensors, or beside it
             if (run_dir / "config.yaml").exists():
