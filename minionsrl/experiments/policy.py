@@ -1,4 +1,4 @@
-"""A trained policy in code: ``minionsrl.load_policy(run_dir).predict(obs)``, on NumPy alone.
+"""A trained policy in code: ``minionsrl.load_policy(run_dir).act(obs)``, on NumPy alone; :func:`evaluate`.
 
 The policy runs exactly as rollout functions run it: the run's weights in
 :class:`~minionsrl.function.numpy_policy.NumpyPolicy` (or the Nature CNN), observations normalised with the
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -31,7 +31,15 @@ from minionsrl.function.normalization import ObsNormalizer, RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch, param_shapes
 from minionsrl.loop import checkpoint
 
-__all__ = ["Policy", "load_policy"]
+__all__ = ["Policy", "Prediction", "evaluate", "load_policy"]
+
+
+class Prediction(NamedTuple):
+    """What :meth:`Policy.predict` returns, as Stable-Baselines3's ``predict`` does: ``action, state =
+    policy.predict(obs)``. ``state`` is always None (the policies are feed-forward)."""
+
+    action: Any
+    state: None
 
 
 WHICH = {"latest": checkpoint.LATEST, "best": checkpoint.BEST}  # a run dir's policies, by name
@@ -91,7 +99,14 @@ class Policy:
             self._low = np.asarray(info.action_low, dtype=np.float32)
             self._high = np.asarray(info.action_high, dtype=np.float32)
 
-    def predict(self, obs: Any, deterministic: bool = True) -> Any:
+    def predict(self, obs: Any, state: None = None, episode_start: Any = None,
+                deterministic: bool = True) -> Prediction:
+        """``(action, None)`` for ``obs``, Stable-Baselines3's shape (``action, _ = policy.predict(obs)``), so that
+        code written for it runs; ``state`` and ``episode_start`` are accepted and ignored (no recurrent state).
+        The action is :meth:`act`'s; unlike SB3, ``deterministic`` defaults to True."""
+        return Prediction(self.act(obs, deterministic), None)
+
+    def act(self, obs: Any, deterministic: bool = True) -> Any:
         """The action for one observation, or an array of actions for a batch ``(B, *observation shape)``.
 
         Discrete: an ``int`` (a batch: int64 array). Continuous: a float32 array clipped to the action space's
@@ -219,3 +234,34 @@ def _obs_rms(saved: Any, obs_dim: int, ckpt: Path) -> RunningMeanStd:
     if not (np.isfinite(rms.mean).all() and np.isfinite(rms.var).all() and (rms.var >= 0).all()):
         raise ConfigError(f"{where}: its observation statistics are not finite non-negative variances")
     return rms
+
+
+def evaluate(policy: Policy | str | Path, env: gym.Env | str | None = None, n_episodes: int = 10,
+             deterministic: bool = True, seed: int = 10_000) -> tuple[float, float]:
+    """``(mean, std)`` of the returns of ``n_episodes`` episodes of ``policy``, Stable-Baselines3's
+    ``evaluate_policy`` shape. ``policy``: a :class:`Policy`, or a run directory or checkpoint to load one from;
+    ``env``: an env (left open), an env id (built as the rollout functions build it), or None for the run's own
+    env. Episode ``i`` is reset with ``seed + i`` (the default is ``minionsrl eval``'s, so both agree); returns are
+    the env's raw rewards over full games (Atari), as the run's evaluations count them."""
+    from minionsrl.function.rollout import evaluate as run_episodes  # the rollout functions' evaluation loop
+
+    if not isinstance(policy, Policy):
+        policy = load_policy(policy, what="evaluate")
+    if n_episodes < 1:
+        raise ConfigError(f"evaluate: n_episodes={n_episodes} must be >= 1")
+    if env is None or env == policy.env_id:
+        built: gym.Env | None = policy.make_env()
+    elif isinstance(env, str):
+        built = make_env(EnvSpec(env, {}))
+    elif isinstance(env, gym.Env):
+        built = None
+    else:
+        raise ConfigError(f"evaluate: env is a {type(env).__name__}; pass a gymnasium.Env (not a vector env), an "
+                          "env id, or None for the run's own env")
+    choose = None if deterministic else (lambda obs: policy.act(obs, deterministic=False))
+    try:
+        returns, _ = run_episodes(built or env, policy.snapshot, policy._net, n_episodes, seed, choose)
+    finally:
+        if built is not None:
+            built.close()
+    return float(returns.mean()), float(returns.std())
