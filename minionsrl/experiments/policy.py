@@ -49,7 +49,7 @@ def load_policy(path: str | Path, seed: int | None = None, what: str = "load_pol
                 trust_run_code: bool = False, which: str = "latest") -> Policy:
     """The policy of a run directory or of one checkpoint file in it (``RUN_DIR/checkpoints/round-NNNNN.safetensors``).
     Of a run directory, ``which`` policy: ``"latest"`` (the last round's) or ``"best"`` (the one with the best
-    evaluation return, ``checkpoints/best.safetensors``). ``seed`` seeds the draws of ``predict(obs,
+    evaluation return, ``checkpoints/best.safetensors``). ``seed`` seeds the draws of ``act(obs,
     deterministic=False)``; ``what`` names the input in errors. A custom entry point in the run's config is
     imported from ``sys.path`` as it stands; ``trust_run_code`` also imports it from the run directory, then
     the current folder (code shipped with the run: trust it first).
