@@ -6,8 +6,11 @@ pay for the learner's framework. The Python API is loaded on first use:
 - ``minionsrl.train(cfg, resume=False) -> dict``: train the run a :class:`TrainConfig` describes, exactly as
   ``minionsrl train`` does, and return its summary (:mod:`minionsrl.experiments.training`);
 - ``minionsrl.TrainConfig``: the run configuration (:mod:`minionsrl.config`);
-- ``minionsrl.load_policy(run_dir_or_checkpoint) -> Policy``: a trained policy whose
-  ``predict(obs, deterministic=True)`` runs on NumPy alone (:mod:`minionsrl.experiments.policy`).
+- ``minionsrl.load_policy(run_dir_or_checkpoint, which="latest") -> Policy``: a trained policy (``which="best"``:
+  the one with the best evaluation) whose ``act(obs)`` (and SB3's ``action, _ = predict(obs)``) runs on NumPy
+  alone (:mod:`minionsrl.experiments.policy`);
+- ``minionsrl.evaluate(policy, env_or_id=None, n_episodes=10, deterministic=True, seed=10_000) -> (mean, std)``:
+  SB3's ``evaluate_policy`` shape.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ _LAZY = {
     "train": "minionsrl.experiments.training",
     "load_policy": "minionsrl.experiments.policy",
     "Policy": "minionsrl.experiments.policy",
+    "evaluate": "minionsrl.experiments.policy",
 }
-__all__ = ["Policy", "TrainConfig", "__version__", "load_policy", "train"]
+__all__ = ["Policy", "TrainConfig", "__version__", "evaluate", "load_policy", "train"]
 
 
 def __getattr__(name: str) -> Any:

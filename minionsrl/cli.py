@@ -23,8 +23,24 @@ class Interrupted(KeyboardInterrupt):
     """Ctrl-C during a run: its message says how to continue it."""
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's default in its help, unless there is none to show (None, a switch's False, a config flag's
+    default, which its help states itself)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False) or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a bad flag is one line (no usage block) and exit code 2, like every other bad input."""
+    """argparse, but a bad flag is one line (no usage block) and exit code 2, like every other bad input; a flag
+    is never abbreviated (``--learning-rat`` is an error, not ``--learning-rate``), and the help shows defaults.
+    Subcommands' parsers are of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, allow_abbrev=False, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"minionsrl: error: {one_line(redact_text(message))}; see `{self.prog} --help`\n")
@@ -60,9 +76,12 @@ _FLAG_KINDS: dict[str, dict[str, Any]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from minionsrl import __version__
+
     parser = _Parser(prog="minionsrl", description="Deep RL with serverless actors.")
+    parser.add_argument("--version", action="version", version=f"minionsrl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    train = sub.add_parser("train", help="train a policy", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    train = sub.add_parser("train", help="train a policy")
     train.add_argument("--config", metavar="FILE.yaml", help="YAML file with any config fields")
     train.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its checkpoint")
     _add_config_flags(train)
@@ -124,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="evaluate a trained run's policy")
     ev.add_argument("--run-dir", required=True, help="run directory written by `minionsrl train`")
+    ev.add_argument("--which", choices=("latest", "best"), default="latest",
+                    help="the last round's policy, or the one with the best evaluation return "
+                    "(checkpoints/best.safetensors)")
     ev.add_argument("--episodes", type=int, default=10, help="episodes to run")
     ev.add_argument("--seed", type=int, default=10_000, help="seed of the first episode")
     ev.add_argument("--capture-video", action="store_true", help="record MP4 videos into RUN_DIR/videos")
@@ -165,20 +187,21 @@ def cmd_train(args: argparse.Namespace) -> int:
     from minionsrl.build import make_trainer
     from minionsrl.experiments.training import run_trainer
     from minionsrl.loop import tracking
-    from minionsrl.progress import TrainingDisplay
+    from minionsrl.progress import TrainingDisplay, print_summary
 
     cfg, resume = train_config(args)
     tracking.check(cfg)
     trainer = make_trainer(cfg, resume=resume)
     try:
         with TrainingDisplay(trainer.cfg, enabled=trainer.cfg.progress, start_steps=trainer.env_steps,
-                             start_round=trainer.round) as display:
+                             start_round=trainer.round,
+                             projected_s=lambda: trainer.ledger.total_projected_s) as display:
             summary = run_trainer(trainer, on_round=display.update)  # the rounds, the plots (and W&B: --track)
     except KeyboardInterrupt:
         raise Interrupted(f"continue with --resume --run-dir {shlex.quote(str(trainer.run_dir))}") from None
     except ClusterLost as exc:  # the one line names the run to resume
         raise ClusterLost(f"{exc} --run-dir {shlex.quote(str(trainer.run_dir))}") from None
-    display.print_summary(summary, trainer.run_dir)
+    print_summary(summary, trainer.run_dir)
     return 0
 
 
@@ -304,7 +327,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from minionsrl.experiments.evaluate import evaluate_run
 
     result = evaluate_run(args.run_dir, episodes=args.episodes, seed=args.seed, capture_video=args.capture_video,
-                          trust_run_code=args.trust_run_code)
+                          trust_run_code=args.trust_run_code, which=args.which)
     print(json.dumps(result, indent=2))
     return 0
 

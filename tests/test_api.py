@@ -52,7 +52,7 @@ def _returns(policy, episodes: int, seed: int) -> list[float]:
         obs, _ = env.reset(seed=seed + ep)
         total, done = 0.0, False
         while not done:
-            obs, reward, term, trunc, _ = env.step(policy.predict(obs))
+            obs, reward, term, trunc, _ = env.step(policy.act(obs))
             total += float(reward)
             done = term or trunc
         returns.append(total)
@@ -80,18 +80,18 @@ def test_cartpole_single_and_batch_predictions_agree_with_the_numpy_policy(cartp
     env = gym.make("CartPole-v1")
     obs = np.stack([env.reset(seed=s)[0] for s in range(64)]) + np.random.default_rng(0).normal(
         0, 0.5, (64, 4)).astype(np.float32)  # spread the states so both actions occur
-    batch = policy.predict(obs)
+    batch = policy.act(obs)
     assert batch.shape == (64,) and batch.dtype == np.int64
-    singles = [policy.predict(o) for o in obs]
+    singles = [policy.act(o) for o in obs]
     assert all(type(a) is int and env.action_space.contains(a) for a in singles)
     assert singles == batch.tolist()
     assert batch.tolist() == np.argmax(net.forward(obs)[0], axis=-1).tolist()  # greedy
     assert policy.value(obs[0]) == pytest.approx(float(net.forward(obs[0])[1]), rel=1e-5)
     # stochastic predictions draw from the policy's distribution, seeded
-    draws = [minionsrl.load_policy(run_dir, seed=3).predict(obs, deterministic=False) for _ in range(2)]
+    draws = [minionsrl.load_policy(run_dir, seed=3).act(obs, deterministic=False) for _ in range(2)]
     assert draws[0].tolist() == draws[1].tolist()
     with pytest.raises(ValueError, match="shape"):
-        policy.predict(np.zeros(5))
+        policy.act(np.zeros(5))
 
 
 def test_driving_cartpole_reproduces_the_runs_evaluation(cartpole_run):
@@ -123,12 +123,12 @@ def test_pendulum_applies_the_saved_normalisation_and_clips(pendulum_run):
     normalised = np.clip((obs - mean) / np.sqrt(var + 1e-8), -10.0, 10.0).astype(np.float32)
     head = net.forward(normalised)[0]
     expected = np.clip(head, -2.0, 2.0)
-    batch = policy.predict(obs)
+    batch = policy.act(obs)
     assert batch.shape == (32, 1) and batch.dtype == np.float32
     np.testing.assert_allclose(batch, expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(policy.predict(obs[0]), expected[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(policy.act(obs[0]), expected[0], rtol=1e-5, atol=1e-6)
     assert np.abs(net.forward(obs)[0] - head).max() > 1e-4  # the raw observations would give other actions
-    sampled = policy.predict(obs, deterministic=False)  # noise added, then clipped to the bounds
+    sampled = policy.act(obs, deterministic=False)  # noise added, then clipped to the bounds
     assert np.all(sampled >= -2.0) and np.all(sampled <= 2.0) and not np.allclose(sampled, batch)
     assert _returns(policy, 2, 900) == evaluate_run(pendulum_run, episodes=2, seed=900)["returns"]
 
@@ -164,15 +164,15 @@ def test_atari_frame_stacks_from_the_env_wrapper(tmp_path):
     stacks = []
     for t in range(16):
         stacks.append(obs)
-        obs, *_ = env.step(policy.predict(obs) if t % 2 else env.action_space.sample())
+        obs, *_ = env.step(policy.act(obs) if t % 2 else env.action_space.sample())
     env.close()
     stacks = np.stack(stacks)
     assert stacks.dtype == np.uint8 and stacks.shape == (16, 4, 84, 84)
-    batch = policy.predict(stacks)
+    batch = policy.act(stacks)
     greedy = np.argmax(make_numpy_policy(arch, params).forward(stacks)[0], axis=-1)
-    assert batch.tolist() == greedy.tolist() == [policy.predict(s) for s in stacks]
+    assert batch.tolist() == greedy.tolist() == [policy.act(s) for s in stacks]
     with pytest.raises(ValueError, match="uint8"):
-        policy.predict(stacks[0].astype(np.float32) / 255)
+        policy.act(stacks[0].astype(np.float32) / 255)
 
 
 def test_the_readme_examples_run(cartpole_run):
@@ -226,7 +226,7 @@ _DRIVE = """
         obs, _ = env.reset(seed=100 + ep)
         total, done = 0.0, False
         while not done:
-            obs, reward, term, trunc, _ = env.step(policy.predict(obs))
+            obs, reward, term, trunc, _ = env.step(policy.act(obs))
             total, done = total + reward, term or trunc
         returns.append(total)
     print(json.dumps({{"returns": returns, "jax": "jax" in sys.modules, "torch": "torch" in sys.modules,
@@ -387,3 +387,41 @@ def test_track_without_wandb_is_refused_before_any_work(tmp_path, monkeypatch, c
     assert not (tmp_path / "r").exists()
     with pytest.raises(ConfigError, match="wandb"):
         minionsrl.train(TrainConfig(track=True, max_rounds=1, run_dir=str(tmp_path / "r")))
+
+
+# -- what an SB3 user reaches for ------------------------------------------------------------------
+def test_predict_unpacks_as_stable_baselines3s(cartpole_run, pendulum_run):
+    cart = minionsrl.load_policy(cartpole_run[0])
+    obs = np.array([0.01, -0.02, 0.03, 0.04], dtype=np.float32)
+    action, state = cart.predict(obs)  # SB3: `action, _states = model.predict(obs)`; before: TypeError on an int
+    assert (action, state) == (cart.act(obs), None) and cart.predict(obs, deterministic=True).action == action
+    pend = minionsrl.load_policy(pendulum_run)
+    obs = pend.make_env().reset(seed=0)[0]
+    action, state = pend.predict(obs, state=None, episode_start=None)  # a Box action is not unpacked into floats
+    assert action.shape == (1,) and state is None
+    np.testing.assert_array_equal(action, pend.act(obs))
+
+
+def test_evaluate_is_sb3s_evaluate_policy_and_agrees_with_minionsrl_eval(cartpole_run):
+    import gymnasium as gym
+
+    run_dir, _ = cartpole_run
+    assert "evaluate" in minionsrl.__all__
+    expected = evaluate_run(run_dir, episodes=3, seed=100)
+    policy = minionsrl.load_policy(run_dir)
+    mean, std = minionsrl.evaluate(policy, "CartPole-v1", n_episodes=3, seed=100)
+    assert (mean, std) == (expected["return_mean"], expected["return_std"])
+    assert minionsrl.evaluate(run_dir, n_episodes=3, seed=100) == (mean, std)  # a run dir, the run's env
+    env = gym.make("CartPole-v1")
+    assert minionsrl.evaluate(policy, env, n_episodes=3, seed=100) == (mean, std)
+    env.close()
+    sampled, _ = minionsrl.evaluate(policy, n_episodes=2, deterministic=False)
+    assert sampled > 0
+    with pytest.raises(ConfigError, match="evaluate: env is a dict"):
+        minionsrl.evaluate(policy, {"id": "CartPole-v1"})
+
+
+def test_the_package_declares_its_type_hints():
+    root = Path(minionsrl.__file__).parent
+    assert (root / "py.typed").exists()
+    assert '"py.typed"' in (root.parent / "pyproject.toml").read_text()

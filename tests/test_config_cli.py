@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -330,3 +333,46 @@ def test_inconsistent_learner_and_detector_settings_are_one_line(tmp_path, capsy
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and expected in err[0], (argv, err)
     assert not (tmp_path / "r").exists()
+
+
+# -- the command's hygiene -------------------------------------------------------------------------
+@pytest.mark.parametrize("flag", ["--learning-rat", "--total-timestep", "--lr"])
+def test_no_flag_is_abbreviated(flag, tmp_path, capsys):
+    # before allow_abbrev=False the first two were taken as --learning-rate and --total-timesteps, and --lr as an
+    # invalid choice of --lr-batch-scaling
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", flag, "1000", *FAST, "--run-dir", str(tmp_path / "r")])
+    assert exit_info.value.code == 2
+    assert f"unrecognized arguments: {flag} 1000" in _error_line(capsys)
+    assert not (tmp_path / "r").exists()
+
+
+def _parsers(parser, name="minionsrl"):
+    """Every parser of the command, subcommands' (and theirs) included, with its name."""
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from _parsers(sub, f"{name} {sub_name}")
+
+
+def test_every_subcommand_shows_its_defaults_and_abbreviates_nothing():
+    for name, parser in _parsers(cli.build_parser()):
+        assert parser.allow_abbrev is False, name
+        text = " ".join(parser.format_help().split())
+        for action in parser._actions:
+            if action.help and action.default not in (None, False, argparse.SUPPRESS):
+                assert f"(default: {action.default})" in text, (name, action.dest)
+    evaluate = dict(_parsers(cli.build_parser()))["minionsrl eval"]
+    assert "(default: 10)" in " ".join(evaluate.format_help().split())  # --episodes: `eval --help` showed none
+
+
+def test_version_and_python_dash_m(capsys, subprocess_env):
+    from minionsrl import __version__
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"minionsrl {__version__}"
+    done = subprocess.run([sys.executable, "-m", "minionsrl", "--version"], capture_output=True, text=True,
+                          env=subprocess_env, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, f"minionsrl {__version__}")

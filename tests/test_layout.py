@@ -80,7 +80,7 @@ LAYERS = [
     ("minionsrl.loop",),
     ("minionsrl.build",),
     ("minionsrl.experiments", "minionsrl.progress"),
-    ("minionsrl.cli",),
+    ("minionsrl.cli", "minionsrl.__main__"),
 ]
 
 

@@ -15,9 +15,9 @@ from minionsrl.function.rollout import evaluate
 
 
 def evaluate_run(run_dir: str | Path, episodes: int = 10, seed: int = 10_000,
-                 capture_video: bool = False, trust_run_code: bool = False) -> dict[str, Any]:
-    """Load the latest checkpoint of ``run_dir`` and evaluate its deterministic policy (``trust_run_code``: see
-    :func:`~minionsrl.experiments.policy.load_policy`)."""
+                 capture_video: bool = False, trust_run_code: bool = False, which: str = "latest") -> dict[str, Any]:
+    """Load ``which`` policy of ``run_dir`` (``"latest"`` or ``"best"``) and evaluate it, deterministic
+    (``trust_run_code``, ``which``: see :func:`~minionsrl.experiments.policy.load_policy`)."""
     run_dir = Path(run_dir)
     if episodes < 1:
         raise ConfigError(f"--episodes: {episodes} must be >= 1")
@@ -28,7 +28,7 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, seed: int = 10_000,
     if capture_video:  # MP4s need moviepy; classic-control and Box2D frames need pygame (pygame-ce)
         require_extra("--capture-video", "video")
     # the run dir checked as training checks its input
-    policy = load_policy(run_dir, what="--run-dir", trust_run_code=trust_run_code)
+    policy = load_policy(run_dir, what="--run-dir", trust_run_code=trust_run_code, which=which)
     snapshot = policy.snapshot
 
     env = make_env(EnvSpec(policy.config.env_id, policy.config.env_kwargs),
@@ -42,7 +42,7 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, seed: int = 10_000,
     finally:
         env.close()
     result: dict[str, Any] = {
-        "run_dir": str(run_dir), "round": policy.round, "episodes": episodes,
+        "run_dir": str(run_dir), "which": which, "round": policy.round, "episodes": episodes,
         "return_mean": float(returns.mean()), "return_std": float(returns.std()),
         "length_mean": float(lengths.mean()), "returns": returns.tolist(),
     }

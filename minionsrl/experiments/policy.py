@@ -1,4 +1,4 @@
-"""A trained policy in code: ``minionsrl.load_policy(run_dir).predict(obs)``, on NumPy alone.
+"""A trained policy in code: ``minionsrl.load_policy(run_dir).act(obs)``, on NumPy alone; :func:`evaluate`.
 
 The policy runs exactly as rollout functions run it: the run's weights in
 :class:`~minionsrl.function.numpy_policy.NumpyPolicy` (or the Nature CNN), observations normalised with the
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -31,20 +31,34 @@ from minionsrl.function.normalization import ObsNormalizer, RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch, param_shapes
 from minionsrl.loop import checkpoint
 
-__all__ = ["Policy", "load_policy"]
+__all__ = ["Policy", "Prediction", "evaluate", "load_policy"]
+
+
+class Prediction(NamedTuple):
+    """What :meth:`Policy.predict` returns, as Stable-Baselines3's ``predict`` does: ``action, state =
+    policy.predict(obs)``. ``state`` is always None (the policies are feed-forward)."""
+
+    action: Any
+    state: None
+
+
+WHICH = {"latest": checkpoint.LATEST, "best": checkpoint.BEST}  # a run dir's policies, by name
 
 
 def load_policy(path: str | Path, seed: int | None = None, what: str = "load_policy",
-                trust_run_code: bool = False) -> Policy:
-    """The policy of a run directory (its latest checkpoint) or of one checkpoint file in it
-    (``RUN_DIR/checkpoints/round-NNNNN.safetensors``). ``seed`` seeds the draws of ``predict(obs,
+                trust_run_code: bool = False, which: str = "latest") -> Policy:
+    """The policy of a run directory or of one checkpoint file in it (``RUN_DIR/checkpoints/round-NNNNN.safetensors``).
+    Of a run directory, ``which`` policy: ``"latest"`` (the last round's) or ``"best"`` (the one with the best
+    evaluation return, ``checkpoints/best.safetensors``). ``seed`` seeds the draws of ``act(obs,
     deterministic=False)``; ``what`` names the input in errors. A custom entry point in the run's config is
     imported from ``sys.path`` as it stands; ``trust_run_code`` also imports it from the run directory, then
     the current folder (code shipped with the run: trust it first).
 
     Raises :class:`~minionsrl.errors.ConfigError` (a ``ValueError``) naming the problem when the path holds no
     run or checkpoint, or when either fails the checks."""
-    run_dir, ckpt = _locate(Path(path))
+    if which not in WHICH:
+        raise ConfigError(f"{what}: which={which!r}; choose one of {', '.join(map(repr, WHICH))}")
+    run_dir, ckpt = _locate(Path(path), WHICH[which])
     with search_for_env_code([run_dir, Path.cwd()] if trust_run_code else []):
         cfg, info = run_config(run_dir / "config.yaml", what)
     try:
@@ -53,7 +67,8 @@ def load_policy(path: str | Path, seed: int | None = None, what: str = "load_pol
         reason = type(exc.__cause__).__name__ if exc.__cause__ is not None else str(exc).partition("(")[2][:-1]
         raise ConfigError(f"{what}: checkpoint {str(ckpt)!r} cannot be read ({reason})") from exc
     if state is None:
-        raise ConfigError(f"{what}: {str(run_dir)!r} has no checkpoint yet ({ckpt.name})")
+        unevaluated = " (no evaluation has run yet, or the run predates best checkpoints)" if which == "best" else ""
+        raise ConfigError(f"{what}: {str(run_dir)!r} has no checkpoint yet ({ckpt.name}){unevaluated}")
     arch = PolicyArch.of(info, cfg.hidden_sizes)
     obs_mean = obs_var = None
     if cfg.normalize_obs:
@@ -84,7 +99,14 @@ class Policy:
             self._low = np.asarray(info.action_low, dtype=np.float32)
             self._high = np.asarray(info.action_high, dtype=np.float32)
 
-    def predict(self, obs: Any, deterministic: bool = True) -> Any:
+    def predict(self, obs: Any, state: None = None, episode_start: Any = None,
+                deterministic: bool = True) -> Prediction:
+        """``(action, None)`` for ``obs``, Stable-Baselines3's shape (``action, _ = policy.predict(obs)``), so that
+        code written for it runs; ``state`` and ``episode_start`` are accepted and ignored (no recurrent state).
+        The action is :meth:`act`'s; unlike SB3, ``deterministic`` defaults to True."""
+        return Prediction(self.act(obs, deterministic), None)
+
+    def act(self, obs: Any, deterministic: bool = True) -> Any:
         """The action for one observation, or an array of actions for a batch ``(B, *observation shape)``.
 
         Discrete: an ``int`` (a batch: int64 array). Continuous: a float32 array clipped to the action space's
@@ -138,13 +160,13 @@ class Policy:
         return f"Policy({self.env_id}, round {self.round}, {self.arch.net} {kind}, {self.arch.action_dim} actions)"
 
 
-def _locate(path: Path) -> tuple[Path, Path]:
-    """(run dir, checkpoint file) for a run directory or one of its checkpoint files."""
+def _locate(path: Path, name: str = checkpoint.LATEST) -> tuple[Path, Path]:
+    """(run dir, checkpoint file) for a run directory (its checkpoint ``name``) or one of its checkpoint files."""
     if path.is_dir():
         if not (path / "config.yaml").exists():
             raise ConfigError(f"load_policy: {str(path)!r} holds no run (no config.yaml); pass a run directory "
                               "written by `minionsrl train` or a checkpoint file in it")
-        return path, path / "checkpoints" / checkpoint.LATEST
+        return path, path / "checkpoints" / name
     if path.is_file():
         for run_dir in (path.parent.parent, path.parent):  # RUN_DIR/checkpoints/X.safetensors, or beside it
             if (run_dir / "config.yaml").exists():
@@ -212,3 +234,34 @@ def _obs_rms(saved: Any, obs_dim: int, ckpt: Path) -> RunningMeanStd:
     if not (np.isfinite(rms.mean).all() and np.isfinite(rms.var).all() and (rms.var >= 0).all()):
         raise ConfigError(f"{where}: its observation statistics are not finite non-negative variances")
     return rms
+
+
+def evaluate(policy: Policy | str | Path, env: gym.Env | str | None = None, n_episodes: int = 10,
+             deterministic: bool = True, seed: int = 10_000) -> tuple[float, float]:
+    """``(mean, std)`` of the returns of ``n_episodes`` episodes of ``policy``, Stable-Baselines3's
+    ``evaluate_policy`` shape. ``policy``: a :class:`Policy`, or a run directory or checkpoint to load one from;
+    ``env``: an env (left open), an env id (built as the rollout functions build it), or None for the run's own
+    env. Episode ``i`` is reset with ``seed + i`` (the default is ``minionsrl eval``'s, so both agree); returns are
+    the env's raw rewards over full games (Atari), as the run's evaluations count them."""
+    from minionsrl.function.rollout import evaluate as run_episodes  # the rollout functions' evaluation loop
+
+    if not isinstance(policy, Policy):
+        policy = load_policy(policy, what="evaluate")
+    if n_episodes < 1:
+        raise ConfigError(f"evaluate: n_episodes={n_episodes} must be >= 1")
+    if env is None or env == policy.env_id:
+        built: gym.Env | None = policy.make_env()
+    elif isinstance(env, str):
+        built = make_env(EnvSpec(env, {}))
+    elif isinstance(env, gym.Env):
+        built = None
+    else:
+        raise ConfigError(f"evaluate: env is a {type(env).__name__}; pass a gymnasium.Env (not a vector env), an "
+                          "env id, or None for the run's own env")
+    choose = None if deterministic else (lambda obs: policy.act(obs, deterministic=False))
+    try:
+        returns, _ = run_episodes(built or env, policy.snapshot, policy._net, n_episodes, seed, choose)
+    finally:
+        if built is not None:
+            built.close()
+    return float(returns.mean()), float(returns.std())

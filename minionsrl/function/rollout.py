@@ -174,25 +174,32 @@ class _Track:
 
 
 def evaluate(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, episodes: int,
-             seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Run ``episodes`` full episodes (full games, raw rewards) with the deterministic policy; return
-    (returns, lengths)."""
+             seed: int, choose: Callable[[Any], Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Run ``episodes`` full episodes (full games, raw rewards; episode ``i`` reset with ``seed + i``) with the
+    deterministic policy, or the actions ``choose`` picks for each raw observation; return (returns, lengths)."""
     normalize = ObsNormalizer(snapshot.obs_mean, snapshot.obs_var, snapshot.clip_obs, policy.arch.image)
     returns, lengths = np.zeros(episodes), np.zeros(episodes, dtype=np.int64)
     for ep in range(episodes):
         obs, _ = env.reset(seed=seed + ep)
         done = False
         while not done:
-            head, _ = policy.forward(normalize(obs))
-            if policy.arch.discrete:
-                action: Any = int(np.argmax(head))
+            if choose is not None:
+                action: Any = choose(obs)
             else:
-                action = np.clip(head, env.action_space.low, env.action_space.high)
+                action = _greedy(policy, normalize(obs), env)
             obs, reward, term, trunc, info = env.step(action)
             returns[ep] += info.get("raw_reward", reward)
             lengths[ep] += 1
             done = (term or trunc) and info.get("game_over", True)
     return returns, lengths
+
+
+def _greedy(policy: NumpyPolicy, x: np.ndarray, env: gym.Env) -> Any:
+    """The deterministic action for a normalised observation: the argmax, or the mean clipped to the bounds."""
+    head, _ = policy.forward(x)
+    if policy.arch.discrete:
+        return int(np.argmax(head))
+    return np.clip(head, env.action_space.low, env.action_space.high)
 
 
 def env_seeds(seed: int, n_envs: int) -> list[int]:

@@ -28,6 +28,8 @@ from minionsrl import files
 from minionsrl.errors import ConfigError
 
 LATEST = "latest.safetensors"
+BEST = "best.safetensors"  # the policy of the best evaluation so far (its weights and normaliser only)
+POLICY_KEYS = ("policy", "obs_rms")  # what a policy needs of a learner's state (load_policy reads these)
 # Test hook: "ROUND:MARKER" makes the checkpoint of round ROUND stop half-written, touch MARKER and wait (to be
 # killed there), so tests can kill a learner in the middle of writing a checkpoint.
 PAUSE_ENV = "MINIONSRL_TEST_PAUSE_IN_CHECKPOINT"
@@ -78,6 +80,12 @@ def save(directory: str | Path, state: dict[str, Any], name: str = LATEST) -> Pa
                           "is intact: free space (or make the run dir writable), then continue with --resume "
                           f"--run-dir {str(directory.parent)!r}") from exc
     return path
+
+
+def policy_state(state: dict[str, Any], round_idx: int, eval_return: float) -> dict[str, Any]:
+    """The part of a learner's ``state`` that a policy is (weights, observation statistics), as a checkpoint of
+    round ``round_idx`` that evaluated to ``eval_return``: what :data:`BEST` holds; it resumes nothing."""
+    return {"round": round_idx, "eval_return": eval_return, **{k: state[k] for k in POLICY_KEYS if k in state}}
 
 
 def _test_pause(state: dict[str, Any]) -> None:

@@ -39,6 +39,7 @@ class Progress:
     env_steps: int = 0
     wall_offset: float = 0.0  # wall seconds of earlier sessions of a resumed run
     best_eval: float = float("-inf")
+    best_round: int = 0  # the round whose policy evaluated to best_eval (checkpoints/best.safetensors); 0: none
     last_eval: float = float("nan")
     recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     recent_costs: deque[float] = field(default_factory=lambda: deque(maxlen=10))  # serverless $ of the last rounds
@@ -56,7 +57,7 @@ class Progress:
 
     def state_dict(self) -> dict[str, Any]:
         return {"round": self.round, "env_steps": self.env_steps, "wall_s": self.wall(), "best_eval": self.best_eval,
-                "last_eval": self.last_eval, "recent_returns": list(self.recent_returns),
+                "best_round": self.best_round, "last_eval": self.last_eval, "recent_returns": list(self.recent_returns),
                 "recent_costs": list(self.recent_costs), "recent_projected": list(self.recent_projected),
                 "last_row": json.dumps(self.last_row),
                 "stop": json.dumps({"stopped_by": self.stopped_by, "budget": self.stop_budget}),
@@ -65,6 +66,7 @@ class Progress:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.round, self.env_steps, self.wall_offset = int(state["round"]), int(state["env_steps"]), state["wall_s"]
         self.best_eval, self.last_eval = float(state["best_eval"]), float(state["last_eval"])
+        self.best_round = int(state.get("best_round", 0))  # checkpoints older than best.safetensors
         self.recent_returns.extend(state["recent_returns"])
         self.recent_costs.extend(state["recent_costs"])
         self.recent_projected.extend(state.get("recent_projected", []))  # checkpoints older than time budgets
@@ -178,6 +180,11 @@ class Session:
         self._writer = threading.Thread(target=write, name="checkpoint", daemon=True)
         self._writer.start()
 
+    def save_best(self, state: dict[str, Any]) -> None:
+        """Write ``checkpoints/best.safetensors`` now (a policy's weights, a small file, and only when an evaluation
+        improves): the learner's tensors in ``state`` change with the next update."""
+        checkpoint.save(self.run_dir / "checkpoints", state, name=checkpoint.BEST)
+
     def wait(self, raise_error: bool = True) -> None:
         """Wait until the checkpoint being written is on disk; raise what went wrong writing it."""
         if self._writer is not None:
@@ -191,12 +198,16 @@ class Session:
         """``summary.json``: the run's outcome, the stop condition that ended it, and its config. Numbers that
         do not exist (no evaluation yet) are ``null``: JSON has no NaN."""
         recent = list(progress.recent_returns)
+        # a target is met by an evaluated policy (the best one); the other conditions stop the run as it stands
+        stop_checkpoint = checkpoint.BEST if progress.stopped_by == "target_return" else checkpoint.LATEST
         summary = {
             "env_id": self.cfg.env_id, "seed": self.cfg.seed, "scaler": self.cfg.scaler,
             "backend": self.cfg.backend, "rounds": progress.round, "env_steps": progress.env_steps,
             "wall_s": round(progress.wall(), 3), "stopped_by": progress.stopped_by,
+            "stop_checkpoint": f"checkpoints/{stop_checkpoint}",
             "final_eval_return": progress.last_eval if math.isfinite(progress.last_eval) else None,
             "best_eval_return": progress.best_eval if math.isfinite(progress.best_eval) else None,
+            "best_round": progress.best_round or None,
             "train_return_last100": float(np.mean(recent)) if recent else None,
             "cost_usd": cost_usd, "projected_cloud_s": projected_cloud_s,
             "config": dataclasses.asdict(self.cfg),

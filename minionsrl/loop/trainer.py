@@ -160,7 +160,7 @@ class Trainer:
         if (due and not hold) or p.stopped_by:  # the last round always, after its update
             eval_return, evaluated = self._logging_failures(gathered, lambda: self.sampler.evaluate(
                 p.round, n, cfg.eval_episodes))
-            p.last_eval, p.best_eval = eval_return, max(p.best_eval, eval_return)
+            self._evaluated(p.round, eval_return)
             gathered.append(evaluated)
             evaluated_after.append(evaluated)
             p.stopped_by = p.stopped_by or self._stop_reason(check_budget=False)  # this evaluation may reach the target
@@ -243,10 +243,19 @@ class Trainer:
         p, row = self.progress, self.progress.last_row
         assert row is not None and eval_return is not None
         row["eval_return_mean"] = eval_return
-        p.last_eval, p.best_eval = eval_return, max(p.best_eval, eval_return)
+        self._evaluated(row["round"], eval_return)  # before this round's update: the learner holds that policy
         p.pending_eval = None
         self.log.log_round(row, [])
         self.written.append(row)
+
+    def _evaluated(self, round_idx: int, eval_return: float) -> None:
+        """Record an evaluation of round ``round_idx``'s policy, the learner's current one, and keep that policy as
+        ``checkpoints/best.safetensors`` when it evaluates better than every earlier one."""
+        p = self.progress
+        p.last_eval = eval_return
+        if eval_return > p.best_eval:
+            p.best_eval, p.best_round = eval_return, round_idx
+            self.session.save_best(checkpoint.policy_state(self.learner.state_dict(), round_idx, eval_return))
 
     def _learning_rate(self) -> float:
         """The round's rate: with ``anneal_lr``, linearly to 0 over the run's spent fraction of whichever limit is

@@ -1,0 +1,63 @@
+"""What a run shows: plain lines in a log (no terminal), an ETA, and a summary with both bills and next steps."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from minionsrl import cli
+from minionsrl.config import TrainConfig
+from minionsrl.progress import TrainingDisplay, eta_s, figures
+
+FAST = ["--actors", "1", "--fragment-length", "32", "--eval-episodes", "1", "--hidden-sizes", "8"]
+
+
+def _row(round_idx: int, steps: int, wall_s: float, cost: float = 0.001) -> dict:
+    return {"round": round_idx, "env_steps": steps, "wall_s": wall_s, "sps": 1000.0, "n_actors": 2,
+            "train_return_mean": 20.0, "eval_return_mean": None, "cum_cost_serverless_usd": cost}
+
+
+@pytest.mark.parametrize(("limits", "expected"), [
+    ({"total_timesteps": 1000}, 30.0),  # a quarter of the steps in 10 s: 30 s to go
+    ({"max_rounds": 2}, 10.0),  # the nearest limit wins: half the rounds
+    ({"budget_usd": 0.004, "total_timesteps": 10**9}, 30.0),  # a quarter of the dollars
+    ({"time_budget_s": 20.0}, 10.0),  # half the projected seconds
+    ({"max_rounds": None, "target_return": 100.0}, None),  # a target alone gives no ETA
+])
+def test_eta_extrapolates_the_nearest_limit(limits, expected):
+    cfg = TrainConfig(env_id="CartPole-v1", **limits)
+    assert eta_s(cfg, _row(1, 250, 10.0), projected_s=10.0) == expected
+
+
+def test_plain_lines_where_stdout_is_not_a_terminal_at_most_one_per_interval():
+    out = io.StringIO()  # not a terminal: as under nohup, SLURM or `> log`
+    cfg = TrainConfig(env_id="CartPole-v1", total_timesteps=1000)
+    with TrainingDisplay(cfg, out=out, line_every_s=3600) as display:
+        for r in (1, 2, 3):
+            display.update(_row(r, 250 * r, 10.0 * r))
+    lines = out.getvalue().splitlines()
+    # the first round at once, then none within the interval; the last round's when the display closes
+    assert [line.split(" · ")[0] for line in lines] == [f"minionsrl: CartPole-v1 round {r}" for r in (1, 3)]
+    assert "750 steps · 1000 steps/s" in lines[1] and "$0.001000" in lines[1] and "ETA 0:00:10" in lines[1]
+
+
+def test_a_disabled_display_writes_nothing():
+    out = io.StringIO()
+    with TrainingDisplay(TrainConfig(env_id="CartPole-v1"), enabled=False, out=out) as display:
+        display.update(_row(1, 250, 1.0))
+    assert out.getvalue() == ""
+
+
+def test_the_bar_text_is_the_log_line():
+    assert figures(_row(1, 250, 10.0), 42.0, None).endswith("eval 42.0 · $0.001000 · ETA -")
+
+
+def test_a_cli_run_logs_rounds_and_ends_with_its_bills_and_next_steps(tmp_path, capsys):
+    run_dir = tmp_path / "r"
+    assert cli.main(["train", *FAST, "--max-rounds", "2", "--run-dir", str(run_dir)]) == 0
+    out = capsys.readouterr().out  # captured: not a terminal
+    assert "minionsrl: CartPole-v1 round 1 · 32 steps" in out and "minionsrl: CartPole-v1 round 2" in out
+    for shown in ("cost (serverless)", "cost (server)", "projected_cloud_s", f'minionsrl.load_policy("{run_dir}")',
+                  f"minionsrl eval --run-dir {run_dir}", f"tensorboard --logdir {run_dir / 'tensorboard'}"):
+        assert shown in out, shown
