@@ -41,8 +41,8 @@ def configure(threads: int) -> None:
 def _one_compute_thread(jax: Any) -> None:
     """Create JAX's CPU client while this process may use one core: XLA sizes its compute pool by the cores it may
     use, and with one thread the update runs as one chain of work handed between Python and that thread, instead
-    of two threads that spin and overlap (measured at Hopper sizes: a third less time per update, and a wait for a
-    CPU that adds up). Every thread then gets the process's cores back."""
+    of two threads that spin and overlap (measured at Hopper sizes: a 4,096-sample update 0.058 s against 0.066 s
+    on a quiet machine, and a wait for a CPU that adds up). Every thread then gets the process's cores back."""
     if not hasattr(os, "sched_setaffinity"):
         return
     cores = os.sched_getaffinity(0)
