@@ -8,6 +8,7 @@ This file is also the child's entry point: ``python bench/common.py {minionsrl,s
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import importlib.metadata
 import json
@@ -19,7 +20,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,21 @@ def write_section(name: str, markdown: str, doc: Path = DOC) -> None:
 
 
 # -- results -------------------------------------------------------------------------------------
+
+
+def repeated_bench_args(doc: str, repeats: int, results: Path,
+                        extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+    """The options of a benchmark measured in repeated pairs (``--repeats``, ``--reuse``, and what ``extra``
+    adds), parsed; a new measurement (not ``--reuse``) starts from an empty ``results`` file."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--reuse", action="store_true", help="render the section from the results already measured")
+    if extra is not None:
+        extra(parser)
+    args = parser.parse_args()
+    if not args.reuse:
+        results.unlink(missing_ok=True)
+    return args
 
 
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:

@@ -10,10 +10,19 @@ part as measured plus the slowest function each round waited for, docs/COST.md) 
 
 from __future__ import annotations
 
-import argparse
 import time
 
-from common import OUT, append_jsonl, load_jsonl, log, markdown_table, mean, publish_section, run_minionsrl
+from common import (
+    OUT,
+    append_jsonl,
+    load_jsonl,
+    log,
+    markdown_table,
+    mean,
+    publish_section,
+    repeated_bench_args,
+    run_minionsrl,
+)
 
 from minionsrl.loop.metrics import read_metrics
 
@@ -38,13 +47,8 @@ def run(env_id: str, overlap: bool, repeat: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--reuse", action="store_true", help="render the section from the results already measured")
-    args = parser.parse_args()
+    args = repeated_bench_args(__doc__, 2, RESULTS)
     started = time.time()
-    if not args.reuse:
-        RESULTS.unlink(missing_ok=True)
     for repeat in range(0 if args.reuse else args.repeats):
         for env_id in CASES:
             for overlap in ((True, False) if repeat % 2 == 0 else (False, True)):  # alternate who goes first

@@ -12,7 +12,6 @@ same runs. The wall time is the machine's.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import os
 import shutil
@@ -21,7 +20,17 @@ import sys
 import time
 from pathlib import Path
 
-from common import OUT, append_jsonl, load_jsonl, log, markdown_table, mean, publish_section, run_minionsrl
+from common import (
+    OUT,
+    append_jsonl,
+    load_jsonl,
+    log,
+    markdown_table,
+    mean,
+    publish_section,
+    repeated_bench_args,
+    run_minionsrl,
+)
 
 from minionsrl.cost import CostLedger, load_prices, overhead_of
 from minionsrl.loop.metrics import read_metrics
@@ -72,14 +81,9 @@ def run(loaded: bool, repeat: int, rounds: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--reuse", action="store_true", help="render the section from the results already measured")
-    args = parser.parse_args()
+    args = repeated_bench_args(__doc__, 1, RESULTS, lambda p: p.add_argument("--rounds", type=int, default=30))
     started = time.time()
     if not args.reuse:
-        RESULTS.unlink(missing_ok=True)
         # a short run first, not recorded: it fills JAX's compilation cache, so no measured run pays the compile
         warm_up = OUT / "load_independence" / "warm-up"
         shutil.rmtree(warm_up, ignore_errors=True)
