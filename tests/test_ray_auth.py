@@ -96,6 +96,14 @@ def _listening(proc: psutil.Process) -> list[tuple[str, int]]:
         return []
 
 
+def _name(proc: psutil.Process) -> str | None:
+    """A process's name, or None for one that ended since it was listed (Ray starts short-lived helpers)."""
+    try:
+        return proc.name()
+    except psutil.NoSuchProcess:
+        return None
+
+
 def _gcs_call(address: str, token: str | None):
     """One real RPC to the GCS (list the nodes), with ``token`` in the header Ray's clients send, or none."""
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
@@ -137,7 +145,7 @@ def test_private_cluster_refuses_clients_without_its_token_and_listens_on_loopba
         # every port of the learner and of the processes Ray started for it is on loopback
         root = psutil.Process(learner.pid)
         processes = [root, *root.children(recursive=True)]
-        names = {p.name(): _listening(p) for p in processes}
+        names = {name: _listening(p) for p in processes if (name := _name(p))}
         assert names.get("gcs_server") and names.get("raylet"), names
         sockets = [s for p in processes for s in _listening(p)]
         assert sockets and all(ip in LOOPBACK for ip, _ in sockets), sockets
