@@ -88,9 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmp = sub.add_parser("compare", help="scalers x seeds on one env: CSV, Markdown table, PNG curves")
     cmp.add_argument("--scalers", required=True,
-                     help="comma-separated arms scaler[:n][@backend][/learner-budget][*seeds], "
-                     "e.g. fixed:16@server,fixed:16,nitro,fixed:64/per-round,kungfu*5; critical:time or "
-                     "critical:cost sets critical's objective; *K runs seeds 1..K for that arm")
+                     help="comma-separated arms scaler[:n][@backend][/learner-budget][+field=value...][*seeds], "
+                     "e.g. fixed:16@server,fixed:16,nitro,fixed:64/per-round,kungfu*5,fixed:64+pipeline; "
+                     "critical:time or critical:cost sets critical's objective; +field=value sets a config field "
+                     "for that arm (+field alone: true); *K runs seeds 1..K for that arm")
     cmp.add_argument("--seeds", type=int, default=3, help="seeds 1..K per arm")
     cmp.add_argument("--rounds", type=int, default=None,
                      help="rounds per run, at most (--total-timesteps, or the preset's, also ends a run); needed "

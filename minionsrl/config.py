@@ -184,6 +184,9 @@ class TrainConfig:
     seed: int = _f(1, "seed of the run (weights, actor seeds, minibatch order)", min=0, max=2**32 - 1, group="run")
     algo: str = _f("ppo", "learner: ppo (synchronous rounds) or appo/impala (asynchronous, V-trace)",
                    choices=ALGOS, group="learner")
+    pipeline: bool = _f(False, "ppo: send the next round's functions before this round's update, so they sample "
+                        "with the policy one update older (a policy lag of one, which PPO's ratio corrects) while "
+                        "the learner works: the update leaves the round's critical path", group="learner")
     async_fragments: int | None = _f(None, "appo/impala: update once this many fragments have arrived "
                                      "(default: half of those in flight, at least 1)", min=1, group="learner")
     vtrace_rho_bar: float = _f(1.0, "appo/impala: V-trace clipping of the importance weight rho", positive=True,
@@ -577,6 +580,9 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
         raise ConfigError(f"fault_*: the fault rates add up to {rates:g}; make their sum <= 1")
     if cfg.fault_hang > 0 and cfg.invocation_timeout_s is None and cfg.round_deadline_s is None:
         raise ConfigError("fault_hang: injected hangs need a deadline; set invocation_timeout_s or round_deadline_s")
+    if cfg.algo != "ppo" and cfg.pipeline:
+        raise ConfigError(f"pipeline: {cfg.algo} keeps its functions in flight already (asynchronous); pipeline is "
+                          "for ppo's synchronous rounds")
     if cfg.algo != "ppo" and cfg.round_deadline_s is not None:
         raise ConfigError(f"round_deadline_s: {cfg.algo} has no round barrier (it updates once async_fragments "
                           "have arrived); unset it, or bound each function with invocation_timeout_s")

@@ -185,12 +185,16 @@ class RoundBill:
 class RoundTimes:
     """What the ledger needs of a round's time: its wall time on this machine, the learner's own-instance part
     (:mod:`minionsrl.function.clock`), and each slot's attempts in the order they ran, for the wave the update
-    waited for (training, and an evaluation beside it) and for an evaluation after the update."""
+    waited for (training, and an evaluation beside it) and for an evaluation after the update. A pipelined round's
+    training wave was sent ``head_start_s`` before the round began (beside the previous update, its own-instance
+    seconds), and an evaluation sent at the round's start runs ``beside`` it."""
 
     wall_s: float
     learner_s: float
     sampled: list[list[InvocationRecord]]
     evaluated_after: list[list[InvocationRecord]] = field(default_factory=list)
+    head_start_s: float = 0.0
+    beside: list[list[InvocationRecord]] = field(default_factory=list)
 
 
 class CostLedger:
@@ -251,9 +255,13 @@ class CostLedger:
     def projected_s(self, times: RoundTimes) -> float:
         """What the round takes in the cloud: the learner's own-instance part, the wave of functions it waited
         for before its update and, if any, the evaluation after it, each as a platform stage (:class:`Overhead`):
-        dispatch, the slowest slot (its attempts one after the other), collection."""
-        return times.learner_s + sum(self.overhead.stage_s([self._chain_s(c) for c in chains])
-                                     for chains in (times.sampled, times.evaluated_after))
+        dispatch, the slowest slot (its attempts one after the other), collection. A wave sent ahead (pipelined)
+        is waited for only beyond its head start."""
+        def stage(chains: list[list[InvocationRecord]]) -> float:
+            return self.overhead.stage_s([self._chain_s(c) for c in chains])
+
+        waited = max(stage(times.sampled) - times.head_start_s, stage(times.beside), 0.0)
+        return times.learner_s + (waited + stage(times.evaluated_after))  # summed in the order it always was
 
     def _chain_s(self, chain: list[InvocationRecord]) -> float:
         ran = [r for r in chain if r.status != THROTTLED]

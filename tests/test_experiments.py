@@ -54,6 +54,19 @@ def test_arm_parsing() -> None:
         Arm.parse("fixed:4@lambda")
 
 
+def test_an_arm_sets_config_fields_over_the_base() -> None:
+    weak = Arm.parse("fixed:64+fragment_length=512+lr_schedule=adaptive*5")
+    assert weak.seeds == 5 and weak.label == "fixed-64+fragment_length=512+lr_schedule=adaptive"
+    cfg = weak.apply(TrainConfig(env_id="Hopper-v5", batch_size=4096))
+    assert (cfg.fragment_length, cfg.batch_size, cfg.lr_schedule) == (512, None, "adaptive")  # one size or the other
+    piped = Arm.parse("fixed:16/per-round+pipeline")
+    assert piped.label == "fixed-16+per-round+pipeline" and piped.apply(TrainConfig()).pipeline is True
+    with pytest.raises(ConfigError, match="did you mean 'fragment_length'"):
+        Arm.parse("fixed:8+fragment_lenght=5")
+    with pytest.raises(ConfigError, match="must be an integer"):
+        Arm.parse("fixed:8+batch_size=lots")
+
+
 def test_an_arms_learner_budget_is_relative_to_the_base_configs_actors() -> None:
     """fixed:64/per-round keeps the minibatch count of the base's 8-actor batch (64 minibatches of 64 there):
     relative to its own 64 actors it would be per-sample again, 512 minibatches."""

@@ -279,13 +279,16 @@ def test_close_stops_every_instance():
     assert not directory.exists() and backend.instance_ids == []
 
 
-def test_publish_replaces_the_previous_policy_file(make_backend):
+def test_publish_keeps_the_newest_two_policy_files(make_backend):
+    """The one before the newest stays: a pipelined round's functions (and their retries) sample with it."""
     from pathlib import Path
 
     backend = make_backend()
     ref1 = backend.publish(snapshot())
     ref2 = backend.publish(snapshot(version=1))
-    assert not Path(ref1).exists() and Path(ref2).read_bytes() == snapshot(version=1)
+    assert Path(ref1).exists() and Path(ref2).read_bytes() == snapshot(version=1)
+    ref3 = backend.publish(snapshot(version=2))
+    assert not Path(ref1).exists() and Path(ref2).exists() and Path(ref3).read_bytes() == snapshot(version=2)
 
 
 def test_instances_that_never_start_fail_the_round_instead_of_looping(monkeypatch):

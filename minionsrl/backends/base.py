@@ -195,8 +195,9 @@ class Pending:
 
 def retire_policies(published: list[str], in_use: set[str]) -> list[str]:
     """Take out of ``published`` (oldest first) the policy references that no invocation in flight uses and
-    that are not the newest; return them, for the backend to delete."""
-    retired = [ref for ref in published[:-1] if ref not in in_use]
+    that are not one of the newest two (a pipelined round's functions sample with the one before the newest, and
+    a failed one is retried with it after the newest came out); return them, for the backend to delete."""
+    retired = [ref for ref in published[:-2] if ref not in in_use]
     published[:] = [ref for ref in published if ref not in retired]
     return retired
 

@@ -1,8 +1,10 @@
 """``minionsrl compare``: scalers × seeds on one env → CSV, Markdown table and PNG curves (DESIGN §7).
 
-An *arm* is ``scaler[:n][@backend][/learner-budget]``: ``fixed:16@server`` is the server-based baseline,
-``fixed:16`` the same actors as functions, ``nitro`` the Nitro scaler, ``fixed:64/per-round`` 64 actors
-whose learner keeps the reference's minibatch count. Each (arm, seed) is one ordinary run in
+An *arm* is ``scaler[:n][@backend][/learner-budget][+field=value...]``: ``fixed:16@server`` is the server-based
+baseline, ``fixed:16`` the same actors as functions, ``nitro`` the Nitro scaler, ``fixed:64/per-round`` 64 actors
+whose learner keeps the reference's minibatch count, ``fixed:64+pipeline`` pipelined rounds and
+``fixed:64+fragment_length=512+lr_schedule=adaptive`` a batch that grows with ``n`` (naming one of
+``fragment_length`` and ``batch_size`` unsets the other), with a KL-adaptive learning rate. Each (arm, seed) is one ordinary run in
 ``OUT/runs/<arm>__s<seed>``; finished runs are reused and interrupted ones resumed, so a cut
 comparison continues where it stopped (across sessions too).
 
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from minionsrl import config
 from minionsrl.config import TrainConfig
@@ -48,13 +51,15 @@ class Arm:
     learner_budget: str | None = None  # None: the base config's
     objective: str | None = None  # critical's; None: the base config's
     seeds: int | None = None  # seeds 1..K for this arm; None: the comparison's --seeds
+    options: tuple[tuple[str, Any], ...] = ()  # (config field, value) the arm sets over the base config
 
     @property
     def label(self) -> str:
         name = self.scaler if self.actors is None else f"{self.scaler}-{self.actors}"
         name = name if self.objective is None else f"{name}-{self.objective}"
         name = name if self.backend == "local" else f"{name}@{self.backend}"
-        return name if self.learner_budget is None else f"{name}+{self.learner_budget}"
+        name = name if self.learner_budget is None else f"{name}+{self.learner_budget}"
+        return "".join([name, *(f"+{k}" if v is True else f"+{k}={v}" for k, v in self.options)])
 
     @classmethod
     def parse(cls, text: str) -> Arm:
@@ -64,7 +69,8 @@ class Arm:
         text, _, seeds = text.strip().partition("*")
         if seeds and not (seeds.isdigit() and int(seeds) >= 1):
             raise ConfigError(f"--scalers: {text}*{seeds}: the seed count after '*' must be a positive integer")
-        arm = cls._parse(text)
+        text, *options = text.split("+")
+        arm = dataclasses.replace(cls._parse(text), options=tuple(_option(o, text) for o in options))
         return dataclasses.replace(arm, seeds=int(seeds)) if seeds else arm
 
     @classmethod
@@ -96,7 +102,27 @@ class Arm:
             changes["learner_budget"] = self.learner_budget
         if self.objective is not None:
             changes["objective"] = self.objective
+        for name, value in self.options:
+            changes[name] = value
+            exclusive = {"fragment_length": "batch_size", "batch_size": "fragment_length"}.get(name)
+            if exclusive:  # the round's size is set one way or the other
+                changes[exclusive] = None
         return dataclasses.replace(cfg, **changes)
+
+
+def _option(text: str, arm: str) -> tuple[str, Any]:
+    """``field=value`` (a YAML scalar, checked as the config checks it) or ``field`` (true) of an arm."""
+    name, eq, value = text.partition("=")
+    name = name.strip().replace("-", "_")
+    try:
+        parsed = yaml.safe_load(value) if eq else True
+    except yaml.YAMLError:
+        parsed = value
+    try:
+        checked = config.build({name: parsed})
+    except ConfigError as exc:
+        raise ConfigError(f"--scalers: {arm}+{text}: {exc}") from None
+    return name, getattr(checked, name)
 
 
 def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: str | Path,

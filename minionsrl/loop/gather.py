@@ -43,7 +43,7 @@ from minionsrl.function.wire import WireError
 # de-duplication: a second delivery of an answered invocation, and a stray reply to nothing sent.
 DUPLICATE, STRAY = "duplicate", "stray"
 __all__ = ["CANCELLED", "DUPLICATE", "FAILED", "OK", "OOM", "STRAY", "THROTTLED", "TIMED_OUT", "Attempt", "Gathered",
-           "Group", "RetryPolicy", "TooFewReplies", "Tracker", "backoff_s", "fault_counts", "gather", "gather_groups",
+           "Group", "RetryPolicy", "Started", "TooFewReplies", "Tracker", "backoff_s", "fault_counts", "gather", "gather_groups",
            "slot_chains"]
 _JITTER = random.Random()  # back-off jitter: timing only, never what is learned
 
@@ -259,12 +259,25 @@ def gather(backend: Backend, slots: int, make_request: Callable[[int, int], dict
     return gather_groups(backend, [Group(slots, make_request, validate, policy, what)])[0]
 
 
-def gather_groups(backend: Backend, groups: list[Group]) -> list[Gathered]:
+class Started:
+    """A group's invocations submitted now and gathered later by :func:`gather_groups` (a pipelined round's
+    training wave, sent before the update it overlaps)."""
+
+    def __init__(self, backend: Backend, group: Group) -> None:
+        self.state = _Gathering(backend, group)
+
+    def cancel(self) -> Gathered:
+        """Cancel what still runs of the group (billed, never learned from)."""
+        return Gathered({}, self.state.tracker.cancel())
+
+
+def gather_groups(backend: Backend, groups: list[Group], started: Started | None = None) -> list[Gathered]:
     """Several groups' invocations in flight at once (an evaluation beside a training round): each reply goes
     to the group that sent it (a reply to nothing sent is the first group's stray), each group keeps its own
-    retries and deadline, and all of them are done when this returns. A group that gets too few results raises
-    :class:`TooFewReplies` with every group's attempts, to log and bill."""
-    states = [_Gathering(backend, group) for group in groups]
+    retries and deadline, and all of them are done when this returns. ``started``: a group submitted earlier,
+    gathered first. A group that gets too few results raises :class:`TooFewReplies` with every group's
+    attempts, to log and bill."""
+    states = [*([started.state] if started else []), *(_Gathering(backend, group) for group in groups)]
     while backend.in_flight or any(s.backoffs for s in states):
         now = time.perf_counter()
         waiting = [s for s in states if s.open and (s.end is None or s.end > now)]  # past its deadline: closed below

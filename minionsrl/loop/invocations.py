@@ -52,18 +52,25 @@ class Publisher:
     def __init__(self, backend: Backend, key: bytes, snapshot: Callable[[int], PolicySnapshot]) -> None:
         self.backend, self.key, self.snapshot = backend, key, snapshot
         self.version = 0  # updates applied to the learner's policy
-        self._published: tuple[int, str] | None = None  # (version, reference)
+        self._published: tuple[int, str] | None = None  # (version, reference) of the current version
+        self.last: PolicySnapshot | None = None  # the last policy published
+        self._newest: str | None = None  # its reference
 
     def ref(self) -> str:
         """The reference of the current version, published now if it was not yet."""
         if self._published is None or self._published[0] != self.version:
-            self._published = (self.version, self.backend.publish(self.snapshot(self.version).encode(self.key)))
+            self._published = (self.version, self.publish(self.snapshot(self.version)))
         return self._published[1]
+
+    def publish(self, policy: PolicySnapshot) -> str:
+        """Publish ``policy`` (the current version's, or an older one a resumed run sends again); its reference."""
+        self.last, self._newest = policy, self.backend.publish(policy.encode(self.key))
+        return self._newest
 
     @property
     def newest(self) -> str | None:
         """The last reference published, if any."""
-        return None if self._published is None else self._published[1]
+        return self._newest
 
 
 def fragment_digest(fragments: list[Fragment]) -> str:

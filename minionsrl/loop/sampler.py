@@ -21,8 +21,8 @@ import numpy as np
 
 from minionsrl.backends.base import Backend, Reply
 from minionsrl.config import StepPlan
-from minionsrl.errors import InvocationError
-from minionsrl.function.fragment import Fragment
+from minionsrl.errors import ConfigError, InvocationError
+from minionsrl.function.fragment import Fragment, PolicySnapshot
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.loop.gather import (
     DUPLICATE,
@@ -33,10 +33,12 @@ from minionsrl.loop.gather import (
     Gathered,
     Group,
     RetryPolicy,
+    Started,
     Tracker,
     backoff_s,
     gather_groups,
 )
+from minionsrl.loop import checkpoint
 from minionsrl.loop.invocations import Publisher, Requests, eval_returns, eval_split
 
 
@@ -88,6 +90,14 @@ class Sampler(ABC):
         """Stop: cancel whatever is still in flight (billed for the time it ran)."""
         return Gathered({})
 
+    def sent_actors(self, round_idx: int) -> int | None:
+        """The actor count of round ``round_idx``'s functions if they were sent ahead (:meth:`send`)."""
+        return None
+
+    def send(self, round_idx: int, n: int) -> None:
+        """Send round ``round_idx``'s ``n`` functions ahead of it (pipelined rounds; synchronous samplers only)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps its functions in flight by itself")
+
     def state_dict(self) -> dict[str, Any]:
         return {"carries": json.dumps({str(k): v for k, v in self.carries.items()})}
 
@@ -122,30 +132,113 @@ class Sampler(ABC):
         return float(np.concatenate([got.results[slot] for slot in sorted(got.results)]).mean())  # slot order
 
 
+@dataclass
+class Wave:
+    """A round's training invocations, sent: ``actors`` of them, sampling with policy ``version`` (``ref``)."""
+
+    round: int
+    actors: int
+    version: int
+    ref: str
+    started: Started
+    policy: PolicySnapshot | None  # what ``ref`` holds, kept while the wave runs ahead (for the checkpoint)
+
+
 class SyncSampler(Sampler):
     """A barrier per round: ``n`` invocations, retried and de-duplicated, cut at the round deadline. The
-    previous round's evaluation can run beside them: the policy it evaluates is the one they sample with."""
+    previous round's evaluation can run beside them: the policy it evaluates is the one they sample with.
+
+    Pipelined (``--pipeline``), the trainer sends the next round's functions with :meth:`send` before the update
+    of the round just gathered, so they sample with the policy one update older (a policy lag of one, logged
+    as APPO's is) while the learner works; the checkpoint keeps that wave (its actors and its policy), so a
+    resumed run sends the same invocations again."""
 
     evaluates_beside = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.wave: Wave | None = None  # sent ahead of its round (pipelined), not yet gathered
+        self.resumed_wave: tuple[int, int, PolicySnapshot] | None = None  # (round, actors, policy) to send again
+
+    def sent_actors(self, round_idx: int) -> int | None:
+        """The actor count of round ``round_idx``'s functions if they were sent ahead (by :meth:`send`)."""
+        if self.wave is not None and self.wave.round == round_idx:
+            return self.wave.actors
+        if self.resumed_wave is not None and self.resumed_wave[0] == round_idx:
+            return self.resumed_wave[1]
+        return None
+
+    def send(self, round_idx: int, n: int) -> None:
+        """Send round ``round_idx``'s ``n`` training functions now, with the published policy; :meth:`sample`
+        gathers them."""
+        self.wave = self._send(round_idx, n, keep_policy=True)
+
     def sample(self, round_idx: int, n: int, evaluation: Evaluation | None = None) -> Sampled:
-        ref, version = self.publisher.ref(), self.publisher.version
-        training = Group(n, lambda slot, attempt: self._train_request(ref, round_idx, slot, attempt, n),
-                         lambda req, r: self._fragments(req, r, version), self.retry, f"round {round_idx} training")
-        got, *evaluated = gather_groups(self.backend, [training, *([self._evaluation(evaluation, ref)]
-                                                                  if evaluation else [])])
+        ahead = self.wave is not None and self.wave.round == round_idx
+        wave = self.wave if ahead else self._send(round_idx, n)
+        self.wave = None
+        beside = [self._evaluation(evaluation, self.publisher.ref())] if evaluation else []
+        got, *evaluated = gather_groups(self.backend, beside, wave.started)
         if self.carry_episodes:  # a lost slot's episodes are lost with it: the slot starts new ones
             self.carries = {}
             for slot, fragments in got.results.items():
                 self._keep_carries(slot, fragments)
+        lag = self.publisher.version - wave.version  # updates since the wave's policy: 1 when sent ahead
         # slot order, not arrival order
         return Sampled([f for slot in sorted(got.results) for f in got.results[slot]], [got, *evaluated],
+                       {"policy_lag_mean": float(lag), "policy_lag_max": lag} if ahead else {},
                        eval_return=self._mean_return(evaluated[0]) if evaluated else None)
+
+    def _send(self, round_idx: int, n: int, keep_policy: bool = False) -> Wave:
+        if self.resumed_wave is not None and self.resumed_wave[0] == round_idx:  # as the checkpointed run sent it
+            _, n, policy = self.resumed_wave
+            ref, version = self.publisher.publish(policy), policy.version
+        else:
+            ref, version = self.publisher.ref(), self.publisher.version
+            policy = self.publisher.last if keep_policy else None
+        self.resumed_wave = None
+        training = Group(n, lambda slot, attempt: self._train_request(ref, round_idx, slot, attempt, n),
+                         lambda req, r: self._fragments(req, r, version), self.retry, f"round {round_idx} training")
+        return Wave(round_idx, n, version, ref, Started(self.backend, training), policy)
 
     def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Gathered]:
         got = gather_groups(self.backend, [self._evaluation(Evaluation(round_idx, n_actors, episodes),
                                                             self.publisher.ref())])[0]
         return self._mean_return(got), got
+
+    def finish(self) -> Gathered:
+        """Cancel a wave sent ahead, if any (billed for the time it ran)."""
+        wave, self.wave = self.wave, None
+        return wave.started.cancel() if wave is not None else Gathered({})
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        if self.wave is not None and self.wave.policy is not None:
+            p = self.wave.policy
+            state["wave"] = {"round": self.wave.round, "actors": self.wave.actors, "version": p.version,
+                             "clip_obs": p.clip_obs, "params": dict(p.params), "obs_mean": p.obs_mean,
+                             "obs_var": p.obs_var}
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        wave = state.get("wave")
+        if wave is not None:  # checked against this run's policy as resume checks the learner's weights
+            template = self.publisher.snapshot(0)
+            expected = {**{f"params/{k}": v for k, v in template.params.items()},
+                        **({} if template.obs_mean is None else {"obs_mean": template.obs_mean,
+                                                                  "obs_var": template.obs_var})}
+            for name, value in expected.items():
+                group, _, key = name.rpartition("/")
+                saved = (wave.get(group) or {}).get(key) if group else wave.get(name)
+                problem = checkpoint.array_problem(saved, value.shape, value.dtype)
+                if problem:
+                    raise ConfigError(f"the pipelined wave's policy: {name} {problem}")
+            stats = template.obs_mean is not None
+            policy = PolicySnapshot(int(wave["version"]), self.arch, dict(wave["params"]),
+                                    wave["obs_mean"] if stats else None, wave["obs_var"] if stats else None,
+                                    float(wave["clip_obs"]))
+            self.resumed_wave = (int(wave["round"]), int(wave["actors"]), policy)
 
     def _evaluation(self, e: Evaluation, ref: str) -> Group:
         per_slot = eval_split(e.episodes, e.actors)

@@ -50,6 +50,7 @@ class Progress:
     # (round, actors, episodes): the evaluation of round ``round``'s policy that runs beside the next round's
     # functions; that round's row (last_row) is written once it returns
     pending_eval: tuple[int, int, int] | None = None
+    head_start_s: float = 0.0  # pipelined: the last update's own seconds, which the next round's functions ran beside
     started: float = field(default_factory=time.perf_counter)
 
     def wall(self) -> float:
@@ -61,7 +62,7 @@ class Progress:
                 "recent_costs": list(self.recent_costs), "recent_projected": list(self.recent_projected),
                 "last_row": json.dumps(self.last_row),
                 "stop": json.dumps({"stopped_by": self.stopped_by, "budget": self.stop_budget}),
-                "pending_eval": json.dumps(self.pending_eval)}
+                "pending_eval": json.dumps(self.pending_eval), "head_start_s": self.head_start_s}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.round, self.env_steps, self.wall_offset = int(state["round"]), int(state["env_steps"]), state["wall_s"]
@@ -75,6 +76,7 @@ class Progress:
         self.stopped_by, self.stop_budget = stop.get("stopped_by"), stop.get("budget", stop.get("budget_usd"))
         pending = json.loads(state.get("pending_eval", "null"))
         self.pending_eval = tuple(pending) if pending else None
+        self.head_start_s = float(state.get("head_start_s", 0.0))  # checkpoints older than --pipeline
 
 
 class Session:

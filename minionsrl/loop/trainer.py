@@ -53,6 +53,7 @@ class RoundResult:
     learned_at: float  # update and detectors done
     decided_at: float  # the stop decided (on the last round: stragglers abandoned); evaluation from here
     ended: float
+    head_start_s: float = 0.0  # pipelined: the seconds its training wave ran ahead, beside the previous update
 
 
 class Trainer:
@@ -118,11 +119,13 @@ class Trainer:
 
     def run_round(self) -> dict[str, Any]:
         """One round: choose n, sample (beside the previous round's evaluation), learn and detect (before the update,
-        or after it), evaluate, bill, log, checkpoint."""
+        or after it), evaluate, bill, log, checkpoint. Pipelined, n was chosen and the functions sent a round ahead,
+        and the next round's are sent before this round's update."""
         cfg, p, started = self.cfg, self.progress, time.perf_counter()
         p.round += 1
         self.written = []
-        n = self.scaler.next_actors(p.last_row)
+        ahead = self.sampler.sent_actors(p.round)
+        n = ahead if ahead is not None else self.scaler.next_actors(p.last_row)
         lr = self._learning_rate()
         self.learner.set_learning_rate(lr)
 
@@ -131,6 +134,8 @@ class Trainer:
         sampled_at, waited = time.perf_counter(), runtime.wait_s()
         if held is not None:
             self._log_held_row(sampled.eval_return)
+        if cfg.pipeline and not self._last_by_count(sum(len(f.rewards) for f in sampled.fragments)):
+            self.sampler.send(p.round + 1, self.scaler.next_actors(p.last_row))  # they run while this round learns
         self.session.wait()  # the previous round's checkpoint, written while this round sampled
         try:
             learned = self.learner.learn(sampled.fragments, np.random.default_rng([cfg.seed, p.round]),
@@ -143,20 +148,23 @@ class Trainer:
             p.recent_returns.extend(frag.episode_returns.tolist())
         learned_at = time.perf_counter()
         gathered = list(sampled.gathered)
+        head_start, p.head_start_s = (p.head_start_s if ahead is not None else 0.0), 0.0
         # Whether this is the last round is decided once, here, with what the round has cost so far: a later
         # check could find the budget spent after the round and skip the final evaluation it promised.
-        so_far = RoundTimes(time.perf_counter() - started, self._own_s(sampled_at, waited),
-                            slot_chains(sampled.gathered))
+        so_far = self._times(time.perf_counter() - started, self._own_s(sampled_at, waited), sampled, head_start)
         p.stopped_by = self._stop_reason(self.ledger.round_usd(so_far, [a.reply.record for g in gathered
                                                                          for a in g.attempts]),
                                          self.ledger.projected_s(so_far))
-        if p.stopped_by:  # abandon what is still in flight (billed for the time it ran)
+        if p.stopped_by:  # abandon what is still in flight, a wave sent ahead too (billed for the time it ran)
             gathered.append(self.sampler.finish())
 
         decided_at, learner_s = time.perf_counter(), self._own_s(sampled_at, waited)
+        if self.sampler.sent_actors(p.round + 1) is not None:
+            p.head_start_s = learner_s  # what the wave sent ahead ran beside
         eval_return, evaluated_after = None, []
         due = bool(cfg.eval_every) and p.round % cfg.eval_every == 0
-        hold = due and not p.stopped_by and cfg.eval_overlap and self.sampler.evaluates_beside
+        # pipelined, an evaluation waits for the next round: the functions sent ahead hold the backend meanwhile
+        hold = due and not p.stopped_by and (cfg.eval_overlap or cfg.pipeline) and self.sampler.evaluates_beside
         if (due and not hold) or p.stopped_by:  # the last round always, after its update
             eval_return, evaluated = self._logging_failures(gathered, lambda: self.sampler.evaluate(
                 p.round, n, cfg.eval_episodes))
@@ -165,13 +173,30 @@ class Trainer:
             evaluated_after.append(evaluated)
             p.stopped_by = p.stopped_by or self._stop_reason(check_budget=False)  # this evaluation may reach the target
         result = RoundResult(p.round, n, sampled, learned, eval_return, gathered, evaluated_after, learner_s, started,
-                             sampled_at, learned_at, decided_at, time.perf_counter())
+                             sampled_at, learned_at, decided_at, time.perf_counter(), head_start)
         row = self._bill_and_log(result, hold)
         p.pending_eval = (p.round, n, cfg.eval_episodes) if hold else None
         p.stop_budget = self._budgets().get(p.stopped_by or "")
         if p.round % cfg.checkpoint_every == 0 or p.stopped_by:  # the decision travels with the checkpoint
             self.session.save(self._state(), p.round)
         return row
+
+    def _last_by_count(self, steps: int) -> bool:
+        """Whether the round now learning on ``steps`` samples is the last by a count (steps, rounds) known before
+        its update; a budget or a target may still end the run later, and the wave sent ahead is then cancelled."""
+        cfg, p = self.cfg, self.progress
+        return ((cfg.total_timesteps is not None and p.env_steps + steps >= cfg.total_timesteps)
+                or (cfg.max_rounds is not None and p.round >= cfg.max_rounds))
+
+    @staticmethod
+    def _times(wall_s: float, learner_s: float, sampled: Sampled, head_start_s: float,
+               evaluated_after: list[Gathered] | None = None) -> RoundTimes:
+        """The round's times for the ledger; a wave sent ahead is billed apart from an evaluation sent beside it
+        at the round's start (that one had no head start)."""
+        if not head_start_s:
+            return RoundTimes(wall_s, learner_s, slot_chains(sampled.gathered), slot_chains(evaluated_after or []))
+        return RoundTimes(wall_s, learner_s, slot_chains(sampled.gathered[:1]), slot_chains(evaluated_after or []),
+                          head_start_s, slot_chains(sampled.gathered[1:]))
 
     # -- pieces of a round -----------------------------------------------------------------------
     def _logging_failures(self, earlier: list[Gathered], step: Callable[[], Any]) -> Any:
@@ -205,8 +230,7 @@ class Trainer:
         round it ran); write the row, or only its invocations when ``hold`` keeps it for its evaluation."""
         attempts = [a for g in r.gathered for a in g.attempts]
         lost = sum(len(g.lost) for g in r.gathered)
-        times = RoundTimes(r.ended - r.started, r.learner_s, slot_chains(r.sampled.gathered),
-                           slot_chains(r.evaluated_after))
+        times = self._times(r.ended - r.started, r.learner_s, r.sampled, r.head_start_s, r.evaluated_after)
         bill = self.ledger.bill_round(times, [a.reply.record for a in attempts], r.n_actors)
         episodes = [x for f in r.sampled.fragments for x in f.episode_returns.tolist()]
         batch_size = len(r.learned.batch)
