@@ -78,7 +78,7 @@ def test_a_wave_that_does_not_fit_the_policy_is_refused_on_resume(tmp_path):
     name = next(iter(state["wave"]["params"]))
     state["wave"]["params"][name] = np.full_like(state["wave"]["params"][name], np.nan)
     checkpoint.save(run_dir / "checkpoints", state)
-    with pytest.raises(ConfigError, match="pipelined wave's policy.*finite"):
+    with pytest.raises(ConfigError, match=r"pipelined wave's policy.*finite"):
         make_trainer(_cfg(run_dir), resume=True)
 
 

@@ -1,12 +1,12 @@
 """``minionsrl compare``: scalers × seeds on one env → CSV, Markdown table and PNG curves (DESIGN §7).
 
-An *arm* is ``scaler[:n][@backend][/learner-budget][+field=value...]``: ``fixed:16@server`` is the server-based
-baseline, ``fixed:16`` the same actors as functions, ``nitro`` the Nitro scaler, ``fixed:64/per-round`` 64 actors
-whose learner keeps the reference's minibatch count, ``fixed:64+pipeline`` pipelined rounds and
-``fixed:64+fragment_length=512+lr_schedule=adaptive`` a batch that grows with ``n`` (naming one of
-``fragment_length`` and ``batch_size`` unsets the other), with a KL-adaptive learning rate. Each (arm, seed) is one ordinary run in
-``OUT/runs/<arm>__s<seed>``; finished runs are reused and interrupted ones resumed, so a cut
-comparison continues where it stopped (across sessions too).
+An *arm* is ``scaler[:n][@backend][/learner-budget][+field=value...]``: ``fixed:16@server`` is the
+server-based baseline, ``fixed:16`` the same actors as functions, ``nitro`` the Nitro scaler,
+``fixed:64/per-round`` 64 actors whose learner keeps the reference's minibatch count, ``fixed:64+pipeline``
+pipelined rounds and ``fixed:64+fragment_length=512+lr_schedule=adaptive`` a batch that grows with ``n``
+(naming one of ``fragment_length`` and ``batch_size`` unsets the other) with a KL-adaptive learning rate.
+Each (arm, seed) is one ordinary run in ``OUT/runs/<arm>__s<seed>``; finished runs are reused and
+interrupted ones resumed, so a cut comparison continues where it stopped (across sessions too).
 
 Per arm it reports the mean over seeds with a bootstrap 95% interval, the dollars to reach the target
 return, the return at a fixed dollar budget (the cheapest arm's total unless given), and which arms are

@@ -43,8 +43,8 @@ from minionsrl.function.wire import WireError
 # de-duplication: a second delivery of an answered invocation, and a stray reply to nothing sent.
 DUPLICATE, STRAY = "duplicate", "stray"
 __all__ = ["CANCELLED", "DUPLICATE", "FAILED", "OK", "OOM", "STRAY", "THROTTLED", "TIMED_OUT", "Attempt", "Gathered",
-           "Group", "RetryPolicy", "Started", "TooFewReplies", "Tracker", "backoff_s", "fault_counts", "gather", "gather_groups",
-           "slot_chains"]
+           "Group", "RetryPolicy", "Started", "TooFewReplies", "Tracker", "backoff_s", "fault_counts", "gather",
+           "gather_groups", "slot_chains"]
 _JITTER = random.Random()  # back-off jitter: timing only, never what is learned
 
 

@@ -24,6 +24,7 @@ from minionsrl.config import StepPlan
 from minionsrl.errors import ConfigError, InvocationError
 from minionsrl.function.fragment import Fragment, PolicySnapshot
 from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.loop import checkpoint
 from minionsrl.loop.gather import (
     DUPLICATE,
     OK,
@@ -38,7 +39,6 @@ from minionsrl.loop.gather import (
     backoff_s,
     gather_groups,
 )
-from minionsrl.loop import checkpoint
 from minionsrl.loop.invocations import Publisher, Requests, eval_returns, eval_split
 
 
