@@ -1,0 +1,219 @@
+"""Time and dollars to a target return (issue 21): which ``n`` or scaler reaches it soonest, which cheapest?
+
+Per env, one ``minionsrl compare --until target`` over the arms below (≥ 5 seeds), every run capped at 1M env
+steps (its learning rate anneals over them, as in a 1M-step run) and a projected-time budget that does not bind:
+
+- ``hopper``: Hopper-v5, target 2,500; ``halfcheetah``: HalfCheetah-v5, target 2,500; ``latency``: Hopper-v5 whose
+  every step waits 5 ms (``--env-step-latency-ms 5``, a remote simulator), target 1,000, up to 128 functions at once;
+- arms: fixed 8/16/32/64/128 at a constant batch of 4,096 (``n`` buys a shorter round, not a larger batch),
+  weak scaling (64 × 512 with the KL-adaptive rate), ``--pipeline`` on fixed-64, ``critical`` (time and cost),
+  nitro, kungfu, minions (its shipped scheduler) and fixed-16 on servers (the papers' baseline);
+- ``nitro50``: Nitro's own claim at its published 50 rounds (T fixed, the batch growing with ``n``): nitro against
+  fixed-16 on servers, under our MuJoCo preset and under ``--preset nitro``.
+
+Each (arm, seed) is an ordinary run under ``bench/out/ttt/<env>/runs``; finished runs are reused and cut ones
+resumed, so the experiment spans sessions. The script then writes, per env, the compare table and plots to
+``docs/results/time-to-target/<env>/`` and the goals with a plain yes/no, and why where missed (the round's split
+into learner and functions + overhead, the actor count, the noise scale), to
+``docs/results/time-to-target/GOALS.md``.
+
+    .venv/bin/python bench/time_to_target.py --envs hopper latency      # run what is missing, then report
+    .venv/bin/python bench/time_to_target.py --reuse                    # only report from what has run
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from common import OUT, ROOT, log, markdown_table
+
+from minionsrl.loop.metrics import read_metrics
+
+RUNS = OUT / "ttt"
+DOCS = ROOT / "docs" / "results" / "time-to-target"
+CLI = str(Path(sys.executable).parent / "minionsrl")
+BATCH = ["--batch-size", "4096"]
+CAP = ["--total-timesteps", "1000000", "--time-budget-s", "1000"]
+ENVS: dict[str, dict[str, Any]] = {
+    "hopper": {"flags": ["--env-id", "Hopper-v5", *BATCH], "target": 2500.0},
+    "halfcheetah": {"flags": ["--env-id", "HalfCheetah-v5", *BATCH], "target": 2500.0},
+    "latency": {"flags": ["--env-id", "Hopper-v5", *BATCH, "--env-step-latency-ms", "5", "--max-concurrency", "128"],
+                "target": 1000.0},
+}
+FIXED = ["fixed:8", "fixed:16", "fixed:32", "fixed:64", "fixed:128"]
+ADAPTIVE = ["critical:time", "critical:cost", "kungfu", "nitro", "minions"]
+WEAK = "fixed:64+fragment_length=512+lr_schedule=adaptive"
+ARMS = [*FIXED, WEAK, "fixed:64+pipeline", *ADAPTIVE, "fixed:16@server"]
+NITRO50 = {"ours": ["--env-id", "Hopper-v5", "--preset", "mujoco"],
+           "nitro-preset": ["--env-id", "Hopper-v5", "--preset", "nitro"]}
+
+
+def label(arm: str) -> str:
+    """The compare label of an arm (as ``Arm.label`` writes it)."""
+    from minionsrl.experiments.compare import Arm
+
+    return Arm.parse(arm).label
+
+
+def run_env(env: str, seeds: int) -> None:
+    spec = ENVS[env]
+    cmd = [CLI, "compare", *spec["flags"], "--until", "target", "--target", str(spec["target"]), *CAP,
+           "--seeds", str(seeds), "--scalers", ",".join(ARMS), "--out", str(RUNS / env), "--no-progress",
+           "--no-tensorboard"]
+    log(" ".join(cmd))
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+
+
+def run_nitro50(seeds: int) -> None:
+    for name, flags in NITRO50.items():
+        cmd = [CLI, "compare", *flags, "--rounds", "50", "--seeds", str(seeds), "--scalers", "nitro,fixed:16@server",
+               "--out", str(RUNS / f"nitro50-{name}"), "--no-progress", "--no-tensorboard"]
+        log(" ".join(cmd))
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+
+
+def _rows(out: Path) -> list[dict[str, str]]:
+    with open(out / "compare.csv", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _mean(rows: list[dict[str, str]], column: str) -> float | None:
+    values = [float(r[column]) for r in rows if r[column] not in ("", "None")]
+    return statistics.fmean(values) if values else None
+
+
+def _to_target(rows: list[dict[str, str]], arm: str, column: str) -> tuple[float | None, int, int]:
+    """An arm's mean of ``column`` over the seeds that reached the target, how many did, of how many."""
+    mine = [r for r in rows if r["arm"] == arm]
+    reached = [r for r in mine if r["usd_to_target"] not in ("", "None")]
+    return _mean(reached, column), len(reached), len(mine)
+
+
+def _ratio(rows: list[dict[str, str]], arm: str, base: str, column: str) -> str:
+    ours, k, of = _to_target(rows, arm, column)
+    theirs, kb, ofb = _to_target(rows, base, column)
+    if ours is None or theirs is None:
+        return f"– ({k}/{of} vs {kb}/{ofb} reached)"
+    return f"{ours / theirs:.2f}× ({k}/{of} vs {kb}/{ofb})"
+
+
+def _goal(rows: list[dict[str, str]], arm: str, base: str, time_col: str, time_max: float,
+          usd_max: float | None) -> str:
+    """yes when every seed of ``arm`` reached the target (as many as the baseline's) within both ratios."""
+    ours_t, k, of = _to_target(rows, arm, time_col)
+    base_t, kb, _ = _to_target(rows, base, time_col)
+    ours_d, base_d = _to_target(rows, arm, "usd_to_target")[0], _to_target(rows, base, "usd_to_target")[0]
+    if ours_t is None or base_t is None or ours_d is None or base_d is None:
+        return "no (the target was not reached)"
+    if k < of or k < kb:
+        return f"no ({k}/{of} seeds reached it)"
+    ok = ours_t / base_t <= time_max and (usd_max is None or ours_d / base_d <= usd_max)
+    return "yes" if ok else "no"
+
+
+def round_split(out: Path, arm: str) -> dict[str, float]:
+    """Medians over an arm's rounds and seeds: the projected round, its learner part, the rest (functions and
+    overhead), the actor count and the noise scale (B_simple) the scaler read."""
+    parts: dict[str, list[float]] = {"round": [], "learner": [], "functions": [], "actors": [], "gns": []}
+    for run_dir in sorted((out / "runs").glob(f"{label(arm)}__s*")):
+        for r in read_metrics(run_dir)[1:]:  # round 1 compiles and starts instances
+            parts["round"].append(float(r["projected_round_s"]))
+            parts["learner"].append(float(r["projected_learner_s"]))
+            parts["functions"].append(float(r["projected_round_s"]) - float(r["projected_learner_s"]))
+            parts["actors"].append(float(r["n_actors"]))
+            if r.get("gns"):
+                parts["gns"].append(float(r["gns"]))
+    return {k: statistics.median(v) if v else float("nan") for k, v in parts.items()}
+
+
+def report_env(env: str) -> list[str]:
+    """Copy the env's compare outputs into docs and return its goal lines."""
+    out = RUNS / env
+    if not (out / "compare.csv").exists():
+        return [f"- **{env}**: not run yet"]
+    target_dir = DOCS / env
+    target_dir.mkdir(parents=True, exist_ok=True)
+    for f in out.iterdir():
+        if f.is_file():
+            shutil.copy(f, target_dir / f.name)
+    rows = _rows(out)
+    arms = list(dict.fromkeys(r["arm"] for r in rows))
+    fixed8, server = label("fixed:8"), label("fixed:16@server")
+    lines = [f"### {env} (target {ENVS[env]['target']:g})", ""]
+    table = []
+    for arm in arms:
+        split = round_split(out, arm)
+        table.append([arm, _ratio(rows, arm, fixed8, "projected_time_to_target_s"),
+                      _ratio(rows, arm, fixed8, "usd_to_target"), _ratio(rows, arm, fixed8, "time_to_target_s"),
+                      f"{split['round']:.3f}", f"{split['learner']:.3f}", f"{split['functions']:.3f}",
+                      f"{split['actors']:.0f}", f"{split['gns']:.4g}"])
+    lines.append(markdown_table(["arm", "projected time to target vs fixed-8", "dollars vs fixed-8",
+                                 "wall time vs fixed-8", "round s (median)", "learner s", "functions + overhead s",
+                                 "actors", "noise scale"], table))
+    lines.append("")
+    adaptive = [label(a) for a in ADAPTIVE if label(a) in arms]
+    for arm in adaptive:
+        lines.append(f"- {arm} ≤ 0.48× fixed-8's projected time at ≤ 1.0× its dollars: "
+                     f"**{_goal(rows, arm, fixed8, 'projected_time_to_target_s', 0.48, 1.0)}**")
+    if label("minions") in arms and server in arms:
+        lines.append(f"- MinionsRL's claim (minions vs fixed-16 on servers: ≤ 0.48× time, ≤ 0.14× dollars): "
+                     f"**{_goal(rows, label('minions'), server, 'projected_time_to_target_s', 0.48, 0.14)}** "
+                     f"(time {_ratio(rows, label('minions'), server, 'projected_time_to_target_s')}, dollars "
+                     f"{_ratio(rows, label('minions'), server, 'usd_to_target')})")
+    if env == "latency" and label("fixed:64") in arms:
+        lines.append(f"- 64 functions reach the target in ≤ 0.2× the wall time of 8: "
+                     f"**{_goal(rows, label('fixed:64'), fixed8, 'time_to_target_s', 0.2, None)}** "
+                     f"({_ratio(rows, label('fixed:64'), fixed8, 'time_to_target_s')})")
+    return [*lines, ""]
+
+
+def report_nitro50() -> list[str]:
+    lines = ["### Nitro's claim at its 50 rounds (final return ≥ fixed-16 on servers' at ≤ 0.58× its dollars)", ""]
+    for name in NITRO50:
+        out = RUNS / f"nitro50-{name}"
+        if not (out / "compare.csv").exists():
+            lines.append(f"- {name}: not run yet")
+            continue
+        rows = _rows(out)
+        nitro = [r for r in rows if r["arm"] == "nitro"]
+        server = [r for r in rows if r["arm"] == label("fixed:16@server")]
+        ret, base_ret = _mean(nitro, "final_eval_return"), _mean(server, "final_eval_return")
+        usd, base_usd = _mean(nitro, "cost_usd"), _mean(server, "cost_usd")
+        ok = ret is not None and base_ret is not None and ret >= base_ret and usd / base_usd <= 0.58
+        lines.append(f"- {name} preset ({len(nitro)} seeds): nitro {ret:.0f} vs {base_ret:.0f}, dollars "
+                     f"{usd / base_usd:.2f}×: **{'yes' if ok else 'no'}**")
+    return [*lines, ""]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", nargs="*", default=["hopper", "latency", "halfcheetah", "nitro50"],
+                        choices=[*ENVS, "nitro50"])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--reuse", action="store_true", help="only report from the runs there are")
+    args = parser.parse_args()
+    if not args.reuse:
+        for env in args.envs:
+            run_nitro50(args.seeds) if env == "nitro50" else run_env(env, args.seeds)
+    DOCS.mkdir(parents=True, exist_ok=True)
+    lines = ["# Time and dollars to a target: the goals", "",
+             "Written by `bench/time_to_target.py` (its docstring says what runs). Ratios are of means over the "
+             "seeds that reached the target (counts in brackets: arm vs baseline); a goal is met only if every "
+             "seed of the arm reached it. Times are projected cloud seconds unless marked wall.", ""]
+    for env in ENVS:
+        lines += report_env(env)
+    lines += report_nitro50()
+    text = "\n".join(lines)
+    (DOCS / "GOALS.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
