@@ -1,41 +1,53 @@
 # Two commands set up a fresh machine: `make run` (train CartPole-v1 with 8 local actors) and `make test`.
+# `make run` installs the core only (JAX, Gymnasium, TensorBoard's writer, matplotlib: what the demo imports);
+# `make test` installs every extra the suite exercises ([all]: Ray, Lithops, MuJoCo, Atari, W&B, pytest…).
+# Separate stamps, so `make run` then `make test` on one venv adds the extras, and either works first.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+CORE   := $(VENV)/.installed-core
+ALL    := $(VENV)/.installed-all
 
 .PHONY: run test test-fast lint bench clean
 
 # ranges in pyproject.toml, the exact tested versions in constraints.txt
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
 
-# (a venv made before pygame-ce replaced pygame loses pygame first: both install pygame/)
-$(STAMP): pyproject.toml constraints.txt
+$(PY):
 	$(PYTHON) -m venv $(VENV)
+
+# the core: `pip install -e .`; a venv that already has [all] has the core (its stamp is touched there too)
+$(CORE): pyproject.toml constraints.txt | $(PY)
+	$(PIP_INSTALL) -e .
+	touch $(CORE)
+
+# everything the test suite needs
+# (a venv made before pygame-ce replaced pygame loses pygame first: both install pygame/)
+$(ALL): pyproject.toml constraints.txt | $(PY)
 	$(PY) -m pip uninstall -q -y pygame 2>/dev/null || true
 	$(PIP_INSTALL) -e ".[all]"
-	touch $(STAMP)
+	touch $(ALL) $(CORE)
 
 # the benchmarks' baselines (Stable-Baselines3 on torch): torch first, exactly as pinned, so nothing pulls another build
-$(VENV)/.bench: $(STAMP)
+$(VENV)/.bench: $(ALL)
 	$(PIP_INSTALL) torch==2.13.0
 	$(PIP_INSTALL) -e ".[bench]"
 	touch $@
 
-run: $(STAMP)
+run: $(CORE)
 	rm -rf runs/cartpole
 	$(VENV)/bin/minionsrl train --env-id CartPole-v1 --actors 8 --total-timesteps 500000 --target-return 500 \
 		--run-dir runs/cartpole
 	cat runs/cartpole/summary.json | $(PY) -c "import json,sys; d=json.load(sys.stdin); d.pop('config'); print(json.dumps(d, indent=2))"
 
-test: $(STAMP)
+test: $(ALL)
 	$(VENV)/bin/ruff check minionsrl tests bench
 	$(PY) -m pytest -q --durations=15
 
-test-fast: $(STAMP)
+test-fast: $(ALL)
 	$(PY) -m pytest -q -m "not slow"
 
-lint: $(STAMP)
+lint: $(ALL)
 	$(VENV)/bin/ruff check minionsrl tests bench
 
 bench: $(VENV)/.bench

@@ -187,3 +187,13 @@ def test_the_core_install_trains_cartpole_and_names_the_mujoco_extra(subprocess_
     errors = [line for line in out.stderr.splitlines() if "Hopper-v5" in line]
     assert errors == ["minionsrl: error: env_id 'Hopper-v5' needs the mujoco extra: pip install 'minionsrl[mujoco]'"], \
         out.stderr[-2000:]
+
+
+def test_make_run_installs_the_core_and_make_test_everything():
+    """``make run`` (the CartPole demo) needs the core only; ``make test`` every extra. Separate stamps, so
+    ``make run`` then ``make test`` on one venv adds the extras, and ``make test`` alone works on a fresh clone."""
+    rules = dict(re.findall(r"^([\w$()-]+):[^\n=]*\n((?:\t[^\n]*\n)+)", (ROOT / "Makefile").read_text(), re.M))
+    assert "$(PIP_INSTALL) -e .\n" in rules["$(CORE)"]
+    assert '-e ".[all]"' in rules["$(ALL)"] and "$(CORE)" in rules["$(ALL)"].splitlines()[-1]
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^run: \$\(CORE\)$", makefile, re.M) and re.search(r"^test: \$\(ALL\)$", makefile, re.M)
