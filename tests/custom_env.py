@@ -81,3 +81,36 @@ class CarelessEnv(CounterEnv):
     def step(self, action):
         secret = os.environ.get("MINIONSRL_TEST_SECRET", "")
         raise RuntimeError(f"login failed: password={secret}, api_key: {secret}, Authorization: Bearer {secret}")
+
+
+class NoRenderModeEnv(gym.Env):
+    """An env whose constructor takes no ``render_mode`` (many hand-written ones): built from a registered id,
+    it must not be given ``render_mode=None``."""
+
+    def __init__(self, length: int = 5) -> None:
+        self.length = int(length)
+        self.observation_space = gym.spaces.Box(0.0, 1.0, shape=(1,), dtype=np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.t / self.length], dtype=np.float32), 1.0, self.t >= self.length, False, {}
+
+
+class WrongShapeEnv(CounterEnv):
+    """Its observations do not fit its observation space."""
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        return np.zeros(5, dtype=np.float32), {}
+
+
+# a module that registers an id on import: ``custom_env:NoRender-v0`` (Gymnasium's module:id form) reaches it in
+# every rollout function, which imports the module too
+gym.register("NoRender-v0", entry_point=NoRenderModeEnv, max_episode_steps=50)

@@ -92,13 +92,31 @@ def entry_point_class(env_id: str) -> type[gym.Env]:
     """The class a custom entry point ``package.module:ClassName`` names, checked to be a ``gymnasium.Env``
     subclass before anything of it is called (its module is imported: a custom entry point is code). Raise
     a one-line :class:`ConfigError` otherwise."""
+    target = entry_point_target(env_id)
+    if isinstance(target, str):
+        raise ConfigError(f"env_id {env_id!r}: {target!r} is an id the module registers, not a class")
+    return target
+
+
+def entry_point_target(env_id: str) -> type[gym.Env] | str:
+    """What ``package.module:Name`` names once its module is imported: a ``gymnasium.Env`` subclass (checked before
+    anything of it is called), or the id of an env the module registers when imported (Gymnasium's own
+    ``module:Env-v0`` form: the rollout functions import the module too, so the id exists there). Raise a
+    one-line :class:`ConfigError` otherwise."""
     module_name, _, attr = env_id.partition(":")
     if not module_name or not attr or module_name.startswith("."):
         raise ConfigError(f"env_id {env_id!r}: write a custom env as package.module:ClassName")
+    if module_name.partition(".")[0] == "__main__":
+        raise ConfigError(f"env_id {env_id!r}: the rollout functions run in processes of their own, whose __main__ "
+                          f"is not your script; move {attr} into a module (e.g. my_envs.py beside the script) "
+                          f"and write env_id='my_envs:{attr}'")
     module = import_env_module(env_id, module_name)
     cls = getattr(module, attr, None)
     if cls is None:
-        raise ConfigError(f"env_id {env_id!r}: module {module_name!r} has no attribute {attr!r}")
+        if attr in gym.registry:  # registered by the module on import (or already before it)
+            return attr
+        raise ConfigError(f"env_id {env_id!r}: module {module_name!r} has no attribute {attr!r} and registers no "
+                          f"Gymnasium id {attr!r}")
     if not (isinstance(cls, type) and issubclass(cls, gym.Env)):
         raise ConfigError(f"env_id {env_id!r}: {attr!r} is not a gymnasium.Env subclass")
     return cls
@@ -199,23 +217,93 @@ _REGISTERED_EXTRAS = (("gymnasium.envs.mujoco", "mujoco"), ("gymnasium.envs.box2
 
 
 def check_env_id(env_id: str) -> None:
-    """Raise a one-line :class:`ConfigError` if ``env_id`` cannot be built, suggesting close matches; an id
-    whose simulator is an extra not installed names the extra (``pip install 'minionsrl[mujoco]'``)."""
+    """Raise a one-line :class:`ConfigError` if the rollout functions could not build ``env_id``, suggesting close
+    matches; an id whose simulator is an extra not installed names the extra (``pip install 'minionsrl[mujoco]'``).
+
+    A function builds its env in a process of its own (a worker, a Ray task, a cloud function), from the id
+    alone: it has what Gymnasium and ale-py register and what the entry point's module defines or registers
+    when imported, nothing the training script made (a class, an instance, an id it registered itself)."""
+    if not isinstance(env_id, str):
+        raise ConfigError(_not_an_id(env_id))
     if is_entry_point(env_id):
-        entry_point_class(env_id)
+        target = entry_point_target(env_id)
+        if isinstance(target, str):
+            _check_registered(target, env_id)
         return
     _register_optional_envs()
     if env_id in gym.registry:
-        entry_point = str(gym.registry[env_id].entry_point)
-        for prefix, extra in _REGISTERED_EXTRAS:
-            if entry_point.startswith(prefix):
-                require_extra(f"env_id {env_id!r}", extra)
+        if not _registered_in_every_process(env_id):
+            raise ConfigError(_registered_here_only(env_id))
+        _check_registered(env_id, env_id)
         return
     if env_id.startswith("ALE/") and not installed("ale_py"):
         raise missing_extra_error(f"env_id {env_id!r}", "atari")
     matches = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(matches)}?" if matches else "; see gymnasium.pprint_registry()"
     raise ConfigError(f"env_id {env_id!r} is not a registered Gymnasium environment{hint}")
+
+
+def _check_registered(registered: str, env_id: str) -> None:
+    entry_point = str(gym.registry[registered].entry_point)
+    for prefix, extra in _REGISTERED_EXTRAS:
+        if entry_point.startswith(prefix):
+            require_extra(f"env_id {env_id!r}", extra)
+
+
+# the packages whose ids every rollout function has: Gymnasium's own, and ale-py's (registered on import)
+_REGISTRARS = ("gymnasium", "ale_py")
+
+
+def _entry_point_module(env_id: str) -> str:
+    entry_point = gym.registry[env_id].entry_point
+    if isinstance(entry_point, str):
+        return entry_point.partition(":")[0]
+    return str(getattr(entry_point, "__module__", "") or "")
+
+
+def _registered_in_every_process(env_id: str) -> bool:
+    """Whether a fresh process has ``env_id`` too: one of Gymnasium's or ale-py's own ids (an id registered by the
+    training script, or by a module only it imported, exists in its process alone)."""
+    return _entry_point_module(env_id).partition(".")[0] in _REGISTRARS
+
+
+def _registered_here_only(env_id: str) -> str:
+    spec = gym.registry[env_id]
+    module = _entry_point_module(env_id)
+    entry_point = spec.entry_point
+    name = entry_point.partition(":")[2] if isinstance(entry_point, str) else getattr(entry_point, "__qualname__", "")
+    name = name if name.isidentifier() else "MyEnv"
+    if module and module.partition(".")[0] != "__main__" and isinstance(entry_point, str | type):
+        instead = f"env_id='{module}:{name}' (module:Class)"
+    else:
+        instead = f"move {name} into a module (e.g. my_envs.py beside the script) and write env_id='my_envs:{name}'"
+    kwargs = f", env_kwargs={dict(spec.kwargs)!r}" if spec.kwargs else ""
+    return (f"env_id {env_id!r} is registered in this process only (gym.register in the script, or by a module only "
+            f"it imported): the rollout functions build their env in processes of their own and would not find it; "
+            f"{instead}{kwargs}, or 'my_envs:{env_id}' where importing my_envs registers the id")
+
+
+def _not_an_id(value: Any) -> str:
+    """What to write instead of a class or an env instance given as ``env_id``."""
+    if isinstance(value, gym.Env):
+        spec = value.spec
+        if spec is not None and isinstance(spec.id, str) and spec.id in gym.registry \
+                and _registered_in_every_process(spec.id):
+            kwargs = f", env_kwargs={dict(spec.kwargs)!r}" if spec.kwargs else ""
+            return (f"env_id: an env instance ({spec.id}) is not an env id; every rollout function builds its own "
+                    f"env from the id: write env_id={spec.id!r}{kwargs}")
+        cls, what = type(value.unwrapped), f"an instance of {type(value.unwrapped).__qualname__}"
+    elif isinstance(value, type):
+        cls, what = value, f"the class {value.__qualname__}"
+    else:
+        return f"env_id: {value!r} is not a string; write a Gymnasium id ('CartPole-v1') or 'package.module:ClassName'"
+    name = cls.__qualname__ if cls.__qualname__.isidentifier() else "MyEnv"
+    if cls.__module__.partition(".")[0] == "__main__" or not cls.__qualname__.isidentifier():
+        instead = f"move {name} into a module (e.g. my_envs.py beside the script) and write env_id='my_envs:{name}'"
+    else:
+        instead = f"write env_id='{cls.__module__}:{name}'"
+    return (f"env_id: {what} is not an env id; every rollout function builds its own env in a process of its own, "
+            f"from a string: {instead} (constructor arguments go in env_kwargs)")
 
 
 def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env:
@@ -226,19 +314,20 @@ def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env:
 
 
 def _make_env(spec: EnvSpec, render_mode: str | None) -> gym.Env:
+    # render_mode only when one is asked for: an env whose constructor has no such argument still builds
+    render = {} if render_mode is None else {"render_mode": render_mode}
     if is_entry_point(spec.env_id):
-        cls = entry_point_class(spec.env_id)  # a gymnasium.Env subclass, or nothing is called
-        kwargs = dict(spec.kwargs)
-        if render_mode is not None:
-            kwargs["render_mode"] = render_mode
-        env = cls(**kwargs)
+        target = entry_point_target(spec.env_id)  # a gymnasium.Env subclass, or nothing is called
+        if isinstance(target, str):  # an id the module registers
+            return gym.make(target, disable_env_checker=True, **{**spec.kwargs, **render})
+        env = target(**{**spec.kwargs, **render})
         if env.spec is not None and env.spec.max_episode_steps:
             env = gym.wrappers.TimeLimit(env, env.spec.max_episode_steps)
         return env
     _register_optional_envs()
     if is_atari(spec.env_id):
         return make_atari(spec, render_mode)
-    return gym.make(spec.env_id, render_mode=render_mode, disable_env_checker=True, **spec.kwargs)
+    return gym.make(spec.env_id, disable_env_checker=True, **{**spec.kwargs, **render})
 
 
 def is_atari(env_id: str) -> bool:
@@ -294,32 +383,42 @@ def make_atari(spec: EnvSpec, render_mode: str | None = None) -> gym.Env:
 
 
 def env_info(spec: EnvSpec) -> EnvInfo:
-    """Inspect the spaces of the environment once, and close it."""
+    """Build the environment once as a rollout function will, inspect its spaces, reset it once (an observation
+    that does not fit the space would fail every function), and close it."""
     env = make_env(spec)
     try:
-        obs_space, act_space = env.observation_space, env.action_space
-        if not isinstance(obs_space, gym.spaces.Box):
-            raise ConfigError(
-                f"env_id {spec.env_id!r}: observation space {obs_space} is not a Box; "
-                "wrap it so observations are arrays (e.g. FlattenObservation)"
-            )
-        if isinstance(act_space, gym.spaces.Discrete):
-            return EnvInfo(tuple(obs_space.shape), True, int(act_space.n), family=_family(env))
-        if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
-            return EnvInfo(
-                tuple(obs_space.shape),
-                False,
-                int(act_space.shape[0]),
-                tuple(float(x) for x in np.asarray(act_space.low, dtype=np.float64)),
-                tuple(float(x) for x in np.asarray(act_space.high, dtype=np.float64)),
-                family=_family(env),
-            )
-        raise ConfigError(
-            f"env_id {spec.env_id!r}: action space {act_space} is not supported; "
-            "use Discrete or a 1-D Box"
-        )
+        info = _spaces_info(spec, env)
+        obs, _ = env.reset(seed=0)
+        if np.shape(obs) != info.obs_shape:
+            raise ConfigError(f"env_id {spec.env_id!r}: reset() returned an observation of shape {np.shape(obs)}, "
+                              f"not the observation space's {info.obs_shape}; make the two agree")
+        return info
     finally:
         env.close()
+
+
+def _spaces_info(spec: EnvSpec, env: gym.Env) -> EnvInfo:
+    obs_space, act_space = env.observation_space, env.action_space
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise ConfigError(
+            f"env_id {spec.env_id!r}: observation space {obs_space} is not a Box; "
+            "wrap it so observations are arrays (e.g. FlattenObservation)"
+        )
+    if isinstance(act_space, gym.spaces.Discrete):
+        return EnvInfo(tuple(obs_space.shape), True, int(act_space.n), family=_family(env))
+    if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
+        return EnvInfo(
+            tuple(obs_space.shape),
+            False,
+            int(act_space.shape[0]),
+            tuple(float(x) for x in np.asarray(act_space.low, dtype=np.float64)),
+            tuple(float(x) for x in np.asarray(act_space.high, dtype=np.float64)),
+            family=_family(env),
+        )
+    raise ConfigError(
+        f"env_id {spec.env_id!r}: action space {act_space} is not supported; "
+        "use Discrete or a 1-D Box"
+    )
 
 
 def _family(env: gym.Env) -> str:
