@@ -10,7 +10,10 @@ pay for the learner's framework. The Python API is loaded on first use:
   the one with the best evaluation) whose ``act(obs)`` (and SB3's ``action, _ = predict(obs)``) runs on NumPy
   alone (:mod:`minionsrl.experiments.policy`);
 - ``minionsrl.evaluate(policy, env_or_id=None, n_episodes=10, deterministic=True, seed=10_000) -> (mean, std)``:
-  SB3's ``evaluate_policy`` shape.
+  SB3's ``evaluate_policy`` shape;
+- ``minionsrl.Callback``: SB3's ``BaseCallback``, small: ``on_round(row, trainer)`` after each round (False stops the
+  run), ``on_end(summary, trainer)``; ``train(cfg, callback=...)`` takes one, a list, or ``fn(row, trainer)``;
+- ``minionsrl.current_policy(trainer) -> Policy``: a running trainer's policy, for callbacks.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ _LAZY = {
     "load_policy": "minionsrl.experiments.policy",
     "Policy": "minionsrl.experiments.policy",
     "evaluate": "minionsrl.experiments.policy",
+    "current_policy": "minionsrl.experiments.policy",
+    "Callback": "minionsrl.experiments.training",
 }
-__all__ = ["Policy", "TrainConfig", "__version__", "evaluate", "load_policy", "train"]
+__all__ = ["Callback", "Policy", "TrainConfig", "__version__", "current_policy", "evaluate", "load_policy", "train"]
 
 
 def __getattr__(name: str) -> Any:

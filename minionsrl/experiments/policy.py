@@ -15,8 +15,9 @@ load only runs you trust to name modules).
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -25,13 +26,16 @@ from minionsrl import config
 from minionsrl.build import prepare_config
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
-from minionsrl.function.envs import EnvInfo, EnvSpec, make_env, search_for_env_code
+from minionsrl.function.envs import EnvInfo, EnvSpec, env_info, make_env, search_for_env_code
 from minionsrl.function.fragment import PolicySnapshot
 from minionsrl.function.normalization import ObsNormalizer, RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch, param_shapes
 from minionsrl.loop import checkpoint
 
-__all__ = ["Policy", "Prediction", "evaluate", "load_policy"]
+if TYPE_CHECKING:
+    from minionsrl.loop.trainer import Trainer
+
+__all__ = ["Policy", "Prediction", "current_policy", "evaluate", "load_policy"]
 
 
 class Prediction(NamedTuple):
@@ -77,6 +81,18 @@ def load_policy(path: str | Path, seed: int | None = None, what: str = "load_pol
     snapshot = PolicySnapshot(_round(state, ckpt), arch, _weights(state.get("policy"), arch, ckpt), obs_mean,
                               obs_var, cfg.clip_obs)
     return Policy(snapshot, cfg, info, seed)
+
+
+_INFOS: weakref.WeakKeyDictionary[Any, EnvInfo] = weakref.WeakKeyDictionary()  # a trainer's env, built once
+
+
+def current_policy(trainer: Trainer, seed: int | None = None) -> Policy:
+    """A running trainer's policy as it stands (its last update's weights and observation statistics), on NumPy:
+    for a :class:`~minionsrl.experiments.training.Callback` that evaluates it, saves it or looks at it."""
+    cfg = trainer.session.cfg
+    if trainer not in _INFOS:
+        _INFOS[trainer] = env_info(EnvSpec(cfg.env_id, cfg.env_kwargs))
+    return Policy(trainer.learner.snapshot(trainer.round), cfg, _INFOS[trainer], seed)
 
 
 class Policy:

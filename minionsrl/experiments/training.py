@@ -14,52 +14,98 @@ from typing import TYPE_CHECKING, Any
 
 from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
+from minionsrl.errors import ConfigError
 from minionsrl.loop import tracking
 
 if TYPE_CHECKING:
     from minionsrl.loop.trainer import Trainer
 
-__all__ = ["plot_run", "run_trainer", "train"]
+__all__ = ["Callback", "plot_run", "run_trainer", "train"]
 
 
-def train(cfg: TrainConfig, resume: bool = False, on_round: Callable[[dict[str, Any]], None] | None = None,
-          plots: bool = True) -> dict[str, Any]:
-    """Train the run ``cfg`` describes (``resume``: continue the one in ``cfg.run_dir`` from its checkpoint) and
-    return its summary (also in ``RUN_DIR/summary.json``). ``on_round`` is called with each round's metrics
-    row; ``plots=False`` skips the PNGs. With ``cfg.track`` the run is logged to Weights & Biases. Bad input
-    raises :class:`~minionsrl.errors.ConfigError` before any work starts."""
+class Callback:
+    """Stable-Baselines3's ``BaseCallback``, kept small: subclass it, override what you need, and pass it as
+    ``train(cfg, callback=MyCallback())`` (or a list of them). A plain function ``fn(row, trainer)`` works too.
+
+    ``trainer`` is the running :class:`~minionsrl.loop.trainer.Trainer`: ``trainer.round``, ``trainer.env_steps``,
+    ``trainer.cfg``, ``trainer.run_dir``, ``trainer.learner`` (the JAX learner); ``minionsrl.current_policy(trainer)``
+    is its policy as it stands, on NumPy (``act``, ``predict``, ``minionsrl.evaluate``)."""
+
+    def on_round(self, row: dict[str, Any], trainer: Trainer) -> bool | None:
+        """After each round's metrics row is written (a row held for its evaluation comes a round later); return
+        False to stop the run after this round (``stopped_by: callback``)."""
+        return None
+
+    def on_end(self, summary: dict[str, Any], trainer: Trainer) -> None:
+        """Once, after the run's summary is written."""
+
+
+CallbackLike = Callback | Callable[[dict[str, Any], "Trainer"], bool | None]
+
+
+def train(cfg: TrainConfig, resume: bool = False, on_round: Callable[[dict[str, Any]], bool | None] | None = None,
+          plots: bool = True, callback: CallbackLike | list[CallbackLike] | None = None) -> dict[str, Any]:
+    """Train the run ``cfg`` describes (``resume``: continue the one in ``cfg.run_dir`` from its checkpoint, its
+    learning-rate schedule kept) and return its summary (also in ``RUN_DIR/summary.json``). ``callback``: a
+    :class:`Callback`, a function ``fn(row, trainer)``, or a list of them, called after each round; one that
+    returns False stops the run. ``on_round(row)`` is the same with the row alone. ``plots=False`` skips the
+    PNGs. With ``cfg.track`` the run is logged to Weights & Biases. Bad input raises
+    :class:`~minionsrl.errors.ConfigError` before any work starts."""
     tracking.check(cfg)
-    return run_trainer(make_trainer(cfg, resume=resume), on_round=on_round, plots=plots)
+    callbacks = _callbacks(callback)  # a wrong callback fails before any work
+    return run_trainer(make_trainer(cfg, resume=resume), on_round=on_round, plots=plots, callback=callbacks)
 
 
-def run_trainer(trainer: Trainer, on_round: Callable[[dict[str, Any]], None] | None = None,
-                plots: bool = True) -> dict[str, Any]:
+def _callbacks(callback: CallbackLike | list[CallbackLike] | None) -> list[CallbackLike]:
+    listed = [] if callback is None else list(callback) if isinstance(callback, list | tuple) else [callback]
+    for cb in listed:
+        if not (isinstance(cb, Callback) or callable(cb)):
+            raise ConfigError(f"callback: {cb!r} is neither a minionsrl.Callback nor a function fn(row, trainer)")
+    return listed
+
+
+def run_trainer(trainer: Trainer, on_round: Callable[[dict[str, Any]], bool | None] | None = None,
+                plots: bool = True, callback: CallbackLike | list[CallbackLike] | None = None) -> dict[str, Any]:
     """Run an assembled trainer to its end: the rounds, then the plots; with ``track``, all of it logged to
     Weights & Biases as it happens. Returns the summary."""
+    callbacks = _callbacks(callback)
+
+    def each_round(row: dict[str, Any]) -> bool:
+        stop = on_round is not None and on_round(row) is False
+        for cb in callbacks:
+            answer = cb.on_round(row, trainer) if isinstance(cb, Callback) else cb(row, trainer)
+            stop = answer is False or stop
+        return not stop
+
+    def ended(summary: dict[str, Any]) -> dict[str, Any]:
+        for cb in callbacks:
+            if isinstance(cb, Callback):
+                cb.on_end(summary, trainer)
+        return summary
+
     if not trainer.cfg.track:
-        summary = trainer.run(on_round=on_round)
+        summary = trainer.run(on_round=each_round)
         if plots:
             plot_run(trainer.run_dir)
-        return summary
+        return ended(summary)
     try:
         tracker = tracking.WandbTracker(trainer.cfg, trainer.run_dir, trainer.session.resume)
     except BaseException:
         trainer.close()
         raise
 
-    def each_round(row: dict[str, Any]) -> None:
+    def logged_round(row: dict[str, Any]) -> bool:
         tracker.log_round(row)
-        if on_round is not None:
-            on_round(row)
+        return each_round(row)
 
     exit_code = 1
     try:
-        summary = trainer.run(on_round=each_round)
+        summary = trainer.run(on_round=logged_round)
         tracker.log_summary(summary)
         if plots:
             tracker.log_plots(plot_run(trainer.run_dir))
         exit_code = 0
-        return summary
+        return ended(summary)
     except KeyboardInterrupt:
         exit_code = 130
         raise

@@ -87,18 +87,39 @@ class Trainer:
         return self.progress.last_row
 
     # -- the loop --------------------------------------------------------------------------------
-    def run(self, on_round: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    def run(self, on_round: Callable[[dict[str, Any]], bool | None] | None = None) -> dict[str, Any]:
         """Train until a stop condition holds; return the summary (also written to summary.json). ``on_round``
-        gets each metrics row once it is written, complete: a row held for its evaluation a round later."""
+        gets each metrics row once it is written, complete: a row held for its evaluation a round later. When it
+        returns False the run stops after that round (``stopped_by: callback``): a row still waiting for its
+        evaluation is written without it, and the round is checkpointed (``--resume`` continues the run).
+
+        A resumed run keeps its learning-rate schedule (:mod:`minionsrl.loop.schedule`): changed limits
+        (``total_timesteps``, the budgets) do not restart the annealing."""
+        from minionsrl.loop import schedule
+
+        def spent() -> list[float]:  # what the learning rate anneals over: steps, dollars, projected seconds
+            return [self.env_steps, self.ledger.total_serverless_usd, self.ledger.total_projected_s]
+
         self.progress.started = time.perf_counter()
         try:
             p = self.progress
+            p.anneal = schedule.keep_on_resume(self.cfg, p.anneal, spent())
+            self.cfg = schedule.scaled(self.cfg, p.anneal)  # the rate the annealing continues from
             p.stopped_by = self._resumed_stop() if self.session.resume_state is not None else self._stop_reason()
             while p.stopped_by is None:
+                p.anneal["spent"] = spent()  # checkpointed with the round: where its rate stood
                 self.run_round()
+                stop = False
                 if on_round is not None:
                     for row in self.written:
-                        on_round(row)
+                        stop = on_round(row) is False or stop
+                if stop and p.stopped_by is None:
+                    p.stopped_by = "callback"
+                    if p.pending_eval is not None:  # its evaluation would have run beside the next round
+                        p.pending_eval = None
+                        self.log.log_round(p.last_row, [])
+                        on_round(p.last_row)
+                    self.session.save(self._state(), p.round)
             self.sampler.finish()  # e.g. stopped by the budget with invocations in flight: none may outlive the run
             self.session.wait()
             return self.session.write_summary(
@@ -109,7 +130,6 @@ class Trainer:
                 self.ledger.total_projected_s)
         finally:
             self.close()
-
     def close(self) -> None:
         """Close the logs and the backend, and let the last checkpoint reach the disk (for callers of
         :meth:`run_round`; :meth:`run` closes by itself)."""

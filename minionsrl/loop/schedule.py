@@ -1,0 +1,72 @@
+"""The learning-rate annealing across resumes.
+
+With ``anneal_lr`` a round's rate is the config's, times ``1 - f`` where ``f`` is the spent fraction of whichever
+limit is nearest its end (``total_timesteps``, ``budget_usd``, ``time_budget_s``). Those limits are stop
+conditions, which a resumed run may change: raised, ``f`` fell and the rate jumped back up (a run annealed to
+3e-5 resumed at 5e-4). A resumed run keeps its schedule instead: with the same limits it is exactly the
+uninterrupted run's; with changed ones the rate goes on from the last round's and falls linearly to 0 at the
+new nearest limit. The factor that does it travels with the checkpoint (:class:`~minionsrl.loop.session.Progress`
+``anneal``), so a second resume keeps it too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from minionsrl.config import TrainConfig
+from minionsrl.errors import ConfigError
+
+LIMITS = ("total_timesteps", "budget_usd", "time_budget_s")  # what the rate anneals over: steps, dollars, seconds
+
+
+def limits(cfg: TrainConfig) -> list[float | None]:
+    return [getattr(cfg, name) for name in LIMITS]
+
+
+def remaining(spent: list[float], limit: list[float | None]) -> float:
+    """``1 - f``: the fraction of the nearest limit left (1 without limits)."""
+    fractions = [s / lim for s, lim in zip(spent, limit, strict=True) if lim is not None]
+    return max(1.0 - max(fractions), 0.0) if fractions else 1.0
+
+
+def keep_on_resume(cfg: TrainConfig, anneal: dict[str, Any] | None, spent: list[float]) -> dict[str, Any]:
+    """The schedule of this session: ``{"limits", "scale", "spent"}``, ``scale`` multiplying the config's rate.
+
+    ``anneal`` is the checkpoint's (None: a fresh run, or a checkpoint older than this, taken as the same
+    limits); ``spent`` what the run has spent so far (steps, serverless dollars, projected seconds)."""
+    now = limits(cfg)
+    if anneal is not None and not _well_formed(anneal):
+        raise ConfigError("--resume: the checkpoint's learning-rate schedule (anneal) is malformed; restore a kept "
+                          "checkpoints/round-NNNNN.safetensors as latest.safetensors, or start a new run")
+    if anneal is None:
+        return {"limits": now, "scale": 1.0, "spent": None}
+    scale, before, last = float(anneal["scale"]), anneal["limits"], anneal.get("spent")
+    if cfg.anneal_lr and before != now and last is not None:
+        rate = scale * remaining(last, before)  # the last round's, in units of the config's rate
+        left = remaining(spent, now)
+        if left > 0.0:
+            scale = rate / left  # rate at the next round, falling to 0 at the new nearest limit
+    return {"limits": now, "scale": scale, "spent": anneal.get("spent")}
+
+
+def scaled(cfg: TrainConfig, anneal: dict[str, Any]) -> TrainConfig:
+    """``cfg`` with the rate the schedule anneals from (the config itself where the scale is 1)."""
+    scale = float(anneal["scale"])
+    return cfg if scale == 1.0 else dataclasses.replace(cfg, learning_rate=cfg.learning_rate * scale)
+
+
+def _numbers(value: Any, none_ok: bool) -> bool:
+    return isinstance(value, list) and len(value) == len(LIMITS) and all(
+        (v is None and none_ok) or (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                                    and v >= 0) for v in value)
+
+
+def _well_formed(anneal: Any) -> bool:
+    if not isinstance(anneal, dict) or not _numbers(anneal.get("limits"), True):
+        return False
+    scale = anneal.get("scale")
+    spent = anneal.get("spent")
+    return (isinstance(scale, int | float) and not isinstance(scale, bool) and math.isfinite(scale) and scale >= 0
+            and (spent is None or _numbers(spent, False)))
