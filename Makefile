@@ -41,14 +41,14 @@ run: $(CORE)
 	cat runs/cartpole/summary.json | $(PY) -c "import json,sys; d=json.load(sys.stdin); d.pop('config'); print(json.dumps(d, indent=2))"
 
 test: $(ALL)
-	$(VENV)/bin/ruff check minionsrl tests bench
+	$(VENV)/bin/ruff check minionsrl tests bench examples
 	$(PY) -m pytest -q --durations=15
 
 test-fast: $(ALL)
 	$(PY) -m pytest -q -m "not slow"
 
 lint: $(ALL)
-	$(VENV)/bin/ruff check minionsrl tests bench
+	$(VENV)/bin/ruff check minionsrl tests bench examples
 
 bench: $(VENV)/.bench
 	$(PY) bench/cartpole.py
