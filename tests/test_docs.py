@@ -35,8 +35,52 @@ def test_readme_lists_the_summary_keys(tmp_path):
 
 
 def test_module_map_paths_exist_and_the_design_is_ours():
-    section = README.split("## How a round works")[1].split("**Rollout functions are stateless.**")[0]
+    """The module map lives in docs/INTERNALS.md (the README is the user's page)."""
+    internals = (ROOT / "docs" / "INTERNALS.md").read_text()
+    section = internals.split("## How a round works")[1].split("**Rollout functions are stateless.**")[0]
     paths = re.findall(r"`(minionsrl/[\w/.]+)`", section)
     assert len(paths) >= 10
     assert all((ROOT / p).exists() for p in paths), [p for p in paths if not (ROOT / p).exists()]
     assert "shared/SPEC" not in README and (ROOT / "docs" / "DESIGN.md").exists()
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_relative_link_of_the_readme_and_docs_resolves():
+    """Files and folders exist, and a ``#fragment`` names a heading of the page it points to."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            path, _, fragment = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                broken.append(f"{page.name}: {target}")
+            elif fragment and dest.suffix == ".md":
+                headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", dest.read_text(), flags=re.S), re.M)
+                if fragment not in {_anchor(h) for h in headings}:
+                    broken.append(f"{page.name}: {target} (no such heading)")
+    assert not broken, broken
+
+
+def test_readme_is_a_users_page():
+    """Contents first, the two commands, when to use it and when not, the scope; internals in docs/."""
+    assert "## Contents" in README and "make run" in README and "make test" in README
+    for heading in ("## Quick start", "## When to use minionsrl, and when not", "## What it trains", "## Examples"):
+        assert heading in README
+    assert "HMAC" not in README.split("## Further reading")[0], "the data plane's details belong in docs/INTERNALS.md"
+    quick = README.split("## Quick start")[1].split("\n## ")[0]
+    assert len(re.findall(r"```bash\n(.*?)```", quick, re.S)[0].strip().splitlines()) <= 10
+
+
+def test_every_python_block_of_the_readme_compiles():
+    blocks = re.findall(r"```python\n(.*?)```", README, re.S)
+    assert len(blocks) >= 3
+    for block in blocks:
+        compile(block, "README", "exec")
