@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--config", metavar="FILE.yaml", help="YAML file with config fields of every job")
     _add_config_flags(st, tuple(g for g in config.GROUPS if g != "scaler"))  # every job runs the scheduler
 
-    plot = sub.add_parser("plot", help="PNG plots of a run: return, cost and actors per round")
+    plot = sub.add_parser("plot", help="PNG plots of a run: return vs env steps and projected time, cost, actors")
     plot.add_argument("--run-dir", required=True, help="run directory written by `minionsrl train`")
 
     ev = sub.add_parser("eval", help="evaluate a trained run's policy")

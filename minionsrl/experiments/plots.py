@@ -1,4 +1,5 @@
-"""PNG plots of runs: return, cost and actors per round (matplotlib, headless)."""
+"""PNG plots of runs: return against env steps and projected time, cost, actors per round (matplotlib,
+headless)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 import numpy as np
 
 from minionsrl import files
@@ -56,21 +58,84 @@ def forward_fill(values: Sequence[float | None]) -> np.ndarray:
     return np.asarray(out, dtype=float)
 
 
+def _column(rows: list[dict[str, str]], name: str) -> list[float | None]:
+    """A metrics column as numbers (None where empty, or missing in an older run's file)."""
+    return [float(r[name]) if r.get(name) not in (None, "") else None for r in rows]
+
+
 def run_plots(rows: list[dict[str, str]], out_dir: str | Path, title: str) -> list[Path]:
-    """The three per-run plots (return, cost, actors per round) from a run's metrics rows."""
+    """The three per-run plots from a run's metrics rows: the return against env steps and against projected
+    cloud time (the x-axes SB3, CleanRL and a bill use), the cumulative cost (serverless and server-based, each
+    on an axis of its own, as they differ by orders of magnitude) against env steps, and the actors per round."""
     out_dir = Path(out_dir)
-    rounds = [int(r["round"]) for r in rows]
-    eval_ret = forward_fill([float(r["eval_return_mean"]) if r["eval_return_mean"] else None for r in rows])
-    train_ret = forward_fill([float(r["train_return_mean"]) if r["train_return_mean"] else None for r in rows])
+    steps = np.asarray([float(r["env_steps"]) for r in rows])
+    projected = np.cumsum(np.nan_to_num(np.asarray(_column(rows, "projected_round_s"), dtype=float)))
+    evals = _column(rows, "eval_return_mean")
+    evaluated = [i for i, v in enumerate(evals) if v is not None]  # marked: between them the line carries over
+    returns = {"eval (deterministic)": (forward_fill(evals), evaluated),
+               "train episodes": (forward_fill(_column(rows, "train_return_mean")), None)}
     return [
-        line_plot({"eval (deterministic)": (rounds, eval_ret), "train episodes": (rounds, train_ret)}, "round",
-                  "return", f"{title}: return", out_dir / "return.png"),
-        line_plot({"serverless": (rounds, [float(r["cum_cost_serverless_usd"]) for r in rows]),
-                   "server-based": (rounds, [float(r["cum_cost_server_usd"]) for r in rows])}, "round",
-                  "cumulative cost (USD)", f"{title}: cost", out_dir / "cost.png"),
-        line_plot({"actors": (rounds, [int(r["n_actors"]) for r in rows])}, "round", "actors", f"{title}: actors",
-                  out_dir / "actors.png"),
+        _return_plot(steps, projected, returns, title, out_dir / "return.png"),
+        _cost_plot(steps, forward_fill(_column(rows, "cum_cost_serverless_usd")),
+                   forward_fill(_column(rows, "cum_cost_server_usd")), title, out_dir / "cost.png"),
+        _actors_plot([int(r["round"]) for r in rows], [int(r["n_actors"]) for r in rows], title,
+                     out_dir / "actors.png"),
     ]
+
+
+def _return_plot(steps: np.ndarray, projected: np.ndarray, returns: dict[str, tuple[np.ndarray, list[int] | None]],
+                 title: str, path: Path) -> Path:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110, sharey=True)
+    for ax, x, xlabel in ((axes[0], steps, "environment steps"), (axes[1], projected, "projected cloud time (s)")):
+        for label, (y, marks) in returns.items():
+            ax.plot(x, y, label=label, linewidth=1.6, marker="o" if marks else None, markersize=3.5, markevery=marks)
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("return")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{title}: return")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _cost_plot(steps: np.ndarray, serverless: np.ndarray, server: np.ndarray, title: str, path: Path) -> Path:
+    """Two y-axes: the server-based bill is often 10-100x the serverless one, which flattened it on one axis."""
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    (a,) = ax.plot(steps, serverless, color="tab:blue", linewidth=1.6, label="serverless")
+    ax.set_ylabel("serverless, cumulative (USD)", color="tab:blue")
+    ax.tick_params(axis="y", colors="tab:blue")
+    right = ax.twinx()
+    (b,) = right.plot(steps, server, color="tab:orange", linewidth=1.6, linestyle="--", label="server-based")
+    right.set_ylabel("server-based, cumulative (USD)", color="tab:orange")
+    right.tick_params(axis="y", colors="tab:orange")
+    for axis in (ax, right):
+        axis.set_ylim(bottom=0)
+    ax.set_xlabel("environment steps")
+    ax.grid(alpha=0.3)
+    ratio = f" (server-based {server[-1] / serverless[-1]:.3g}x)" if len(steps) and serverless[-1] > 0 else ""
+    ax.legend(handles=[a, b], fontsize=8, loc="lower right")
+    ax.set_title(f"{title}: cost{ratio}")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _actors_plot(rounds: list[int], actors: list[int], title: str, path: Path) -> Path:
+    """Actors per round on an integer y-axis from 0: a fixed n reads as a level line at n (it was a flat line on a
+    7.6-8.4 axis), a scaler's choices as steps."""
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    ax.step(rounds, actors, where="mid", linewidth=1.6)
+    ax.set_ylim(0, max(actors, default=1) * 1.15 + 1)
+    ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set_xlabel("round")
+    ax.set_ylabel("actors (functions per round)")
+    ax.grid(alpha=0.3)
+    if len(set(actors)) == 1:
+        what = f"{actors[0]} every round"
+    else:
+        what = f"{min(actors, default=0)}-{max(actors, default=0)}, mean {np.mean(actors) if actors else 0:.1f}"
+    ax.set_title(f"{title}: actors ({what})")
+    fig.tight_layout()
+    return _save(fig, path)
 
 
 def scatter_plot(x: Sequence[float], y: Sequence[float], xlabel: str, ylabel: str, title: str,

@@ -122,6 +122,14 @@ class RunLog:
                        if isinstance(row.get(key), int | float) and math.isfinite(row[key])}
             self._write(self._tb, self._tb.path, lambda: self._tb.add_scalars(scalars, row["env_steps"]))
 
+    def log_config(self, values: dict[str, Any], step: int) -> None:
+        """The resolved config as TensorBoard text (CleanRL's ``hyperparameters`` table), at ``step``: a resumed
+        session logs its own, whose stop conditions may differ."""
+        if self._tb is not None:
+            cells = {k: str(_fmt(v)).replace("|", "\\|") for k, v in values.items()}
+            table = "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in cells.items())
+            self._write(self._tb, self._tb.path, lambda: self._tb.add_text("hyperparameters", table, step))
+
     def _write(self, fh: Any, path: Path, write: Any) -> None:
         try:
             write()
@@ -178,6 +186,12 @@ class EventFile:
 
         for tag, value in scalars.items():
             self._record(self._event(wall_time=time.time(), step=int(step), summary=scalar(tag, float(value))))
+
+    def add_text(self, tag: str, text: str, step: int) -> None:
+        """A text summary (TensorBoard's Text tab) at ``step``."""
+        from tensorboardX.summary import text as text_summary
+
+        self._record(self._event(wall_time=time.time(), step=int(step), summary=text_summary(tag, text)))
 
     def _record(self, event: Any) -> None:
         """A TFRecord: length, its masked CRC, the data, its masked CRC."""

@@ -106,6 +106,8 @@ class Trainer:
             p.anneal = schedule.keep_on_resume(self.cfg, p.anneal, spent())
             self.cfg = schedule.scaled(self.cfg, p.anneal)  # the rate the annealing continues from
             p.stopped_by = self._resumed_stop() if self.session.resume_state is not None else self._stop_reason()
+            if p.stopped_by is None:
+                self.log.log_config(self.session.cfg.to_dict(), self.env_steps)  # TensorBoard's Text tab
             while p.stopped_by is None:
                 p.anneal["spent"] = spent()  # checkpointed with the round: where its rate stood
                 self.run_round()
