@@ -132,6 +132,7 @@ class Trainer:
                 self.ledger.total_projected_s)
         finally:
             self.close()
+
     def close(self) -> None:
         """Close the logs and the backend, and let the last checkpoint reach the disk (for callers of
         :meth:`run_round`; :meth:`run` closes by itself)."""
