@@ -276,6 +276,14 @@ class CostLedger:
                       for kind, count in self.overhead.storage_requests(ran, wait_s).items())
         return self.learner_usd_s * host_s + sum(self.invocation_usd(r) for r in records) + storage, storage
 
+    def bill_abandoned(self, records: list[InvocationRecord]) -> float:
+        """Bill invocations cancelled after the last round (no round of their own waited for them): their compute
+        and requests, to the serverless totals; a server pool runs them at no extra cost. Returns the dollars."""
+        usd, _ = self.serverless_usd(0.0, records, 0.0)
+        self.total_serverless_usd += usd
+        self.total_serverless_wall_usd += usd
+        return usd
+
     def bill_round(self, times: RoundTimes, records: list[InvocationRecord], n_actors: int) -> RoundBill:
         """Bill one round from its times and every invocation record (training, evaluation, failed attempts,
         duplicates, stragglers), hosts over the projected round; update the totals."""

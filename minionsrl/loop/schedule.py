@@ -11,7 +11,6 @@ new nearest limit. The factor that does it travels with the checkpoint (:class:`
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -49,12 +48,6 @@ def keep_on_resume(cfg: TrainConfig, anneal: dict[str, Any] | None, spent: list[
         if left > 0.0:
             scale = rate / left  # rate at the next round, falling to 0 at the new nearest limit
     return {"limits": now, "scale": scale, "spent": anneal.get("spent")}
-
-
-def scaled(cfg: TrainConfig, anneal: dict[str, Any]) -> TrainConfig:
-    """``cfg`` with the rate the schedule anneals from (the config itself where the scale is 1)."""
-    scale = float(anneal["scale"])
-    return cfg if scale == 1.0 else dataclasses.replace(cfg, learning_rate=cfg.learning_rate * scale)
 
 
 def _numbers(value: Any, none_ok: bool) -> bool:

@@ -27,7 +27,7 @@ from minionsrl.function import wire
 from minionsrl.learner import runtime
 from minionsrl.learner.detectors import DetectorPlan
 from minionsrl.learner.learners import Learned, Learner
-from minionsrl.loop import checkpoint
+from minionsrl.loop import checkpoint, schedule
 from minionsrl.loop.gather import Gathered, TooFewReplies, fault_counts, slot_chains
 from minionsrl.loop.invocations import Publisher, invocation_seed
 from minionsrl.loop.metrics import RunLog, invocation_rows
@@ -68,6 +68,8 @@ class Trainer:
         self.written: list[dict[str, Any]] = []  # the rows the last round wrote (a held row comes a round later)
         if session.resume_state is not None:
             self._restore(session.resume_state)
+        # a resumed run keeps its learning-rate schedule, whatever limits it was given now
+        self.progress.anneal = schedule.keep_on_resume(cfg, self.progress.anneal, self._spent())
         # a checkpoint taken while its round's evaluation was in flight: that round's row is written again, after
         # the evaluation runs again (metrics.csv may hold it already, if the run stopped later)
         held = self.progress.pending_eval is not None
@@ -95,21 +97,13 @@ class Trainer:
 
         A resumed run keeps its learning-rate schedule (:mod:`minionsrl.loop.schedule`): changed limits
         (``total_timesteps``, the budgets) do not restart the annealing."""
-        from minionsrl.loop import schedule
-
-        def spent() -> list[float]:  # what the learning rate anneals over: steps, dollars, projected seconds
-            return [self.env_steps, self.ledger.total_serverless_usd, self.ledger.total_projected_s]
-
         self.progress.started = time.perf_counter()
         try:
             p = self.progress
-            p.anneal = schedule.keep_on_resume(self.cfg, p.anneal, spent())
-            self.cfg = schedule.scaled(self.cfg, p.anneal)  # the rate the annealing continues from
             p.stopped_by = self._resumed_stop() if self.session.resume_state is not None else self._stop_reason()
             if p.stopped_by is None:
                 self.log.log_config(self.session.cfg.to_dict(), self.env_steps)  # TensorBoard's Text tab
             while p.stopped_by is None:
-                p.anneal["spent"] = spent()  # checkpointed with the round: where its rate stood
                 self.run_round()
                 stop = False
                 if on_round is not None:
@@ -121,8 +115,9 @@ class Trainer:
                         p.pending_eval = None
                         self.log.log_round(p.last_row, [])
                         on_round(p.last_row)
+                    self._abandon_in_flight()
                     self.session.save(self._state(), p.round)
-            self.sampler.finish()  # e.g. stopped by the budget with invocations in flight: none may outlive the run
+            self._abandon_in_flight()  # e.g. stopped by the budget with invocations in flight: none outlives the run
             self.session.wait()
             return self.session.write_summary(
                 self.progress,
@@ -304,16 +299,27 @@ class Trainer:
             p.best_eval, p.best_round = eval_return, round_idx
             self.session.save_best(checkpoint.policy_state(self.learner.state_dict(), round_idx, eval_return))
 
+    def _spent(self) -> list[float]:
+        """What the learning rate anneals over, spent so far: env steps, serverless dollars, projected seconds."""
+        return [self.env_steps, self.ledger.total_serverless_usd, self.ledger.total_projected_s]
+
     def _learning_rate(self) -> float:
         """The round's rate: with ``anneal_lr``, linearly to 0 over the run's spent fraction of whichever limit is
-        nearest its end — total_timesteps (CleanRL's schedule), the dollar budget, or the projected-time budget."""
-        cfg = self.cfg
-        used = [(self.env_steps, cfg.total_timesteps), (self.ledger.total_serverless_usd, cfg.budget_usd),
-                (self.ledger.total_projected_s, cfg.time_budget_s)]
-        fractions = [spent / limit for spent, limit in used if limit is not None]
-        if not cfg.anneal_lr or not fractions:
+        nearest its end — total_timesteps (CleanRL's schedule), the dollar budget, or the projected-time budget —
+        times the scale a resumed run with changed limits keeps (:mod:`minionsrl.loop.schedule`)."""
+        cfg, anneal = self.cfg, self.progress.anneal
+        anneal["spent"] = self._spent()  # checkpointed with the round: where its rate stood
+        if not cfg.anneal_lr:
             return cfg.learning_rate
-        return cfg.learning_rate * max(1.0 - max(fractions), 0.0)
+        return cfg.learning_rate * anneal["scale"] * schedule.remaining(anneal["spent"], schedule.limits(cfg))
+
+    def _abandon_in_flight(self) -> None:
+        """Cancel what still runs after the last round (a wave sent ahead, asynchronous invocations) and bill it: its
+        attempts go into invocations.csv under the last round and their dollars into the run's totals."""
+        got = self.sampler.finish()
+        if got.attempts:
+            self.log.log_invocations(invocation_rows(self.round, [got]))
+            self.ledger.bill_abandoned([a.reply.record for a in got.attempts])
 
     def _budgets(self) -> dict[str, float | None]:
         """The run's budgets, by the stop reason each gives."""
