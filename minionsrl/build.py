@@ -184,7 +184,7 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
         ledger = make_ledger(cfg)
         publisher = Publisher(backend, backend.key, learner.snapshot)
         requests = Requests(function_env_spec(cfg), cfg.seed, cfg.gamma, FaultPlan(
-            {kind: getattr(cfg, name) for kind, name in config.FAULT_FIELDS.items()}, cfg.fault_seed))
+            {kind: getattr(cfg, name) for kind, name in config.FAULT_FIELDS.items()}, cfg.fault_seed), arch)
         parts = (backend, requests, publisher, arch, config.step_plan(cfg), cfg.carry_episodes,
                  RetryPolicy(cfg.max_retries, cfg.round_deadline_s, cfg.min_reply_fraction))
         sampler = SyncSampler(*parts) if cfg.algo == "ppo" else AsyncSampler(*parts, k=cfg.async_fragments)
