@@ -437,3 +437,116 @@ def test_the_local_backend_refuses_an_oversized_reply_unread_and_replaces_the_in
         assert refused.record.bytes_out > 100 and backend.instance_ids == []  # stopped: its pipe was out of step
         (accepted,) = backend.invoke([_request("r1-train-0-a1", policy=ref)], deadline_s=60)
         assert accepted.ok, accepted.record.error
+
+
+# -- shutdown: SIGTERM ends a run as Ctrl-C does; nothing is left behind ---------------------------------------
+def _start_run(run: Path, env: dict, *extra: str) -> subprocess.Popen:
+    """A CLI run that goes on until stopped (a slow env), started in its own session."""
+    args = [sys.executable, "-m", "minionsrl", *TRAIN, "--max-rounds", "100000", "--env-step-latency-ms", "5",
+            "--run-dir", str(run), *extra]
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True,
+                            start_new_session=True)
+
+
+def _wait_for_rounds(proc: subprocess.Popen, run: Path, timeout_s: float) -> None:
+    import time
+
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended by itself: {proc.stderr.read()}")
+        metrics = run / "metrics.csv"
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= 3:
+            return
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail("the run made no two rounds in time")
+
+
+def _local_dirs(pid: int) -> list[Path]:
+    import tempfile
+
+    return list(Path(tempfile.gettempdir()).glob(f"minionsrl-local-{pid}-*"))
+
+
+def test_sigterm_ends_a_local_run_with_one_line_and_removes_its_temp_folder(tmp_path, subprocess_env):
+    import signal
+
+    run = tmp_path / "run"
+    proc = _start_run(run, subprocess_env)
+    try:
+        _wait_for_rounds(proc, run, 120)
+        assert _local_dirs(proc.pid)  # the backend's folder, while it runs
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1].strip()
+    finally:
+        proc.kill()
+    assert proc.returncode == 143 and err == f"minionsrl: terminated (SIGTERM); continue with --resume --run-dir {run}"
+    assert _local_dirs(proc.pid) == []
+    assert checkpoint.load(run / "checkpoints")["round"] >= 1  # and it resumes from there
+
+
+def test_the_local_backends_folder_goes_when_it_is_dropped_unclosed(key):
+    import gc
+
+    from minionsrl.backends.local import LocalBackend
+
+    backend = LocalBackend(key, max_concurrency=1)
+    folder = backend._dir
+    assert folder.is_dir()
+    del backend
+    gc.collect()
+    assert not folder.exists()
+
+
+def _ray_run(tmp_path, subprocess_env):
+    pytest.importorskip("ray")
+    psutil = pytest.importorskip("psutil")
+    run = tmp_path / "run"
+    proc = _start_run(run, subprocess_env, "--backend", "ray", "--actors", "2")
+    _wait_for_rounds(proc, run, 240)
+    learner = psutil.Process(proc.pid)
+    cluster = [p for p in learner.children(recursive=True) if "import json, signal" not in " ".join(p.cmdline())]
+    assert any("raylet" in p.name() for p in cluster) and any("Agent" in " ".join(p.cmdline()) for p in cluster)
+    return proc, run, cluster
+
+
+def _gone_within(procs, seconds: float) -> list:
+    import time
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        alive = [p for p in procs if p.is_running() and p.status() != "zombie"]
+        if not alive:
+            return []
+        time.sleep(0.2)
+    return alive
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_ray_run_quietly(tmp_path, subprocess_env):
+    import signal
+
+    proc, run, cluster = _ray_run(tmp_path, subprocess_env)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1].strip()
+    finally:
+        proc.kill()
+    assert proc.returncode == 143 and err == f"minionsrl: terminated (SIGTERM); continue with --resume --run-dir {run}"
+    assert _gone_within(cluster, 10) == []
+
+
+@pytest.mark.slow
+def test_a_sigkilled_ray_learners_cluster_is_gone_within_seconds(tmp_path, subprocess_env):
+    """Ray's head processes die with the learner (PR_SET_PDEATHSIG); its agents, the raylet's children, took a
+    minute before the watchdog, holding loopback ports."""
+    import signal
+
+    proc, _, cluster = _ray_run(tmp_path, subprocess_env)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    left = _gone_within(cluster, 10)
+    for p in left:
+        p.kill()
+    assert left == []

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -88,6 +89,9 @@ class LocalBackend(Backend):
         self._failed_starts = 0  # in a row; reset by every instance that becomes ready
         remove_stale(STATE_PREFIX)  # folders of learners killed before they could remove theirs
         self._dir = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-"))  # the pid: see remove_stale
+        # removed on close, or when the backend is collected or the interpreter exits without it (SIGTERM under the
+        # CLI stops a run as Ctrl-C does, through close); only a SIGKILL leaves it, for the next backend to remove
+        self._remove_dir = weakref.finalize(self, shutil.rmtree, self._dir, ignore_errors=True)
         self._instances: list[_Instance] = []
         self._queue: deque[Pending] = deque()
         self._next_instance = 0
@@ -313,7 +317,9 @@ class LocalBackend(Backend):
         return [i.id for i in self._instances]
 
     def close(self) -> None:
-        for inst in list(self._instances):
-            self._stop(inst)
-        shutil.rmtree(self._dir, ignore_errors=True)
+        try:
+            for inst in list(self._instances):
+                self._stop(inst)
+        finally:
+            self._remove_dir()
 
