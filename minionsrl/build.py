@@ -72,7 +72,8 @@ def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
         from minionsrl.backends.server import ServerBackend
 
         servers = load_prices(cfg.prices)["servers"]
-        return ServerBackend(key, max_concurrency=cfg.max_concurrency, vcpus_per_host=servers["actor_host"]["vcpus"],
+        vcpus = int(servers["actor_host"].get("vcpus", 16))  # as the ledger bills it (cost.py): 16 when not given
+        return ServerBackend(key, max_concurrency=cfg.max_concurrency, vcpus_per_host=vcpus,
                              startup_s=servers["startup_s"], wait_for_startup=cfg.server_wait_startup,
                              invocation_timeout_s=cfg.invocation_timeout_s)
     if cfg.backend == "ray":

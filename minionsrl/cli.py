@@ -253,9 +253,16 @@ def _plot_run(run_dir: Any) -> list[Any]:
     return plot_run(run_dir)
 
 
+def _check_run_dir_arg(run_dir: str) -> None:
+    """An empty --run-dir would be the current folder: refused, as ``train`` refuses it."""
+    if not run_dir.strip():
+        raise ConfigError("--run-dir: an empty path; name the run directory (`.` for the current folder)")
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    _check_run_dir_arg(args.run_dir)
     run_dir = Path(args.run_dir)
     if not (run_dir / "metrics.csv").exists():
         raise ConfigError(f"--run-dir: {str(run_dir)!r} holds no metrics.csv")
@@ -368,6 +375,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from minionsrl.experiments.evaluate import evaluate_run
 
+    _check_run_dir_arg(args.run_dir)
     result = evaluate_run(args.run_dir, episodes=args.episodes, seed=args.seed, capture_video=args.capture_video,
                           trust_run_code=args.trust_run_code, which=args.which)
     print(json.dumps(result, indent=2))

@@ -550,3 +550,35 @@ def test_a_sigkilled_ray_learners_cluster_is_gone_within_seconds(tmp_path, subpr
     for p in left:
         p.kill()
     assert left == []
+
+
+# -- more tracebacks that are one line now ---------------------------------------------------------------------
+def test_resume_refuses_a_non_number_in_a_metrics_column(run, capsys):
+    metrics = run / "metrics.csv"
+    header, row, *rest = metrics.read_text().splitlines()
+    fields = row.split(",")
+    fields[header.split(",").index("eval_return_mean")] = "abc"
+    metrics.write_text("\n".join([header, ",".join(fields), *rest]) + "\n")
+    before = metrics.read_bytes()
+    err = _resume(run, capsys, "--max-rounds", "2")
+    assert "metrics.csv: round 1 holds 'abc' in column 'eval_return_mean', not a number" in err, err
+    assert metrics.read_bytes() == before
+
+
+def test_a_prices_file_without_vcpus_works_with_the_server_backend(tmp_path, capsys):
+    from importlib import resources
+
+    prices = tmp_path / "prices.yaml"
+    shipped = resources.files("minionsrl").joinpath("data", "prices.yaml").read_text()
+    prices.write_text(shipped.replace("vcpus: 16, ", ""))
+    assert "vcpus: 16" not in prices.read_text()
+    assert cli.main([*TRAIN, "--max-rounds", "1", "--backend", "server", "--prices", str(prices),
+                     "--run-dir", str(tmp_path / "run")]) == 0  # 16 actors a host, as the ledger bills it
+
+
+@pytest.mark.parametrize("command", ["plot", "eval"])
+def test_an_empty_run_dir_is_refused_by_plot_and_eval(tmp_path, capsys, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main([command, "--run-dir", ""]) == 2
+    assert "--run-dir: an empty path" in _one_line(capsys)
+    assert list(tmp_path.iterdir()) == []
