@@ -82,7 +82,8 @@ def _snapshot(folder: Path) -> dict[str, tuple[str, int]]:
 def _judge(outcome: Outcome, code: int, err: str) -> Outcome:
     lines = [line for line in err.strip().splitlines() if line.strip()]
     outcome.exit = str(code)
-    outcome.one_line = "yes" if len(lines) == 1 else "— (ran)" if code == 0 and not lines else f"no ({len(lines)} lines)"
+    ran = code == 0 and not lines
+    outcome.one_line = "yes" if len(lines) == 1 else "— (ran)" if ran else f"no ({len(lines)} lines)"
     outcome.traceback = "yes" if "Traceback" in err or "SIGTERM received" in err else "no"
     outcome.says = (lines[0] if lines else "").replace("|", "\\|")[:160]
     return outcome
