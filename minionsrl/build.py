@@ -72,7 +72,8 @@ def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
         from minionsrl.backends.server import ServerBackend
 
         servers = load_prices(cfg.prices)["servers"]
-        return ServerBackend(key, max_concurrency=cfg.max_concurrency, vcpus_per_host=servers["actor_host"]["vcpus"],
+        vcpus = int(servers["actor_host"].get("vcpus", 16))  # as the ledger bills it (cost.py): 16 when not given
+        return ServerBackend(key, max_concurrency=cfg.max_concurrency, vcpus_per_host=vcpus,
                              startup_s=servers["startup_s"], wait_for_startup=cfg.server_wait_startup,
                              invocation_timeout_s=cfg.invocation_timeout_s)
     if cfg.backend == "ray":
@@ -184,7 +185,7 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
         ledger = make_ledger(cfg)
         publisher = Publisher(backend, backend.key, learner.snapshot)
         requests = Requests(function_env_spec(cfg), cfg.seed, cfg.gamma, FaultPlan(
-            {kind: getattr(cfg, name) for kind, name in config.FAULT_FIELDS.items()}, cfg.fault_seed))
+            {kind: getattr(cfg, name) for kind, name in config.FAULT_FIELDS.items()}, cfg.fault_seed), arch)
         parts = (backend, requests, publisher, arch, config.step_plan(cfg), cfg.carry_episodes,
                  RetryPolicy(cfg.max_retries, cfg.round_deadline_s, cfg.min_reply_fraction))
         sampler = SyncSampler(*parts) if cfg.algo == "ppo" else AsyncSampler(*parts, k=cfg.async_fragments)

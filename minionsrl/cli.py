@@ -8,9 +8,13 @@ flags given on the command line win.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
+import signal
 import sys
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from minionsrl import config
@@ -20,7 +24,40 @@ from minionsrl.redact import redact_text
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during a run: its message says how to continue it."""
+    """Ctrl-C (or SIGTERM) during a run: its message says how to continue it."""
+
+    what, code = "interrupted", 130
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: a run ends as Ctrl-C ends it (:func:`_sigterm_as_interrupt`)."""
+
+    what, code = "terminated (SIGTERM)", 143
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[Callable[[], None]]:
+    """While the block runs, SIGTERM raises :class:`Terminated` in the main thread, so that a run stops as on
+    Ctrl-C: the backend closes (its instances, its temporary folder, a private Ray cluster) and one line says how
+    to resume. A second SIGTERM kills at once. Yields a function that installs the handler again: Ray's driver
+    puts its own in place while it starts (which prints a C++ stack dump, then exits)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    before = signal.getsignal(signal.SIGTERM)
+
+    def terminated(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise Terminated
+
+    def install() -> None:
+        signal.signal(signal.SIGTERM, terminated)
+
+    install()
+    try:
+        yield install
+    finally:
+        signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -192,16 +229,21 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     cfg, resume = train_config(args)
     tracking.check(cfg)
-    trainer = make_trainer(cfg, resume=resume)
-    try:
-        with TrainingDisplay(trainer.cfg, enabled=trainer.cfg.progress, start_steps=trainer.env_steps,
-                             start_round=trainer.round,
-                             projected_s=lambda: trainer.ledger.total_projected_s) as display:
-            summary = run_trainer(trainer, on_round=display.update)  # the rounds, the plots (and W&B: --track)
-    except KeyboardInterrupt:
-        raise Interrupted(f"continue with --resume --run-dir {shlex.quote(str(trainer.run_dir))}") from None
-    except ClusterLost as exc:  # the one line names the run to resume
-        raise ClusterLost(f"{exc} --run-dir {shlex.quote(str(trainer.run_dir))}") from None
+    with _sigterm_as_interrupt() as reinstall:
+        trainer = make_trainer(cfg, resume=resume)
+        reinstall()  # over Ray's, if its driver started
+        try:
+            with TrainingDisplay(trainer.cfg, enabled=trainer.cfg.progress, start_steps=trainer.env_steps,
+                                 start_round=trainer.round,
+                                 projected_s=lambda: trainer.ledger.total_projected_s) as display:
+                summary = run_trainer(trainer, on_round=display.update)  # the rounds, the plots (and W&B: --track)
+        except KeyboardInterrupt as exc:
+            stopped = Interrupted(f"continue with --resume --run-dir {shlex.quote(str(trainer.run_dir))}")
+            if isinstance(exc, Terminated):
+                stopped.what, stopped.code = Terminated.what, Terminated.code
+            raise stopped from None
+        except ClusterLost as exc:  # the one line names the run to resume
+            raise ClusterLost(f"{exc} --run-dir {shlex.quote(str(trainer.run_dir))}") from None
     print_summary(summary, trainer.run_dir)
     return 0
 
@@ -212,9 +254,16 @@ def _plot_run(run_dir: Any) -> list[Any]:
     return plot_run(run_dir)
 
 
+def _check_run_dir_arg(run_dir: str) -> None:
+    """An empty --run-dir would be the current folder: refused, as ``train`` refuses it."""
+    if not run_dir.strip():
+        raise ConfigError("--run-dir: an empty path; name the run directory (`.` for the current folder)")
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    _check_run_dir_arg(args.run_dir)
     run_dir = Path(args.run_dir)
     if not (run_dir / "metrics.csv").exists():
         raise ConfigError(f"--run-dir: {str(run_dir)!r} holds no metrics.csv")
@@ -327,6 +376,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from minionsrl.experiments.evaluate import evaluate_run
 
+    _check_run_dir_arg(args.run_dir)
     result = evaluate_run(args.run_dir, episodes=args.episodes, seed=args.seed, capture_video=args.capture_video,
                           trust_run_code=args.trust_run_code, which=args.which)
     print(json.dumps(result, indent=2))
@@ -349,11 +399,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"minionsrl: invocation failed: {one_line(redact_text(str(exc)))}", file=sys.stderr)
         return 1
     except Interrupted as exc:
-        print(f"minionsrl: interrupted; {one_line(str(exc))}", file=sys.stderr)
-        return 130
-    except KeyboardInterrupt:
-        print("minionsrl: interrupted", file=sys.stderr)
-        return 130
+        print(f"minionsrl: {exc.what}; {one_line(str(exc))}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt as exc:
+        stopped = exc if isinstance(exc, Terminated) else Interrupted()
+        print(f"minionsrl: {stopped.what}", file=sys.stderr)
+        return stopped.code
 
 
 if __name__ == "__main__":

@@ -278,3 +278,307 @@ def test_plot_of_a_tampered_or_read_only_run_is_one_line(run, capsys, tamper):
         (run / "plots" / "return.png").mkdir(parents=True)  # as a read-only run dir (root ignores modes)
     assert cli.main(["plot", "--run-dir", str(run)]) == 2
     assert "plot: " in _one_line(capsys)
+
+
+# -- replies: a size cap from the request, checked before decoding; eval replies hold what was asked ----------
+def _forging_backend(forge):
+    """A backend whose first attempt of each slot answers ``forge(request, key)`` (signed with the invocation's
+    key, as a compromised function could), and whose retries answer as the rollout function does."""
+    import json
+    from collections import deque
+
+    from minionsrl.backends.base import Backend, InvocationRecord, make_reply, reply_limit
+    from minionsrl.function import rollout, wire
+
+    class Forging(Backend):
+        name = "forging"
+
+        def __init__(self):
+            self.key, self.queue, self.policy = wire.new_key(), deque(), b""
+
+        def publish(self, blob):
+            self.policy = blob
+            return "p"
+
+        def submit(self, requests):
+            self.queue.extend(requests)
+
+        def collect(self, timeout=None):
+            if not self.queue:
+                return []
+            req = self.queue.popleft()
+            data = forge(req, wire.invocation_key(self.key, req["id"])) if req["attempt"] == 0 else \
+                rollout.handle(json.dumps(req).encode(), lambda ref: self.policy, self.key)
+            record = InvocationRecord(invocation_id=req["id"], kind=req["kind"], duration_s=1.0)
+            return [make_reply(record, data, self.key, max_bytes=reply_limit(req))]
+
+        def cancel(self, ids=None):
+            return []
+
+        @property
+        def in_flight(self):
+            return len(self.queue)
+
+        def close(self):
+            pass
+
+    return Forging()
+
+
+def _requests():
+    from minionsrl.function.envs import EnvSpec
+    from minionsrl.function.faults import FaultPlan
+    from minionsrl.function.numpy_policy import PolicyArch
+    from minionsrl.loop.invocations import Requests
+
+    arch = PolicyArch(4, 2, True, (8,))
+    return arch, Requests(EnvSpec("CartPole-v1"), 1, 0.99, FaultPlan({}, 0), arch)
+
+
+def _gather_forged(forge, kind: str):
+    """One slot gathered through a backend that forges its first reply: the forged attempt's record, and the
+    result the retry gave."""
+    from test_trust import _snapshot
+
+    from minionsrl.function.fragment import Fragment
+    from minionsrl.loop.gather import RetryPolicy, gather
+    from minionsrl.loop.invocations import eval_returns
+
+    arch, requests = _requests()
+    backend = _forging_backend(forge)
+    ref = backend.publish(_snapshot().encode(backend.key))
+    if kind == "train":
+        def make(slot, attempt):
+            return requests.make("train", ref, 1, slot, attempt, steps=8, carry=None)
+
+        def validate(request, reply):
+            return Fragment.many_from_wire(reply.arrays, reply.meta, int(request["steps"]), arch)
+    else:
+        def make(slot, attempt):
+            return requests.make("eval", ref, 1, slot, attempt, episodes=2)
+        validate = eval_returns
+    got = gather(backend, 1, make, validate, RetryPolicy(max_retries=2))
+    first, *rest = got.attempts
+    return first.reply.record, first.status, got.results, len(rest)
+
+
+def test_a_reply_over_its_requests_size_cap_is_refused_before_decoding_and_retried(monkeypatch):
+    from minionsrl.function import wire
+
+    decoded = []
+    real_decode = wire.decode
+    monkeypatch.setattr(wire, "decode", lambda data, key: decoded.append(len(data)) or real_decode(data, key))
+
+    def forge(request, key):  # a well-formed, signed reply padded with an array of 4 MB
+        return wire.encode({"obs": np.zeros((1 << 20,), np.float32)}, {"id": request["id"], "type": "fragment"}, key)
+
+    record, status, results, retries = _gather_forged(forge, "train")
+    assert status == "failed" and record.error.startswith("bad reply: 4194") and "-byte cap its request" in \
+        record.error, record.error
+    assert record.bytes_out > 4 << 20 and all(size < 1 << 22 for size in decoded)  # the forged one never decoded
+    assert retries == 1 and results[0][0].obs.shape == (8, 4)  # the retry's fragment was accepted
+
+
+def test_the_reply_cap_holds_real_replies_with_room():
+    import json
+
+    from test_trust import _snapshot
+
+    from minionsrl.backends.base import InvocationRecord, make_reply, reply_limit
+    from minionsrl.function import rollout, wire
+    from minionsrl.loop.invocations import reply_cap
+
+    arch, requests = _requests()
+    key = wire.new_key()
+    blob = _snapshot().encode(key)
+    for kind, extra in (("train", {"steps": 64, "carry": None}), ("eval", {"episodes": 3})):
+        request = requests.make(kind, "p", 1, 0, 0, **extra)
+        data = rollout.handle(json.dumps(request).encode(), lambda ref: blob, key)
+        cap = reply_limit(request)
+        assert cap == reply_cap(arch, kind, steps=extra.get("steps", 0), episodes=extra.get("episodes", 0))
+        assert len(data) < cap / 2, (kind, len(data), cap)
+        assert make_reply(InvocationRecord(request["id"], kind), data, key, max_bytes=cap).ok
+    image = type(arch)(28224, 6, True, (), net="cnn", obs_shape=(4, 84, 84))
+    assert 2 * 128 * 28224 < reply_cap(image, "train", steps=128) < 16 << 20  # Atari: 128 frames, a few MB
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    (lambda a, m: a.update(extra=np.zeros(3)), "unexpected arrays ['extra']"),
+    (lambda a, m: a.update(episode_lengths=np.array([5, -3], np.int64)), "lengths hold -3"),
+    (lambda a, m: a.update(episode_lengths=np.array([5, 3], np.float64)), "lengths (int64)"),
+    (lambda a, m: a.update(episode_returns=np.array([1.0])), "does not hold 2 episode returns"),
+    (lambda a, m: m.update(type="fragment"), "of type 'fragment'"),
+])
+def test_an_eval_reply_with_extra_arrays_or_bad_lengths_is_a_failed_attempt_retried(change, says):
+    from minionsrl.function import wire
+
+    def forge(request, key):
+        arrays = {"episode_returns": np.array([10.0, 12.0]), "episode_lengths": np.array([10, 12], np.int64)}
+        meta = {"id": request["id"], "type": "eval"}
+        change(arrays, meta)
+        return wire.encode(arrays, meta, key)
+
+    record, status, results, retries = _gather_forged(forge, "eval")
+    assert status == "failed" and record.error.startswith("malformed reply: ") and says in record.error, record.error
+    assert retries == 1 and results[0].shape == (2,)
+
+
+def test_the_local_backend_refuses_an_oversized_reply_unread_and_replaces_the_instance():
+    from test_trust import _request, _snapshot
+
+    from minionsrl.backends.local import LocalBackend
+    from minionsrl.function import wire
+
+    key = wire.new_key()
+    with LocalBackend(key, max_concurrency=1) as backend:
+        ref = backend.publish(_snapshot().encode(key))
+        (refused,) = backend.invoke([{**_request("r1-train-0", policy=ref), "max_reply_bytes": 100}], deadline_s=60)
+        assert refused.record.status == "failed" and "over the 100-byte cap" in refused.record.error
+        assert refused.record.bytes_out > 100 and backend.instance_ids == []  # stopped: its pipe was out of step
+        (accepted,) = backend.invoke([_request("r1-train-0-a1", policy=ref)], deadline_s=60)
+        assert accepted.ok, accepted.record.error
+
+
+# -- shutdown: SIGTERM ends a run as Ctrl-C does; nothing is left behind ---------------------------------------
+def _start_run(run: Path, env: dict, *extra: str) -> subprocess.Popen:
+    """A CLI run that goes on until stopped (a slow env), started in its own session."""
+    args = [sys.executable, "-m", "minionsrl", *TRAIN, "--max-rounds", "100000", "--env-step-latency-ms", "5",
+            "--run-dir", str(run), *extra]
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True,
+                            start_new_session=True)
+
+
+def _wait_for_rounds(proc: subprocess.Popen, run: Path, timeout_s: float) -> None:
+    import time
+
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended by itself: {proc.stderr.read()}")
+        metrics = run / "metrics.csv"
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= 3:
+            return
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail("the run made no two rounds in time")
+
+
+def _local_dirs(pid: int) -> list[Path]:
+    import tempfile
+
+    return list(Path(tempfile.gettempdir()).glob(f"minionsrl-local-{pid}-*"))
+
+
+def test_sigterm_ends_a_local_run_with_one_line_and_removes_its_temp_folder(tmp_path, subprocess_env):
+    import signal
+
+    run = tmp_path / "run"
+    proc = _start_run(run, subprocess_env)
+    try:
+        _wait_for_rounds(proc, run, 120)
+        assert _local_dirs(proc.pid)  # the backend's folder, while it runs
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1].strip()
+    finally:
+        proc.kill()
+    assert proc.returncode == 143 and err == f"minionsrl: terminated (SIGTERM); continue with --resume --run-dir {run}"
+    assert _local_dirs(proc.pid) == []
+    assert checkpoint.load(run / "checkpoints")["round"] >= 1  # and it resumes from there
+
+
+def test_the_local_backends_folder_goes_when_it_is_dropped_unclosed(key):
+    import gc
+
+    from minionsrl.backends.local import LocalBackend
+
+    backend = LocalBackend(key, max_concurrency=1)
+    folder = backend._dir
+    assert folder.is_dir()
+    del backend
+    gc.collect()
+    assert not folder.exists()
+
+
+def _ray_run(tmp_path, subprocess_env):
+    pytest.importorskip("ray")
+    psutil = pytest.importorskip("psutil")
+    run = tmp_path / "run"
+    proc = _start_run(run, subprocess_env, "--backend", "ray", "--actors", "2")
+    _wait_for_rounds(proc, run, 240)
+    learner = psutil.Process(proc.pid)
+    cluster = [p for p in learner.children(recursive=True) if "import json, signal" not in " ".join(p.cmdline())]
+    assert any("raylet" in p.name() for p in cluster) and any("Agent" in " ".join(p.cmdline()) for p in cluster)
+    return proc, run, cluster
+
+
+def _gone_within(procs, seconds: float) -> list:
+    import time
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        alive = [p for p in procs if p.is_running() and p.status() != "zombie"]
+        if not alive:
+            return []
+        time.sleep(0.2)
+    return alive
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_ray_run_quietly(tmp_path, subprocess_env):
+    import signal
+
+    proc, run, cluster = _ray_run(tmp_path, subprocess_env)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1].strip()
+    finally:
+        proc.kill()
+    assert proc.returncode == 143 and err == f"minionsrl: terminated (SIGTERM); continue with --resume --run-dir {run}"
+    assert _gone_within(cluster, 10) == []
+
+
+@pytest.mark.slow
+def test_a_sigkilled_ray_learners_cluster_is_gone_within_seconds(tmp_path, subprocess_env):
+    """Ray's head processes die with the learner (PR_SET_PDEATHSIG); its agents, the raylet's children, took a
+    minute before the watchdog, holding loopback ports."""
+    import signal
+
+    proc, _, cluster = _ray_run(tmp_path, subprocess_env)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    left = _gone_within(cluster, 10)
+    for p in left:
+        p.kill()
+    assert left == []
+
+
+# -- more tracebacks that are one line now ---------------------------------------------------------------------
+def test_resume_refuses_a_non_number_in_a_metrics_column(run, capsys):
+    metrics = run / "metrics.csv"
+    header, row, *rest = metrics.read_text().splitlines()
+    fields = row.split(",")
+    fields[header.split(",").index("eval_return_mean")] = "abc"
+    metrics.write_text("\n".join([header, ",".join(fields), *rest]) + "\n")
+    before = metrics.read_bytes()
+    err = _resume(run, capsys, "--max-rounds", "2")
+    assert "metrics.csv: round 1 holds 'abc' in column 'eval_return_mean', not a number" in err, err
+    assert metrics.read_bytes() == before
+
+
+def test_a_prices_file_without_vcpus_works_with_the_server_backend(tmp_path, capsys):
+    from importlib import resources
+
+    prices = tmp_path / "prices.yaml"
+    shipped = resources.files("minionsrl").joinpath("data", "prices.yaml").read_text()
+    prices.write_text(shipped.replace("vcpus: 16, ", ""))
+    assert "vcpus: 16" not in prices.read_text()
+    assert cli.main([*TRAIN, "--max-rounds", "1", "--backend", "server", "--prices", str(prices),
+                     "--run-dir", str(tmp_path / "run")]) == 0  # 16 actors a host, as the ledger bills it
+
+
+@pytest.mark.parametrize("command", ["plot", "eval"])
+def test_an_empty_run_dir_is_refused_by_plot_and_eval(tmp_path, capsys, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main([command, "--run-dir", ""]) == 2
+    assert "--run-dir: an empty path" in _one_line(capsys)
+    assert list(tmp_path.iterdir()) == []

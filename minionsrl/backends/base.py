@@ -67,13 +67,30 @@ class Reply:
         return self.record.status == OK
 
 
-def make_reply(record: InvocationRecord, data: bytes | None, key: bytes, cold_start_s: float = 0.0) -> Reply:
+def reply_limit(request: dict[str, Any]) -> int | None:
+    """The most bytes the reply to ``request`` may have (its ``max_reply_bytes``, set by the learner from the
+    steps and row size it asked for), or None where it sets none."""
+    cap = request.get("max_reply_bytes")
+    return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None
+
+
+def oversize(size: int, cap: int) -> str:
+    """The error of a reply refused for its size, before it was decoded."""
+    return f"bad reply: {size} bytes, over the {cap}-byte cap its request allows (steps × row size, with headroom)"
+
+
+def make_reply(record: InvocationRecord, data: bytes | None, key: bytes, cold_start_s: float = 0.0,
+               max_bytes: int | None = None) -> Reply:
     """Decode a function's reply bytes into a :class:`Reply`, filling the record from its timings. ``key`` is
-    the run key; the reply must be signed with this invocation's key (``wire.invocation_key``) and name it."""
+    the run key; the reply must be signed with this invocation's key (``wire.invocation_key``) and name it.
+    A reply longer than ``max_bytes`` (:func:`reply_limit` of its request) is refused before it is decoded."""
     if data is None:
         record.status = FAILED
         return Reply(record)
     record.bytes_out = len(data)
+    if max_bytes is not None and len(data) > max_bytes:
+        record.status, record.error = FAILED, oversize(len(data), max_bytes)
+        return Reply(record)
     try:
         arrays, meta = wire.decode(data, wire.invocation_key(key, record.invocation_id))
         if meta.get("id") != record.invocation_id:

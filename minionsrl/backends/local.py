@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -45,6 +46,8 @@ from minionsrl.backends.base import (
     Reply,
     earliest,
     make_reply,
+    oversize,
+    reply_limit,
     retire_policies,
 )
 from minionsrl.backends.remote import remove_stale
@@ -52,6 +55,7 @@ from minionsrl.function.faults import MEMORY_ENV, resident_bytes
 
 _WORKER_MODULE = "minionsrl.backends.local_worker"
 STATE_PREFIX = "minionsrl-local-"  # + the learner's pid: its folder of published policies, in the temporary folder
+READY_FRAME_BYTES = 4096  # an instance's first frame says it is ready: anything longer is not that
 MEMORY_POLL_S = 0.05  # how often busy instances' memory is read, when it is limited
 
 
@@ -85,6 +89,9 @@ class LocalBackend(Backend):
         self._failed_starts = 0  # in a row; reset by every instance that becomes ready
         remove_stale(STATE_PREFIX)  # folders of learners killed before they could remove theirs
         self._dir = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-"))  # the pid: see remove_stale
+        # removed on close, or when the backend is collected or the interpreter exits without it (SIGTERM under the
+        # CLI stops a run as Ctrl-C does, through close); only a SIGKILL leaves it, for the next backend to remove
+        self._remove_dir = weakref.finalize(self, shutil.rmtree, self._dir, ignore_errors=True)
         self._instances: list[_Instance] = []
         self._queue: deque[Pending] = deque()
         self._next_instance = 0
@@ -192,8 +199,12 @@ class LocalBackend(Backend):
             starting += 1
 
     def _collect(self, inst: _Instance) -> list[Reply]:
+        limit = READY_FRAME_BYTES if not inst.ready else reply_limit(inst.task.request) if inst.task else None
+        too_large: local_worker.FrameTooLarge | None = None
         try:
-            data = local_worker.read_frame(inst.process.stdout)
+            data = local_worker.read_frame(inst.process.stdout, limit)
+        except local_worker.FrameTooLarge as exc:  # refused unread: the instance is stopped, its reply never read
+            data, too_large = None, exc
         except OSError:
             data = None
         now = time.perf_counter()
@@ -212,6 +223,8 @@ class LocalBackend(Backend):
         if data is None:
             self._stop(inst, kill=True)  # joins the process, so its exit code is known
             record.error = f"instance {inst.id} died (exit code {inst.process.returncode})"
+            if too_large is not None:
+                record.bytes_out, record.error = too_large.size, oversize(too_large.size, too_large.limit)
         else:
             inst.task, inst.served, inst.last_used = None, inst.served + 1, now
         return [reply]
@@ -304,7 +317,9 @@ class LocalBackend(Backend):
         return [i.id for i in self._instances]
 
     def close(self) -> None:
-        for inst in list(self._instances):
-            self._stop(inst)
-        shutil.rmtree(self._dir, ignore_errors=True)
+        try:
+            for inst in list(self._instances):
+                self._stop(inst)
+        finally:
+            self._remove_dir()
 

@@ -28,12 +28,24 @@ def write_frame(stream: BinaryIO, data: bytes) -> None:
     stream.flush()
 
 
-def read_frame(stream: BinaryIO) -> bytes | None:
-    """The next frame, or None at end of stream (the other side is gone)."""
+class FrameTooLarge(ValueError):
+    """A frame announced more bytes than the reader allows; its body was not read (the stream is out of step)."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"a frame of {size} bytes, over the {limit}-byte limit")
+        self.size, self.limit = size, limit
+
+
+def read_frame(stream: BinaryIO, limit: int | None = None) -> bytes | None:
+    """The next frame, or None at end of stream (the other side is gone). A frame that announces more than
+    ``limit`` bytes raises :class:`FrameTooLarge` before its body is read."""
     header = _read_exactly(stream, _HEADER.size)
     if header is None:
         return None
-    return _read_exactly(stream, _HEADER.unpack(header)[0])
+    size = _HEADER.unpack(header)[0]
+    if limit is not None and size > limit:
+        raise FrameTooLarge(size, limit)
+    return _read_exactly(stream, size)
 
 
 def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:

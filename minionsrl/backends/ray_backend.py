@@ -17,6 +17,12 @@ node died) and is retried by the learner on the nodes that remain. The head is a
 Ray's driver waits a minute and then ends the process from C++. So while it waits for tasks the backend
 checks every ``HEAD_CHECK_S`` that the head's GCS still accepts connections, and stops the run with one
 line (:class:`~minionsrl.errors.ClusterLost`) when it does not; ``--resume`` continues once a head is back.
+The private cluster lives no longer than the learner. Ray ties its head processes (GCS, raylet, monitors) to
+the driver with ``PR_SET_PDEATHSIG``, but the raylet's own children, the dashboard and runtime-env agents,
+notice a dead raylet only after a minute (they report it to the dead GCS, with a 60 s timeout), holding their
+loopback ports meanwhile. So a watchdog process (:data:`_WATCHDOG`, in a session of its own) holds a pipe from
+the learner and, when it reads end of file (the learner closed the backend, or died, SIGKILL included), kills
+the cluster processes it was told of that are still there (checked by start time, so a reused pid is spared).
 A call refused by the platform is a ``throttle`` fault's refusal (:class:`~minionsrl.backends.base.Refusals`):
 Ray itself queues, it does not refuse.
 
@@ -27,9 +33,12 @@ the cluster the user runs (see docs/DEPLOY.md).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import secrets
 import socket
+import subprocess
 import sys
 import time
 import weakref
@@ -55,6 +64,46 @@ CLIENT_PORT = 10001  # Ray Client's default port (``ray://HOST``)
 HEAD_CHECK_S = 2.0  # while waiting for tasks, how often the head's GCS is checked (Ray's own wait is 60 s)
 
 
+# The watchdog: reads JSON lists of [pid, start time] of the cluster's processes, one a line, until end of file
+# (the learner is gone), then kills those still running. psutil is Ray's own dependency.
+_WATCHDOG = """
+import json, signal, sys
+import psutil
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+procs = {}
+for line in sys.stdin:
+    procs.update((int(pid), float(t)) for pid, t in json.loads(line))
+for pid, started in procs.items():
+    try:
+        proc = psutil.Process(pid)
+        if abs(proc.create_time() - started) < 0.01:
+            proc.kill()
+    except psutil.Error:
+        pass
+"""
+
+
+def child_pids() -> set[int]:
+    """The processes this one started (its direct children)."""
+    import psutil
+
+    return {proc.pid for proc in psutil.Process().children()}
+
+
+def process_trees(pids: Iterable[int]) -> list[tuple[int, float]]:
+    """(pid, start time) of these processes and all of theirs, those still running."""
+    import psutil
+
+    found = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(pid)
+            for proc in [root, *root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    found.append((proc.pid, proc.create_time()))
+    return found
+
+
 def ray_rollout(payload: bytes, policy_refs: list[Any], key: bytes) -> bytes:
     """The Ray task: the rollout function, fetching the policy from the object store only when the
     worker does not hold this round's already. The ref travels in a list so Ray does not fetch it eagerly."""
@@ -78,6 +127,8 @@ class RayBackend(RemoteBackend):
         self._ray = ray
         self._owns_connection = not ray.is_initialized()  # a caller that connected keeps its connection
         self.token_path: Path | None = None  # the private cluster's token file, while it is up
+        self._watchdog: subprocess.Popen | None = None  # kills the private cluster's leftovers once we are gone
+        self._cluster_pids: set[int] = set()  # the processes ray.init started for the private cluster
         self._saved_env: dict[str, str | None] | None = None
         if self._owns_connection:
             self._connect(address, max_concurrency)
@@ -122,6 +173,7 @@ class RayBackend(RemoteBackend):
         from ray._private import ray_constants
 
         multi_node = ray_constants.ENABLE_RAY_CLUSTER  # read from the environment once, when Ray was imported
+        children = child_pids()  # what was there before the cluster: not the cluster's to kill
         try:
             reload_ray_auth()
             ray_constants.ENABLE_RAY_CLUSTER = False  # so that 127.0.0.1 stays 127.0.0.1 (Ray reads it here)
@@ -136,14 +188,45 @@ class RayBackend(RemoteBackend):
                 raise ConfigError(f"backend 'ray': the private Ray cluster did not start closed (token auth "
                                   f"{'on' if _token_auth_enabled() else 'off'}, address {host}); this Ray "
                                   f"{ray.__version__} does not support it: pass --ray-address of a cluster you secured")
+            self._cluster_pids = child_pids() - children
+            self._start_watchdog()
         except BaseException:
             self._stop_private()
             raise
+
+    def _start_watchdog(self) -> None:
+        """Start the watchdog and tell it of the cluster's processes (:data:`_WATCHDOG`)."""
+        try:
+            self._watchdog = subprocess.Popen([sys.executable, "-I", "-c", _WATCHDOG], stdin=subprocess.PIPE,
+                                              stdout=subprocess.DEVNULL, start_new_session=True)
+        except OSError:  # no watchdog: the agents go by themselves, a minute later
+            return
+        self._tell_watchdog()
+
+    def _tell_watchdog(self) -> None:
+        """Send the watchdog the cluster's processes as they are now (the agents start with the raylet)."""
+        if self._watchdog is None or self._watchdog.stdin is None:
+            return
+        procs = process_trees(self._cluster_pids)
+        with contextlib.suppress(OSError):
+            self._watchdog.stdin.write(json.dumps(procs).encode() + b"\n")
+            self._watchdog.stdin.flush()
+
+    def _stop_watchdog(self) -> None:
+        """Close the watchdog's pipe: it kills what is left of the cluster, and ends."""
+        if self._watchdog is None:
+            return
+        with contextlib.suppress(OSError):
+            self._watchdog.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._watchdog.wait(timeout=5.0)
+        self._watchdog = None
 
     def _stop_private(self) -> None:
         """Stop the private cluster, then restore Ray's settings and remove its token."""
         if self._ray.is_initialized():
             self._ray.shutdown()
+        self._stop_watchdog()
         if self._saved_env is not None:
             for name, value in self._saved_env.items():
                 if value is None:
@@ -159,6 +242,8 @@ class RayBackend(RemoteBackend):
     def publish(self, policy_blob: bytes) -> str:
         """Put the round's policy in the object store once; tasks in flight keep the old one alive."""
         self.publishes += 1
+        if self.publishes == 1:
+            self._tell_watchdog()  # processes the cluster started since (its agents, if they were late)
         self._check_head()
         try:
             self._policy_ref = self._ray.put(policy_blob)

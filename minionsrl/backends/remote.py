@@ -19,7 +19,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from minionsrl.backends.base import CANCELLED, TIMED_OUT, Backend, Pending, Reply, earliest, make_reply
+from minionsrl.backends.base import (
+    CANCELLED,
+    TIMED_OUT,
+    Backend,
+    Pending,
+    Reply,
+    earliest,
+    make_reply,
+    reply_limit,
+)
 
 
 def private_file(prefix: str, name: str, data: bytes) -> Path:
@@ -100,7 +109,7 @@ class RemoteBackend(Backend):
         for handle, data, error in ended:
             call = self._pending.pop(handle)
             record = call.record(duration_s=now - call.sent)
-            reply = make_reply(record, data, self.key)
+            reply = make_reply(record, data, self.key, max_bytes=reply_limit(call.request))
             if data is None:
                 record.error = error or "the function ended without a reply"
             replies.append(reply)

@@ -20,6 +20,7 @@ from minionsrl.function import wire
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.faults import FaultPlan
 from minionsrl.function.fragment import Fragment, PolicySnapshot
+from minionsrl.function.numpy_policy import PolicyArch
 
 
 def invocation_seed(run_seed: int, index: int, slot: int, stream: int) -> int:
@@ -28,11 +29,36 @@ def invocation_seed(run_seed: int, index: int, slot: int, stream: int) -> int:
     return int(np.random.SeedSequence([run_seed, index, slot, stream]).generate_state(1)[0])
 
 
+MAX_REPLY_KEY = "max_reply_bytes"  # a request's cap on its reply's size, checked by the backend before decoding
+REPLY_HEADROOM = 2  # the cap is this many times what the arrays of a full reply hold ...
+REPLY_FIXED_BYTES = 1 << 20  # ... plus this, for the header, the metadata and an error's text
+FRAGMENT_EXTRA_BYTES = 64 << 10  # ... plus, per fragment, this and 32 bytes per observation number (its carried
+# episode travels as JSON in the metadata: the observation as numbers, an ALE state in base64)
+
+
+def reply_cap(arch: PolicyArch, kind: str, steps: int = 0, envs: int = 1, episodes: int = 0) -> int:
+    """The most bytes a reply to this request may have: what its arrays hold at most (steps × row size per
+    fragment, for training; two numbers per episode, for evaluation) times :data:`REPLY_HEADROOM`, plus room for
+    the header and metadata. A reply over it is refused before it is decoded (a failed attempt, retried)."""
+    if kind != "train":
+        return REPLY_FIXED_BYTES + REPLY_HEADROOM * 16 * max(episodes, 0)
+    obs_numbers = int(np.prod(arch.step_obs_shape))
+    obs_bytes = obs_numbers * (1 if arch.image else 4)
+    act_bytes = 8 if arch.discrete else 4 * arch.action_dim
+    # per step: obs, action, logprob/value/reward/trunc_value (4 × 4), terminated/truncated (2), an episode (16)
+    row = obs_bytes + act_bytes + 16 + 2 + 16
+    # per fragment: last_obs, last_value, moments (2 × 8 per obs number, and 4 counts), its carried episode
+    fixed = obs_bytes + 4 + 16 * obs_numbers + 64 + FRAGMENT_EXTRA_BYTES + 32 * obs_numbers
+    return REPLY_FIXED_BYTES + REPLY_HEADROOM * max(envs, 1) * (max(steps, 0) * row + fixed)
+
+
 class Requests:
     """Builds the requests of one run; an injected fault, if one is drawn, travels with its attempt."""
 
-    def __init__(self, spec: EnvSpec, seed: int, gamma: float, faults: FaultPlan) -> None:
+    def __init__(self, spec: EnvSpec, seed: int, gamma: float, faults: FaultPlan,
+                 arch: PolicyArch | None = None) -> None:
         self.env, self.seed, self.gamma, self.faults = spec.to_json(), seed, gamma, faults
+        self.arch = arch  # with it, each request says how large its reply may be (``max_reply_bytes``)
 
     def make(self, kind: str, ref: str, index: int, slot: int, attempt: int, **extra: Any) -> dict[str, Any]:
         """Attempt ``attempt`` of ``slot``; ``index`` is the round (synchronous learners) or the slot's
@@ -41,6 +67,9 @@ class Requests:
                    "attempt": attempt, "policy": ref, "env": self.env,
                    "seed": invocation_seed(self.seed, index, slot, wire.SEED_STREAMS[kind]), "gamma": self.gamma,
                    **extra}
+        if self.arch is not None:
+            request[MAX_REPLY_KEY] = reply_cap(self.arch, kind, steps=int(extra.get("steps", 0)),
+                                               envs=int(extra.get("envs", 1)), episodes=int(extra.get("episodes", 0)))
         fault = self.faults.draw(index, slot, attempt, kind)
         return {**request, "fault": fault} if fault else request
 
@@ -89,14 +118,26 @@ def eval_split(episodes: int, n_actors: int) -> list[int]:
     return [episodes // slots + (1 if i < episodes % slots else 0) for i in range(slots)]
 
 
+EVAL_ARRAYS = frozenset({"episode_returns", "episode_lengths"})
+
+
 def eval_returns(request: dict[str, Any], reply: Reply) -> np.ndarray:
-    """The episode returns of an evaluation reply, checked against its request."""
+    """The episode returns of an evaluation reply, checked against its request: exactly its two arrays, one
+    finite float64 return and one positive int64 length per episode asked for; anything else is a WireError."""
     episodes = int(request["episodes"])
+    if reply.meta.get("type") != "eval":
+        raise wire.WireError(f"evaluation reply is of type {reply.meta.get('type')!r}, not 'eval'")
+    stray = sorted(set(reply.arrays) - EVAL_ARRAYS)
+    if stray:
+        raise wire.WireError(f"evaluation reply holds unexpected arrays {stray[:3]}")
     returns = reply.arrays.get("episode_returns")
     lengths = reply.arrays.get("episode_lengths")
     if returns is None or returns.shape != (episodes,) or returns.dtype != np.float64 \
-            or lengths is None or lengths.shape != (episodes,):
-        raise wire.WireError(f"evaluation reply does not hold {episodes} episode returns and lengths")
+            or lengths is None or lengths.shape != (episodes,) or lengths.dtype != np.int64:
+        raise wire.WireError(f"evaluation reply does not hold {episodes} episode returns (float64) and lengths "
+                             "(int64)")
     if not np.isfinite(returns).all():
         raise wire.WireError("evaluation returns hold non-finite numbers")
+    if episodes and lengths.min() < 1:
+        raise wire.WireError(f"evaluation episode lengths hold {int(lengths.min())}, not a positive step count")
     return returns

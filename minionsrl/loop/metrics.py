@@ -232,13 +232,30 @@ def _fmt(value: Any) -> Any:
 
 
 def _prepare_csv(path: Path, columns: list[str], resume_round: int | None) -> None:
-    """Create the file with its header, or on resume keep only rows up to ``resume_round``."""
+    """Create the file with its header, or on resume keep only rows up to ``resume_round`` (those of
+    ``metrics.csv`` checked: every column of it is a number, or empty)."""
     rows = [] if resume_round is None or not path.exists() else [
         r for r in _whole_rows(path) if int(r["round"]) <= resume_round]
+    if columns is METRIC_COLUMNS:
+        _check_numbers(path, rows)
     with files.replacing(path, newline="") as fh:
         writer = csv.DictWriter(fh, columns, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
+
+
+def _check_numbers(path: Path, rows: list[dict[str, str]]) -> None:
+    """Refuse, with one line, a ``metrics.csv`` row kept on resume that holds something other than a number
+    where the run writes numbers (the plots and the summary read them back)."""
+    for row in rows:
+        for name in METRIC_COLUMNS:
+            value = (row.get(name) or "").strip()
+            try:
+                float(value or 0)
+            except ValueError:
+                raise ConfigError(f"{path.name}: round {row['round']} holds {value[:40]!r} in column {name!r}, not a "
+                                  f"number; restore {str(path)!r} from the run (or empty that field), then "
+                                  "--resume") from None
 
 
 def _whole_rows(path: Path) -> list[dict[str, str]]:

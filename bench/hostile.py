@@ -1,0 +1,449 @@
+"""Hostile input (issue 22): every row of the issue's table replayed, and what each gets now.
+
+Each case runs ``python -m minionsrl ...`` in a scratch folder of its own (the run dir is ``RUN`` inside it;
+a victim file beside it is what a link in the run dir points at), or, for the rows about replies, calls the
+backend's reply check in this process. Per case it prints the exit code, whether stderr is one line, whether
+it holds a traceback, whether any file outside the run dir was touched (every file of the scratch folder
+outside ``RUN``, by content and mtime) and whether the checkpoint is intact (its bytes unchanged, where one was
+there before). Small cases: CartPole-v1, one or two rounds of one actor (two for Ray), 16 steps.
+
+    .venv/bin/python bench/hostile.py [--no-ray] [--markdown]
+
+The tmpfs row (a 2 MB tmpfs filled while TensorBoard writes) needs root and CAP_SYS_ADMIN to mount; where
+mounting is refused it is reported as skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+TRAIN = ["train", "--actors", "1", "--fragment-length", "16", "--eval-every", "0", "--eval-episodes", "1",
+         "--hidden-sizes", "8", "--no-progress", "--no-tensorboard", "--checkpoint-every", "1"]
+CKPT = Path("checkpoints/latest.safetensors")
+# -P: the current folder is not put on sys.path, as with the installed `minionsrl` command (`python -m` puts it
+# there, so `cd RUN && python -m minionsrl eval` imports what RUN ships: Python's doing, not the command's)
+PY = ["-P", "-m"]
+
+
+@dataclass
+class Outcome:
+    row: str
+    case: str
+    before: str
+    exit: str = "—"
+    one_line: str = "—"
+    traceback: str = "—"
+    outside: str = "—"
+    checkpoint: str = "—"
+    says: str = ""
+
+
+def _env() -> dict[str, str]:
+    path = [str(REPO), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
+def _cli(args: list[str], cwd: Path, timeout: float = 240) -> tuple[int, str]:
+    proc = subprocess.run([sys.executable, *PY, "minionsrl", *args], cwd=cwd, env=_env(), capture_output=True,
+                          text=True, timeout=timeout)
+    return proc.returncode, proc.stderr
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[str, int]]:
+    """Every file of ``folder`` outside its run dir ``RUN``: (sha256, mtime_ns)."""
+    out = {}
+    for root, dirs, names in os.walk(folder):
+        if Path(root) == folder and "RUN" in dirs:
+            dirs.remove("RUN")
+        for name in names:
+            path = Path(root, name)
+            if path.is_symlink() or not path.is_file():
+                continue
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            out[str(path.relative_to(folder))] = (digest, path.stat().st_mtime_ns)
+    return out
+
+
+def _judge(outcome: Outcome, code: int, err: str) -> Outcome:
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    outcome.exit = str(code)
+    ran = code == 0 and not lines
+    outcome.one_line = "yes" if len(lines) == 1 else "— (ran)" if ran else f"no ({len(lines)} lines)"
+    outcome.traceback = "yes" if "Traceback" in err or "SIGTERM received" in err else "no"
+    outcome.says = (lines[0] if lines else "").replace("|", "\\|")[:160]
+    return outcome
+
+
+class Scratch:
+    """A scratch folder holding a copy of the base run as ``RUN`` and a victim file beside it."""
+
+    def __init__(self, base: Path | None, root: Path, name: str) -> None:
+        self.dir = root / name
+        self.dir.mkdir()
+        self.run = self.dir / "RUN"
+        if base is not None:
+            shutil.copytree(base, self.run, symlinks=True)
+        self.victim = self.dir / "victim.txt"
+        self.victim.write_text("precious")
+
+    def start(self) -> None:
+        self.outside = _snapshot(self.dir)
+        path = self.run / CKPT
+        self.ckpt = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+
+    def finish(self, outcome: Outcome, code: int, err: str) -> Outcome:
+        _judge(outcome, code, err)
+        changed = [k for k, v in _snapshot(self.dir).items() if self.outside.get(k) != v]
+        changed += [k for k in self.outside if not (self.dir / k).exists()]
+        outcome.outside = "no" if not changed else "YES: " + ", ".join(changed[:3])
+        if self.ckpt is not None:
+            path = self.run / CKPT
+            outcome.checkpoint = "yes" if path.is_file() and path.read_bytes() == self.ckpt else "NO"
+        return outcome
+
+
+def _cli_case(base, root, row, case, before, args, prepare=None, cwd_run=False) -> Outcome:
+    scratch = Scratch(base, root, f"c{len(list(root.iterdir()))}")
+    if prepare is not None:
+        prepare(scratch)
+    scratch.start()
+    args = [a.replace("{RUN}", str(scratch.run)).replace("{DIR}", str(scratch.dir)) for a in args]
+    code, err = _cli(args, scratch.run if cwd_run else scratch.dir)
+    return scratch.finish(Outcome(row, case, before), code, err)
+
+
+# -- preparing cases -------------------------------------------------------------------------------------------
+def _link(name: str):
+    def prepare(s: Scratch) -> None:
+        (s.run / name).unlink(missing_ok=True)
+        (s.run / name).symlink_to(s.victim)
+    return prepare
+
+
+def _tamper(change):
+    def prepare(s: Scratch) -> None:
+        from minionsrl.loop import checkpoint
+
+        state = checkpoint.load(s.run / "checkpoints")
+        change(state)
+        checkpoint.save(s.run / "checkpoints", state)
+    return prepare
+
+
+def _bomb(levels: int) -> str:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "env_kwargs:\n  " + "\n  ".join(lines) + "\n"
+
+
+def _write(name: str, text: str | bytes):
+    def prepare(s: Scratch) -> None:
+        (s.dir / name).write_bytes(text if isinstance(text, bytes) else text.encode())
+    return prepare
+
+
+def _metrics_non_number(s: Scratch) -> None:
+    metrics = s.run / "metrics.csv"
+    header, row, *rest = metrics.read_text().splitlines()
+    fields = row.split(",")
+    fields[header.split(",").index("eval_return_mean")] = "abc"
+    metrics.write_text("\n".join([header, ",".join(fields), *rest]) + "\n")
+
+
+def _evilmod(s: Scratch) -> None:
+    (s.run / "evilmod.py").write_text(f"open({str(s.dir / 'ran')!r}, 'w').close()\nclass Env: pass\n")
+    cfg = s.run / "config.yaml"
+    cfg.write_text(cfg.read_text().replace("env_id: CartPole-v1", "env_id: evilmod:Env"))
+
+
+def _prices_without_vcpus(s: Scratch) -> None:
+    from importlib import resources
+
+    text = resources.files("minionsrl").joinpath("data", "prices.yaml").read_text()
+    (s.dir / "prices.yaml").write_text(text.replace("vcpus: 16, ", ""))
+
+
+def _read_only_plots(s: Scratch) -> None:
+    plot = s.run / "plots" / "return.png"
+    plot.unlink(missing_ok=True)
+    plot.mkdir(parents=True)  # a folder where the plot goes: as a read-only run dir (root ignores modes)
+
+
+def _special(kind: str):
+    def prepare(s: Scratch) -> None:
+        path = s.run / CKPT
+        path.unlink()
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/dev/zero")
+    return prepare
+
+
+def _set(path: str, value):
+    def change(state):
+        *parents, last = path.split("/")
+        node = state
+        for key in parents:
+            node = node[key]
+        if value is KeyError:
+            del node[last]
+        else:
+            node[last] = value(node[last]) if callable(value) else value
+    return change
+
+
+# -- rows that are about replies: the backend's own check, in this process ----------------------------------
+def _reply_cases() -> list[Outcome]:
+    from minionsrl.backends.base import InvocationRecord, make_reply
+    from minionsrl.function import wire
+    from minionsrl.function.envs import EnvSpec
+    from minionsrl.function.faults import FaultPlan
+    from minionsrl.function.numpy_policy import PolicyArch
+    from minionsrl.loop.gather import Tracker
+    from minionsrl.loop.invocations import Requests, eval_returns
+
+    key = wire.new_key()
+    out = []
+    for value in ("abc", float("nan"), -1.0, 1e12):
+        meta = {"id": "r1-train-0", "type": "fragment", "timings": {"run_s": value}}
+        reply = make_reply(InvocationRecord("r1-train-0", "train", duration_s=1.0),
+                           wire.encode({}, meta, wire.invocation_key(key, "r1-train-0")), key)
+        out.append(Outcome("forged reply timings", f"`timings.run_s` {value!r}",
+                           "traceback in the ledger, or billed as given",
+                           says=f"{reply.record.status}: {reply.record.error}"))
+    arch = PolicyArch(4, 2, True, (8,))
+    requests = Requests(EnvSpec("CartPole-v1"), 1, 0.99, FaultPlan({}, 0), arch)
+    request = requests.make("train", "p", 1, 0, 0, steps=16, carry=None)
+    t0 = time.perf_counter()
+    big = wire.encode({"obs": np.zeros(50 << 20, np.float32)}, {"id": request["id"]},
+                      wire.invocation_key(key, request["id"]))
+    reply = make_reply(InvocationRecord(request["id"], "train"), big, key, max_bytes=request["max_reply_bytes"])
+    out.append(Outcome("quirks: reply size", "a 200 MB reply to a 16-step CartPole request", "decoded (200 MB) "
+                       "before refusal", says=f"{reply.record.status} in {time.perf_counter() - t0:.2f} s (encoding "
+                       f"included): {reply.record.error}"))
+    eval_req = requests.make("eval", "p", 1, 0, 0, episodes=2)
+    for case, arrays in (("an extra array", {"extra": np.zeros(3)}),
+                         ("a negative length", {"episode_lengths": np.array([5, -3], np.int64)})):
+        full = {"episode_returns": np.array([1.0, 2.0]), "episode_lengths": np.array([5, 3], np.int64), **arrays}
+        data = wire.encode(full, {"id": eval_req["id"], "type": "eval"}, wire.invocation_key(key, eval_req["id"]))
+        reply = make_reply(InvocationRecord(eval_req["id"], "eval"), data, key, max_bytes=eval_req["max_reply_bytes"])
+        tracker = Tracker(None)  # type: ignore[arg-type]
+        tracker.flying[eval_req["id"]] = (0, 0, eval_req)
+        attempt = tracker.receive(reply, eval_returns)
+        out.append(Outcome("quirks: eval replies", f"an eval reply with {case}", "accepted",
+                           says=f"{attempt.status} (retried): {attempt.reply.record.error}"))
+    for o in out:
+        o.exit = "— (a failed attempt)"
+    return out
+
+
+# -- shutdown -------------------------------------------------------------------------------------------------
+def _start(run: Path, *extra: str) -> subprocess.Popen:
+    args = [sys.executable, *PY, "minionsrl", *TRAIN, "--max-rounds", "100000", "--env-step-latency-ms", "5",
+            "--run-dir", str(run), *extra]
+    return subprocess.Popen(args, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def _rounds(proc: subprocess.Popen, run: Path, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None:
+        metrics = run / "metrics.csv"
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= 3:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _shutdown_cases(root: Path, ray: bool) -> list[Outcome]:
+    import psutil
+
+    out = []
+    run = root / "local-term" / "RUN"
+    run.parent.mkdir()
+    proc = _start(run)
+    if _rounds(proc, run, 120):
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1]
+        left = list(Path(tempfile.gettempdir()).glob(f"minionsrl-local-{proc.pid}-*"))
+        o = _judge(Outcome("shutdown", "SIGTERM, local backend", "`/tmp/minionsrl-local-PID-*` left until the next "
+                           "run"), proc.returncode, err)
+        o.outside = "no" if not left else f"YES: {left[0]} left"
+        out.append(o)
+    else:
+        proc.kill()
+    if not ray:
+        return out
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        run = root / f"ray-{sig.name}" / "RUN"
+        run.parent.mkdir()
+        proc = _start(run, "--backend", "ray", "--actors", "2")
+        if not _rounds(proc, run, 300):
+            proc.kill()
+            out.append(Outcome("shutdown", f"{sig.name}, Ray backend", "", says="the run did not start"))
+            continue
+        cluster = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                   if "import json, signal" not in " ".join(p.cmdline())]
+        t0 = time.monotonic()
+        proc.send_signal(sig)
+        err = proc.communicate(timeout=120)[1]
+        while time.monotonic() - t0 < 90 and any(p.is_running() and p.status() != "zombie" for p in cluster):
+            time.sleep(0.2)
+        gone_s = time.monotonic() - t0
+        before = ("a C++ stack dump" if sig == signal.SIGTERM else
+                  "two Ray agents hold 4 loopback ports for about a minute")
+        o = _judge(Outcome("shutdown", f"{sig.name}, Ray backend", before), proc.returncode, err)
+        if sig == signal.SIGKILL:
+            o.one_line = o.traceback = "— (killed)"
+        o.says = (o.says + "; " if o.says else "") + f"all {len(cluster)} cluster processes gone {gone_s:.1f} s after"
+        out.append(o)
+    return out
+
+
+def _tmpfs_case(base: Path, root: Path) -> Outcome:
+    o = Outcome("full disk", "2 MB tmpfs filled while TensorBoard writes", "the writer thread dies, the learner "
+                "blocks for ever; no checkpoint")
+    mnt = root / "mnt"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
+                                           capture_output=True).returncode != 0:
+        o.says = "skipped: mounting a tmpfs is not allowed here (needs root and CAP_SYS_ADMIN)"
+        return o
+    try:
+        run = mnt / "RUN"
+        code, err = _cli([*TRAIN, "--max-rounds", "1", "--run-dir", str(run)], mnt)
+        before = (run / CKPT).read_bytes()
+        fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while True:
+                os.write(fd, b"\0" * 4096)
+        except OSError:
+            os.ftruncate(fd, os.fstat(fd).st_size - 48 * 1024)
+        os.close(fd)
+        code, err = _cli(["train", "--resume", "--run-dir", str(run), "--max-rounds", "30", "--no-progress",
+                          "--tensorboard"], mnt)
+        _judge(o, code, err)
+        from minionsrl.loop import checkpoint
+
+        state = checkpoint.load(run / "checkpoints")
+        o.checkpoint = "yes" if state is not None and (state["round"] > 1 or (run / CKPT).read_bytes() == before) \
+            else "NO"
+        o.outside = "no"
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+    return o
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--no-ray", action="store_true", help="skip the Ray shutdown rows (a minute or two)")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (docs/RELIABILITY.md)")
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    root = Path(tempfile.mkdtemp(prefix="minionsrl-hostile-"))
+    try:
+        base = root / "base"
+        code, err = _cli([*TRAIN, "--max-rounds", "1", "--run-dir", str(base)], root)
+        if code != 0:
+            print(f"the base run failed: {err}", file=sys.stderr)
+            return 1
+        cases = root / "cases"
+        cases.mkdir()
+        resume = ["train", "--resume", "--run-dir", "{RUN}", "--no-progress", "--max-rounds", "2"]
+        rows: list[Outcome] = [_tmpfs_case(base, root)]
+        for name in ("checkpoints/.latest.safetensors.tmp", ".config.yaml.tmp", "summary.json"):
+            rows.append(_cli_case(base, cases, "crafted run dir", f"`--resume`, `{name}` a link to a file outside",
+                                  "exit 0, the link's target overwritten", resume, _link(name)))
+        for lr, before in (("1e30", "NaN weights checkpointed; the next round blames the functions"),
+                           ("1e300", "exit 0 and a NaN checkpoint")):
+            rows.append(_cli_case(None, cases, "diverging update", f"`--learning-rate {lr}`", before,
+                                  [*TRAIN, "--max-rounds", "2", "--learning-rate", lr, "--run-dir", "{RUN}"]))
+        for case, change in (("NaN optimiser state", _set("optimizer/001", lambda a: np.full_like(a, np.nan))),
+                             ("a missing weight key", _set("policy/actor.0.weight", KeyError)),
+                             ("a string where a tensor belongs", _set("policy/actor.0.bias", "zeros")),
+                             ("round −5", _set("round", -5)),
+                             ("a wrong shape", _set("policy/critic.1.weight", lambda a: np.zeros((3, 3), a.dtype))),
+                             ("a wrong dtype", _set("policy/critic.1.bias", lambda a: a.astype(np.float64))),
+                             ("a tampered ledger", _set("ledger/total_serverless_usd", "abc"))):
+            rows.append(_cli_case(base, cases, "checkpoint that parses but is wrong", f"`--resume`: {case}",
+                                  "exit 0 with a NaN policy, or a traceback", resume, _tamper(change)))
+        rows += _reply_cases()
+        for levels, before in ((8, "> 40 s of CPU and 1.1 GB"), (6, "an 8.7 MB \"one-line\" error")):
+            rows.append(_cli_case(None, cases, "YAML alias bomb", f"{levels} levels under `env_kwargs`", before,
+                                  [*TRAIN, "--config", "{DIR}/bomb.yaml", "--run-dir", "{RUN}"],
+                                  _write("bomb.yaml", _bomb(levels))))
+
+        def bomb_in_run(s: Scratch) -> None:
+            (s.run / "config.yaml").write_text((s.run / "config.yaml").read_text() + _bomb(8).replace(
+                "env_kwargs:", "env_kwargs_x:"))
+        rows.append(_cli_case(base, cases, "YAML alias bomb", "`eval` of a run dir whose config.yaml holds one",
+                              "read the same way", ["eval", "--run-dir", "{RUN}", "--episodes", "1"], bomb_in_run))
+        rows.append(_cli_case(base, cases, "run dir code", "`cd RUN && minionsrl eval --run-dir .`, `evilmod.py`, "
+                              "`env_id: evilmod:Env`", "the module ran (wrote a marker file)",
+                              ["eval", "--run-dir", "."], _evilmod, cwd_run=True))
+        for kind in ("dev-zero", "fifo"):
+            what = "a link to `/dev/zero`" if kind == "dev-zero" else "a FIFO"
+            rows.append(_cli_case(base, cases, "special checkpoint", f"`--resume`, `latest.safetensors` {what}",
+                                  "reads until MemoryError / hangs", resume, _special(kind)))
+        tracebacks = [
+            ("a config nested 100k brackets deep", "RecursionError",
+             [*TRAIN, "--config", "{DIR}/deep.yaml", "--run-dir", "{RUN}"],
+             _write("deep.yaml", "env_kwargs: " + "[" * 100_000 + "]" * 100_000 + "\n"), None),
+            ("a non-UTF-8 config", "UnicodeDecodeError", [*TRAIN, "--config", "{DIR}/bin.yaml", "--run-dir", "{RUN}"],
+             _write("bin.yaml", b"env_id: \xff\xfe\n"), None),
+            ("a 300-character `--run-dir`", "ENAMETOOLONG", [*TRAIN, "--run-dir", "x" * 300], None, None),
+            ("a prices file without `vcpus`, `--backend server`", "KeyError",
+             [*TRAIN, "--max-rounds", "1", "--backend", "server", "--prices", "{DIR}/prices.yaml", "--run-dir",
+              "{RUN}"], _prices_without_vcpus, None),
+            ("`eval --seed -1`", "traceback", ["eval", "--run-dir", "{RUN}", "--seed", "-1", "--episodes", "1"], None,
+             base),
+            ("`plot` on a tampered metrics.csv", "traceback", ["plot", "--run-dir", "{RUN}"], _metrics_non_number,
+             base),
+            ("`plot` on a read-only run dir", "traceback", ["plot", "--run-dir", "{RUN}"], _read_only_plots, base),
+            ("`--resume` with a non-number in a metrics.csv number column", "traceback (at the end, in the plots)",
+             resume, _metrics_non_number, base),
+        ]
+        for case, before, cli_args, prepare, from_base in tracebacks:
+            rows.append(_cli_case(from_base, cases, "tracebacks", case, before, cli_args, prepare))
+        rows.append(_cli_case(None, cases, "quirks", "`--run-dir ''`", "writes into the current folder",
+                              [*TRAIN, "--run-dir", ""]))
+        rows.append(_cli_case(None, cases, "quirks", "duplicate YAML keys", "the last one wins silently",
+                              [*TRAIN, "--config", "{DIR}/dup.yaml", "--run-dir", "{RUN}"],
+                              _write("dup.yaml", "seed: 1\nseed: 2\n")))
+        rows += _shutdown_cases(root, ray=not args.no_ray)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    columns = ("row", "case", "before", "exit", "one line", "traceback", "outside run dir touched",
+               "checkpoint intact", "says")
+    if args.markdown:
+        print("| " + " | ".join(columns) + " |")
+        print("|" + "---|" * len(columns))
+        for r in rows:
+            print("| " + " | ".join([r.row, r.case, r.before, r.exit, r.one_line, r.traceback, r.outside,
+                                     r.checkpoint, f"`{r.says}`" if r.says else ""]) + " |")
+    else:
+        for r in rows:
+            print(json.dumps(dict(zip(columns, [r.row, r.case, r.before, r.exit, r.one_line, r.traceback, r.outside,
+                                                r.checkpoint, r.says], strict=True)), ensure_ascii=False))
+    print(f"{len(rows)} cases in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
