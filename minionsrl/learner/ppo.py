@@ -438,10 +438,12 @@ class PPO:
         return {**out, "clipfrac": float(taken["clipfrac"].mean()), "explained_variance": explained_var}
 
     def state_dict(self) -> dict[str, Any]:
-        """Weights, the optimiser state's arrays (in pytree order), the KL coefficient and the learning rate (the
-        adaptive one continues from it), as NumPy."""
+        """Weights, the optimiser state's arrays (in pytree order), the KL coefficient, the learning rate (the
+        adaptive one continues from it) and the padding caps (a resumed run pads to the shapes it compiled), as
+        NumPy and numbers."""
         return {"policy": self.numpy_weights(), "kl_coef": self.kl_coef, "learning_rate": self.learning_rate,
-                "optimizer": {f"{i:03d}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(self.opt_state))}}
+                "optimizer": {f"{i:03d}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(self.opt_state))},
+                "rows_cap": self._rows_cap, "steps_cap": self._steps_cap}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.weights = jax.device_put({k: jnp.asarray(state["policy"][k]) for k in self.weights}, self.device)
@@ -450,3 +452,5 @@ class PPO:
         self.opt_state = jax.device_put(jax.tree.unflatten(structure, leaves), self.device)
         self.kl_coef = float(state.get("kl_coef", self.params.kl_coef))
         self.learning_rate = float(state.get("learning_rate", self.learning_rate))
+        # checkpoints from before the caps were kept have none: they grow again from the next update
+        self._rows_cap, self._steps_cap = int(state.get("rows_cap", 0)), int(state.get("steps_cap", 0))
