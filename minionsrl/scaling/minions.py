@@ -269,11 +269,17 @@ class MinionsScaler(Scaler):
         return self.hyper.miss_coef * min(best_return - target, 0.0) / self.return_scale
 
     def state_dict(self) -> dict[str, Any]:
-        # the generator's state is a dict of strings and ints (PCG64's exceed 2**63: JSON keeps them exact)
-        return {**super().state_dict(), "last_eval": self.last_eval, "generator": self.generator.bit_generator.state}
+        # the generator's state is a dict of strings and ints (PCG64's exceed 2**63: JSON keeps them exact); the
+        # job's trajectory so far (a training job's) as lists of numbers: float32 states survive JSON exactly
+        return {**super().state_dict(), "last_eval": self.last_eval, "generator": self.generator.bit_generator.state,
+                "episode": [{"state": t.state.tolist(), "action": t.action, "logprob": t.logprob, "reward": t.reward}
+                            for t in self.episode.transitions]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.last_eval = float(state["last_eval"])
         if "generator" in state:  # checkpoints from before the NumPy generator have none
             self.generator.bit_generator.state = state["generator"]
+        # checkpoints from before the trajectory was kept have none: the job's update sees the rounds after
+        self.episode = Episode([Transition(np.asarray(t["state"], dtype=np.float32), int(t["action"]),
+                                           float(t["logprob"]), float(t["reward"])) for t in state.get("episode", [])])
