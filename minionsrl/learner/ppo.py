@@ -66,21 +66,30 @@ class PPOParams:
     lr_max: float = 1e-2
 
 
+def episode_bootstrap(terminated: np.ndarray, truncated: np.ndarray, trunc_values: np.ndarray,
+                      next_value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The episode-boundary rule of one step, for every return estimator over fragments (GAE here, V-trace in
+    :mod:`minionsrl.learner.vtrace`): (the value the step bootstraps with, whether an episode ends there). A
+    terminated step bootstraps with 0, a time-limit truncation with V(final obs) (``trunc_values``), any other step
+    with ``next_value`` (the next step's value, or the fragment's bootstrap after its last step); the chain of
+    advantages (or of traces) is cut wherever an episode ends."""
+    bootstrap = np.where(terminated, 0.0, np.where(truncated, trunc_values, next_value))
+    return bootstrap, terminated | truncated
+
+
 def compute_gae(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
                 trunc_values: np.ndarray, last_values: np.ndarray, gamma: float,
                 lam: float) -> tuple[np.ndarray, np.ndarray]:
     """Generalised advantage estimation over ``(n, T)`` fragments; return (advantages, returns).
 
-    A terminated step bootstraps with 0; a time-limit truncation with V(final obs); the fragment's
-    cut with ``last_values``. The advantage chain is cut at every episode boundary.
+    Episode boundaries by :func:`episode_bootstrap`; the fragment's cut bootstraps with ``last_values``.
     """
     n, steps = rewards.shape
     advantages = np.zeros((n, steps), dtype=np.float64)
     last_gae = np.zeros(n, dtype=np.float64)
     next_value = last_values.astype(np.float64)
     for t in reversed(range(steps)):
-        done = terminated[:, t] | truncated[:, t]
-        bootstrap = np.where(terminated[:, t], 0.0, np.where(truncated[:, t], trunc_values[:, t], next_value))
+        bootstrap, done = episode_bootstrap(terminated[:, t], truncated[:, t], trunc_values[:, t], next_value)
         delta = rewards[:, t] + gamma * bootstrap - values[:, t]
         last_gae = delta + gamma * lam * (~done) * last_gae
         advantages[:, t] = last_gae
