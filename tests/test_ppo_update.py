@@ -19,6 +19,8 @@ from minionsrl.learner.ppo import (
     _update_program,
     bucket,
     minibatch_schedule,
+    normalize_advantages,
+    normalize_advantages_np,
     ppo_loss,
     update_plan,
 )
@@ -217,3 +219,20 @@ def test_a_resumed_update_keeps_the_padded_shapes_and_compiles_nothing_new():
     c = PPO(ARCH, init_params(ARCH, 0), p)
     c.load_state_dict(old)  # a checkpoint from before the caps were kept: they grow from the first update again
     assert (c._rows_cap, c._steps_cap) == (0, 0)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 7, 300])
+def test_advantage_normalisation_on_the_host_is_the_compiled_one(rows):
+    """One formula in two runtimes: the compiled update's per-minibatch normalisation (padding rows weighing 0) and
+    the host's over a whole batch (the detectors', the scheduler's training)."""
+    adv = (np.random.default_rng(rows).standard_normal(rows) * 3 + 1).astype(np.float32)
+    host = normalize_advantages_np(adv)
+    assert host.dtype == np.float32
+    w = np.concatenate([np.ones(rows, np.float32), np.zeros(5, np.float32)])
+    compiled = np.asarray(normalize_advantages(jnp.asarray(np.concatenate([adv, np.full(5, 9.0, np.float32)])),
+                                               jnp.asarray(w)))[:rows]
+    np.testing.assert_allclose(host, compiled, rtol=1e-5, atol=1e-6)
+    if rows == 1:
+        assert host is adv  # a single row is left alone
+    else:
+        assert abs(float(host.mean())) < 1e-5 and float(host.std(ddof=1)) == pytest.approx(1.0, rel=1e-5)

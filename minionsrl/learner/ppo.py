@@ -189,18 +189,38 @@ def weighted_mean(x: jax.Array, w: jax.Array) -> jax.Array:
     return (x * w).sum() / w.sum()
 
 
+ADV_EPS = 1e-8  # advantage normalisation: (A − mean) / (std + ADV_EPS), CleanRL's
+
+
 def normalize_advantages(adv: jax.Array, w: jax.Array) -> jax.Array:
-    """``(A − mean) / (std + 1e-8)`` over the real rows (torch's unbiased std), left alone for a single row."""
+    """``(A − mean) / (std + 1e-8)`` over the real rows (torch's unbiased std), left alone for a single row: in the
+    compiled update, per minibatch. :func:`normalize_advantages_np` is the same formula on the host."""
     count = w.sum()
     mean = (adv * w).sum() / count
     std = jnp.sqrt(((adv - mean) ** 2 * w).sum() / jnp.maximum(count - 1.0, 1.0))
-    return jnp.where(count > 1, (adv - mean) / (std + 1e-8), adv)
+    return jnp.where(count > 1, (adv - mean) / (std + ADV_EPS), adv)
+
+
+def normalize_advantages_np(adv: np.ndarray) -> np.ndarray:
+    """:func:`normalize_advantages` of all rows, in NumPy on the host, in ``adv``'s dtype: for whoever normalises a
+    whole batch outside the compiled update (the detectors' one loss, the scheduler's training). Two runtimes of
+    one formula, tested against each other, as the Gaussian log-probability is."""
+    if len(adv) < 2:
+        return adv
+    return (adv - adv.mean()) / (adv.std(ddof=1) + ADV_EPS)
 
 
 def clipped_surrogate(adv: jax.Array, ratio: jax.Array, clip_coef: float, w: jax.Array | None = None) -> jax.Array:
     """PPO's clipped policy loss: the mean of ``max(−A·r, −A·clip(r, 1 − c, 1 + c))`` (over rows weighing 1)."""
     terms = jnp.maximum(-adv * ratio, -adv * jnp.clip(ratio, 1 - clip_coef, 1 + clip_coef))
     return terms.mean() if w is None else weighted_mean(terms, w)
+
+
+def approx_kl(ratio: jax.Array, logratio: jax.Array, w: jax.Array) -> jax.Array:
+    """The KL of the new policy to the behaviour policy by the ``(r − 1) − log r`` estimator (≥ 0; Schulman's
+    "approximating KL divergence", CleanRL's ``approx_kl``), over the rows weighing 1: the penalty's, the early
+    stop's, the adaptive rates' and the reported one."""
+    return weighted_mean((ratio - 1) - logratio, w)
 
 
 def ppo_loss(arch: PolicyArch, params: Params, mb: dict[str, jax.Array], w: jax.Array, p: PPOParams,
@@ -224,8 +244,8 @@ def ppo_loss(arch: PolicyArch, params: Params, mb: dict[str, jax.Array], w: jax.
         v_loss = 0.5 * weighted_mean((newvalue - mb["returns"]) ** 2, w)
     entropy_loss = weighted_mean(entropy, w)
     loss = pg_loss - p.ent_coef * entropy_loss + v_loss * p.vf_coef
-    if p.kl_coef:  # the KL to the behaviour policy, by the (r − 1) − log r estimator (≥ 0)
-        loss = loss + kl_coef * weighted_mean((ratio - 1) - logratio, w)
+    if p.kl_coef:  # RLlib's KL penalty
+        loss = loss + kl_coef * approx_kl(ratio, logratio, w)
     return LossTerms(loss, pg_loss, v_loss, entropy_loss, logratio, ratio)
 
 
@@ -365,7 +385,7 @@ def _update_program(arch: PolicyArch, p: PPOParams, loss: LossFn, weights: Param
         (_, out), grads = jax.value_and_grad(objective, has_aux=True)(weights)
         updates, opt_state = tx.update(grads, opt_state, weights)
         weights = jax.tree.map(lambda x, u: x - lr * u, weights, updates)
-        kl = weighted_mean((out.ratio - 1) - out.logratio, wi)
+        kl = approx_kl(out.ratio, out.logratio, wi)
         step = {"policy_loss": out.pg_loss, "value_loss": out.v_loss, "entropy": out.entropy,
                 "old_approx_kl": weighted_mean(-out.logratio, wi), "approx_kl": kl,
                 "clipfrac": weighted_mean((jnp.abs(out.ratio - 1.0) > p.clip_coef).astype(jnp.float32), wi)}
