@@ -25,45 +25,56 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from minionsrl import config
 from minionsrl.function.fragment import Fragment
-from minionsrl.function.normalization import RunningMeanStd
+from minionsrl.function.normalization import CLIP_DEFAULT, RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner import networks
 from minionsrl.learner.networks import Params
 
+_CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(config.TrainConfig)}
+
+
+def _default(name: str) -> Any:
+    """A learner hyper-parameter's default, as the config writes it (the one place): the classic preset's value
+    (CleanRL's ``ppo.py``), else the config field's own default."""
+    if name in config.PRESETS["classic"]:
+        return config.PRESETS["classic"][name]
+    return _CONFIG_DEFAULTS[name]
+
 
 @dataclass(frozen=True)
 class PPOParams:
-    """PPO hyper-parameters (CleanRL names)."""
+    """PPO hyper-parameters (CleanRL names); their defaults are the config's (:func:`_default`)."""
 
-    learning_rate: float = 2.5e-4
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    update_epochs: int = 4
-    minibatch_size: int | None = 128
-    num_minibatches: int | None = None  # when set: this many minibatches per epoch, whatever the batch
+    learning_rate: float = _default("learning_rate")
+    gamma: float = _default("gamma")
+    gae_lambda: float = _default("gae_lambda")
+    update_epochs: int = _default("update_epochs")
+    minibatch_size: int | None = _default("minibatch_size")
+    num_minibatches: int | None = _default("num_minibatches")  # when set: this many per epoch, whatever the batch
     # how the update's work follows the batch (DESIGN §1): "per-sample" (minibatches of a fixed size, SGD steps
     # grow with the batch), "per-round" (a fixed number of minibatches) or "fixed-compute" (a fixed number of
     # steps of a fixed size); the latter two, and the learning-rate rule, relative to ``reference_batch``
-    learner_budget: str = "per-sample"
-    reference_batch: int | None = None
-    lr_batch_scaling: str = "none"  # "sqrt": the learning rate times sqrt(batch / reference_batch)
+    learner_budget: str = _default("learner_budget")
+    reference_batch: int | None = None  # the config's actors' round batch (build.make_learner)
+    lr_batch_scaling: str = _default("lr_batch_scaling")  # "sqrt": the rate times sqrt(batch / reference_batch)
     # RLlib's PPO (the published Nitro code's learner): the squared value error clipped at ``vf_clip`` (instead of
     # CleanRL's clipped value change), and an adaptive KL penalty ``kl_coef · KL`` steered towards ``kl_target``
-    vf_clip: float | None = None
-    kl_coef: float = 0.0
-    kl_target: float | None = None
-    norm_adv: bool = True
-    clip_coef: float = 0.2
-    clip_vloss: bool = True
-    ent_coef: float = 0.01
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    target_kl: float | None = None
+    vf_clip: float | None = _default("vf_clip")
+    kl_coef: float = _default("kl_coef")
+    kl_target: float | None = _default("kl_target")
+    norm_adv: bool = _default("norm_adv")
+    clip_coef: float = _default("clip_coef")
+    clip_vloss: bool = _default("clip_vloss")
+    ent_coef: float = _default("ent_coef")
+    vf_coef: float = _default("vf_coef")
+    max_grad_norm: float = _default("max_grad_norm")
+    target_kl: float | None = _default("target_kl")
     # the KL-adaptive learning rate (:func:`adapt_learning_rate`): on when ``desired_kl`` is set, within bounds
-    desired_kl: float | None = None
-    lr_min: float = 1e-5
-    lr_max: float = 1e-2
+    desired_kl: float | None = _default("desired_kl")
+    lr_min: float = _default("lr_min")
+    lr_max: float = _default("lr_max")
 
 
 def episode_bootstrap(terminated: np.ndarray, truncated: np.ndarray, trunc_values: np.ndarray,
@@ -111,7 +122,7 @@ class Batch:
 
     @classmethod
     def from_fragments(cls, fragments: list[Fragment], params: PPOParams,
-                       reward_rms: RunningMeanStd | None, clip_reward: float = 10.0) -> Batch:
+                       reward_rms: RunningMeanStd | None, clip_reward: float = CLIP_DEFAULT) -> Batch:
         """Stack fragments in invocation order, scale rewards (if enabled) and compute GAE (fragments of unequal
         length, as a batch size makes them, each with their own)."""
 
