@@ -34,6 +34,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 from minionsrl.errors import ConfigError
+from minionsrl.function.numpy_policy import tanh_mlp
 from minionsrl.scaling.base import Scaler, as_finite
 
 # The MDP state's features, in order. The shipped CartPole scheduler was trained on the first eight; new ones
@@ -101,13 +102,10 @@ def _n_layers(params: dict[str, np.ndarray], tower: str) -> int:
 
 
 def _forward(params: dict[str, np.ndarray], tower: str, x: np.ndarray) -> np.ndarray:
-    """The tanh MLP ``tower`` on ``x`` (``(n_features,)`` or a batch)."""
-    last = _n_layers(params, tower) - 1
-    for i in range(last + 1):
-        x = x @ params[f"{tower}.{i}.weight"].T + params[f"{tower}.{i}.bias"]
-        if i < last:
-            x = np.tanh(x)
-    return x
+    """The tanh MLP ``tower`` on ``x`` (``(n_features,)`` or a batch): the rollout functions' NumPy MLP (the
+    learner's, :func:`minionsrl.learner.networks.mlp`, is JAX, which inference here must not import)."""
+    return tanh_mlp(x, [(params[f"{tower}.{i}.weight"].T, params[f"{tower}.{i}.bias"])
+                        for i in range(_n_layers(params, tower))])
 
 
 class SchedulerAgent:
@@ -225,7 +223,11 @@ class MinionsScaler(Scaler):
         self.generator = np.random.default_rng(seed)
         self.last_eval = 0.0
         self.episode = Episode()
-        self.needs = frozenset({"gns"}) if "gns" in agent.features else frozenset()
+
+    @property
+    def needs(self) -> frozenset[str]:  # type: ignore[override]  # the agent's features decide, not the class
+        """The noise scale when the agent reads it (schedulers trained since it joined the state)."""
+        return frozenset({"gns"}) if "gns" in self.agent.features else frozenset()
 
     def state(self, row: dict[str, Any] | None) -> np.ndarray:
         """The normalised MDP state after ``row`` (zeros before the first round)."""
