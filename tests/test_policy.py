@@ -144,3 +144,22 @@ def test_learner_side_imports_jax_and_not_torch():
     code = "import sys, minionsrl.learner.networks; print(sorted(m for m in ('jax', 'torch') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "['jax']"
+
+
+def test_the_learner_runtime_computes_matmuls_at_full_float32_precision():
+    """After the learner's runtime is configured, every matmul it compiles asks for full float32 precision: on a GPU
+    JAX would otherwise run them in TF32, and the update's log-probabilities would not be the functions' float32
+    ones. (On a CPU the results are the same either way.) In a fresh interpreter: the setting is process-wide."""
+    code = ("import jax, jax.numpy as jnp\n"
+            "from minionsrl.function.numpy_policy import PolicyArch\n"
+            "from minionsrl.learner import networks, runtime\n"
+            "runtime.configure(2)\n"
+            "arch = PolicyArch(4, 2, True, (8,))\n"
+            "params = {k: jnp.asarray(v) for k, v in networks.init_params(arch, 0).items()}\n"
+            "text = jax.jit(networks.evaluate, static_argnums=0).lower(arch, params, jnp.zeros((3, 4)),\n"
+            "                                                          jnp.zeros(3, jnp.int32)).as_text()\n"
+            "print(jax.config.jax_default_matmul_precision, text.count('dot_general'),\n"
+            "      text.count('precision = [HIGHEST, HIGHEST]'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    precision, dots, highest = out.stdout.split()
+    assert precision == "float32" and int(dots) == int(highest) == 4  # two layers in each of two towers

@@ -19,6 +19,8 @@ from minionsrl.learner.ppo import (
     _update_program,
     bucket,
     minibatch_schedule,
+    normalize_advantages,
+    normalize_advantages_np,
     ppo_loss,
     update_plan,
 )
@@ -195,3 +197,42 @@ def test_bucketed_shapes_keep_compilations_few_as_n_changes():
     for n in (8, 9, 11, 13, 16, 19, 23, 29, 31):  # actors x 64 steps
         ppo.update(_batch(n * 64), np.random.default_rng(n))
     assert _update_program._cache_size() - before <= 3
+
+
+def test_a_resumed_update_keeps_the_padded_shapes_and_compiles_nothing_new():
+    """The padding caps only grow within a run; they are in the state, so a resumed run pads a small round to the
+    shapes the uninterrupted run uses (one compiled program for both), and an older state without them loads."""
+    p = PPOParams(update_epochs=1, minibatch_size=64)
+    a = PPO(ARCH, init_params(ARCH, 0), p)
+    a.update(_batch(2048), np.random.default_rng(0))  # a boosted round: large caps
+    state = a.state_dict()
+    b = PPO(ARCH, init_params(ARCH, 0), p)
+    b.load_state_dict(state)
+    assert (b._rows_cap, b._steps_cap) == (a._rows_cap, a._steps_cap) == (2048, 32)
+    a.update(_batch(256, seed=1), np.random.default_rng(1))
+    before = _update_program._cache_size()
+    b.update(_batch(256, seed=1), np.random.default_rng(1))  # the program a compiled for this round
+    assert _update_program._cache_size() == before
+    for k, v in a.numpy_weights().items():
+        np.testing.assert_array_equal(b.numpy_weights()[k], v, err_msg=k)
+    old = {k: v for k, v in state.items() if k not in ("rows_cap", "steps_cap")}
+    c = PPO(ARCH, init_params(ARCH, 0), p)
+    c.load_state_dict(old)  # a checkpoint from before the caps were kept: they grow from the first update again
+    assert (c._rows_cap, c._steps_cap) == (0, 0)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 7, 300])
+def test_advantage_normalisation_on_the_host_is_the_compiled_one(rows):
+    """One formula in two runtimes: the compiled update's per-minibatch normalisation (padding rows weighing 0) and
+    the host's over a whole batch (the detectors', the scheduler's training)."""
+    adv = (np.random.default_rng(rows).standard_normal(rows) * 3 + 1).astype(np.float32)
+    host = normalize_advantages_np(adv)
+    assert host.dtype == np.float32
+    w = np.concatenate([np.ones(rows, np.float32), np.zeros(5, np.float32)])
+    compiled = np.asarray(normalize_advantages(jnp.asarray(np.concatenate([adv, np.full(5, 9.0, np.float32)])),
+                                               jnp.asarray(w)))[:rows]
+    np.testing.assert_allclose(host, compiled, rtol=1e-5, atol=1e-6)
+    if rows == 1:
+        assert host is adv  # a single row is left alone
+    else:
+        assert abs(float(host.mean())) < 1e-5 and float(host.std(ddof=1)) == pytest.approx(1.0, rel=1e-5)

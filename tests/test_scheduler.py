@@ -143,6 +143,37 @@ def test_sampling_is_seeded_and_a_restored_state_dict_continues_the_sequence(tmp
     assert t[-1].reward == 0.0 and [x.action + 1 for x in t] == whole[:6]
 
 
+def test_a_resumed_training_job_keeps_the_transitions_it_sampled_before_the_checkpoint(tmp_path) -> None:
+    """The job's trajectory so far is in the scaler's state (as plain data): the scheduler's update after a resumed
+    job learns from every round of it, not only from those after the resume."""
+    from minionsrl.loop import checkpoint
+
+    agent, _ = load_agent(None)
+
+    def scaler() -> MinionsScaler:
+        return MinionsScaler(agent, 1, 64, return_scale=475.0, horizon=40, explore=True, seed=7)
+
+    whole = scaler()
+    _drive(whole, 1, 12)
+    first = scaler()
+    _drive(first, 1, 6)
+    state = first.state_dict()
+    assert json.loads(json.dumps(state)) == state
+    checkpoint.save(tmp_path, {"scaler": state})
+    resumed = scaler()
+    resumed.load_state_dict(checkpoint.load(tmp_path)["scaler"])
+    _drive(resumed, 7, 12, row=_row(6, first.episode.transitions[-1].action + 1))
+    assert len(resumed.episode.transitions) == len(whole.episode.transitions) == 12
+    for got, expected in zip(resumed.episode.transitions, whole.episode.transitions, strict=True):
+        np.testing.assert_array_equal(got.state, expected.state)
+        assert got.state.dtype == np.float32
+        assert (got.action, got.logprob, got.reward) == (expected.action, expected.logprob, expected.reward)
+    old = {k: v for k, v in state.items() if k != "episode"}  # a checkpoint from before: an empty trajectory
+    older = scaler()
+    older.load_state_dict(old)
+    assert older.episode.transitions == []
+
+
 def _episode(agent: SchedulerAgent, steps: int, seed: int = 1) -> Episode:
     rng = np.random.default_rng(seed)
     episode = Episode()

@@ -26,7 +26,7 @@ import optax
 from minionsrl.config import TrainConfig
 from minionsrl.experiments.plots import line_plot
 from minionsrl.learner.networks import mlp
-from minionsrl.learner.ppo import bucket, clipped_surrogate, pad_rows, weighted_mean
+from minionsrl.learner.ppo import bucket, clipped_surrogate, normalize_advantages_np, pad_rows, weighted_mean
 from minionsrl.scaling.minions import Episode, MinionsScaler, SchedulerAgent, SchedulerHyper, load_agent, save_agent
 
 CURVE_COLUMNS = ["job", "episode_return", "rounds", "reached", "best_eval_return", "projected_cloud_s", "wall_s",
@@ -78,9 +78,7 @@ def ppo_update(agent: SchedulerAgent, optimizer: SchedulerOptimizer, episode: Ep
         returns.append(g)
     returns_np = np.array(returns[::-1], dtype=np.float32)
     states = np.stack([t.state for t in steps]).astype(np.float32)
-    adv = returns_np - agent.value(states)
-    if len(adv) > 1:
-        adv = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)  # the unbiased std
+    adv = normalize_advantages_np(returns_np - agent.value(states))
     # padded to a power of two (masked out of every mean), so jobs of different lengths share compilations
     size = max(8, bucket(len(steps), fine=False))
 

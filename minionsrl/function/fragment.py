@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from minionsrl.function import wire
-from minionsrl.function.normalization import Moments
+from minionsrl.function.normalization import CLIP_DEFAULT, Moments
 from minionsrl.function.numpy_policy import NumpyPolicy, PolicyArch, make_numpy_policy
 
 
@@ -26,7 +26,7 @@ class PolicySnapshot:
     params: dict[str, np.ndarray]
     obs_mean: np.ndarray | None  # None: observations are not normalised
     obs_var: np.ndarray | None
-    clip_obs: float = 10.0
+    clip_obs: float = CLIP_DEFAULT
 
     def encode(self, key: bytes) -> bytes:
         arrays = {f"param/{k}": v for k, v in self.params.items()}

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# The clip of normalised observations and of scaled rewards (±10: Gymnasium's NormalizeObservation and
+# NormalizeReward wrappers as CleanRL uses them); the one default of --clip-obs, --clip-reward and the policy snapshot.
+CLIP_DEFAULT = 10.0
 
 @dataclass
 class Moments:

@@ -95,9 +95,43 @@ def param_shapes(arch: PolicyArch) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def make_numpy_policy(arch: PolicyArch, params: dict[str, np.ndarray]) -> NumpyPolicy:
+def make_numpy_policy(arch: PolicyArch, params: dict[str, np.ndarray]) -> NumpyPolicy | NumpyCNNPolicy:
     """The NumPy inference policy for ``arch``."""
     return NumpyCNNPolicy(arch, params) if arch.image else NumpyPolicy(arch, params)
+
+
+def tanh_mlp(x: np.ndarray, layers: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """A tanh MLP in NumPy: ``x @ w + b`` for each layer ``(w, b)`` (``w`` laid out ``(in, out)``), a tanh between
+    them; the NumPy twin of :func:`minionsrl.learner.networks.mlp` (rollout functions and the learned scheduler
+    run it without JAX)."""
+    last = len(layers) - 1
+    for i, (w, b) in enumerate(layers):
+        x = x @ w + b
+        if i < last:
+            x = np.tanh(x)
+    return x
+
+
+class ActionHead:
+    """The action distribution a policy's head parameterises: categorical over logits, or a Gaussian of
+    state-independent ``log_std`` around the mean. Log-probabilities in float64, returned as float32."""
+
+    def __init__(self, discrete: bool, log_std: np.ndarray | None = None) -> None:
+        self.discrete = discrete
+        self.log_std = None if discrete else np.asarray(log_std).astype(np.float32).reshape(-1)
+        self.std = None if self.log_std is None else np.exp(self.log_std)
+
+    def log_prob(self, heads: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """Log-probabilities of ``actions`` under the distributions given by ``heads`` (batched)."""
+        if self.discrete:
+            heads = heads.astype(np.float64)
+            top = heads.max(axis=-1, keepdims=True)
+            lse = top[..., 0] + np.log(np.exp(heads - top).sum(axis=-1))
+            chosen = np.take_along_axis(heads, actions.astype(np.int64)[..., None], axis=-1)[..., 0]
+            return (chosen - lse).astype(np.float32)
+        z = (actions.astype(np.float64) - heads) / self.std
+        logp = -0.5 * (z**2).sum(axis=-1) - self.log_std.astype(np.float64).sum() - 0.5 * z.shape[-1] * LOG_2PI
+        return logp.astype(np.float32)
 
 
 class NumpyPolicy:
@@ -119,36 +153,24 @@ class NumpyPolicy:
                 w[wa.shape[0] :, wa.shape[1] :] = wc
             self.weights.append(np.ascontiguousarray(w, dtype=np.float32))
             self.biases.append(np.concatenate([ba, bc]).astype(np.float32))
-        self.log_std = None if arch.discrete else params["log_std"].astype(np.float32).reshape(-1)
-        self.std = None if self.log_std is None else np.exp(self.log_std)
+        self.layers = list(zip(self.weights, self.biases, strict=True))
+        self.head = ActionHead(arch.discrete, None if arch.discrete else params["log_std"])
+        self.log_std, self.std = self.head.log_std, self.head.std
 
     def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Return (action head, value) for one observation ``(obs_dim,)`` or a batch ``(B, obs_dim)``.
 
         The head is the logits (discrete) or the Gaussian mean (continuous).
         """
-        h = obs
-        last = len(self.weights) - 1
-        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
-            h = h @ w + b
-            if i < last:
-                h = np.tanh(h)
+        h = tanh_mlp(obs, self.layers)
         return h[..., :-1], h[..., -1]
 
     def log_prob(self, heads: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """Log-probabilities of ``actions`` under the distributions given by ``heads`` (batched)."""
-        if self.arch.discrete:
-            heads = heads.astype(np.float64)
-            top = heads.max(axis=-1, keepdims=True)
-            lse = top[..., 0] + np.log(np.exp(heads - top).sum(axis=-1))
-            chosen = np.take_along_axis(heads, actions.astype(np.int64)[..., None], axis=-1)[..., 0]
-            return (chosen - lse).astype(np.float32)
-        z = (actions.astype(np.float64) - heads) / self.std
-        logp = -0.5 * (z**2).sum(axis=-1) - self.log_std.astype(np.float64).sum() - 0.5 * z.shape[-1] * LOG_2PI
-        return logp.astype(np.float32)
+        return self.head.log_prob(heads, actions)
 
 
-class NumpyCNNPolicy(NumpyPolicy):
+class NumpyCNNPolicy:
     """The Nature CNN actor-critic in NumPy: convolutions as one im2col matmul each, in NHWC layout.
 
     Weights come in torch's layout; they are reordered once here (kernels to (kh·kw·C, out), the dense
@@ -156,7 +178,8 @@ class NumpyCNNPolicy(NumpyPolicy):
     """
 
     def __init__(self, arch: PolicyArch, params: dict[str, np.ndarray]) -> None:
-        self.arch, self.log_std, self.std = arch, None, None
+        self.arch, self.head = arch, ActionHead(discrete=True)  # Atari: categorical
+        self.log_std, self.std = None, None
         self.convs: list[tuple[np.ndarray, np.ndarray, int, int]] = []
         for i, (_, k, stride) in enumerate(NATURE_CONVS):
             w = params[f"conv.{i}.weight"]  # (out, in, kh, kw)
@@ -185,6 +208,10 @@ class NumpyCNNPolicy(NumpyPolicy):
         if single:
             out = out[0]
         return out[..., :-1], out[..., -1]
+
+    def log_prob(self, heads: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """Log-probabilities of ``actions`` under the categorical distributions of ``heads`` (batched)."""
+        return self.head.log_prob(heads, actions)
 
 
 def _conv_side(size: int) -> int:

@@ -24,7 +24,7 @@ from jax.flatten_util import ravel_pytree
 
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner.networks import Params
-from minionsrl.learner.ppo import Batch, PPOParams, bucket, pad_rows, ppo_loss
+from minionsrl.learner.ppo import Batch, PPOParams, bucket, normalize_advantages_np, pad_rows, ppo_loss
 
 CONVEXITY_EPS = 0.01
 
@@ -231,9 +231,7 @@ def gradient_noise_scale(arch: PolicyArch, weights: Params, batch: Batch, params
 
     The sets go in fixed-size calls, padded with 0/1 row weights, so a changing ``n`` compiles no new program.
     """
-    adv = batch.advantages
-    if params.norm_adv:
-        adv = ((adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)).astype(np.float32)
+    adv = normalize_advantages_np(batch.advantages).astype(np.float32) if params.norm_adv else batch.advantages
     arrays = replace(batch, advantages=adv).arrays()
     one_loss = replace(params, norm_adv=False)
     coef = np.float32(params.kl_coef if kl_coef is None else kl_coef)

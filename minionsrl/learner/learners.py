@@ -19,7 +19,7 @@ import numpy as np
 
 from minionsrl.errors import Diverged
 from minionsrl.function.fragment import Fragment, PolicySnapshot
-from minionsrl.function.normalization import RunningMeanStd
+from minionsrl.function.normalization import CLIP_DEFAULT, RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner.detectors import DetectorPlan, detect
 from minionsrl.learner.impala import impala_loss, vtrace_batch
@@ -35,8 +35,8 @@ class Normalization:
 
     obs: bool = False
     reward: bool = False
-    clip_obs: float = 10.0
-    clip_reward: float = 10.0
+    clip_obs: float = CLIP_DEFAULT
+    clip_reward: float = CLIP_DEFAULT
 
 
 @dataclass

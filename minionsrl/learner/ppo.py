@@ -25,45 +25,67 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from minionsrl import config
 from minionsrl.function.fragment import Fragment
-from minionsrl.function.normalization import RunningMeanStd
+from minionsrl.function.normalization import CLIP_DEFAULT, RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner import networks
 from minionsrl.learner.networks import Params
 
+_CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(config.TrainConfig)}
+
+
+def _default(name: str) -> Any:
+    """A learner hyper-parameter's default, as the config writes it (the one place): the classic preset's value
+    (CleanRL's ``ppo.py``), else the config field's own default."""
+    if name in config.PRESETS["classic"]:
+        return config.PRESETS["classic"][name]
+    return _CONFIG_DEFAULTS[name]
+
 
 @dataclass(frozen=True)
 class PPOParams:
-    """PPO hyper-parameters (CleanRL names)."""
+    """PPO hyper-parameters (CleanRL names); their defaults are the config's (:func:`_default`)."""
 
-    learning_rate: float = 2.5e-4
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    update_epochs: int = 4
-    minibatch_size: int | None = 128
-    num_minibatches: int | None = None  # when set: this many minibatches per epoch, whatever the batch
+    learning_rate: float = _default("learning_rate")
+    gamma: float = _default("gamma")
+    gae_lambda: float = _default("gae_lambda")
+    update_epochs: int = _default("update_epochs")
+    minibatch_size: int | None = _default("minibatch_size")
+    num_minibatches: int | None = _default("num_minibatches")  # when set: this many per epoch, whatever the batch
     # how the update's work follows the batch (DESIGN §1): "per-sample" (minibatches of a fixed size, SGD steps
     # grow with the batch), "per-round" (a fixed number of minibatches) or "fixed-compute" (a fixed number of
     # steps of a fixed size); the latter two, and the learning-rate rule, relative to ``reference_batch``
-    learner_budget: str = "per-sample"
-    reference_batch: int | None = None
-    lr_batch_scaling: str = "none"  # "sqrt": the learning rate times sqrt(batch / reference_batch)
+    learner_budget: str = _default("learner_budget")
+    reference_batch: int | None = None  # the config's actors' round batch (build.make_learner)
+    lr_batch_scaling: str = _default("lr_batch_scaling")  # "sqrt": the rate times sqrt(batch / reference_batch)
     # RLlib's PPO (the published Nitro code's learner): the squared value error clipped at ``vf_clip`` (instead of
     # CleanRL's clipped value change), and an adaptive KL penalty ``kl_coef · KL`` steered towards ``kl_target``
-    vf_clip: float | None = None
-    kl_coef: float = 0.0
-    kl_target: float | None = None
-    norm_adv: bool = True
-    clip_coef: float = 0.2
-    clip_vloss: bool = True
-    ent_coef: float = 0.01
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    target_kl: float | None = None
+    vf_clip: float | None = _default("vf_clip")
+    kl_coef: float = _default("kl_coef")
+    kl_target: float | None = _default("kl_target")
+    norm_adv: bool = _default("norm_adv")
+    clip_coef: float = _default("clip_coef")
+    clip_vloss: bool = _default("clip_vloss")
+    ent_coef: float = _default("ent_coef")
+    vf_coef: float = _default("vf_coef")
+    max_grad_norm: float = _default("max_grad_norm")
+    target_kl: float | None = _default("target_kl")
     # the KL-adaptive learning rate (:func:`adapt_learning_rate`): on when ``desired_kl`` is set, within bounds
-    desired_kl: float | None = None
-    lr_min: float = 1e-5
-    lr_max: float = 1e-2
+    desired_kl: float | None = _default("desired_kl")
+    lr_min: float = _default("lr_min")
+    lr_max: float = _default("lr_max")
+
+
+def episode_bootstrap(terminated: np.ndarray, truncated: np.ndarray, trunc_values: np.ndarray,
+                      next_value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The episode-boundary rule of one step, for every return estimator over fragments (GAE here, V-trace in
+    :mod:`minionsrl.learner.vtrace`): (the value the step bootstraps with, whether an episode ends there). A
+    terminated step bootstraps with 0, a time-limit truncation with V(final obs) (``trunc_values``), any other step
+    with ``next_value`` (the next step's value, or the fragment's bootstrap after its last step); the chain of
+    advantages (or of traces) is cut wherever an episode ends."""
+    bootstrap = np.where(terminated, 0.0, np.where(truncated, trunc_values, next_value))
+    return bootstrap, terminated | truncated
 
 
 def compute_gae(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
@@ -71,16 +93,14 @@ def compute_gae(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray,
                 lam: float) -> tuple[np.ndarray, np.ndarray]:
     """Generalised advantage estimation over ``(n, T)`` fragments; return (advantages, returns).
 
-    A terminated step bootstraps with 0; a time-limit truncation with V(final obs); the fragment's
-    cut with ``last_values``. The advantage chain is cut at every episode boundary.
+    Episode boundaries by :func:`episode_bootstrap`; the fragment's cut bootstraps with ``last_values``.
     """
     n, steps = rewards.shape
     advantages = np.zeros((n, steps), dtype=np.float64)
     last_gae = np.zeros(n, dtype=np.float64)
     next_value = last_values.astype(np.float64)
     for t in reversed(range(steps)):
-        done = terminated[:, t] | truncated[:, t]
-        bootstrap = np.where(terminated[:, t], 0.0, np.where(truncated[:, t], trunc_values[:, t], next_value))
+        bootstrap, done = episode_bootstrap(terminated[:, t], truncated[:, t], trunc_values[:, t], next_value)
         delta = rewards[:, t] + gamma * bootstrap - values[:, t]
         last_gae = delta + gamma * lam * (~done) * last_gae
         advantages[:, t] = last_gae
@@ -102,7 +122,7 @@ class Batch:
 
     @classmethod
     def from_fragments(cls, fragments: list[Fragment], params: PPOParams,
-                       reward_rms: RunningMeanStd | None, clip_reward: float = 10.0) -> Batch:
+                       reward_rms: RunningMeanStd | None, clip_reward: float = CLIP_DEFAULT) -> Batch:
         """Stack fragments in invocation order, scale rewards (if enabled) and compute GAE (fragments of unequal
         length, as a batch size makes them, each with their own)."""
 
@@ -180,18 +200,38 @@ def weighted_mean(x: jax.Array, w: jax.Array) -> jax.Array:
     return (x * w).sum() / w.sum()
 
 
+ADV_EPS = 1e-8  # advantage normalisation: (A − mean) / (std + ADV_EPS), CleanRL's
+
+
 def normalize_advantages(adv: jax.Array, w: jax.Array) -> jax.Array:
-    """``(A − mean) / (std + 1e-8)`` over the real rows (torch's unbiased std), left alone for a single row."""
+    """``(A − mean) / (std + 1e-8)`` over the real rows (torch's unbiased std), left alone for a single row: in the
+    compiled update, per minibatch. :func:`normalize_advantages_np` is the same formula on the host."""
     count = w.sum()
     mean = (adv * w).sum() / count
     std = jnp.sqrt(((adv - mean) ** 2 * w).sum() / jnp.maximum(count - 1.0, 1.0))
-    return jnp.where(count > 1, (adv - mean) / (std + 1e-8), adv)
+    return jnp.where(count > 1, (adv - mean) / (std + ADV_EPS), adv)
+
+
+def normalize_advantages_np(adv: np.ndarray) -> np.ndarray:
+    """:func:`normalize_advantages` of all rows, in NumPy on the host, in ``adv``'s dtype: for whoever normalises a
+    whole batch outside the compiled update (the detectors' one loss, the scheduler's training). Two runtimes of
+    one formula, tested against each other, as the Gaussian log-probability is."""
+    if len(adv) < 2:
+        return adv
+    return (adv - adv.mean()) / (adv.std(ddof=1) + ADV_EPS)
 
 
 def clipped_surrogate(adv: jax.Array, ratio: jax.Array, clip_coef: float, w: jax.Array | None = None) -> jax.Array:
     """PPO's clipped policy loss: the mean of ``max(−A·r, −A·clip(r, 1 − c, 1 + c))`` (over rows weighing 1)."""
     terms = jnp.maximum(-adv * ratio, -adv * jnp.clip(ratio, 1 - clip_coef, 1 + clip_coef))
     return terms.mean() if w is None else weighted_mean(terms, w)
+
+
+def approx_kl(ratio: jax.Array, logratio: jax.Array, w: jax.Array) -> jax.Array:
+    """The KL of the new policy to the behaviour policy by the ``(r − 1) − log r`` estimator (≥ 0; Schulman's
+    "approximating KL divergence", CleanRL's ``approx_kl``), over the rows weighing 1: the penalty's, the early
+    stop's, the adaptive rates' and the reported one."""
+    return weighted_mean((ratio - 1) - logratio, w)
 
 
 def ppo_loss(arch: PolicyArch, params: Params, mb: dict[str, jax.Array], w: jax.Array, p: PPOParams,
@@ -215,8 +255,8 @@ def ppo_loss(arch: PolicyArch, params: Params, mb: dict[str, jax.Array], w: jax.
         v_loss = 0.5 * weighted_mean((newvalue - mb["returns"]) ** 2, w)
     entropy_loss = weighted_mean(entropy, w)
     loss = pg_loss - p.ent_coef * entropy_loss + v_loss * p.vf_coef
-    if p.kl_coef:  # the KL to the behaviour policy, by the (r − 1) − log r estimator (≥ 0)
-        loss = loss + kl_coef * weighted_mean((ratio - 1) - logratio, w)
+    if p.kl_coef:  # RLlib's KL penalty
+        loss = loss + kl_coef * approx_kl(ratio, logratio, w)
     return LossTerms(loss, pg_loss, v_loss, entropy_loss, logratio, ratio)
 
 
@@ -356,7 +396,7 @@ def _update_program(arch: PolicyArch, p: PPOParams, loss: LossFn, weights: Param
         (_, out), grads = jax.value_and_grad(objective, has_aux=True)(weights)
         updates, opt_state = tx.update(grads, opt_state, weights)
         weights = jax.tree.map(lambda x, u: x - lr * u, weights, updates)
-        kl = weighted_mean((out.ratio - 1) - out.logratio, wi)
+        kl = approx_kl(out.ratio, out.logratio, wi)
         step = {"policy_loss": out.pg_loss, "value_loss": out.v_loss, "entropy": out.entropy,
                 "old_approx_kl": weighted_mean(-out.logratio, wi), "approx_kl": kl,
                 "clipfrac": weighted_mean((jnp.abs(out.ratio - 1.0) > p.clip_coef).astype(jnp.float32), wi)}
@@ -438,10 +478,12 @@ class PPO:
         return {**out, "clipfrac": float(taken["clipfrac"].mean()), "explained_variance": explained_var}
 
     def state_dict(self) -> dict[str, Any]:
-        """Weights, the optimiser state's arrays (in pytree order), the KL coefficient and the learning rate (the
-        adaptive one continues from it), as NumPy."""
+        """Weights, the optimiser state's arrays (in pytree order), the KL coefficient, the learning rate (the
+        adaptive one continues from it) and the padding caps (a resumed run pads to the shapes it compiled), as
+        NumPy and numbers."""
         return {"policy": self.numpy_weights(), "kl_coef": self.kl_coef, "learning_rate": self.learning_rate,
-                "optimizer": {f"{i:03d}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(self.opt_state))}}
+                "optimizer": {f"{i:03d}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(self.opt_state))},
+                "rows_cap": self._rows_cap, "steps_cap": self._steps_cap}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.weights = jax.device_put({k: jnp.asarray(state["policy"][k]) for k in self.weights}, self.device)
@@ -450,3 +492,5 @@ class PPO:
         self.opt_state = jax.device_put(jax.tree.unflatten(structure, leaves), self.device)
         self.kl_coef = float(state.get("kl_coef", self.params.kl_coef))
         self.learning_rate = float(state.get("learning_rate", self.learning_rate))
+        # checkpoints from before the caps were kept have none: they grow again from the next update
+        self._rows_cap, self._steps_cap = int(state.get("rows_cap", 0)), int(state.get("steps_cap", 0))

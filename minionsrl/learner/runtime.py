@@ -1,4 +1,5 @@
-"""JAX's set-up for the learner, done once before its first computation: threads and compilation cache."""
+"""JAX's set-up for the learner, done once before its first computation: threads, matmul precision and compilation
+cache."""
 
 from __future__ import annotations
 
@@ -9,13 +10,20 @@ from typing import Any
 
 from minionsrl.function import clock
 
+# Every float32 matmul of the learner at full float32 precision: on a GPU JAX's default may run them in TF32 (10-bit
+# mantissa), and the log-probabilities the update recomputes would then differ from the rollout functions' float32
+# ones by more than rounding (a ratio off 1 at the behaviour policy). XLA:CPU computes float32 matmuls at full
+# precision either way: CPU results are unchanged, bit for bit.
+MATMUL_PRECISION = "float32"
+
 
 def configure(threads: int) -> None:
     """One XLA:CPU thread and one BLAS thread when ``threads`` is 1 (their thread pools only add overhead at
     these sizes, and rollout functions need the other cores), so the update is one chain of work whose wait for
     a CPU is measurable (:func:`wait_s`); compiled programs kept in a per-user cache
     (``$XDG_CACHE_HOME/minionsrl/jax``, or JAX's own ``JAX_COMPILATION_CACHE_DIR``), so a new run of a
-    known shape starts without compiling. Flags reach XLA only if no JAX computation ran yet."""
+    known shape starts without compiling; float32 matmuls at full precision (:data:`MATMUL_PRECISION`). Flags reach
+    XLA only if no JAX computation ran yet."""
     from threadpoolctl import threadpool_limits
 
     # NumPy's BLAS on the learner's side too (GAE, the Lanczos basis): its idle threads spin against the rollout
@@ -28,6 +36,7 @@ def configure(threads: int) -> None:
 
     if threads == 1:
         _one_compute_thread(jax)
+    jax.config.update("jax_default_matmul_precision", MATMUL_PRECISION)  # traced into every program from now on
     if not jax.config.jax_compilation_cache_dir:
         cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "minionsrl" / "jax"
         try:

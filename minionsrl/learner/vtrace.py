@@ -9,14 +9,16 @@ computed backwards as ``v_s − V(x_s) = δ_s + γ c_s (v_{s+1} − V(x_{s+1}))`
 the advantage ``ρ_s (r_s + γ v_{s+1} − V(x_s))``. On-policy (π = μ, ρ̄, c̄ ≥ 1, λ = 1) ``v_s`` is the
 n-step return bootstrapped at the fragment's end: GAE(λ=1)'s return.
 
-Episode boundaries follow :func:`minionsrl.learner.ppo.compute_gae`: a terminated step bootstraps with 0, a
-time-limit truncation with V(final observation), the fragment's cut with the bootstrap value, and
+Episode boundaries are GAE's (:func:`minionsrl.learner.ppo.episode_bootstrap`): a terminated step bootstraps with
+0, a time-limit truncation with V(final observation), the fragment's cut with the bootstrap value, and
 the traces stop at every boundary.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from minionsrl.learner.ppo import episode_bootstrap
 
 
 def vtrace(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
@@ -37,8 +39,7 @@ def vtrace(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray, trun
     next_value = bootstrap.astype(np.float64)
     next_values = np.empty((n, steps), dtype=np.float64)  # V(x_{s+1}) as the step bootstraps it
     for t in reversed(range(steps)):
-        done = terminated[:, t] | truncated[:, t]
-        boot = np.where(terminated[:, t], 0.0, np.where(truncated[:, t], trunc_values[:, t], next_value))
+        boot, done = episode_bootstrap(terminated[:, t], truncated[:, t], trunc_values[:, t], next_value)
         next_values[:, t] = boot
         delta = rhos[:, t] * (rewards[:, t] + gamma * boot - values[:, t])
         vs_minus_v[:, t] = delta + gamma * cs[:, t] * (~done) * next_vs_minus_v

@@ -113,6 +113,19 @@ class Sampler(ABC):
         return self.requests.make("train", ref, index, slot, attempt, steps=steps, envs=self.envs,
                                   carries=[self.carries.get(slot * self.envs + e) for e in range(self.envs)])
 
+    def _resume_paused(self, n: int) -> None:
+        """Hand the episodes in progress of actors outside a round of ``n`` functions (paused: ``n`` shrank) to the
+        round's actors that have none, lowest first, before they would start new ones; the rest stay paused, for a
+        later round's free actor. So a smaller ``n`` loses no episode and no return (``train_return`` would be
+        biased low: long episodes are the likeliest to be in progress). A carry is a whole episode state, not tied
+        to the actor that left it: continued by another, the episode is the same. Nothing moves while ``n``
+        does not shrink below the actors that carry episodes."""
+        actors = n * self.envs
+        paused = sorted(a for a in self.carries if a >= actors)
+        free = [a for a in range(actors) if a not in self.carries]
+        for src, dst in zip(paused, free, strict=False):
+            self.carries[dst] = self.carries.pop(src)
+
     def _fragments(self, request: dict[str, Any], reply: Reply, version: int | None = None) -> list[Fragment]:
         """The reply's fragments, checked against the steps its request asked for."""
         return Fragment.many_from_wire(reply.arrays, reply.meta, int(request["steps"]), self.arch, self.envs,
@@ -180,7 +193,8 @@ class SyncSampler(Sampler):
         beside = [self._evaluation(evaluation, self.publisher.ref())] if evaluation else []
         got, *evaluated = gather_groups(self.backend, beside, wave.started)
         if self.carry_episodes:  # a lost slot's episodes are lost with it: the slot starts new ones
-            self.carries = {}
+            actors = wave.actors * self.envs  # the paused episodes of actors outside the round wait (_resume_paused)
+            self.carries = {a: carry for a, carry in self.carries.items() if a >= actors}
             for slot, fragments in got.results.items():
                 self._keep_carries(slot, fragments)
         lag = self.publisher.version - wave.version  # updates since the wave's policy: 1 when sent ahead
@@ -197,6 +211,8 @@ class SyncSampler(Sampler):
             ref, version = self.publisher.ref(), self.publisher.version
             policy = self.publisher.last if keep_policy else None
         self.resumed_wave = None
+        if self.carry_episodes:  # before the requests are made (idempotent: a resumed wave's carries are handed)
+            self._resume_paused(n)
         training = Group(n, lambda slot, attempt: self._train_request(ref, round_idx, slot, attempt, n),
                          lambda req, r: self._fragments(req, r, version), self.retry, f"round {round_idx} training")
         return Wave(round_idx, n, version, ref, Started(self.backend, training), policy)

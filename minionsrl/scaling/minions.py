@@ -34,6 +34,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 from minionsrl.errors import ConfigError
+from minionsrl.function.numpy_policy import tanh_mlp
 from minionsrl.scaling.base import Scaler, as_finite
 
 # The MDP state's features, in order. The shipped CartPole scheduler was trained on the first eight; new ones
@@ -101,13 +102,10 @@ def _n_layers(params: dict[str, np.ndarray], tower: str) -> int:
 
 
 def _forward(params: dict[str, np.ndarray], tower: str, x: np.ndarray) -> np.ndarray:
-    """The tanh MLP ``tower`` on ``x`` (``(n_features,)`` or a batch)."""
-    last = _n_layers(params, tower) - 1
-    for i in range(last + 1):
-        x = x @ params[f"{tower}.{i}.weight"].T + params[f"{tower}.{i}.bias"]
-        if i < last:
-            x = np.tanh(x)
-    return x
+    """The tanh MLP ``tower`` on ``x`` (``(n_features,)`` or a batch): the rollout functions' NumPy MLP (the
+    learner's, :func:`minionsrl.learner.networks.mlp`, is JAX, which inference here must not import)."""
+    return tanh_mlp(x, [(params[f"{tower}.{i}.weight"].T, params[f"{tower}.{i}.bias"])
+                        for i in range(_n_layers(params, tower))])
 
 
 class SchedulerAgent:
@@ -225,7 +223,11 @@ class MinionsScaler(Scaler):
         self.generator = np.random.default_rng(seed)
         self.last_eval = 0.0
         self.episode = Episode()
-        self.needs = frozenset({"gns"}) if "gns" in agent.features else frozenset()
+
+    @property
+    def needs(self) -> frozenset[str]:  # type: ignore[override]  # the agent's features decide, not the class
+        """The noise scale when the agent reads it (schedulers trained since it joined the state)."""
+        return frozenset({"gns"}) if "gns" in self.agent.features else frozenset()
 
     def state(self, row: dict[str, Any] | None) -> np.ndarray:
         """The normalised MDP state after ``row`` (zeros before the first round)."""
@@ -269,11 +271,17 @@ class MinionsScaler(Scaler):
         return self.hyper.miss_coef * min(best_return - target, 0.0) / self.return_scale
 
     def state_dict(self) -> dict[str, Any]:
-        # the generator's state is a dict of strings and ints (PCG64's exceed 2**63: JSON keeps them exact)
-        return {**super().state_dict(), "last_eval": self.last_eval, "generator": self.generator.bit_generator.state}
+        # the generator's state is a dict of strings and ints (PCG64's exceed 2**63: JSON keeps them exact); the
+        # job's trajectory so far (a training job's) as lists of numbers: float32 states survive JSON exactly
+        return {**super().state_dict(), "last_eval": self.last_eval, "generator": self.generator.bit_generator.state,
+                "episode": [{"state": t.state.tolist(), "action": t.action, "logprob": t.logprob, "reward": t.reward}
+                            for t in self.episode.transitions]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.last_eval = float(state["last_eval"])
         if "generator" in state:  # checkpoints from before the NumPy generator have none
             self.generator.bit_generator.state = state["generator"]
+        # checkpoints from before the trajectory was kept have none: the job's update sees the rounds after
+        self.episode = Episode([Transition(np.asarray(t["state"], dtype=np.float32), int(t["action"]),
+                                           float(t["logprob"]), float(t["reward"])) for t in state.get("episode", [])])
