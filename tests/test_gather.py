@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -160,3 +161,50 @@ def test_a_stray_reply_is_billed_and_ignored():
     stray = [a for a in got.attempts if a.status == gather.STRAY]
     assert len(stray) == 1 and stray[0].reply.record.run_s == 0.2
     assert gather.fault_counts(got.attempts, 0)["duplicates"] == 1
+
+
+# -- the retry engine both samplers use ---------------------------------------------------------------
+def _failed(slot: int, attempt: int, status: str) -> gather.Attempt:
+    return gather.Attempt(slot, attempt, {}, Reply(InvocationRecord(f"r0-train-{slot}", "train")), status)
+
+
+def test_the_retry_engine_retries_failures_at_once_up_to_max_retries():
+    retries = gather.Retries(gather.RetryPolicy(max_retries=2))
+    assert retries.after(_failed(0, 0, gather.FAILED)) == (gather.RETRY, 1, 1)
+    assert retries.after(_failed(1, 0, gather.TIMED_OUT)) == (gather.RETRY, 1, 1)
+    assert retries.due() == [(0, 1), (1, 1)] and retries.due() == []  # taken once, in the order earned
+    assert retries.after(_failed(0, 1, gather.OOM)) == (gather.RETRY, 2, 2)
+    retries.due()
+    assert retries.after(_failed(0, 2, gather.FAILED)) == (gather.GIVE_UP, 3, 3)  # 1 try + 2 retries
+    assert retries.due() == [] and not retries.pending
+    retries.succeeded(1)  # a success forgets the slot's failures
+    assert retries.after(_failed(1, 2, gather.FAILED)).count == 1
+
+
+def test_the_retry_engine_does_not_count_a_failure_that_is_not_the_functions():
+    retries = gather.Retries(gather.RetryPolicy(max_retries=0))
+    assert retries.after(_failed(0, 0, gather.FAILED), counted=False) == (gather.RETRY, 1, 0)
+    assert retries.after(_failed(0, 1, gather.FAILED)).action == gather.GIVE_UP
+
+
+def test_the_retry_engine_backs_refused_slots_off_without_using_up_retries():
+    retries = gather.Retries(gather.RetryPolicy(max_retries=0, max_throttled=2, backoff_base_s=10.0))
+    before = time.perf_counter()
+    assert retries.after(_failed(0, 0, gather.THROTTLED)) == (gather.BACK_OFF, 1, 1)
+    when = retries.next_due()
+    assert when is not None and before <= when <= time.perf_counter() + 10.0
+    assert retries.due() == []  # not made at once
+    assert retries.waiting(0, when - 1e-9) and not retries.waiting(0, when) and not retries.waiting(1, before)
+    assert retries.next_due(slots=[1]) is None
+    assert retries.due(when) == [(0, 1)] and retries.next_due() is None
+    assert retries.after(_failed(0, 1, gather.THROTTLED)) == (gather.BACK_OFF, 2, 2)
+    assert retries.due(math.inf) == [(0, 2)]
+    assert retries.after(_failed(0, 2, gather.THROTTLED)) == (gather.GIVE_UP, 3, 3)  # past max_throttled
+
+
+def test_an_attempt_that_ran_ends_a_slots_refusals_in_a_row():
+    retries = gather.Retries(gather.RetryPolicy(max_retries=5, max_throttled=1, backoff_base_s=0.0))
+    assert retries.after(_failed(0, 0, gather.THROTTLED)).action == gather.BACK_OFF
+    assert retries.after(_failed(0, 1, gather.FAILED)) == (gather.RETRY, 2, 1)
+    assert retries.after(_failed(0, 2, gather.THROTTLED)) == (gather.BACK_OFF, 3, 1)  # a new row
+    assert retries.after(_failed(0, 3, gather.THROTTLED)).action == gather.GIVE_UP

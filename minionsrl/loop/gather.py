@@ -12,16 +12,19 @@ to a burst of them that a short wait rides out; ``max_throttled`` refusals of a 
 round deadline) bound the waiting instead. At the round deadline the invocations still running
 are cancelled, and the round proceeds with the slots that came back if they are at least
 ``min_fraction`` of the round; otherwise it fails. Every attempt, duplicate and straggler is kept, so
-the ledger can bill it and ``invocations.csv`` list it.
+the ledger can bill it and ``invocations.csv`` list it. :class:`Retries` is the one retry engine: it counts a
+slot's failures and refusals, times its back-off and decides what a failed attempt becomes (retried at once,
+retried after a back-off, given up), for the synchronous round and the asynchronous sampler alike.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from minionsrl.backends.base import (
     CANCELLED,
@@ -42,9 +45,11 @@ from minionsrl.function.wire import WireError
 # Statuses of an attempt in invocations.csv: the backend's (ok, failed, timed_out, cancelled) and two of
 # de-duplication: a second delivery of an answered invocation, and a stray reply to nothing sent.
 DUPLICATE, STRAY = "duplicate", "stray"
-__all__ = ["CANCELLED", "DUPLICATE", "FAILED", "OK", "OOM", "STRAY", "THROTTLED", "TIMED_OUT", "Attempt", "Gathered",
-           "Group", "RetryPolicy", "Started", "TooFewReplies", "Tracker", "backoff_s", "fault_counts", "gather",
-           "gather_groups", "slot_chains"]
+# What becomes of a slot after a failed attempt (:meth:`Retries.after`)
+RETRY, BACK_OFF, GIVE_UP = "retry", "back off", "give up"
+__all__ = ["BACK_OFF", "CANCELLED", "DUPLICATE", "FAILED", "GIVE_UP", "OK", "OOM", "RETRY", "STRAY", "THROTTLED",
+           "TIMED_OUT", "Attempt", "Gathered", "Group", "Retries", "RetryPolicy", "Started", "TooFewReplies",
+           "Tracker", "Verdict", "backoff_s", "fault_counts", "gather", "gather_groups", "slot_chains"]
 _JITTER = random.Random()  # back-off jitter: timing only, never what is learned
 
 
@@ -119,6 +124,77 @@ def fault_counts(attempts: list[Attempt], lost: int) -> dict[str, int]:
             "duplicates": count(DUPLICATE, STRAY), "lost": lost, "throttled": count(THROTTLED)}
 
 
+class Verdict(NamedTuple):
+    """What :meth:`Retries.after` made of a failed attempt: ``action`` (:data:`RETRY` at once, :data:`BACK_OFF`:
+    retried once its back-off is over, :data:`GIVE_UP`), the number of the attempt that retries it (a new id, the
+    same seed), and ``count``: the slot's failures, or refusals in a row, this one included (past its limit when
+    the slot is given up)."""
+
+    action: str
+    attempt: int
+    count: int
+
+
+class Retries:
+    """The retry engine of a set of slots (a round's group, an evaluation's, an asynchronous sampler's actors).
+
+    Per slot it counts failed attempts against ``max_retries`` (a success forgets them: :meth:`succeeded`) and the
+    platform's refusals (throttled) in a row against ``max_throttled`` (an attempt that ran, failed or not, ends the
+    row), and keeps the retry a failed attempt earned until it is made: at once after a failure, after an
+    exponential back-off with full jitter (:func:`backoff_s`) after a refusal. A slot past either limit is given
+    up: its caller decides whether that loses the slot (a synchronous round) or fails the run (an asynchronous one).
+    """
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self.failures: dict[int, int] = {}  # slot -> failed attempts (refusals not counted)
+        self.refusals: dict[int, int] = {}  # slot -> refusals in a row
+        self.pending: dict[int, tuple[float, int]] = {}  # slot -> (when, attempt): a retry not made yet
+
+    def after(self, got: Attempt, counted: bool = True) -> Verdict:
+        """Decide what becomes of slot ``got.slot`` after its attempt ``got`` failed or was refused, and keep the
+        retry it earned (see :meth:`due`). ``counted=False``: a failure that is not the function's (it held a
+        policy reference replaced since), retried at once without counting."""
+        slot, attempt = got.slot, got.attempt + 1
+        if got.status == THROTTLED:  # "not now", not a failure: retried after a back-off
+            refusals = self.refusals.get(slot, 0) + 1
+            if refusals > self.policy.max_throttled:
+                return Verdict(GIVE_UP, attempt, refusals)
+            self.refusals[slot] = refusals
+            self.pending[slot] = (time.perf_counter() + backoff_s(self.policy, refusals), attempt)
+            return Verdict(BACK_OFF, attempt, refusals)
+        failures = self.failures.get(slot, 0) + int(counted)
+        if failures > self.policy.max_retries:
+            return Verdict(GIVE_UP, attempt, failures)
+        self.refusals.pop(slot, None)
+        self.failures[slot] = failures
+        self.pending[slot] = (-math.inf, attempt)
+        return Verdict(RETRY, attempt, failures)
+
+    def succeeded(self, slot: int) -> None:
+        """Slot ``slot`` got a result: its failures and refusals are forgotten."""
+        self.failures.pop(slot, None)
+        self.refusals.pop(slot, None)
+
+    def due(self, now: float = -math.inf, slots: Collection[int] | None = None) -> list[tuple[int, int]]:
+        """Take the retries to make now, as ``(slot, attempt)`` in the order they were earned (of ``slots`` only,
+        if given): those to make at once and, given ``now`` (a ``perf_counter`` time), the refused slots whose
+        back-off is over by then."""
+        due = [(slot, attempt) for slot, (when, attempt) in self.pending.items()
+               if when <= now and (slots is None or slot in slots)]
+        for slot, _ in due:
+            del self.pending[slot]
+        return due
+
+    def waiting(self, slot: int, now: float) -> bool:
+        """Whether slot ``slot`` is refused and still backing off at ``now``."""
+        return slot in self.pending and self.pending[slot][0] > now
+
+    def next_due(self, slots: Collection[int] | None = None) -> float | None:
+        """When the first retry kept (of ``slots`` only, if given) may be made (``perf_counter`` time), if any."""
+        return min((when for slot, (when, _) in self.pending.items() if slots is None or slot in slots), default=None)
+
+
 Validator = Callable[[dict[str, Any], Reply], Any]  # (request, ok reply) -> result, or raises WireError
 
 
@@ -187,9 +263,7 @@ class _Gathering:
         deadline = group.policy.deadline_s
         self.end = None if deadline is None else time.perf_counter() + deadline
         self.open = set(range(group.slots))
-        self.failures: dict[int, int] = {}  # slot -> failed attempts (refusals not counted)
-        self.refusals: dict[int, int] = {}  # slot -> refusals in a row
-        self.backoffs: list[tuple[float, int, int]] = []  # (when, slot, attempt): refused slots waiting to retry
+        self.retries = Retries(group.policy)
         self.tracker.submit([(slot, 0, group.make_request(slot, 0)) for slot in range(group.slots)])
 
     def owns(self, reply: Reply) -> bool:
@@ -197,42 +271,33 @@ class _Gathering:
         return rid in self.tracker.flying or rid in self.tracker.answered
 
     def take(self, replies: list[Reply]) -> None:
-        """Classify this group's replies; retry a failed slot (same seed) while it has retries left."""
-        g, retry = self.group, []
+        """Classify this group's replies; retry a failed slot (same seed) while it has retries left, a refused one
+        once its back-off is over (:meth:`retry_refused`)."""
+        g = self.group
         for reply in replies:
             got = self.tracker.receive(reply, g.validate)
             self.out.attempts.append(got)
             if got.status in (DUPLICATE, STRAY):
                 continue
-            slot = got.slot
             if got.status == OK:
-                self.out.results[slot] = got.result
-                self.open.discard(slot)
-            elif got.status == THROTTLED and self.refusals.get(slot, 0) < g.policy.max_throttled:
-                self.refusals[slot] = self.refusals.get(slot, 0) + 1
-                self.backoffs.append((time.perf_counter() + backoff_s(g.policy, self.refusals[slot]), slot,
-                                      got.attempt + 1))
-            elif got.status != THROTTLED and self.failures.get(slot, 0) < g.policy.max_retries:
-                self.refusals.pop(slot, None)
-                self.failures[slot] = self.failures.get(slot, 0) + 1
-                retry.append((slot, got.attempt + 1, g.make_request(slot, got.attempt + 1)))
-            else:
-                self.open.discard(slot)
-                self.out.lost.append(slot)
-        if retry:
-            self.tracker.submit(retry)
+                self.out.results[got.slot] = got.result
+                self.open.discard(got.slot)
+            elif self.retries.after(got).action == GIVE_UP:
+                self.open.discard(got.slot)
+                self.out.lost.append(got.slot)
+        self._submit(self.retries.due())
 
     def next_backoff(self) -> float | None:
         """When the first refused slot may be re-invoked (perf_counter time), if one waits."""
-        return min(w[0] for w in self.backoffs) if self.backoffs else None
+        return self.retries.next_due()
 
     def retry_refused(self) -> None:
         """Re-invoke the refused slots whose back-off is over (a new attempt: a new id, the same seed)."""
-        now, g = time.perf_counter(), self.group
-        due = [(slot, attempt, g.make_request(slot, attempt)) for when, slot, attempt in self.backoffs if when <= now]
-        self.backoffs = [w for w in self.backoffs if w[0] > now]
-        if due:
-            self.tracker.submit(due)
+        self._submit(self.retries.due(time.perf_counter()))
+
+    def _submit(self, retries: list[tuple[int, int]]) -> None:
+        if retries:
+            self.tracker.submit([(slot, attempt, self.group.make_request(slot, attempt)) for slot, attempt in retries])
 
     def close(self) -> Gathered:
         """Cancel what still runs (past the deadline), list the slots without a result; too few is an error."""
@@ -278,7 +343,7 @@ def gather_groups(backend: Backend, groups: list[Group], started: Started | None
     gathered first. A group that gets too few results raises :class:`TooFewReplies` with every group's
     attempts, to log and bill."""
     states = [*([started.state] if started else []), *(_Gathering(backend, group) for group in groups)]
-    while backend.in_flight or any(s.backoffs for s in states):
+    while backend.in_flight or any(s.retries.pending for s in states):
         now = time.perf_counter()
         waiting = [s for s in states if s.open and (s.end is None or s.end > now)]  # past its deadline: closed below
         if not waiting:

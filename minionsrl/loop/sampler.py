@@ -5,7 +5,8 @@
 paragraph) keeps ``n`` invocations in flight and returns once ``k`` fragments have arrived; every
 function that returns is resubmitted at once with the newest published policy, so invocations never
 wait for the learner and fragments lag (each carries the policy version it was sampled with). Both
-classify replies with one :class:`~minionsrl.loop.gather.Tracker`, retry a failed slot with its seed,
+classify replies with one :class:`~minionsrl.loop.gather.Tracker`, retry a failed slot with its seed (one
+retry engine, :class:`~minionsrl.loop.gather.Retries`, counts failures and refusals and times back-offs),
 and keep every attempt for the ledger and ``invocations.csv``.
 """
 
@@ -27,16 +28,17 @@ from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.loop import checkpoint
 from minionsrl.loop.gather import (
     DUPLICATE,
+    GIVE_UP,
     OK,
     STRAY,
     THROTTLED,
     Attempt,
     Gathered,
     Group,
+    Retries,
     RetryPolicy,
     Started,
     Tracker,
-    backoff_s,
     gather_groups,
 )
 from minionsrl.loop.invocations import Publisher, Requests, eval_returns, eval_split
@@ -278,10 +280,8 @@ class AsyncSampler(Sampler):
         self.k = k  # fragments per update (default: half of those in flight, at least 1)
         self.tracker = Tracker(self.backend)
         self.slot_calls: dict[int, int] = {}  # slot -> invocations started so far (seeds and ids)
-        self.retry_next: dict[int, int] = {}  # slot -> attempt number its failed invocation is retried with
-        self.failures: dict[int, int] = {}  # slot -> failures in a row (stale-policy ones not counted)
-        self.refusals: dict[int, int] = {}  # slot -> calls the platform refused (throttled) in a row
-        self.not_before: dict[int, float] = {}  # slot -> when its refused call may be made again (back-off)
+        # per slot: failures in a row (stale-policy ones not counted), refusals in a row, the retry not made yet
+        self.retries = Retries(self.retry)
         self.arrived: list[tuple[list[Fragment], Gathered]] = []  # replies' fragments not yet used by an update
         self.unlogged: list[Gathered] = []  # failed, duplicate and stray deliveries not yet logged and billed
         self.n_target = 0  # invocations to keep in flight (the scaler's n of the current round)
@@ -307,33 +307,28 @@ class AsyncSampler(Sampler):
         until each evaluation slot has a result (a failed slot is retried up to ``max_retries`` times; a refused,
         throttled, one after a back-off, up to ``max_throttled`` times)."""
         per_slot, ref = eval_split(episodes, n_actors), self.publisher.ref()
+        retries = Retries(self.retry)  # the evaluation's slots, apart from the actors'
 
-        def submit(slot: int, attempt: int) -> None:
-            self.tracker.submit([(slot, attempt, self.requests.make("eval", ref, round_idx, slot, attempt,
-                                                                    episodes=per_slot[slot]))])
+        def submit(sent: list[tuple[int, int]]) -> None:
+            if sent:
+                self.tracker.submit([(slot, attempt, self.requests.make("eval", ref, round_idx, slot, attempt,
+                                                                        episodes=per_slot[slot]))
+                                     for slot, attempt in sent])
 
-        for slot in range(len(per_slot)):
-            submit(slot, 0)
+        submit([(slot, 0) for slot in range(len(per_slot))])
         got = Gathered({})
-        failed: dict[int, int] = {}
-        refused: dict[int, int] = {}
         while len(got.results) < len(per_slot):
-            for attempt in self._route(self._collect()):
+            for attempt in self._route(self._collect(retries.next_due())):
                 got.attempts.append(attempt)
-                slot = attempt.slot
                 if attempt.status == OK:
-                    got.results[slot] = attempt.result
+                    got.results[attempt.slot] = attempt.result
                     continue
-                tally = refused if attempt.status == THROTTLED else failed
-                tally[slot] = tally.get(slot, 0) + 1
-                limit = self.retry.max_throttled if attempt.status == THROTTLED else self.retry.max_retries
-                if tally[slot] > limit:
-                    raise InvocationError(f"evaluation slot {slot}: {tally[slot]} attempts in a row ended "
+                verdict = retries.after(attempt)
+                if verdict.action == GIVE_UP:
+                    raise InvocationError(f"evaluation slot {attempt.slot}: {verdict.count} attempts in a row ended "
                                           f"{attempt.status} ({attempt.reply.record.invocation_id}: "
                                           f"{attempt.reply.record.error})")
-                if attempt.status == THROTTLED:  # brief: training replies wait in the backend meanwhile
-                    time.sleep(backoff_s(self.retry, tally[slot]))
-                submit(slot, attempt.attempt + 1)
+            submit(retries.due(time.perf_counter()))  # failed ones at once, refused ones once backed off
         return self._mean_return(got), got
 
     def finish(self) -> Gathered:
@@ -353,14 +348,14 @@ class AsyncSampler(Sampler):
         flight: the slot's next one, or a retry (same seed, next attempt) of the one that failed."""
         busy = {slot for slot, _, req in self.tracker.flying.values() if req["kind"] == "train"}
         now = time.perf_counter()
-        free = [slot for slot in range(self.n_target) if slot not in busy and self.not_before.get(slot, 0.0) <= now]
+        free = [slot for slot in range(self.n_target) if slot not in busy and not self.retries.waiting(slot, now)]
         if not free:
             return
         ref = self.publisher.ref()  # the newest weights
+        retries = dict(self.retries.due(now, set(free)))  # slot -> the attempt that retries its failed one
         sent = []
         for slot in free:
-            self.not_before.pop(slot, None)
-            attempt = self.retry_next.pop(slot, 0)
+            attempt = retries.get(slot, 0)
             if attempt == 0:
                 self.slot_calls[slot] = self.slot_calls.get(slot, 0) + 1
             sent.append((slot, attempt, self._train_request(ref, self.slot_calls[slot], slot, attempt,
@@ -389,8 +384,7 @@ class AsyncSampler(Sampler):
             elif attempt.status != OK:
                 self._failed(attempt)
             else:
-                self.failures.pop(attempt.slot, None)
-                self.refusals.pop(attempt.slot, None)
+                self.retries.succeeded(attempt.slot)
                 if self.carry_episodes:
                     self._keep_carries(attempt.slot, attempt.result)
                 self.arrived.append((attempt.result, Gathered({attempt.slot: attempt.result}, [attempt])))
@@ -398,29 +392,27 @@ class AsyncSampler(Sampler):
         return evaluations
 
     def _failed(self, attempt: Attempt) -> None:
+        """Keep a failed (or refused) attempt's slot for its retry (a new id, the same seed, the newest policy) at
+        the next top-up, a refused one once backed off, as gather does; a slot given up fails the run."""
         self.unlogged.append(Gathered({}, [attempt]))
-        slot = attempt.slot
-        self.retry_next[slot] = attempt.attempt + 1  # a new id, the same seed
-        if attempt.status == THROTTLED:  # "not now", not a failure: retried after a back-off, as gather does
-            self.refusals[slot] = self.refusals.get(slot, 0) + 1
-            if self.refusals[slot] > self.retry.max_throttled:
-                raise InvocationError(f"actor slot {slot}: the platform refused {self.refusals[slot]} calls in a row "
-                                      f"(throttled: {attempt.reply.record.error}); raise its concurrency limit or "
-                                      "lower --n-max")
-            self.not_before[slot] = time.perf_counter() + backoff_s(self.retry, self.refusals[slot])
-            return
-        stale = self.publisher.newest is not None and attempt.request["policy"] != self.publisher.newest
+        stale = attempt.status != THROTTLED and self.publisher.newest is not None \
+            and attempt.request["policy"] != self.publisher.newest
         self.stale_retries += stale
-        if not stale:
-            self.failures[slot] = self.failures.get(slot, 0) + 1
-            if self.failures[slot] > self.retry.max_retries:
-                raise InvocationError(f"actor slot {slot} failed {self.failures[slot]} times in a row "
-                                      f"({attempt.reply.record.invocation_id}: {attempt.reply.record.error})")
+        verdict = self.retries.after(attempt, counted=not stale)
+        if verdict.action != GIVE_UP:
+            return
+        record = attempt.reply.record
+        if attempt.status == THROTTLED:
+            raise InvocationError(f"actor slot {attempt.slot}: the platform refused {verdict.count} calls in a row "
+                                  f"(throttled: {record.error}); raise its concurrency limit or lower --n-max")
+        raise InvocationError(f"actor slot {attempt.slot} failed {verdict.count} times in a row "
+                              f"({record.invocation_id}: {record.error})")
 
-    def _collect(self) -> list[Reply]:
-        """The next replies, or none once a refused slot's back-off is over (the caller then resubmits it); a
-        backend with nothing in flight and no slot backing off cannot deliver what the learner waits for."""
-        due = min((t for slot, t in self.not_before.items() if slot < self.n_target), default=None)
+    def _collect(self, also: float | None = None) -> list[Reply]:
+        """The next replies, or none once a refused slot's back-off is over (the caller then resubmits it; ``also``:
+        another back-off's end, an evaluation's); a backend with nothing in flight and no slot backing off cannot
+        deliver what the learner waits for."""
+        due = min((t for t in (self.retries.next_due(range(self.n_target)), also) if t is not None), default=None)
         wait_s = None if due is None else max(0.0, due - time.perf_counter())
         if not self.backend.in_flight:
             if wait_s is None:
