@@ -1,6 +1,6 @@
 """Benchmark: the project's learner update (JAX, one compiled program per update) at Hopper sizes, one core.
 
-Times ``minionsrl.learner.ppo.PPO.update`` as the trainer calls it (host-side minibatch draw, padding,
+Times ``minionsrl.learner.engine.SGDEngine.update`` as the trainer calls it (host-side minibatch draw, padding,
 transfer, the compiled program, the statistics read back) on a batch of the right shapes:
 
 * (a) 4,096 samples (8 actors × 512), 10 epochs of 64-sample minibatches (640 SGD steps; target ≤ 0.1 s);
@@ -51,8 +51,10 @@ def child(cfg: dict[str, Any]) -> dict[str, Any]:
     from minionsrl.learner import runtime
 
     runtime.configure(1)
+    from minionsrl.learner.batch import Batch
+    from minionsrl.learner.engine import SGDEngine, _update_program
     from minionsrl.learner.networks import init_params
-    from minionsrl.learner.ppo import PPO, Batch, PPOParams, _update_program
+    from minionsrl.learner.ppo import PPOParams, ppo_loss
 
     arch = PolicyArch(11, 3, False, (64, 64))  # Hopper-v5: 11 observations, 3 torques, 64-64 tanh towers
 
@@ -66,7 +68,7 @@ def child(cfg: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if cfg["mode"] == "fixed":
         actors, kw = SIZES[cfg["size"]]
-        ppo = PPO(arch, init_params(arch, 0), PPOParams(update_epochs=10, learning_rate=3e-4, **kw))
+        ppo = SGDEngine(arch, init_params(arch, 0), PPOParams(update_epochs=10, learning_rate=3e-4, **kw), ppo_loss)
         b = batch(actors * T, 0)
         times = []
         for i in range(cfg["reps"] + 1):
@@ -76,7 +78,8 @@ def child(cfg: dict[str, Any]) -> dict[str, Any]:
         out |= {"first_s": times[0], "median_s": float(np.median(times[1:]))}
     else:
         ns = nitro_like_ns(ROUNDS_VARYING)
-        ppo = PPO(arch, init_params(arch, 0), PPOParams(update_epochs=10, learning_rate=3e-4, minibatch_size=64))
+        ppo = SGDEngine(arch, init_params(arch, 0), PPOParams(update_epochs=10, learning_rate=3e-4, minibatch_size=64),
+                        ppo_loss)
         times = []
         for r, n in enumerate(ns):
             b = batch(n * T, r)
@@ -133,10 +136,10 @@ def main() -> None:
     steady = varying["warm"]["times"]
     section = f"""## 8. The learner update (JAX): per round at Hopper sizes, one core
 
-`minionsrl.learner.ppo.PPO.update` as the trainer calls it — the host draws the minibatch order (the same
-permutations as before), pads it to bucketed shapes, and one compiled program runs every epoch and minibatch
-(clip, Adam, KL early stop) — on a Hopper-sized batch (11 observations, 3-D Gaussian, 64-64 tanh actor and
-critic; CleanRL's loss, Adam lr 3e-4 eps 1e-5, clip 0.2, grad-norm 0.5). Each row is a fresh process pinned to
+`minionsrl.learner.engine.SGDEngine.update` with PPO's loss, as the trainer calls it — the host draws the minibatch
+order (the same permutations as before), pads it to bucketed shapes, and one compiled program runs every epoch
+and minibatch (clip, Adam, KL early stop) — on a Hopper-sized batch (11 observations, 3-D Gaussian, 64-64 tanh
+actor and critic; CleanRL's loss, Adam lr 3e-4 eps 1e-5, clip 0.2, grad-norm 0.5). Each row is a fresh process pinned to
 one core with XLA on one thread; "first call" includes tracing and compiling (cache empty) or loading the
 compiled program from JAX's persistent cache (cache warm: what a second run of the same shapes pays). The
 median is over {args.reps} further calls. Before the move to JAX the project's torch update took 0.60–0.84 s

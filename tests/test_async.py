@@ -218,7 +218,7 @@ def test_algo_from_the_cli_and_yaml(tmp_path):
 
 def _adam_steps(trainer) -> int:
     """The SGD steps the learner has taken: the step count in its optimiser's (optax Adam) state."""
-    return int(optax.tree_utils.tree_get(trainer.learner.ppo.opt_state, "count"))
+    return int(optax.tree_utils.tree_get(trainer.learner.engine.opt_state, "count"))
 
 
 @pytest.mark.parametrize("minibatch, steps_per_update", [(128, 1), (32, 2)])

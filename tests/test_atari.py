@@ -17,8 +17,9 @@ from minionsrl.function.fragment import Fragment
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import evaluate, rollout
 from minionsrl.learner import networks
+from minionsrl.learner.engine import SGDEngine
 from minionsrl.learner.networks import init_params, snapshot_of
-from minionsrl.learner.ppo import PPO, PPOParams
+from minionsrl.learner.ppo import PPOParams, ppo_loss
 
 PONG = EnvSpec("ALE/Pong-v5", {"repeat_action_probability": 0.0})  # no sticky actions: exact replays
 ARCH = PolicyArch(4 * 84 * 84, 6, True, (), "cnn", (4, 84, 84))
@@ -174,7 +175,7 @@ def test_cnn_weights_round_trip_through_the_learner_and_the_snapshot():
         "dense.bias": (512,), "actor.weight": (6, 512), "actor.bias": (6,), "critic.weight": (1, 512),
         "critic.bias": (1,)}
     assert all(v.dtype == np.float32 for v in params.values())
-    learner = PPO(ARCH, params, PPOParams()).numpy_weights()
+    learner = SGDEngine(ARCH, params, PPOParams(), ppo_loss).numpy_weights()
     snap = snapshot_of(ARCH, learner, None, 0, 10.0)
     assert snap.params.keys() == params.keys()
     for name, value in params.items():

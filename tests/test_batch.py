@@ -17,9 +17,12 @@ from minionsrl.config import StepPlan, TrainConfig
 from minionsrl.function.envs import EnvSpec, StepLatency, capture_episode, make_env, restore_episode
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import rollout
+from minionsrl.learner.batch import Batch
+from minionsrl.learner.budget import adapt_learning_rate
+from minionsrl.learner.engine import SGDEngine
 from minionsrl.learner.impala import vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
-from minionsrl.learner.ppo import PPO, Batch, PPOParams, adapt_learning_rate
+from minionsrl.learner.ppo import PPOParams, ppo_loss
 from minionsrl.loop.metrics import read_rows
 
 CART = PolicyArch(4, 2, True, (16, 16))
@@ -157,16 +160,16 @@ def _ppo_batch() -> Batch:
 def test_the_update_adapts_its_rate_per_epoch_and_a_checkpoint_keeps_it(start, direction):
     params = PPOParams(learning_rate=start, update_epochs=4, minibatch_size=32, desired_kl=1e-3, lr_min=1e-6,
                        lr_max=0.05)
-    ppo = PPO(CART, init_params(CART, 0), params)
+    ppo = SGDEngine(CART, init_params(CART, 0), params, ppo_loss)
     batch, rng = _ppo_batch(), np.random.default_rng(0)
     ppo.update(batch, rng)
     assert params.lr_min <= ppo.learning_rate <= params.lr_max
     assert (ppo.learning_rate < start) if direction == "down" else (ppo.learning_rate > start)
     adapted = ppo.learning_rate
-    again = PPO(CART, init_params(CART, 3), params)
+    again = SGDEngine(CART, init_params(CART, 3), params, ppo_loss)
     again.load_state_dict(ppo.state_dict())
     assert again.learning_rate == adapted  # a resumed run goes on from the adapted rate
-    fixed = PPO(CART, init_params(CART, 0), dataclasses.replace(params, desired_kl=None))
+    fixed = SGDEngine(CART, init_params(CART, 0), dataclasses.replace(params, desired_kl=None), ppo_loss)
     fixed.update(batch, np.random.default_rng(0))
     assert fixed.learning_rate == start  # without a desired KL the rate is the schedule's
 
@@ -179,9 +182,9 @@ def test_an_adaptive_run_logs_the_rate_of_each_round_and_resumes_it(tmp_path):
     trainer.run()
     rates = [float(r["learning_rate"]) for r in read_rows(tmp_path / "r" / "metrics.csv")]
     assert rates[0] == pytest.approx(1e-2) and rates[1] < rates[0]  # a KL far above the target: the rate falls
-    left = trainer.learner.ppo.learning_rate
+    left = trainer.learner.engine.learning_rate
     resumed = make_trainer(dataclasses.replace(cfg, max_rounds=3), resume=True)
-    assert resumed.learner.ppo.learning_rate == pytest.approx(left)
+    assert resumed.learner.engine.learning_rate == pytest.approx(left)
     resumed.close()
 
 

@@ -11,6 +11,7 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.learner.batch import Batch
 from minionsrl.learner.detectors import (
     Curvature,
     gradient_noise_scale,
@@ -20,7 +21,7 @@ from minionsrl.learner.detectors import (
     slice_noise_scale,
 )
 from minionsrl.learner.networks import init_params
-from minionsrl.learner.ppo import Batch, PPOParams, ppo_loss
+from minionsrl.learner.ppo import PPOParams, ppo_loss
 
 
 def _batch(arch: PolicyArch, n: int, seed: int = 0, dtype: type = np.float32) -> Batch:
@@ -287,7 +288,7 @@ def _learner_and_fragments(algo: str = "ppo"):
 
 
 def _weights_now(learner) -> dict[str, jax.Array]:
-    return {k: jnp.array(v) for k, v in learner.ppo.weights.items()}
+    return {k: jnp.array(v) for k, v in learner.engine.weights.items()}
 
 
 @pytest.mark.parametrize("algo", ["ppo", "appo", "impala"])
@@ -303,16 +304,16 @@ def test_the_learner_detects_before_its_update_or_after_it(algo) -> None:
     learned, seen = {}, {}
     for where, plan in plans.items():
         learner, fragments = _learner_and_fragments(algo)
-        start, start_coef = _weights_now(learner), learner.ppo.kl_coef
+        start, start_coef = _weights_now(learner), learner.engine.kl_coef
         learned[where] = got = learner.learn(fragments, np.random.default_rng(0), plan)
         # the batch learned on is scored by the policy that sampled it (V-trace's too, here)
         np.testing.assert_allclose(got.batch.logprobs, np.concatenate([f.logprobs for f in fragments]), atol=1e-5)
         if where == "before":
-            seen[where] = detect(plan, learner.arch, start, got.batch, learner.ppo.params, kl_coef=start_coef)
+            seen[where] = detect(plan, learner.arch, start, got.batch, learner.engine.params, kl_coef=start_coef)
         else:
             batch = learner.vtrace(fragments) if algo == "impala" else got.batch
-            seen[where] = detect(plan, learner.arch, learner.ppo.weights, batch, learner.ppo.params,
-                                 kl_coef=learner.ppo.kl_coef)
+            seen[where] = detect(plan, learner.arch, learner.engine.weights, batch, learner.engine.params,
+                                 kl_coef=learner.engine.kl_coef)
         assert got.detected == pytest.approx(seen[where], rel=1e-5)
         assert set(got.detected) == {"gns", "convexity_ratio", "lambda_min", "lambda_max"}
         assert got.detector_s > 0

@@ -72,14 +72,14 @@ def test_an_arms_learner_budget_is_relative_to_the_base_configs_actors() -> None
     relative to its own 64 actors it would be per-sample again, 512 minibatches."""
     from minionsrl.build import make_learner, prepare_config
     from minionsrl.function.numpy_policy import PolicyArch
-    from minionsrl.learner.ppo import update_plan
+    from minionsrl.learner.budget import update_plan
 
     base = TrainConfig(env_id="Hopper-v5", actors=8, fragment_length=512, minibatch_size=64, max_rounds=1)
     for budget, chunks in (("per-round", 64), ("per-sample", 512), ("fixed-compute", 512)):
         cfg, _ = prepare_config(Arm.parse(f"fixed:64/{budget}").apply(base))
         assert cfg.actors == 64 and cfg.reference_actors == 8
         learner = make_learner(cfg, PolicyArch(11, 3, False, (64, 64)))
-        assert update_plan(64 * 512, learner.ppo.params)[0] == chunks, budget
+        assert update_plan(64 * 512, learner.engine.params)[0] == chunks, budget
 
 
 def test_compare_writes_table_csv_and_plots_and_server_learns_the_same(tmp_path) -> None:

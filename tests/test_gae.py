@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minionsrl.learner.ppo import compute_gae
+from minionsrl.learner.advantages import compute_gae
 
 GAMMA, LAM = 0.9, 0.8  # gamma * lambda = 0.72
 

@@ -1,5 +1,5 @@
-"""PPO.update: its minibatches, the learner budgets, the RLlib terms, and the compiled program against a plain
-CleanRL-style reference update."""
+"""SGDEngine.update with the PPO loss: its minibatches, the learner budgets, the RLlib terms, and the compiled
+program against a plain CleanRL-style reference update."""
 
 from __future__ import annotations
 
@@ -11,19 +11,11 @@ import pytest
 
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner import networks
+from minionsrl.learner.batch import Batch
+from minionsrl.learner.budget import minibatch_schedule, update_plan
+from minionsrl.learner.engine import SGDEngine, _update_program, bucket
 from minionsrl.learner.networks import init_params
-from minionsrl.learner.ppo import (
-    PPO,
-    Batch,
-    PPOParams,
-    _update_program,
-    bucket,
-    minibatch_schedule,
-    normalize_advantages,
-    normalize_advantages_np,
-    ppo_loss,
-    update_plan,
-)
+from minionsrl.learner.ppo import PPOParams, normalize_advantages, normalize_advantages_np, ppo_loss
 
 ARCH = PolicyArch(4, 2, True, (8,))
 CONT = PolicyArch(5, 2, False, (16, 16))
@@ -76,7 +68,7 @@ def test_learner_budgets(budget, mb, k, expected):
 
 
 def test_fixed_compute_cuts_the_last_epoch_short_and_sqrt_scales_the_rate():
-    from minionsrl.learner.ppo import lr_factor
+    from minionsrl.learner.budget import lr_factor
 
     p = PPOParams(update_epochs=2, minibatch_size=16, learner_budget="fixed-compute", reference_batch=64)
     steps = [len(mb) for epoch in minibatch_schedule(96, p, np.random.default_rng(0)) for mb in epoch]
@@ -106,8 +98,8 @@ def test_rllib_loss_terms_and_the_coefficient_adapting_after_an_update():
     kl = ((plain.ratio - 1) - plain.logratio).mean()
     expected = plain.pg_loss - 0.01 * plain.entropy + 0.5 * rllib.v_loss + 0.2 * kl  # default ent and vf coefs
     assert float(rllib.loss) == pytest.approx(float(expected), rel=1e-5)
-    ppo = PPO(ARCH, weights, PPOParams(update_epochs=5, num_minibatches=1, learning_rate=0.05, kl_coef=0.2,
-                                       kl_target=1e-6, max_grad_norm=0.0))
+    ppo = SGDEngine(ARCH, weights, PPOParams(update_epochs=5, num_minibatches=1, learning_rate=0.05, kl_coef=0.2,
+                                             kl_target=1e-6, max_grad_norm=0.0), ppo_loss)
     ppo.update(batch, np.random.default_rng(0))
     assert ppo.kl_coef == pytest.approx(0.3)  # a large step: the KL was far above twice the tiny target
     assert ppo.current_params.kl_coef == pytest.approx(0.3)
@@ -155,7 +147,7 @@ def test_compiled_update_equals_a_plain_reference_update(arch, rows, kwargs):
     p = PPOParams(update_epochs=4, learning_rate=3e-3, **kwargs)
     batch, weights = _batch(rows, arch, seed=3), init_params(arch, 7)
     expected = _reference_update(arch, weights, batch, p, np.random.default_rng(11))
-    ppo = PPO(arch, weights, p)
+    ppo = SGDEngine(arch, weights, p, ppo_loss)
     ppo.update(batch, np.random.default_rng(11))
     got = ppo.numpy_weights()
     assert any(not np.allclose(expected[k], weights[k]) for k in weights)  # the update did move the weights
@@ -165,7 +157,7 @@ def test_compiled_update_equals_a_plain_reference_update(arch, rows, kwargs):
 
 def test_target_kl_stops_at_an_epoch_end():
     p = PPOParams(update_epochs=4, learning_rate=3e-3, minibatch_size=32, target_kl=0.002)
-    ppo = PPO(CONT, init_params(CONT, 7), p)
+    ppo = SGDEngine(CONT, init_params(CONT, 7), p, ppo_loss)
     ppo.update(_batch(512, CONT, seed=3), np.random.default_rng(11))
     count = int(jax.tree.leaves(ppo.opt_state)[0])  # Adam's step count, after the clipping's empty state
     assert 0 < count < 4 * 16 and count % 16 == 0
@@ -174,12 +166,12 @@ def test_target_kl_stops_at_an_epoch_end():
 def test_update_is_deterministic_and_resumes_exactly_from_its_state():
     p = PPOParams(update_epochs=2, minibatch_size=64)
     batches = [_batch(256, CONT, seed=s) for s in range(3)]
-    a = PPO(CONT, init_params(CONT, 1), p)
+    a = SGDEngine(CONT, init_params(CONT, 1), p, ppo_loss)
     for i, b in enumerate(batches):
         a.update(b, np.random.default_rng(i))
-    b = PPO(CONT, init_params(CONT, 1), p)
+    b = SGDEngine(CONT, init_params(CONT, 1), p, ppo_loss)
     b.update(batches[0], np.random.default_rng(0))
-    c = PPO(CONT, init_params(CONT, 99), p)  # other weights, then the checkpointed state of b
+    c = SGDEngine(CONT, init_params(CONT, 99), p, ppo_loss)  # other weights, then the checkpointed state of b
     c.load_state_dict(b.state_dict())
     for i, batch in enumerate(batches[1:], start=1):
         c.update(batch, np.random.default_rng(i))
@@ -192,7 +184,7 @@ def test_bucketed_shapes_keep_compilations_few_as_n_changes():
     assert all(x <= bucket(x) <= 1.125 * x for x in range(9, 5000))
     assert all(x <= bucket(x, fine=False) < 2 * x for x in range(1, 5000))
     p = PPOParams(update_epochs=1, minibatch_size=64)
-    ppo = PPO(ARCH, init_params(ARCH, 0), p)
+    ppo = SGDEngine(ARCH, init_params(ARCH, 0), p, ppo_loss)
     before = _update_program._cache_size()
     for n in (8, 9, 11, 13, 16, 19, 23, 29, 31):  # actors x 64 steps
         ppo.update(_batch(n * 64), np.random.default_rng(n))
@@ -203,10 +195,10 @@ def test_a_resumed_update_keeps_the_padded_shapes_and_compiles_nothing_new():
     """The padding caps only grow within a run; they are in the state, so a resumed run pads a small round to the
     shapes the uninterrupted run uses (one compiled program for both), and an older state without them loads."""
     p = PPOParams(update_epochs=1, minibatch_size=64)
-    a = PPO(ARCH, init_params(ARCH, 0), p)
+    a = SGDEngine(ARCH, init_params(ARCH, 0), p, ppo_loss)
     a.update(_batch(2048), np.random.default_rng(0))  # a boosted round: large caps
     state = a.state_dict()
-    b = PPO(ARCH, init_params(ARCH, 0), p)
+    b = SGDEngine(ARCH, init_params(ARCH, 0), p, ppo_loss)
     b.load_state_dict(state)
     assert (b._rows_cap, b._steps_cap) == (a._rows_cap, a._steps_cap) == (2048, 32)
     a.update(_batch(256, seed=1), np.random.default_rng(1))
@@ -216,7 +208,7 @@ def test_a_resumed_update_keeps_the_padded_shapes_and_compiles_nothing_new():
     for k, v in a.numpy_weights().items():
         np.testing.assert_array_equal(b.numpy_weights()[k], v, err_msg=k)
     old = {k: v for k, v in state.items() if k not in ("rows_cap", "steps_cap")}
-    c = PPO(ARCH, init_params(ARCH, 0), p)
+    c = SGDEngine(ARCH, init_params(ARCH, 0), p, ppo_loss)
     c.load_state_dict(old)  # a checkpoint from before the caps were kept: they grow from the first update again
     assert (c._rows_cap, c._steps_cap) == (0, 0)
 

@@ -25,8 +25,9 @@ import optax
 
 from minionsrl.config import TrainConfig
 from minionsrl.experiments.plots import line_plot
+from minionsrl.learner.engine import bucket, pad_rows
 from minionsrl.learner.networks import mlp
-from minionsrl.learner.ppo import bucket, clipped_surrogate, normalize_advantages_np, pad_rows, weighted_mean
+from minionsrl.learner.ppo import clipped_surrogate, normalize_advantages_np, weighted_mean
 from minionsrl.scaling.minions import Episode, MinionsScaler, SchedulerAgent, SchedulerHyper, load_agent, save_agent
 
 CURVE_COLUMNS = ["job", "episode_return", "rounds", "reached", "best_eval_return", "projected_cloud_s", "wall_s",

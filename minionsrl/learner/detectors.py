@@ -23,8 +23,10 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.learner.batch import Batch
+from minionsrl.learner.engine import bucket, pad_rows
 from minionsrl.learner.networks import Params
-from minionsrl.learner.ppo import Batch, PPOParams, bucket, normalize_advantages_np, pad_rows, ppo_loss
+from minionsrl.learner.ppo import PPOParams, normalize_advantages_np, ppo_loss
 
 CONVEXITY_EPS = 0.01
 

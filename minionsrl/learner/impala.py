@@ -4,7 +4,7 @@ A batch of fragments sampled with older policies (behaviour μ, whose log-probab
 carry) is scored by the learner's current policy π once, before the update: V-trace
 (:mod:`minionsrl.learner.vtrace`) turns rewards, the learner's values and the importance weights π/μ into value
 targets ``v_s`` and advantages ``ρ_s (r_s + γ v_{s+1} − V(x_s))``. The result is an ordinary
-:class:`~minionsrl.learner.ppo.Batch` whose ``logprobs`` are π's at the start of the update, so
+:class:`~minionsrl.learner.batch.Batch` whose ``logprobs`` are π's at the start of the update, so
 
 - APPO is PPO's clipped surrogate on it (trust region around π, off-policy correction in ρ_s), and
 - IMPALA is the plain actor-critic loss ``−A·log π − H + ½ (V − v_s)²`` (:func:`impala_loss`).
@@ -25,19 +25,11 @@ from minionsrl.function.fragment import Fragment
 from minionsrl.function.normalization import RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner import networks
+from minionsrl.learner.advantages import scale_rewards
+from minionsrl.learner.batch import Batch, by_length, stack_fragments
+from minionsrl.learner.engine import bucket, pad_rows
 from minionsrl.learner.networks import Params
-from minionsrl.learner.ppo import (
-    Batch,
-    LossTerms,
-    PPOParams,
-    bucket,
-    by_length,
-    normalize_advantages,
-    pad_rows,
-    scale_rewards,
-    stack_fragments,
-    weighted_mean,
-)
+from minionsrl.learner.ppo import LossTerms, PPOParams, normalize_advantages, weighted_mean
 from minionsrl.learner.vtrace import vtrace
 
 _SCORE_CHUNK = 1024  # rows per forward pass (bounds the memory of CNN activations)

@@ -21,10 +21,13 @@ from minionsrl.errors import Diverged
 from minionsrl.function.fragment import Fragment, PolicySnapshot
 from minionsrl.function.normalization import CLIP_DEFAULT, RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.learner.batch import Batch
+from minionsrl.learner.budget import lr_factor
 from minionsrl.learner.detectors import DetectorPlan, detect
+from minionsrl.learner.engine import SGDEngine
 from minionsrl.learner.impala import impala_loss, vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
-from minionsrl.learner.ppo import PPO, Batch, LossFn, PPOParams, lr_factor, ppo_loss
+from minionsrl.learner.ppo import LossFn, PPOParams, ppo_loss
 
 LOSS_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl")  # an update's statistics that must be finite
 
@@ -51,15 +54,15 @@ class Learned:
 
 
 class Learner(ABC):
-    """Owns the policy, its optimiser and the normalisers; learns from a round's fragments."""
-
-    loss: LossFn = staticmethod(ppo_loss)
+    """Owns the policy, its optimiser and the normalisers; learns from a round's fragments. Its :attr:`engine`
+    (the compiled SGD update, :class:`~minionsrl.learner.engine.SGDEngine`) holds the weights and the optimiser
+    state and trains them on ``loss``: PPO's clipped surrogate unless the algorithm passes its own."""
 
     def __init__(self, arch: PolicyArch, params: PPOParams, norm: Normalization, device: str = "cpu",
-                 seed: int = 0) -> None:
+                 seed: int = 0, loss: LossFn = ppo_loss) -> None:
         self.arch, self.params, self.norm = arch, params, norm
         self.device = jax.devices("cpu" if device == "cpu" else "gpu")[0]
-        self.ppo = PPO(arch, init_params(arch, seed), params, type(self).loss, self.device)
+        self.engine = SGDEngine(arch, init_params(arch, seed), params, loss, self.device)
         self.lr = params.learning_rate
         self.obs_rms = RunningMeanStd((arch.obs_dim,)) if norm.obs else None
         self.ret_rms = RunningMeanStd(()) if norm.reward else None
@@ -71,7 +74,7 @@ class Learner(ABC):
 
     def snapshot(self, version: int) -> PolicySnapshot:
         """The policy as rollout functions receive it."""
-        return snapshot_of(self.arch, self.ppo.weights, self.obs_rms, version, self.norm.clip_obs)
+        return snapshot_of(self.arch, self.engine.weights, self.obs_rms, version, self.norm.clip_obs)
 
     def learn(self, fragments: list[Fragment], rng: np.random.Generator, plan: DetectorPlan | None = None) -> Learned:
         """Merge the fragments' normaliser statistics (in the given order), build the round's batch, then update
@@ -84,8 +87,8 @@ class Learner(ABC):
             if self.ret_rms is not None:
                 self.ret_rms.update(frag.ret_moments)
         if self.params.desired_kl is None:
-            self.ppo.set_learning_rate(self.lr * lr_factor(sum(len(f.rewards) for f in fragments), self.params))
-        lr = self.ppo.learning_rate  # adaptive: where the previous rounds' epochs left it
+            self.engine.set_learning_rate(self.lr * lr_factor(sum(len(f.rewards) for f in fragments), self.params))
+        lr = self.engine.learning_rate  # adaptive: where the previous rounds' epochs left it
         batch = self._batch(fragments)  # advantages from the weights the fragments were sampled with
         detected, detector_s = self.detect(batch, plan) if plan and plan.placement == "before" else ({}, 0.0)
         stats = self._update(batch, fragments, rng)
@@ -99,14 +102,14 @@ class Learner(ABC):
         """The detectors ``plan`` asks for on ``batch`` at the current weights (the model left as it was), and the
         seconds they took."""
         started = time.perf_counter()
-        detected = detect(plan, self.arch, self.ppo.weights, batch, self.ppo.params, kl_coef=self.ppo.kl_coef)
+        detected = detect(plan, self.arch, self.engine.weights, batch, self.engine.params, kl_coef=self.engine.kl_coef)
         return detected, time.perf_counter() - started
 
     def _check_finite(self, stats: dict[str, float], lr: float) -> None:
         """Raise :class:`Diverged` if the update's losses, weights or optimiser state are not finite: a NaN policy
         must not reach a checkpoint or the functions (which would then be blamed for non-finite replies)."""
         bad = [f"{name} {stats[name]:g}" for name in LOSS_STATS if name in stats and not math.isfinite(stats[name])]
-        for what, tree in (("weights", self.ppo.weights), ("optimiser state", self.ppo.opt_state)):
+        for what, tree in (("weights", self.engine.weights), ("optimiser state", self.engine.opt_state)):
             if not all(bool(jnp.isfinite(x).all()) for x in jax.tree.leaves(tree)):
                 bad.append(f"{what} non-finite")
         if bad:
@@ -122,7 +125,7 @@ class Learner(ABC):
     def _update(self, batch: Batch, fragments: list[Fragment], rng: np.random.Generator) -> dict[str, float]:
         """The algorithm's update on the round's batch (or its fragments); its statistics. Epochs of minibatch SGD
         on the batch unless the algorithm says otherwise."""
-        return self.ppo.update(batch, rng)
+        return self.engine.update(batch, rng)
 
     def _rescored(self, batch: Batch, fragments: list[Fragment]) -> Batch:
         """The batch the detectors read after the update: the one learned on, unless the update re-scores it."""
@@ -130,12 +133,12 @@ class Learner(ABC):
 
     def state_dict(self) -> dict[str, Any]:
         """Weights, optimiser state and normalisers, as NumPy arrays and numbers."""
-        return {**self.ppo.state_dict(),
+        return {**self.engine.state_dict(),
                 "obs_rms": self.obs_rms.state_dict() if self.obs_rms else None,
                 "ret_rms": self.ret_rms.state_dict() if self.ret_rms else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.ppo.load_state_dict(state)
+        self.engine.load_state_dict(state)
         for rms, saved in ((self.obs_rms, state["obs_rms"]), (self.ret_rms, state["ret_rms"])):
             if rms is not None:
                 rms.load_state_dict(saved)
@@ -152,8 +155,8 @@ class VTraceLearner(Learner):
     """Learners on V-trace-corrected batches of lagging fragments (Espeholt et al. 2018)."""
 
     def __init__(self, arch: PolicyArch, params: PPOParams, norm: Normalization, rho_bar: float,
-                 c_bar: float, device: str = "cpu", seed: int = 0) -> None:
-        super().__init__(arch, params, norm, device, seed)
+                 c_bar: float, device: str = "cpu", seed: int = 0, loss: LossFn = ppo_loss) -> None:
+        super().__init__(arch, params, norm, device, seed, loss)
         self.rho_bar, self.c_bar = rho_bar, c_bar
 
     def _batch(self, fragments: list[Fragment]) -> Batch:
@@ -161,7 +164,7 @@ class VTraceLearner(Learner):
 
     def vtrace(self, fragments: list[Fragment]) -> Batch:
         """The fragments scored by the current policy, with V-trace targets and advantages."""
-        return vtrace_batch(fragments, self.arch, self.ppo.weights, self.params, self.ret_rms, self.norm.clip_reward,
+        return vtrace_batch(fragments, self.arch, self.engine.weights, self.params, self.ret_rms, self.norm.clip_reward,
                             self.rho_bar, self.c_bar)
 
 
@@ -175,7 +178,9 @@ class IMPALALearner(VTraceLearner):
     it is at that step — its loss has no trust region, so a correction computed before earlier steps would be
     stale (Espeholt et al. 2018)."""
 
-    loss = staticmethod(impala_loss)
+    def __init__(self, arch: PolicyArch, params: PPOParams, norm: Normalization, rho_bar: float,
+                 c_bar: float, device: str = "cpu", seed: int = 0) -> None:
+        super().__init__(arch, params, norm, rho_bar, c_bar, device, seed, loss=impala_loss)
 
     def _update(self, batch: Batch, fragments: list[Fragment], rng: np.random.Generator) -> dict[str, float]:
         p, count = self.params, len(fragments)
@@ -187,7 +192,7 @@ class IMPALALearner(VTraceLearner):
         stats: dict[str, float] = {}
         for _ in range(p.update_epochs):
             for chunk in np.array_split(rng.permutation(count), groups):
-                stats = self.ppo.update(self.vtrace([fragments[i] for i in chunk]), rng, whole_batch=True)
+                stats = self.engine.update(self.vtrace([fragments[i] for i in chunk]), rng, whole_batch=True)
         return stats
 
     def _rescored(self, batch: Batch, fragments: list[Fragment]) -> Batch:

@@ -4,7 +4,7 @@ Parameters are a flat ``dict`` of arrays named and laid out exactly as rollout f
 (:mod:`minionsrl.function.numpy_policy`: ``actor.0.weight`` of shape ``(out, in)``, ``conv.0.weight`` of
 shape ``(out, in, kh, kw)``, ``log_std``, …), so publishing a policy or checkpointing it is a copy, not
 a conversion. The forward passes are pure functions of ``(arch, params, inputs)``: the update compiles
-them into one program (:mod:`minionsrl.learner.ppo`).
+them into one program (:mod:`minionsrl.learner.engine`).
 """
 
 from __future__ import annotations

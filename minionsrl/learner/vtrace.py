@@ -9,7 +9,7 @@ computed backwards as ``v_s − V(x_s) = δ_s + γ c_s (v_{s+1} − V(x_{s+1}))`
 the advantage ``ρ_s (r_s + γ v_{s+1} − V(x_s))``. On-policy (π = μ, ρ̄, c̄ ≥ 1, λ = 1) ``v_s`` is the
 n-step return bootstrapped at the fragment's end: GAE(λ=1)'s return.
 
-Episode boundaries are GAE's (:func:`minionsrl.learner.ppo.episode_bootstrap`): a terminated step bootstraps with
+Episode boundaries are GAE's (:func:`minionsrl.learner.advantages.episode_bootstrap`): a terminated step bootstraps with
 0, a time-limit truncation with V(final observation), the fragment's cut with the bootstrap value, and
 the traces stop at every boundary.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minionsrl.learner.ppo import episode_bootstrap
+from minionsrl.learner.advantages import episode_bootstrap
 
 
 def vtrace(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,

@@ -1,0 +1,87 @@
+"""The round's batch: fragments stacked and flattened to rows, with their advantages and value targets.
+
+:meth:`Batch.from_fragments` is PPO's (GAE, :mod:`minionsrl.learner.advantages`); the V-trace learners build theirs
+in :func:`minionsrl.learner.impala.vtrace_batch`. The update (:mod:`minionsrl.learner.engine`) and the detectors
+read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from minionsrl.function.fragment import Fragment
+from minionsrl.function.normalization import CLIP_DEFAULT, RunningMeanStd
+from minionsrl.learner.advantages import compute_gae, scale_rewards
+from minionsrl.learner.ppo import PPOParams
+
+
+@dataclass
+class Batch:
+    """A round's fragments stacked and flattened for the update (NumPy arrays on the host; the update moves
+    them to the learner's device once)."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    logprobs: np.ndarray
+    advantages: np.ndarray
+    returns: np.ndarray
+    values: np.ndarray
+
+    @classmethod
+    def from_fragments(cls, fragments: list[Fragment], params: PPOParams,
+                       reward_rms: RunningMeanStd | None, clip_reward: float = CLIP_DEFAULT) -> Batch:
+        """Stack fragments in invocation order, scale rewards (if enabled) and compute GAE (fragments of unequal
+        length, as a batch size makes them, each with their own)."""
+
+        def gae(group: list[Fragment]) -> dict[str, np.ndarray]:
+            stack = stack_fragments(group)
+            rewards = scale_rewards(stack["rewards"], reward_rms, clip_reward)
+            last_values = np.array([f.last_value for f in group])
+            adv, ret = compute_gae(rewards, stack["values"], stack["terminated"], stack["truncated"],
+                                   stack["trunc_values"], last_values, params.gamma, params.gae_lambda)
+            return {"obs": stack["obs"], "actions": stack["actions"], "logprobs": stack["logprobs"],
+                    "advantages": adv, "returns": ret, "values": stack["values"]}
+
+        return cls(**by_length(fragments, gae))
+
+    def __len__(self) -> int:
+        return len(self.obs)
+
+    def select(self, idx: np.ndarray) -> Batch:
+        """The rows ``idx`` of every field (a minibatch)."""
+        return Batch(*(getattr(self, f.name)[idx] for f in dataclasses.fields(self)))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The fields by name (what the compiled losses read)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def by_length(fragments: list[Fragment],
+              compute: Callable[[list[Fragment]], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """``compute`` on each group of equally long fragments (all of them, in the usual case of one length), whose
+    ``(n, T, ...)`` arrays come back flattened to rows in the fragments' order: what a per-step recurrence over
+    stacked fragments (GAE, V-trace) needs when a batch size makes a round's fragments differ by a step."""
+    lengths = [len(f.rewards) for f in fragments]
+    if len(set(lengths)) == 1:
+        return {name: flat(a) for name, a in compute(fragments).items()}
+    per_fragment: list[dict[str, np.ndarray]] = [{} for _ in fragments]
+    for length in sorted(set(lengths)):
+        members = [i for i, n in enumerate(lengths) if n == length]
+        out = compute([fragments[i] for i in members])
+        for j, i in enumerate(members):
+            per_fragment[i] = {name: a[j] for name, a in out.items()}
+    return {name: np.concatenate([rows[name] for rows in per_fragment]) for name in per_fragment[0]}
+
+
+def stack_fragments(fragments: list[Fragment]) -> dict[str, np.ndarray]:
+    """The per-step arrays of ``fragments`` stacked to ``(n, T, ...)`` (image observations stay uint8)."""
+    return {name: np.stack([getattr(f, name) for f in fragments]) for name in Fragment._STEP_ARRAYS}
+
+
+def flat(a: np.ndarray) -> np.ndarray:
+    """``(n, T, ...)`` to ``(n·T, ...)``, keeping the dtype."""
+    return np.ascontiguousarray(a.reshape(-1, *a.shape[2:]))

@@ -1,0 +1,182 @@
+"""The compiled update: a generic SGD engine, parameterised by its loss, that owns the policy's weights and optimiser
+state and runs a whole update on one round's batch as one compiled program (PureJaxRL's way): every epoch and
+minibatch, gradient clipping, Adam, the KL early stop and the KL-adaptive rate. The host draws the minibatch order
+(:func:`~minionsrl.learner.budget.minibatch_schedule`), the program loops over it.
+
+PPO passes its clipped-surrogate loss (:func:`~minionsrl.learner.ppo.ppo_loss`), IMPALA its own
+(:func:`~minionsrl.learner.impala.impala_loss`). Shapes are padded to buckets (rows of a minibatch carry a 0/1
+weight), so a scaler that changes ``n`` every round costs a handful of compilations, kept across runs by JAX's
+persistent cache; the padding caps are part of the engine's checkpointed state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.learner.batch import Batch
+from minionsrl.learner.budget import adapt_learning_rate, minibatch_schedule
+from minionsrl.learner.networks import Params
+from minionsrl.learner.ppo import LossFn, LossTerms, PPOParams, adapt_kl_coef, approx_kl, weighted_mean
+
+
+def bucket(x: int, fine: bool = True) -> int:
+    """``x`` rounded up so that few shapes need compiling: to an eighth of its power-of-two octave (``fine``:
+    at most 12.5% padding, for sizes that cost compute), or to a power of two (sizes that cost only memory)."""
+    if x <= 8:
+        return max(x, 1)
+    if not fine:
+        return 1 << (x - 1).bit_length()
+    step = 1 << (x.bit_length() - 4)
+    return -(-x // step) * step
+
+
+def pad_rows(a: np.ndarray, rows: int) -> np.ndarray:
+    """``a`` with zero rows appended up to ``rows`` (padding that a compiled program never reads, or weighs 0)."""
+    return np.concatenate([a, np.zeros((rows - len(a), *a.shape[1:]), a.dtype)]) if rows > len(a) else a
+
+
+def make_optimizer(p: PPOParams) -> optax.GradientTransformation:
+    """Gradient clipping by global norm (unless ``max_grad_norm`` is 0, RLlib's default), then Adam's scaling
+    with eps 1e-5 (CleanRL); the learning rate multiplies the result in the update."""
+    adam = optax.scale_by_adam(eps=1e-5)
+    return optax.chain(optax.clip_by_global_norm(p.max_grad_norm), adam) if p.max_grad_norm else adam
+
+
+STAT_NAMES = ("policy_loss", "value_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac")
+
+
+@partial(jax.jit, static_argnames=("arch", "p", "loss"))
+def _update_program(arch: PolicyArch, p: PPOParams, loss: LossFn, weights: Params, opt_state: Any,
+                    data: dict[str, jax.Array], idx: jax.Array, w: jax.Array, epoch_end: jax.Array,
+                    n_steps: jax.Array, lr: jax.Array, kl_coef: jax.Array,
+                    target_kl: jax.Array) -> tuple[Params, Any, dict[str, jax.Array], jax.Array, jax.Array]:
+    """Every SGD step of an update as one program: step ``i`` trains on rows ``idx[i]`` weighted ``w[i]``; the
+    loop stops after ``n_steps`` steps, or at an epoch's end whose last minibatch's KL exceeds ``target_kl``.
+    With ``p.desired_kl`` the learning rate adapts at every epoch's end (:func:`adapt_learning_rate`).
+    Returns the weights, the optimiser state, each step's statistics, the number of steps taken and the rate."""
+    tx = make_optimizer(p)
+    stats0 = {name: jnp.zeros(idx.shape[0], jnp.float32) for name in STAT_NAMES}
+
+    def cond(carry: tuple) -> jax.Array:
+        i, _, _, stopped, _, _ = carry
+        return (i < n_steps) & ~stopped
+
+    def body(carry: tuple) -> tuple:
+        i, weights, opt_state, _, stats, (lr, kl_sum, kl_steps) = carry
+        rows, wi = idx[i], w[i]
+        mb = {name: value[rows] for name, value in data.items()}
+
+        def objective(params: Params) -> tuple[jax.Array, LossTerms]:
+            out = loss(arch, params, mb, wi, p, kl_coef)
+            return out.loss, out
+
+        (_, out), grads = jax.value_and_grad(objective, has_aux=True)(weights)
+        updates, opt_state = tx.update(grads, opt_state, weights)
+        weights = jax.tree.map(lambda x, u: x - lr * u, weights, updates)
+        kl = approx_kl(out.ratio, out.logratio, wi)
+        step = {"policy_loss": out.pg_loss, "value_loss": out.v_loss, "entropy": out.entropy,
+                "old_approx_kl": weighted_mean(-out.logratio, wi), "approx_kl": kl,
+                "clipfrac": weighted_mean((jnp.abs(out.ratio - 1.0) > p.clip_coef).astype(jnp.float32), wi)}
+        stats = {name: stats[name].at[i].set(step[name]) for name in STAT_NAMES}
+        if p.desired_kl is not None:  # the epoch's mean KL steers the next epoch's rate
+            kl_sum, kl_steps = kl_sum + kl, kl_steps + 1.0
+            adapted = adapt_learning_rate(lr, kl_sum / kl_steps, p.desired_kl, p.lr_min, p.lr_max)
+            lr = jnp.where(epoch_end[i], adapted, lr)
+            kl_sum, kl_steps = jnp.where(epoch_end[i], 0.0, kl_sum), jnp.where(epoch_end[i], 0.0, kl_steps)
+        return i + 1, weights, opt_state, epoch_end[i] & (kl > target_kl), stats, (lr, kl_sum, kl_steps)
+
+    zero = jnp.float32(0.0)
+    i, weights, opt_state, _, stats, (lr, _, _) = jax.lax.while_loop(
+        cond, body, (jnp.int32(0), weights, opt_state, jnp.bool_(False), stats0, (jnp.float32(lr), zero, zero)))
+    return weights, opt_state, stats, i, lr
+
+
+class SGDEngine:
+    """Owns the policy's weights and optimiser state and runs minibatch SGD on one round's batch with ``loss``
+    (:data:`~minionsrl.learner.ppo.LossFn`: PPO's clipped surrogate, or IMPALA's actor-critic loss), the whole
+    update one compiled program; the KL coefficient and the adaptive learning rate it carries between updates,
+    and the padding caps, are in its checkpointed state."""
+
+    def __init__(self, arch: PolicyArch, weights: dict[str, np.ndarray], params: PPOParams, loss: LossFn,
+                 device: jax.Device | None = None) -> None:
+        self.arch, self.params, self.loss = arch, params, loss
+        self.device = device or jax.devices("cpu")[0]
+        self.weights: Params = jax.device_put({k: jnp.asarray(v) for k, v in weights.items()}, self.device)
+        self.opt_state = make_optimizer(params).init(self.weights)
+        self.kl_coef = params.kl_coef  # adapted after every update when params.kl_target is set
+        self.learning_rate = params.learning_rate
+        # padded shapes only grow (in powers of two): a round with fewer actors than an earlier one reuses its program
+        self._rows_cap = self._steps_cap = 0
+
+    @property
+    def current_params(self) -> PPOParams:
+        """The parameters with the KL coefficient as adapted so far."""
+        if self.kl_coef == self.params.kl_coef:
+            return self.params
+        return dataclasses.replace(self.params, kl_coef=self.kl_coef)
+
+    def set_learning_rate(self, lr: float) -> None:
+        self.learning_rate = lr
+
+    def numpy_weights(self) -> dict[str, np.ndarray]:
+        """The weights as NumPy arrays (published and checkpointed as they are)."""
+        return {k: np.asarray(v) for k, v in self.weights.items()}
+
+    def update(self, batch: Batch, rng: np.random.Generator, whole_batch: bool = False) -> dict[str, float]:
+        """Run ``update_epochs`` epochs of minibatch SGD (``whole_batch``: one step on all of it, the caller
+        making the epochs) as one compiled program; return CleanRL's loss statistics (those of the last step,
+        the clip fraction averaged over all of them)."""
+        p = self.params
+        epochs = minibatch_schedule(len(batch), p, rng, whole_batch)
+        steps = [(mb, e == len(epoch) - 1) for epoch in epochs for e, mb in enumerate(epoch)]
+        width = bucket(max(len(mb) for mb, _ in steps))
+        self._steps_cap = max(self._steps_cap, bucket(len(steps), fine=False))
+        self._rows_cap = max(self._rows_cap, bucket(len(batch), fine=False))
+        idx = np.zeros((self._steps_cap, width), np.int32)
+        w = np.zeros(idx.shape, np.float32)
+        epoch_end = np.zeros(len(idx), bool)
+        for i, (mb, end) in enumerate(steps):
+            idx[i, : len(mb)], w[i, : len(mb)], epoch_end[i] = mb, 1.0, end
+        rows = self._rows_cap  # padding rows are never indexed
+        data = {k: pad_rows(v, rows) for k, v in batch.arrays().items()}
+        put = partial(jax.device_put, device=self.device)
+        target_kl = np.inf if p.target_kl is None else p.target_kl
+        self.weights, self.opt_state, stats, done, lr = _update_program(
+            self.arch, p, self.loss, self.weights, self.opt_state, put(data), put(idx), put(w), put(epoch_end),
+            np.int32(len(steps)), np.float32(self.learning_rate), np.float32(self.kl_coef), np.float32(target_kl))
+        done = int(done)
+        if p.desired_kl is not None:  # kept across rounds (and in the checkpoint)
+            self.learning_rate = float(lr)
+        taken = {name: np.asarray(values)[:done] for name, values in stats.items()}
+        if p.kl_target is not None and done:  # after the update, on its mean KL (RLlib's rule)
+            self.kl_coef = adapt_kl_coef(self.kl_coef, float(taken["approx_kl"].mean()), p.kl_target)
+        var_y = np.var(batch.returns)
+        explained_var = float("nan") if var_y == 0 else float(1 - np.var(batch.returns - batch.values) / var_y)
+        out = {name: float(values[-1]) for name, values in taken.items()}
+        return {**out, "clipfrac": float(taken["clipfrac"].mean()), "explained_variance": explained_var}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Weights, the optimiser state's arrays (in pytree order), the KL coefficient, the learning rate (the
+        adaptive one continues from it) and the padding caps (a resumed run pads to the shapes it compiled), as
+        NumPy and numbers."""
+        return {"policy": self.numpy_weights(), "kl_coef": self.kl_coef, "learning_rate": self.learning_rate,
+                "optimizer": {f"{i:03d}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(self.opt_state))},
+                "rows_cap": self._rows_cap, "steps_cap": self._steps_cap}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.weights = jax.device_put({k: jnp.asarray(state["policy"][k]) for k in self.weights}, self.device)
+        structure = jax.tree.structure(self.opt_state)
+        leaves = [jnp.asarray(state["optimizer"][f"{i:03d}"]) for i in range(structure.num_leaves)]
+        self.opt_state = jax.device_put(jax.tree.unflatten(structure, leaves), self.device)
+        self.kl_coef = float(state.get("kl_coef", self.params.kl_coef))
+        self.learning_rate = float(state.get("learning_rate", self.learning_rate))
+        # checkpoints from before the caps were kept have none: they grow again from the next update
+        self._rows_cap, self._steps_cap = int(state.get("rows_cap", 0)), int(state.get("steps_cap", 0))
