@@ -96,6 +96,20 @@ def test_imports_point_one_way():
     assert not wrong, wrong
 
 
+# Inside the learner, one job a module, each importing only those before it: return estimation, the loss and its
+# hyper-parameters, the batch, the budget, the compiled update (generic in its loss), then the algorithms.
+LEARNER_MODULES = ["runtime", "networks", "advantages", "ppo", "batch", "budget", "engine", "vtrace", "impala",
+                   "detectors", "learners"]
+
+
+def test_the_learner_modules_import_one_way():
+    graph = import_graph()
+    listed = [f"minionsrl.learner.{m}" for m in LEARNER_MODULES]
+    assert sorted(listed) == sorted(m for m in graph if m.startswith("minionsrl.learner.")), "list every module"
+    wrong = [f"{a} -> {b}" for a in listed for b in graph[a] if b in listed and listed.index(b) > listed.index(a)]
+    assert not wrong, wrong
+
+
 @pytest.mark.parametrize("module", ["minionsrl.function.rollout", "minionsrl.function.faults",
                                     "minionsrl.function.fragment", "minionsrl.backends.local_worker"])
 def test_function_side_imports_no_framework_nor_config_nor_backends(module):
