@@ -141,7 +141,7 @@ def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
     device = learner_device(cfg.device)
     runtime.configure(cfg.learner_threads)
     if cfg.algo == "ppo":
-        return learners.PPOLearner(arch, params, norm, device, cfg.seed)
+        return learners.PPOLearner(arch, params, norm, device, cfg.seed, anchor_current=cfg.pipeline)
     cls = learners.APPOLearner if cfg.algo == "appo" else learners.IMPALALearner
     return cls(arch, params, norm, cfg.vtrace_rho_bar, cfg.vtrace_c_bar, device, cfg.seed)
 

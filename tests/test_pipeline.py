@@ -45,8 +45,12 @@ def test_pipelined_learning_differs_from_the_synchronous_round(tmp_path):
     make_trainer(_cfg(tmp_path / "pipe", max_rounds=3)).run()
     make_trainer(_cfg(tmp_path / "sync", max_rounds=3, pipeline=False)).run()
     pipe, sync = _learning(tmp_path / "pipe"), _learning(tmp_path / "sync")
-    assert pipe[0] == sync[0]  # the same first round: nothing was sent ahead of it
-    assert pipe[1] != sync[1]  # round 2 sampled with the initial policy, not with round 1's
+    # the same first round, nothing sent ahead of it: anchored at the learner's own log-probabilities, which equal
+    # the functions' up to float rounding (NumPy there, JAX here)
+    for name in ("policy_loss", "value_loss", "approx_kl", "entropy"):
+        assert float(pipe[0][name]) == pytest.approx(float(sync[0][name]), rel=1e-4), name
+    assert pipe[0]["train_return_mean"] == sync[0]["train_return_mean"]
+    assert pipe[1]["train_return_mean"] != sync[1]["train_return_mean"]  # round 2 sampled with the initial policy
 
 
 def test_a_resumed_pipelined_run_sends_the_same_wave_again(tmp_path):
@@ -101,3 +105,25 @@ def test_the_ledger_waits_for_a_wave_sent_ahead_only_beyond_its_head_start():
     # an evaluation sent at the round's start had no head start: the round waits for it whole
     beside = ledger.projected_s(RoundTimes(2.0, 0.2, chains, head_start_s=10.0, beside=[[_record(0.4)]]))
     assert beside == pytest.approx(0.2 + ledger.projected_s(RoundTimes(0.0, 0.0, [[_record(0.4)]])))
+
+
+def test_a_pipelined_learner_anchors_the_clip_at_the_policy_it_updates(tmp_path):
+    """Its batch's log-probabilities are the learner's own (before the update) and each row weighs
+    π_anchor/π_behaviour; the synchronous learner keeps the behaviour policy's."""
+    from minionsrl.learner.engine import score
+
+    trainer = make_trainer(_cfg(tmp_path / "run", max_rounds=3))
+    try:
+        trainer.run_round()
+        sampled = trainer.sampler.sample(2, 3)  # round 2's wave, sent ahead with the initial policy
+        assert trainer.learner.anchor_current
+        batch = trainer.learner._batch(sampled.fragments)
+        behaviour = np.concatenate([f.logprobs for f in sampled.fragments])
+        anchor, _ = score(trainer.learner.arch, trainer.learner.engine.weights, batch.obs, batch.actions)
+        np.testing.assert_array_equal(batch.logprobs, anchor)
+        np.testing.assert_allclose(batch.behaviour_weights, np.exp(anchor.astype(np.float64) - behaviour), rtol=1e-6)
+        assert not np.allclose(batch.behaviour_weights, 1.0)  # one update apart
+        trainer.learner.anchor_current = False
+        np.testing.assert_array_equal(trainer.learner._batch(sampled.fragments).logprobs, behaviour)
+    finally:
+        trainer.close()

@@ -228,3 +228,22 @@ def test_advantage_normalisation_on_the_host_is_the_compiled_one(rows):
         assert host is adv  # a single row is left alone
     else:
         assert abs(float(host.mean())) < 1e-5 and float(host.std(ddof=1)) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_the_decoupled_objective_weighs_each_row_by_anchor_over_behaviour():
+    """Hilton et al. 2021: the ratio is taken against the anchor policy and each clipped term weighs
+    π_anchor/π_behaviour; with weights of 1 it is PPO's loss exactly."""
+    p, batch = PPOParams(), _batch(64)
+    weights = init_params(ARCH, 0)
+    w = jnp.ones(64, jnp.float32)
+    mb = {k: jnp.asarray(v) for k, v in batch.arrays().items()}
+    plain = ppo_loss(ARCH, weights, mb, w, p, 0.0)
+    ones = ppo_loss(ARCH, weights, {**mb, "behaviour_weights": jnp.ones(64, jnp.float32)}, w, p, 0.0)
+    assert float(ones.pg_loss) == float(plain.pg_loss)
+    iw = jnp.asarray(np.random.default_rng(1).uniform(0.5, 1.5, 64).astype(np.float32))
+    weighted = ppo_loss(ARCH, weights, {**mb, "behaviour_weights": iw}, w, p, 0.0)
+    adv = normalize_advantages(mb["advantages"], w)
+    r = weighted.ratio
+    terms = jnp.maximum(-adv * r, -adv * jnp.clip(r, 1 - p.clip_coef, 1 + p.clip_coef))
+    assert float(weighted.pg_loss) == pytest.approx(float((terms * iw).mean()), rel=1e-6)
+    assert float(weighted.v_loss) == float(plain.v_loss)  # the value loss is not weighed

@@ -30,6 +30,9 @@ class Batch:
     advantages: np.ndarray
     returns: np.ndarray
     values: np.ndarray
+    # decoupled PPO (lagging fragments): π_anchor / π_behaviour per row, the clip anchored at π_anchor, whose
+    # log-probabilities ``logprobs`` then holds (Hilton et al. 2021); None: anchored at the behaviour policy
+    behaviour_weights: np.ndarray | None = None
 
     @classmethod
     def from_fragments(cls, fragments: list[Fragment], params: PPOParams,
@@ -53,11 +56,11 @@ class Batch:
 
     def select(self, idx: np.ndarray) -> Batch:
         """The rows ``idx`` of every field (a minibatch)."""
-        return Batch(*(getattr(self, f.name)[idx] for f in dataclasses.fields(self)))
+        return Batch(**{name: a[idx] for name, a in self.arrays().items()})
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The fields by name (what the compiled losses read)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """The fields by name (what the compiled losses read), those that are set."""
+        return {f.name: a for f in dataclasses.fields(self) if (a := getattr(self, f.name)) is not None}
 
 
 def by_length(fragments: list[Fragment],

@@ -21,6 +21,7 @@ import numpy as np
 import optax
 
 from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.learner import networks
 from minionsrl.learner.batch import Batch
 from minionsrl.learner.budget import adapt_learning_rate, minibatch_schedule
 from minionsrl.learner.networks import Params
@@ -41,6 +42,29 @@ def bucket(x: int, fine: bool = True) -> int:
 def pad_rows(a: np.ndarray, rows: int) -> np.ndarray:
     """``a`` with zero rows appended up to ``rows`` (padding that a compiled program never reads, or weighs 0)."""
     return np.concatenate([a, np.zeros((rows - len(a), *a.shape[1:]), a.dtype)]) if rows > len(a) else a
+
+
+_SCORE_CHUNK = 1024  # rows per forward pass (bounds the memory of CNN activations)
+
+
+@partial(jax.jit, static_argnames="arch")
+def _score(arch: PolicyArch, weights: Params, obs: jax.Array, actions: jax.Array) -> tuple[jax.Array, jax.Array]:
+    logp, _, values = networks.evaluate(arch, weights, obs, actions)
+    return logp, values
+
+
+def score(arch: PolicyArch, weights: Params, obs: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The log-probabilities of ``actions`` and the values of ``obs`` under ``weights``, row by row, in chunks of
+    one compiled shape (the tail padded to it)."""
+    chunk = min(_SCORE_CHUNK, bucket(len(obs)))
+    logp, values = [], []
+    for i in range(0, len(obs), chunk):
+        part = slice(i, min(i + chunk, len(obs)))
+        rows = part.stop - part.start
+        lp, v = _score(arch, weights, pad_rows(obs[part], chunk), pad_rows(actions[part], chunk))
+        logp.append(np.asarray(lp)[:rows])
+        values.append(np.asarray(v)[:rows])
+    return np.concatenate(logp), np.concatenate(values)
 
 
 def make_optimizer(p: PPOParams) -> optax.GradientTransformation:

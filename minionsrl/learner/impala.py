@@ -27,18 +27,10 @@ from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner import networks
 from minionsrl.learner.advantages import scale_rewards
 from minionsrl.learner.batch import Batch, by_length, stack_fragments
-from minionsrl.learner.engine import bucket, pad_rows
+from minionsrl.learner.engine import bucket, pad_rows, score
 from minionsrl.learner.networks import Params
 from minionsrl.learner.ppo import LossTerms, PPOParams, normalize_advantages, weighted_mean
 from minionsrl.learner.vtrace import vtrace
-
-_SCORE_CHUNK = 1024  # rows per forward pass (bounds the memory of CNN activations)
-
-
-@partial(jax.jit, static_argnames="arch")
-def _score(arch: PolicyArch, weights: Params, obs: jax.Array, actions: jax.Array) -> tuple[jax.Array, jax.Array]:
-    logp, _, values = networks.evaluate(arch, weights, obs, actions)
-    return logp, values
 
 
 @partial(jax.jit, static_argnames="arch")
@@ -51,15 +43,7 @@ def vtrace_batch(fragments: list[Fragment], arch: PolicyArch, weights: Params, p
     """Score ``fragments`` with the policy ``weights`` and compute V-trace targets (λ = ``gae_lambda``); fragments
     of unequal length (a batch size) each with their own."""
     obs, actions = np.concatenate([f.obs for f in fragments]), np.concatenate([f.actions for f in fragments])
-    chunk = min(_SCORE_CHUNK, bucket(len(obs)))  # one compiled shape per chunk size, the tail padded to it
-    logp, values = [], []
-    for i in range(0, len(obs), chunk):
-        part = slice(i, min(i + chunk, len(obs)))
-        rows = part.stop - part.start
-        lp, v = _score(arch, weights, pad_rows(obs[part], chunk), pad_rows(actions[part], chunk))
-        logp.append(np.asarray(lp)[:rows])
-        values.append(np.asarray(v)[:rows])
-    logp, values = np.concatenate(logp), np.concatenate(values)
+    logp, values = score(arch, weights, obs, actions)
     last_obs = np.concatenate([f.last_obs for f in fragments])
     bootstrap = np.asarray(_values(arch, weights, pad_rows(last_obs, bucket(len(last_obs)))))[: len(last_obs)]
     starts = np.cumsum([0] + [len(f.rewards) for f in fragments])

@@ -7,6 +7,7 @@ for the asynchronous ones, whose fragments lag behind the policy and are correct
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from abc import ABC, abstractmethod
@@ -24,7 +25,7 @@ from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner.batch import Batch
 from minionsrl.learner.budget import lr_factor
 from minionsrl.learner.detectors import DetectorPlan, detect
-from minionsrl.learner.engine import SGDEngine
+from minionsrl.learner.engine import SGDEngine, score
 from minionsrl.learner.impala import impala_loss, vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
 from minionsrl.learner.ppo import LossFn, PPOParams, ppo_loss
@@ -145,10 +146,25 @@ class Learner(ABC):
 
 
 class PPOLearner(Learner):
-    """PPO on the round's batch: GAE, then epochs of minibatch SGD on the clipped surrogate."""
+    """PPO on the round's batch: GAE, then epochs of minibatch SGD on the clipped surrogate.
+
+    ``anchor_current``: fragments lag the learner by an update (pipelined rounds), so the clip is anchored at the
+    policy being updated rather than the one that sampled them, and each row weighs π_anchor/π_behaviour — the
+    decoupled PPO objective of Hilton et al. 2021 ("Batch size-invariance for policy optimization"). Anchored at a
+    behaviour policy one update old, the ratio starts off 1 and the clip spends its trust region on the lag
+    (docs/RESULTS.md: pipelined Hopper learned less per round that way)."""
+
+    def __init__(self, *args: Any, anchor_current: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.anchor_current = anchor_current
 
     def _batch(self, fragments: list[Fragment]) -> Batch:
-        return Batch.from_fragments(fragments, self.params, self.ret_rms, self.norm.clip_reward)
+        batch = Batch.from_fragments(fragments, self.params, self.ret_rms, self.norm.clip_reward)
+        if not self.anchor_current:
+            return batch
+        anchor, _ = score(self.arch, self.engine.weights, batch.obs, batch.actions)
+        weights = np.exp(anchor.astype(np.float64) - batch.logprobs).astype(np.float32)
+        return dataclasses.replace(batch, logprobs=anchor.astype(batch.logprobs.dtype), behaviour_weights=weights)
 
 
 class VTraceLearner(Learner):

@@ -105,9 +105,14 @@ def normalize_advantages_np(adv: np.ndarray) -> np.ndarray:
     return (adv - adv.mean()) / (adv.std(ddof=1) + ADV_EPS)
 
 
-def clipped_surrogate(adv: jax.Array, ratio: jax.Array, clip_coef: float, w: jax.Array | None = None) -> jax.Array:
-    """PPO's clipped policy loss: the mean of ``max(−A·r, −A·clip(r, 1 − c, 1 + c))`` (over rows weighing 1)."""
+def clipped_surrogate(adv: jax.Array, ratio: jax.Array, clip_coef: float, w: jax.Array | None = None,
+                      behaviour_weights: jax.Array | None = None) -> jax.Array:
+    """PPO's clipped policy loss: the mean of ``max(−A·r, −A·clip(r, 1 − c, 1 + c))`` (over rows weighing 1); with
+    ``behaviour_weights`` (π_anchor/π_behaviour, ``r`` then taken against π_anchor), each row's term times its
+    weight: the decoupled objective of Hilton et al. 2021, "Batch size-invariance for policy optimization"."""
     terms = jnp.maximum(-adv * ratio, -adv * jnp.clip(ratio, 1 - clip_coef, 1 + clip_coef))
+    if behaviour_weights is not None:
+        terms = terms * behaviour_weights
     return terms.mean() if w is None else weighted_mean(terms, w)
 
 
@@ -129,7 +134,7 @@ def ppo_loss(arch: PolicyArch, params: Params, mb: dict[str, jax.Array], w: jax.
     logratio = newlogprob - mb["logprobs"]
     ratio = jnp.exp(logratio)
     adv = normalize_advantages(mb["advantages"], w) if p.norm_adv else mb["advantages"]
-    pg_loss = clipped_surrogate(adv, ratio, p.clip_coef, w)
+    pg_loss = clipped_surrogate(adv, ratio, p.clip_coef, w, mb.get("behaviour_weights"))
     if p.vf_clip is not None:  # RLlib: the squared error itself is clipped (and not halved)
         v_loss = weighted_mean(jnp.minimum((newvalue - mb["returns"]) ** 2, p.vf_clip), w)
     elif p.clip_vloss:
