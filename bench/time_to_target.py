@@ -12,10 +12,13 @@ steps (its learning rate anneals over them, as in a 1M-step run) and a projected
   fixed-16 on servers, under our MuJoCo preset and under ``--preset nitro``.
 
 Each (arm, seed) is an ordinary run under ``bench/out/ttt/<env>/runs``; finished runs are reused and cut ones
-resumed, so the experiment spans sessions. The script then writes, per env, the compare table and plots to
-``docs/results/time-to-target/<env>/`` and the goals with a plain yes/no, and why where missed (the round's split
-into learner and functions + overhead, the actor count, the noise scale), to
-``docs/results/time-to-target/GOALS.md``.
+resumed, so the experiment spans sessions. JAX keeps compiled programs in a cache on disk, so the first run of an
+arm compiles (seconds of learner time, which its projected time counts) and later ones do not: ``--rerun-cold``
+deletes the finished runs whose learner compiled for more than a second (rounds whose learner time is over five
+times the run's median) so that the next pass runs them again, warm, and every seed is measured alike. The
+script then writes, per env, the compare table and plots to ``docs/results/time-to-target/<env>/`` and the goals
+with a plain yes/no, and why where missed (the round's split into learner and functions + overhead, the actor
+count, the noise scale), to ``docs/results/time-to-target/GOALS.md``.
 
     .venv/bin/python bench/time_to_target.py --envs hopper latency      # run what is missing, then report
     .venv/bin/python bench/time_to_target.py --reuse                    # only report from what has run
@@ -60,6 +63,21 @@ def label(arm: str) -> str:
     from minionsrl.experiments.compare import Arm
 
     return Arm.parse(arm).label
+
+
+def compile_s(run_dir: Path) -> float:
+    """Seconds of a run's learner time that went to compiling: the excess of rounds over five times the median."""
+    learner = [float(r["projected_learner_s"]) for r in read_metrics(run_dir)]
+    median = statistics.median(learner)
+    return sum(x - median for x in learner if x > 5 * median)
+
+
+def drop_cold(out: Path) -> list[str]:
+    """Delete the finished runs under ``out`` that compiled for more than a second; their names."""
+    cold = [d for d in sorted((out / "runs").glob("*__s*")) if (d / "summary.json").exists() and compile_s(d) > 1.0]
+    for d in cold:
+        shutil.rmtree(d)
+    return [d.name for d in cold]
 
 
 def run_env(env: str, seeds: int) -> None:
@@ -121,8 +139,10 @@ def _goal(rows: list[dict[str, str]], arm: str, base: str, time_col: str, time_m
 def round_split(out: Path, arm: str) -> dict[str, float]:
     """Medians over an arm's rounds and seeds: the projected round, its learner part, the rest (functions and
     overhead), the actor count and the noise scale (B_simple) the scaler read."""
-    parts: dict[str, list[float]] = {"round": [], "learner": [], "functions": [], "actors": [], "gns": []}
+    parts: dict[str, list[float]] = {"round": [], "learner": [], "functions": [], "actors": [], "gns": [],
+                                     "compile": []}
     for run_dir in sorted((out / "runs").glob(f"{label(arm)}__s*")):
+        parts["compile"].append(compile_s(run_dir))
         for r in read_metrics(run_dir)[1:]:  # round 1 compiles and starts instances
             parts["round"].append(float(r["projected_round_s"]))
             parts["learner"].append(float(r["projected_learner_s"]))
@@ -153,10 +173,10 @@ def report_env(env: str) -> list[str]:
         table.append([arm, _ratio(rows, arm, fixed8, "projected_time_to_target_s"),
                       _ratio(rows, arm, fixed8, "usd_to_target"), _ratio(rows, arm, fixed8, "time_to_target_s"),
                       f"{split['round']:.3f}", f"{split['learner']:.3f}", f"{split['functions']:.3f}",
-                      f"{split['actors']:.0f}", f"{split['gns']:.4g}"])
+                      f"{split['actors']:.0f}", f"{split['gns']:.4g}", f"{split['compile']:.1f}"])
     lines.append(markdown_table(["arm", "projected time to target vs fixed-8", "dollars vs fixed-8",
                                  "wall time vs fixed-8", "round s (median)", "learner s", "functions + overhead s",
-                                 "actors", "noise scale"], table))
+                                 "actors", "noise scale", "compile s (median run)"], table))
     lines.append("")
     adaptive = [label(a) for a in ADAPTIVE if label(a) in arms]
     for arm in adaptive:
@@ -198,7 +218,13 @@ def main() -> None:
                         choices=[*ENVS, "nitro50"])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--reuse", action="store_true", help="only report from the runs there are")
+    parser.add_argument("--rerun-cold", action="store_true", help="first delete the finished runs that compiled "
+                        "(see above), so that this pass runs them again with the compilation cache warm")
     args = parser.parse_args()
+    if args.rerun_cold:
+        for env in args.envs:
+            out = RUNS / (f"nitro50-{next(iter(NITRO50))}" if env == "nitro50" else env)
+            log(f"{env}: running again, warm: {', '.join(drop_cold(out)) or 'none'}")
     if not args.reuse:
         for env in args.envs:
             run_nitro50(args.seeds) if env == "nitro50" else run_env(env, args.seeds)
