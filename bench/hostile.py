@@ -31,7 +31,9 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+from run_dir_tools import set_at  # noqa: E402  (the tests' tampering, shared)
+
 TRAIN = ["train", "--actors", "1", "--fragment-length", "16", "--eval-every", "0", "--eval-episodes", "1",
          "--hidden-sizes", "8", "--no-progress", "--no-tensorboard", "--checkpoint-every", "1"]
 CKPT = Path("checkpoints/latest.safetensors")
@@ -193,19 +195,6 @@ def _special(kind: str):
         else:
             path.symlink_to("/dev/zero")
     return prepare
-
-
-def _set(path: str, value):
-    def change(state):
-        *parents, last = path.split("/")
-        node = state
-        for key in parents:
-            node = node[key]
-        if value is KeyError:
-            del node[last]
-        else:
-            node[last] = value(node[last]) if callable(value) else value
-    return change
 
 
 # -- rows that are about replies: the backend's own check, in this process ----------------------------------
@@ -374,13 +363,13 @@ def main() -> int:
                            ("1e300", "exit 0 and a NaN checkpoint")):
             rows.append(_cli_case(None, cases, "diverging update", f"`--learning-rate {lr}`", before,
                                   [*TRAIN, "--max-rounds", "2", "--learning-rate", lr, "--run-dir", "{RUN}"]))
-        for case, change in (("NaN optimiser state", _set("optimizer/001", lambda a: np.full_like(a, np.nan))),
-                             ("a missing weight key", _set("policy/actor.0.weight", KeyError)),
-                             ("a string where a tensor belongs", _set("policy/actor.0.bias", "zeros")),
-                             ("round −5", _set("round", -5)),
-                             ("a wrong shape", _set("policy/critic.1.weight", lambda a: np.zeros((3, 3), a.dtype))),
-                             ("a wrong dtype", _set("policy/critic.1.bias", lambda a: a.astype(np.float64))),
-                             ("a tampered ledger", _set("ledger/total_serverless_usd", "abc"))):
+        for case, change in (("NaN optimiser state", set_at("optimizer/001", lambda a: np.full_like(a, np.nan))),
+                             ("a missing weight key", set_at("policy/actor.0.weight", KeyError)),
+                             ("a string where a tensor belongs", set_at("policy/actor.0.bias", "zeros")),
+                             ("round −5", set_at("round", -5)),
+                             ("a wrong shape", set_at("policy/critic.1.weight", lambda a: np.zeros((3, 3), a.dtype))),
+                             ("a wrong dtype", set_at("policy/critic.1.bias", lambda a: a.astype(np.float64))),
+                             ("a tampered ledger", set_at("ledger/total_serverless_usd", "abc"))):
             rows.append(_cli_case(base, cases, "checkpoint that parses but is wrong", f"`--resume`: {case}",
                                   "exit 0 with a NaN policy, or a traceback", resume, _tamper(change)))
         rows += _reply_cases()

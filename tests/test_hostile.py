@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from run_dir_tools import set_at, tensorboard_events
 
 from minionsrl import cli, files
 from minionsrl.errors import ConfigError, one_line
@@ -102,19 +103,6 @@ def _tamper(run: Path, change) -> None:
     checkpoint.save(run / "checkpoints", state)
 
 
-def _set(path: str, value):
-    def change(state):
-        *parents, last = path.split("/")
-        node = state
-        for key in parents:
-            node = node[key]
-        if value is KeyError:
-            del node[last]
-        else:
-            node[last] = value(node[last]) if callable(value) else value
-    return change
-
-
 @pytest.mark.parametrize(("path", "value", "says"), [
     ("optimizer/001", lambda a: np.full_like(a, np.nan), "optimizer/001 holds non-finite numbers"),
     ("policy/actor.0.weight", KeyError, "policy/actor.0.weight is missing"),
@@ -127,7 +115,7 @@ def _set(path: str, value):
     ("last_row", "{not json", "does not fit this run (JSONDecodeError"),
 ])
 def test_resume_refuses_a_checkpoint_that_does_not_fit(run, capsys, path, value, says):
-    _tamper(run, _set(path, value))
+    _tamper(run, set_at(path, value))
     tampered = (run / "checkpoints" / checkpoint.LATEST).read_bytes()
     err = _resume(run, capsys)
     assert says in err and "--resume: checkpoint" in err and "round-NNNNN" in err, err
@@ -157,19 +145,12 @@ def test_a_tensorboard_write_that_fails_is_one_line_naming_its_file(tmp_path):
 
 
 def test_tensorboard_events_are_readable(tmp_path):
-    from tensorboardX.proto.event_pb2 import Event
-
     from minionsrl.loop.metrics import RunLog
 
     log = RunLog(tmp_path, 3, 48, tensorboard=True)
     log.log_round({"round": 4, "env_steps": 64, "sps": 2.5}, [])
     log.close()
-    (path,) = (tmp_path / "tensorboard").iterdir()
-    data, events = path.read_bytes(), []
-    while data:
-        size = int.from_bytes(data[:8], "little")
-        events.append(Event.FromString(data[12 : 12 + size]))
-        data = data[16 + size :]
+    events = tensorboard_events(tmp_path)
     assert events[0].file_version == "brain.Event:2" and events[1].step == 49  # the purge step of a resume
     assert [(e.step, e.summary.value[0].tag, e.summary.value[0].simple_value) for e in events[2:]] == [
         (64, "charts/SPS", 2.5)]

@@ -4,6 +4,7 @@ axis of its own, a fixed actor count as a level line on an axis from 0; TensorBo
 from __future__ import annotations
 
 import pytest
+from run_dir_tools import tensorboard_events
 
 from minionsrl.experiments import plots
 from minionsrl.loop.metrics import RunLog
@@ -52,17 +53,10 @@ def test_a_scaler_s_actors_and_an_older_metrics_file(tmp_path, figures):
 
 
 def test_tensorboard_gets_the_config_as_text(tmp_path):
-    from tensorboardX.proto.event_pb2 import Event
-
     log = RunLog(tmp_path, None, 0, tensorboard=True)
     log.log_config({"env_id": "CartPole-v1", "hidden_sizes": [64, 64], "budget_usd": None, "note": "a|b"}, 0)
     log.close()
-    (path,) = (tmp_path / "tensorboard").iterdir()
-    data, events = path.read_bytes(), []
-    while data:
-        size = int.from_bytes(data[:8], "little")
-        events.append(Event.FromString(data[12 : 12 + size]))
-        data = data[16 + size :]
+    events = tensorboard_events(tmp_path)
     (value,) = events[1].summary.value
     assert value.tag == "hyperparameters/text_summary"
     text = value.tensor.string_val[0].decode()
