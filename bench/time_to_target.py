@@ -27,7 +27,6 @@ count, the noise scale), to ``docs/results/time-to-target/GOALS.md``.
 from __future__ import annotations
 
 import argparse
-import csv
 import shutil
 import statistics
 import subprocess
@@ -97,20 +96,30 @@ def run_nitro50(seeds: int) -> None:
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
 
-def _rows(out: Path) -> list[dict[str, str]]:
-    with open(out / "compare.csv", newline="") as fh:
-        return list(csv.DictReader(fh))
+def _rows(out: Path, target: float | None) -> list[dict[str, str]]:
+    """A compare.csv row per finished run under ``out`` of the arms of :data:`ARMS` (a cut experiment reports what
+    has finished), as strings, as compare.csv holds them."""
+    from minionsrl.experiments.compare import Arm, run_row
+
+    rows = []
+    for arm in dict.fromkeys([*ARMS, "nitro", "fixed:16@server"]):
+        for run_dir in sorted((out / "runs").glob(f"{label(arm)}__s*")):
+            if (run_dir / "summary.json").exists():
+                seed = int(run_dir.name.rpartition("__s")[2])
+                rows.append({k: "" if v is None else str(v)
+                             for k, v in run_row(Arm.parse(arm), seed, run_dir, target).items()})
+    return rows
 
 
 def _mean(rows: list[dict[str, str]], column: str) -> float | None:
-    values = [float(r[column]) for r in rows if r[column] not in ("", "None")]
+    values = [float(r[column]) for r in rows if r[column] != ""]
     return statistics.fmean(values) if values else None
 
 
 def _to_target(rows: list[dict[str, str]], arm: str, column: str) -> tuple[float | None, int, int]:
     """An arm's mean of ``column`` over the seeds that reached the target, how many did, of how many."""
     mine = [r for r in rows if r["arm"] == arm]
-    reached = [r for r in mine if r["usd_to_target"] not in ("", "None")]
+    reached = [r for r in mine if r["usd_to_target"] != ""]
     return _mean(reached, column), len(reached), len(mine)
 
 
@@ -123,25 +132,28 @@ def _ratio(rows: list[dict[str, str]], arm: str, base: str, column: str) -> str:
 
 
 def _goal(rows: list[dict[str, str]], arm: str, base: str, time_col: str, time_max: float,
-          usd_max: float | None) -> str:
-    """yes when every seed of ``arm`` reached the target (as many as the baseline's) within both ratios."""
+          usd_max: float | None, seeds: int = 5) -> str:
+    """yes when every seed of ``arm`` reached the target (at least as many as the baseline's, and ``seeds`` of them
+    ran) within both ratios of the baseline's means."""
     ours_t, k, of = _to_target(rows, arm, time_col)
-    base_t, kb, _ = _to_target(rows, base, time_col)
+    base_t, kb, ofb = _to_target(rows, base, time_col)
+    if of < seeds or ofb < seeds:
+        return f"no verdict yet ({of} and {ofb} of {seeds} seeds run)"
     ours_d, base_d = _to_target(rows, arm, "usd_to_target")[0], _to_target(rows, base, "usd_to_target")[0]
     if ours_t is None or base_t is None or ours_d is None or base_d is None:
         return "no (the target was not reached)"
     if k < of or k < kb:
-        return f"no ({k}/{of} seeds reached it)"
+        return f"no ({k} of its {of} seeds reached it, {kb} of the baseline's {ofb})"
     ok = ours_t / base_t <= time_max and (usd_max is None or ours_d / base_d <= usd_max)
     return "yes" if ok else "no"
 
 
-def round_split(out: Path, arm: str) -> dict[str, float]:
+def round_split(out: Path, arm_label: str) -> dict[str, float]:
     """Medians over an arm's rounds and seeds: the projected round, its learner part, the rest (functions and
     overhead), the actor count and the noise scale (B_simple) the scaler read."""
     parts: dict[str, list[float]] = {"round": [], "learner": [], "functions": [], "actors": [], "gns": [],
                                      "compile": []}
-    for run_dir in sorted((out / "runs").glob(f"{label(arm)}__s*")):
+    for run_dir in sorted((out / "runs").glob(f"{arm_label}__s*")):
         parts["compile"].append(compile_s(run_dir))
         for r in read_metrics(run_dir)[1:]:  # round 1 compiles and starts instances
             parts["round"].append(float(r["projected_round_s"]))
@@ -156,17 +168,20 @@ def round_split(out: Path, arm: str) -> dict[str, float]:
 def report_env(env: str) -> list[str]:
     """Copy the env's compare outputs into docs and return its goal lines."""
     out = RUNS / env
-    if not (out / "compare.csv").exists():
-        return [f"- **{env}**: not run yet"]
-    target_dir = DOCS / env
-    target_dir.mkdir(parents=True, exist_ok=True)
-    for f in out.iterdir():
-        if f.is_file():
-            shutil.copy(f, target_dir / f.name)
-    rows = _rows(out)
+    rows = _rows(out, ENVS[env]["target"]) if (out / "runs").exists() else []
+    if not rows:
+        return [f"- **{env}**: not run yet", ""]
+    if (out / "compare.csv").exists():  # the compare's own table and plots, once it has run to the end
+        target_dir = DOCS / env
+        target_dir.mkdir(parents=True, exist_ok=True)
+        for f in out.iterdir():
+            if f.is_file():
+                shutil.copy(f, target_dir / f.name)
     arms = list(dict.fromkeys(r["arm"] for r in rows))
     fixed8, server = label("fixed:8"), label("fixed:16@server")
-    lines = [f"### {env} (target {ENVS[env]['target']:g})", ""]
+    seeds = {r["arm"]: sum(x["arm"] == r["arm"] for x in rows) for r in rows}
+    lines = [f"### {env} (target {ENVS[env]['target']:g}; finished runs per arm: "
+             f"{', '.join(f'{a} {k}' for a, k in seeds.items())})", ""]
     table = []
     for arm in arms:
         split = round_split(out, arm)
@@ -181,7 +196,9 @@ def report_env(env: str) -> list[str]:
     adaptive = [label(a) for a in ADAPTIVE if label(a) in arms]
     for arm in adaptive:
         lines.append(f"- {arm} ≤ 0.48× fixed-8's projected time at ≤ 1.0× its dollars: "
-                     f"**{_goal(rows, arm, fixed8, 'projected_time_to_target_s', 0.48, 1.0)}**")
+                     f"**{_goal(rows, arm, fixed8, 'projected_time_to_target_s', 0.48, 1.0)}**; against fixed-16 "
+                     f"on servers: time {_ratio(rows, arm, server, 'projected_time_to_target_s')}, dollars "
+                     f"{_ratio(rows, arm, server, 'usd_to_target')}")
     if label("minions") in arms and server in arms:
         lines.append(f"- MinionsRL's claim (minions vs fixed-16 on servers: ≤ 0.48× time, ≤ 0.14× dollars): "
                      f"**{_goal(rows, label('minions'), server, 'projected_time_to_target_s', 0.48, 0.14)}** "
@@ -201,7 +218,7 @@ def report_nitro50() -> list[str]:
         if not (out / "compare.csv").exists():
             lines.append(f"- {name}: not run yet")
             continue
-        rows = _rows(out)
+        rows = _rows(out, None)
         nitro = [r for r in rows if r["arm"] == "nitro"]
         server = [r for r in rows if r["arm"] == label("fixed:16@server")]
         ret, base_ret = _mean(nitro, "final_eval_return"), _mean(server, "final_eval_return")

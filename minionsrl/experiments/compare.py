@@ -143,7 +143,7 @@ def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: s
             if not (run_dir / "summary.json").exists():
                 cfg = dataclasses.replace(arm.apply(base), seed=seed, run_dir=str(run_dir), progress=False)
                 make_trainer(cfg, resume=(run_dir / "metrics.csv").exists()).run()
-            results.append(_run_row(arm, seed, run_dir, target_return))
+            results.append(run_row(arm, seed, run_dir, target_return))
     if dollar_budget is None:  # the cheapest run's total: every arm has spent at least that much
         dollar_budget = min(r["cost_usd"] for r in results)
     for row in results:
@@ -169,7 +169,8 @@ def _return_at(rows: list[dict[str, str]], cost_column: str, dollars: float) -> 
     return known
 
 
-def _run_row(arm: Arm, seed: int, run_dir: Path, target: float | None) -> dict[str, Any]:
+def run_row(arm: Arm, seed: int, run_dir: Path, target: float | None) -> dict[str, Any]:
+    """One finished run's row of compare.csv (:data:`RUN_COLUMNS` but ``return_at_budget``)."""
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = read_metrics(run_dir)
     cost = summary["cost_usd"]
