@@ -68,6 +68,7 @@ def test_a_resumed_pipelined_run_sends_the_same_wave_again(tmp_path):
     make_trainer(_cfg(cut), resume=True).run()
 
     assert _learning(cut) == _learning(straight)
+    assert [r["policy_lag_max"] for r in read_metrics(cut)] == [r["policy_lag_max"] for r in read_metrics(straight)]
     ours, theirs = (checkpoint.load(d / "checkpoints") for d in (cut, straight))
     for name, value in theirs["policy"].items():
         np.testing.assert_array_equal(ours["policy"][name], value)

@@ -199,10 +199,10 @@ class SyncSampler(Sampler):
             self.carries = {a: carry for a, carry in self.carries.items() if a >= actors}
             for slot, fragments in got.results.items():
                 self._keep_carries(slot, fragments)
-        lag = self.publisher.version - wave.version  # updates since the wave's policy: 1 when sent ahead
+        lag = self.publisher.version - wave.version  # updates since the wave's policy: 1 sent ahead (or resumed so)
         # slot order, not arrival order
         return Sampled([f for slot in sorted(got.results) for f in got.results[slot]], [got, *evaluated],
-                       {"policy_lag_mean": float(lag), "policy_lag_max": lag} if ahead else {},
+                       {"policy_lag_mean": float(lag), "policy_lag_max": lag} if ahead or lag else {},
                        eval_return=self._mean_return(evaluated[0]) if evaluated else None)
 
     def _send(self, round_idx: int, n: int, keep_policy: bool = False) -> Wave:
