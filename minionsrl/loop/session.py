@@ -50,7 +50,6 @@ class Progress:
     # (round, actors, episodes): the evaluation of round ``round``'s policy that runs beside the next round's
     # functions; that round's row (last_row) is written once it returns
     pending_eval: tuple[int, int, int] | None = None
-    head_start_s: float = 0.0  # pipelined: the last update's own seconds, which the next round's functions ran beside
     # the learning-rate schedule across resumes (minionsrl/loop/schedule.py): the limits it anneals over, the
     # factor on the config's rate, and what the run had spent when its last round started; None: not known
     anneal: dict[str, Any] | None = None
@@ -65,7 +64,7 @@ class Progress:
                 "recent_costs": list(self.recent_costs), "recent_projected": list(self.recent_projected),
                 "last_row": json.dumps(self.last_row),
                 "stop": json.dumps({"stopped_by": self.stopped_by, "budget": self.stop_budget}),
-                "pending_eval": json.dumps(self.pending_eval), "head_start_s": self.head_start_s,
+                "pending_eval": json.dumps(self.pending_eval),
                 "anneal": json.dumps(self.anneal)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -80,7 +79,6 @@ class Progress:
         self.stopped_by, self.stop_budget = stop.get("stopped_by"), stop.get("budget", stop.get("budget_usd"))
         pending = json.loads(state.get("pending_eval", "null"))
         self.pending_eval = tuple(pending) if pending else None
-        self.head_start_s = float(state.get("head_start_s", 0.0))  # checkpoints older than --pipeline
         self.anneal = json.loads(state.get("anneal", "null"))  # checkpoints older than the kept schedule: None
 
 

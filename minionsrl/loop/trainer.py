@@ -166,7 +166,8 @@ class Trainer:
             p.recent_returns.extend(frag.episode_returns.tolist())
         learned_at = time.perf_counter()
         gathered = list(sampled.gathered)
-        head_start, p.head_start_s = (p.head_start_s if ahead is not None else 0.0), 0.0
+        # a wave sent ahead ran beside the previous update: its head start is that update's own seconds
+        head_start = float(p.last_row["projected_learner_s"]) if ahead is not None and p.last_row else 0.0
         # Whether this is the last round is decided once, here, with what the round has cost so far: a later
         # check could find the budget spent after the round and skip the final evaluation it promised.
         so_far = self._times(time.perf_counter() - started, self._own_s(sampled_at, waited), sampled, head_start)
@@ -177,8 +178,6 @@ class Trainer:
             gathered.append(self.sampler.finish())
 
         decided_at, learner_s = time.perf_counter(), self._own_s(sampled_at, waited)
-        if self.sampler.sent_actors(p.round + 1) is not None:
-            p.head_start_s = learner_s  # what the wave sent ahead ran beside
         eval_return, evaluated_after = None, []
         due = bool(cfg.eval_every) and p.round % cfg.eval_every == 0
         # pipelined, an evaluation waits for the next round: the functions sent ahead hold the backend meanwhile
