@@ -14,7 +14,6 @@ how often Nitro (its published window and floor, n 8..64) would pick the same ``
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import shutil
 import time
 from pathlib import Path
@@ -46,17 +45,17 @@ def measure(env: str, rounds: int) -> None:
     run_dir = OUT / f"detector_samples-{env}"
     shutil.rmtree(run_dir, ignore_errors=True)  # a fresh run, not a resumed one
     base = config.build(config.load_yaml(f"docs/results/{env}.yaml"))
-    cfg = dataclasses.replace(base, actors=16, scaler="fixed", num_minibatches=64, max_rounds=rounds, eval_every=0,
+    cfg = base.replace(actors=16, scaler="fixed", num_minibatches=64, max_rounds=rounds, eval_every=0,
                               seed=1, progress=False, run_dir=str(run_dir))
     trainer = make_trainer(cfg)
     learner, learn = trainer.learner, trainer.learner.learn  # the run's own update (no detectors for fixed)
 
     def learn_and_measure(fragments: list, rng: object, plan: DetectorPlan | None = None) -> Learned:
         learned, record = learn(fragments, rng, plan), {"round": trainer.round}
-        seed = invocation_seed(cfg.seed, trainer.round, 0, wire.SEED_STREAMS["detect"])
+        seed = invocation_seed(cfg.run.seed, trainer.round, 0, wire.SEED_STREAMS["detect"])
         for label, size, draw, tol in VARIANTS:  # after the update, where these were measured
             variant = DetectorPlan(frozenset({"curvature"}), "after", len(fragments), seed + draw, size,
-                                   cfg.lanczos_iterations, tol)
+                                   cfg.scaling.lanczos_iterations, tol)
             got, record[f"s_{label}"] = learner.detect(learned.batch, variant)
             record[f"ratio_{label}"] = got["convexity_ratio"]
         records.append(record)

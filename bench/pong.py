@@ -77,11 +77,11 @@ def write(rows: list[dict], args: argparse.Namespace, started: float, cfg) -> No
     text = f"""## 6. Pong (ALE/Pong-v5) learning curve on this CPU, PPO
 
 PPO with the `atari` preset (CleanRL's `ppo_atari.py` settings: lr 2.5e-4 annealed over 10M steps, T = 128,
-{cfg.actors} actors, 4 epochs of minibatch 256, clip 0.1, entropy 0.01), the standard preprocessing (no-op reset,
-frame skip 4 with max-pooling, 84×84 grey, 4 stacked frames, episodic life and sign-clipped rewards for the
-learning signal only, v5's sticky actions kept), episodes carried across rounds (ALE state), the JAX learner on
-{cfg.learner_threads} thread(s), {cfg.envs_per_function} env(s) per function, {common.n_cores()} cores shared with
-other work, for a wall-clock budget of {args.minutes:g} min. Returns are
+{cfg.scaling.actors} actors, 4 epochs of minibatch 256, clip 0.1, entropy 0.01), the standard preprocessing
+(no-op reset, frame skip 4 with max-pooling, 84×84 grey, 4 stacked frames, episodic life and sign-clipped rewards
+for the learning signal only, v5's sticky actions kept), episodes carried across rounds (ALE state), the JAX
+learner on {cfg.learner.learner_threads} thread(s), {cfg.env.envs_per_function} env(s) per function,
+{common.n_cores()} cores shared with other work, for a wall-clock budget of {args.minutes:g} min. Returns are
 full games of raw rewards (−21…21) from the training actors, mean of the last 20 finished games.
 **No GPU machine was lent to this task**, so the 10M-frame GPU run (CleanRL reports 20.4) was not done.
 

@@ -122,19 +122,20 @@ def hyper_parameters() -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
 
     # what our Trainer runs on Hopper-v5 (preset auto: the mujoco family, then any Hopper row of ENV_PRESETS)
     d = resolve(TrainConfig(env_id=ENV, actors=ACTORS, run_dir="unused"), "mujoco")
-    p = {k: getattr(d, k) for k in ("fragment_length", "learning_rate", "anneal_lr", "gamma", "gae_lambda",
+    p = {k: d.get(k) for k in ("fragment_length", "learning_rate", "anneal_lr", "gamma", "gae_lambda",
                                     "clip_coef", "update_epochs", "ent_coef", "vf_coef", "max_grad_norm",
                                     "normalize_obs", "normalize_reward", "clip_vloss", "norm_adv")}
     batch = ACTORS * p["fragment_length"]
-    p["minibatch_size"] = d.minibatch_size or batch // d.num_minibatches
+    p["minibatch_size"] = d.learner.minibatch_size or batch // d.learner.num_minibatches
     hp = dict(num_env_runners=2, num_envs_per_env_runner=ACTORS // 2, rollout_fragment_length=p["fragment_length"],
               train_batch_size_per_learner=batch, lr=p["learning_rate"], anneal_lr=p["anneal_lr"], gamma=p["gamma"],
               lambda_=p["gae_lambda"], clip_param=p["clip_coef"], num_epochs=p["update_epochs"],
               minibatch_size=p["minibatch_size"], entropy_coeff=p["ent_coef"],
               # ours: vf_coef * 0.5 * (v - R)^2 (CleanRL); RLlib: vf_loss_coeff * (v - R)^2
               vf_loss_coeff=p["vf_coef"] * 0.5, vf_clip_param=float("inf"),
-              grad_clip=p["max_grad_norm"] or None, normalize_obs=p["normalize_obs"], clip_obs=d.clip_obs,
-              normalize_reward=p["normalize_reward"], clip_reward=d.clip_reward, hidden_sizes=list(d.hidden_sizes))
+              grad_clip=p["max_grad_norm"] or None, normalize_obs=p["normalize_obs"], clip_obs=d.learner.clip_obs,
+              normalize_reward=p["normalize_reward"], clip_reward=d.learner.clip_reward,
+              hidden_sizes=list(d.learner.hidden_sizes))
     rows = [
         (f"{ACTORS} actors × fragment_length {p['fragment_length']}",
          f"num_env_runners=2, num_envs_per_env_runner={ACTORS // 2}, rollout_fragment_length={p['fragment_length']}, "
@@ -155,15 +156,15 @@ def hyper_parameters() -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
         (f"max_grad_norm {p['max_grad_norm']}", f"grad_clip={p['max_grad_norm']}, grad_clip_by='global_norm'", ""),
         (f"norm_adv {p['norm_adv']} (per minibatch)", "(always on)",
          "**differs**: RLlib standardises advantages once over the whole batch, not per minibatch"),
-        (f"normalize_obs {p['normalize_obs']}, clip_obs {d.clip_obs}",
-         f"env_to_module_connector=MeanStdFilter(clip_by_value={d.clip_obs})",
+        (f"normalize_obs {p['normalize_obs']}, clip_obs {d.learner.clip_obs}",
+         f"env_to_module_connector=MeanStdFilter(clip_by_value={d.learner.clip_obs})",
          "running mean/std, synchronised over env runners every iteration (ours: merged by the learner every round)"),
-        (f"normalize_reward {p['normalize_reward']}, clip_reward {d.clip_reward}",
-         f"gymnasium NormalizeReward(gamma={p['gamma']}) + clip ±{d.clip_reward} in the env creator",
+        (f"normalize_reward {p['normalize_reward']}, clip_reward {d.learner.clip_reward}",
+         f"gymnasium NormalizeReward(gamma={p['gamma']}) + clip ±{d.learner.clip_reward} in the env creator",
          "**differs**: RLlib has no reward scaling; the wrappers (CleanRL's) keep statistics per environment, ours "
          "are merged over actors"),
-        (f"hidden_sizes {d.hidden_sizes}, tanh, separate actor and critic",
-         f"fcnet_hiddens={d.hidden_sizes}, fcnet_activation='tanh', vf_share_layers=False",
+        (f"hidden_sizes {d.learner.hidden_sizes}, tanh, separate actor and critic",
+         f"fcnet_hiddens={d.learner.hidden_sizes}, fcnet_activation='tanh', vf_share_layers=False",
          "RLlib's default shares the trunk; turned off"),
         ("state-independent log std (0 at start)", "free_log_std=True", ""),
         ("orthogonal init: √2 hidden, 0.01 policy head, 1.0 value head",

@@ -13,7 +13,6 @@ from its last checkpoint (bench/out/soak-run) and appends, the samples of the ne
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
 import itertools
 import json
@@ -415,7 +414,7 @@ def probe_worker(args: argparse.Namespace) -> None:
 
     run_dir = Path(tempfile.mkdtemp(prefix="soak-probe-"))
     try:  # a few real policies, signed with a real run key
-        trainer = make_trainer(dataclasses.replace(config(args), actors=2, max_rounds=4, eval_every=0,
+        trainer = make_trainer(config(args).replace(actors=2, max_rounds=4, eval_every=0,
                                                    tensorboard=False, run_dir=str(run_dir / "run")))
         key, blobs = trainer.publisher.key, []
         for v in range(4):

@@ -79,10 +79,10 @@ def drop_cold(out: Path) -> list[str]:
     return [d.name for d in cold]
 
 
-def run_env(env: str, seeds: int) -> None:
+def run_env(env: str, seeds: int, arms: list[str]) -> None:
     spec = ENVS[env]
     cmd = [CLI, "compare", *spec["flags"], "--until", "target", "--target", str(spec["target"]), *CAP,
-           "--seeds", str(seeds), "--scalers", ",".join(ARMS), "--out", str(RUNS / env), "--no-progress",
+           "--seeds", str(seeds), "--scalers", ",".join(arms), "--out", str(RUNS / env), "--no-progress",
            "--no-tensorboard"]
     log(" ".join(cmd))
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -234,17 +234,21 @@ def main() -> None:
     parser.add_argument("--envs", nargs="*", default=["hopper", "latency", "halfcheetah", "nitro50"],
                         choices=[*ENVS, "nitro50"])
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--arms", type=lambda s: s.split(","), default=ARMS,
+                        help="comma-separated subset of the arms to run, in this order (default: all of them)")
     parser.add_argument("--reuse", action="store_true", help="only report from the runs there are")
     parser.add_argument("--rerun-cold", action="store_true", help="first delete the finished runs that compiled "
                         "(see above), so that this pass runs them again with the compilation cache warm")
     args = parser.parse_args()
+    if unknown := [a for a in args.arms if a not in ARMS]:
+        parser.error(f"--arms: {', '.join(unknown)} not among {', '.join(ARMS)}")
     if args.rerun_cold:
         for env in args.envs:
             out = RUNS / (f"nitro50-{next(iter(NITRO50))}" if env == "nitro50" else env)
             log(f"{env}: running again, warm: {', '.join(drop_cold(out)) or 'none'}")
     if not args.reuse:
         for env in args.envs:
-            run_nitro50(args.seeds) if env == "nitro50" else run_env(env, args.seeds)
+            run_nitro50(args.seeds) if env == "nitro50" else run_env(env, args.seeds, args.arms)
     DOCS.mkdir(parents=True, exist_ok=True)
     lines = ["# Time and dollars to a target: the goals", "",
              "Written by `bench/time_to_target.py` (its docstring says what runs). Ratios are of means over the "

@@ -3,13 +3,12 @@
     python examples/seed_sweep.py
 """
 
-import dataclasses
 import statistics
 
 from minionsrl import TrainConfig, train
 
 base = TrainConfig(env_id="CartPole-v1", actors=4, max_rounds=8, eval_every=4, progress=False, tensorboard=False)
-summaries = [train(dataclasses.replace(base, seed=seed, run_dir=f"runs/examples/sweep/seed{seed}"), plots=False)
+summaries = [train(base.replace(seed=seed, run_dir=f"runs/examples/sweep/seed{seed}"), plots=False)
              for seed in range(3)]
 returns = [s["final_eval_return"] for s in summaries]
 dollars = [s["cost_usd"]["serverless"] for s in summaries]

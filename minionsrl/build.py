@@ -28,65 +28,67 @@ if TYPE_CHECKING:
 def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     """Check the env id, inspect its spaces and resolve the presets: all before any work starts."""
     config.validate(cfg, require_stop=False)  # the preset may still supply total_timesteps
-    learner_device(cfg.device)  # cuda where there is none fails here; the config keeps what was asked for
-    needs = _RULE_NEEDS.get(cfg.scaler, frozenset())
-    if cfg.detectors == "off" and needs:
-        raise ConfigError(f"detectors: {cfg.scaler} reads the {' and '.join(sorted(needs))} detector(s) every "
+    learner_device(cfg.learner.device)  # cuda where there is none fails here; the config keeps what was asked for
+    needs = _RULE_NEEDS.get(cfg.scaling.scaler, frozenset())
+    if cfg.scaling.detectors == "off" and needs:
+        raise ConfigError(f"detectors: {cfg.scaling.scaler} reads the {' and '.join(sorted(needs))} detector(s) every "
                           "round; use --detectors auto (or on)")
-    prices = load_prices(cfg.prices)  # a bad catalogue fails here, before any work
-    if cfg.budget_usd is not None:
+    prices = load_prices(cfg.cost.prices)  # a bad catalogue fails here, before any work
+    if cfg.cost.budget_usd is not None:
         first = _first_actors(cfg)
         least = make_ledger(cfg, prices).least_round_usd(first)
-        if cfg.budget_usd < least:
-            raise ConfigError(f"budget_usd: ${cfg.budget_usd:g} is less than the least a first round of {first} "
+        if cfg.cost.budget_usd < least:
+            raise ConfigError(f"budget_usd: ${cfg.cost.budget_usd:g} is less than the least a first round of {first} "
                               f"function{'s' if first > 1 else ''} and the learner host can cost (${least:.3g}); "
                               "raise budget_usd")
-    check_env_id(cfg.env_id)
-    if cfg.backend == "lithops":
+    check_env_id(cfg.env.env_id)
+    if cfg.functions.backend == "lithops":
         from minionsrl.backends.lithops_backend import lithops_config
 
-        lithops_config(cfg.lithops_config)  # a missing or broken Lithops config fails here
+        lithops_config(cfg.functions.lithops_config)  # a missing or broken Lithops config fails here
     try:
-        info = env_info(EnvSpec(cfg.env_id, cfg.env_kwargs))
+        info = env_info(EnvSpec(cfg.env.env_id, cfg.env.env_kwargs))
     except ConfigError:
         raise
     except Exception as exc:  # bad kwargs, a missing optional dependency, a broken custom env
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"env_id {cfg.env_id!r} with env_kwargs {cfg.env_kwargs!r} cannot be built ({first}); "
-                          "check env_kwargs against the environment's constructor") from exc
+        raise ConfigError(f"env_id {cfg.env.env_id!r} with env_kwargs {cfg.env.env_kwargs!r} cannot be built "
+                          f"({first}); check env_kwargs against the environment's constructor") from exc
     cfg = config.resolve(cfg, info.family)
-    if cfg.normalize_obs and len(info.obs_shape) == 3:
-        raise ConfigError(f"normalize_obs: {cfg.env_id!r} has image observations (scaled by 1/255 in the "
+    if cfg.learner.normalize_obs and len(info.obs_shape) == 3:
+        raise ConfigError(f"normalize_obs: {cfg.env.env_id!r} has image observations (scaled by 1/255 in the "
                           "network); use --no-normalize-obs")
     return cfg, info
 
 
 def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
-    """Build the backend named by ``cfg.backend``."""
-    if cfg.backend == "local":
+    """Build the backend named by ``cfg.functions.backend`` (the memory a function is billed for bounds its
+    instances)."""
+    fn, memory_mb = cfg.functions, cfg.cost.function_memory_mb
+    if fn.backend == "local":
         from minionsrl.backends.local import LocalBackend
 
-        return LocalBackend(key, max_concurrency=cfg.max_concurrency, idle_timeout_s=cfg.idle_timeout_s,
-                            invocation_timeout_s=cfg.invocation_timeout_s, memory_mb=cfg.function_memory_mb)
-    if cfg.backend == "server":
+        return LocalBackend(key, max_concurrency=fn.max_concurrency, idle_timeout_s=fn.idle_timeout_s,
+                            invocation_timeout_s=fn.invocation_timeout_s, memory_mb=memory_mb)
+    if fn.backend == "server":
         from minionsrl.backends.server import ServerBackend
 
-        servers = load_prices(cfg.prices)["servers"]
+        servers = load_prices(cfg.cost.prices)["servers"]
         vcpus = int(servers["actor_host"].get("vcpus", 16))  # as the ledger bills it (cost.py): 16 when not given
-        return ServerBackend(key, max_concurrency=cfg.max_concurrency, vcpus_per_host=vcpus,
-                             startup_s=servers["startup_s"], wait_for_startup=cfg.server_wait_startup,
-                             invocation_timeout_s=cfg.invocation_timeout_s)
-    if cfg.backend == "ray":
+        return ServerBackend(key, max_concurrency=fn.max_concurrency, vcpus_per_host=vcpus,
+                             startup_s=servers["startup_s"], wait_for_startup=fn.server_wait_startup,
+                             invocation_timeout_s=fn.invocation_timeout_s)
+    if fn.backend == "ray":
         from minionsrl.backends.ray_backend import RayBackend
 
-        return RayBackend(key, address=cfg.ray_address, num_cpus=cfg.ray_num_cpus,
-                          max_concurrency=cfg.max_concurrency, invocation_timeout_s=cfg.invocation_timeout_s)
-    if cfg.backend == "lithops":
+        return RayBackend(key, address=fn.ray_address, num_cpus=fn.ray_num_cpus, max_concurrency=fn.max_concurrency,
+                          invocation_timeout_s=fn.invocation_timeout_s)
+    if fn.backend == "lithops":
         from minionsrl.backends.lithops_backend import LithopsBackend, lithops_config
 
-        return LithopsBackend(key, lithops_config(cfg.lithops_config), memory_mb=int(cfg.function_memory_mb),
-                              invocation_timeout_s=cfg.invocation_timeout_s, max_concurrency=cfg.max_concurrency)
-    raise ConfigError(f"backend: {cfg.backend!r} is not available")
+        return LithopsBackend(key, lithops_config(fn.lithops_config), memory_mb=int(memory_mb),
+                              invocation_timeout_s=fn.invocation_timeout_s, max_concurrency=fn.max_concurrency)
+    raise ConfigError(f"backend: {fn.backend!r} is not available")
 
 
 def _rule_needs() -> dict[str, frozenset[str]]:
@@ -101,7 +103,7 @@ _RULE_NEEDS = _rule_needs()
 
 def _first_actors(cfg: TrainConfig) -> int:
     """The fewest actors round 1 can have."""
-    return {"fixed": cfg.actors, "minions": 1}.get(cfg.scaler, cfg.n_min)
+    return {"fixed": cfg.scaling.actors, "minions": 1}.get(cfg.scaling.scaler, cfg.scaling.n_min)
 
 
 def learner_device(device: str) -> str:
@@ -124,26 +126,29 @@ def learner_device(device: str) -> str:
 
 def make_ledger(cfg: TrainConfig, prices: dict | None = None) -> CostLedger:
     """The cost ledger of a run: its function platform, and a learner host of the kind the learner runs on."""
-    return CostLedger(load_prices(cfg.prices) if prices is None else prices, cfg.platform, cfg.function_memory_mb,
-                      cfg.cold_start_s, learner_device=learner_device(cfg.device), backend=cfg.backend)
+    cost = cfg.cost
+    return CostLedger(load_prices(cost.prices) if prices is None else prices, cost.platform, cost.function_memory_mb,
+                      cost.cold_start_s, learner_device=learner_device(cfg.learner.device),
+                      backend=cfg.functions.backend)
 
 
 def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
-    """The learner for ``cfg.algo``: PPO, or APPO/IMPALA on V-trace batches."""
+    """The learner for ``cfg.learner.algo``: PPO, or APPO/IMPALA on V-trace batches."""
     from minionsrl.learner import learners, runtime
     from minionsrl.learner.ppo import PPOParams
 
     # what the budgets and the learning-rate rule are relative to (under a batch size: that batch)
-    reference_batch = config.step_plan(cfg).round_batch(cfg.reference_actors or cfg.actors)
-    params = PPOParams(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(PPOParams)
+    lc = cfg.learner
+    reference_batch = cfg.env.step_plan().round_batch(lc.reference_actors or cfg.scaling.actors)
+    params = PPOParams(**{f.name: getattr(lc, f.name) for f in dataclasses.fields(PPOParams)
                           if f.name != "reference_batch"}, reference_batch=reference_batch)
-    norm = learners.Normalization(cfg.normalize_obs, cfg.normalize_reward, cfg.clip_obs, cfg.clip_reward)
-    device = learner_device(cfg.device)
-    runtime.configure(cfg.learner_threads)
-    if cfg.algo == "ppo":
-        return learners.PPOLearner(arch, params, norm, device, cfg.seed, anchor_current=cfg.pipeline)
-    cls = learners.APPOLearner if cfg.algo == "appo" else learners.IMPALALearner
-    return cls(arch, params, norm, cfg.vtrace_rho_bar, cfg.vtrace_c_bar, device, cfg.seed)
+    norm = learners.Normalization(lc.normalize_obs, lc.normalize_reward, lc.clip_obs, lc.clip_reward)
+    device = learner_device(lc.device)
+    runtime.configure(lc.learner_threads)
+    if lc.algo == "ppo":
+        return learners.PPOLearner(arch, params, norm, device, cfg.run.seed, anchor_current=lc.pipeline)
+    cls = learners.APPOLearner if lc.algo == "appo" else learners.IMPALALearner
+    return cls(arch, params, norm, lc.vtrace_rho_bar, lc.vtrace_c_bar, device, cfg.run.seed)
 
 
 def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None = None,
@@ -166,7 +171,7 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
                 made.close()
             session.close()  # its lock
             raise
-    if cfg.fault_duplicate > 0:  # the platform's own fault: a wrapper delivers those replies twice
+    if cfg.faults.fault_duplicate > 0:  # the platform's own fault: a wrapper delivers those replies twice
         backend = DuplicatingBackend(backend)
     try:
         session.create()  # only once the backend is up: one that cannot start leaves no half-made run dir
@@ -176,19 +181,21 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
         from minionsrl.loop.sampler import AsyncSampler, SyncSampler
         from minionsrl.loop.trainer import Trainer
 
-        arch = PolicyArch.of(info, cfg.hidden_sizes)
+        arch = PolicyArch.of(info, cfg.learner.hidden_sizes)
         learner = make_learner(cfg, arch)
         scaler = scaler or make_scaler(cfg, info.family)
-        if cfg.detectors == "off" and scaler.needs:  # e.g. a learned scheduler that reads the noise scale
+        if cfg.scaling.detectors == "off" and scaler.needs:  # e.g. a learned scheduler that reads the noise scale
             raise ConfigError(f"detectors: the {scaler.name} scaler reads {', '.join(sorted(scaler.needs))} every "
                               "round; use --detectors auto (or on)")
         ledger = make_ledger(cfg)
         publisher = Publisher(backend, backend.key, learner.snapshot)
-        requests = Requests(function_env_spec(cfg), cfg.seed, cfg.gamma, FaultPlan(
-            {kind: getattr(cfg, name) for kind, name in config.FAULT_FIELDS.items()}, cfg.fault_seed), arch)
-        parts = (backend, requests, publisher, arch, config.step_plan(cfg), cfg.carry_episodes,
-                 RetryPolicy(cfg.max_retries, cfg.round_deadline_s, cfg.min_reply_fraction))
-        sampler = SyncSampler(*parts) if cfg.algo == "ppo" else AsyncSampler(*parts, k=cfg.async_fragments)
+        faults = cfg.faults
+        requests = Requests(function_env_spec(cfg), cfg.run.seed, cfg.learner.gamma,
+                            FaultPlan(faults.rates, faults.fault_seed), arch)
+        parts = (backend, requests, publisher, arch, cfg.env.step_plan(), cfg.env.carry_episodes,
+                 RetryPolicy(faults.max_retries, faults.round_deadline_s, faults.min_reply_fraction))
+        sampler = (SyncSampler(*parts) if cfg.learner.algo == "ppo" else
+                   AsyncSampler(*parts, k=cfg.learner.async_fragments))
         return Trainer(cfg, session, learner, sampler, publisher, scaler, ledger, backend)
     except BaseException:
         backend.close()
@@ -199,39 +206,41 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
 def function_env_spec(cfg: TrainConfig) -> EnvSpec:
     """The environment the rollout functions build: the config's, with its step latency (training and in-run
     evaluation both run on the functions, so both wait; DESIGN §1)."""
-    return EnvSpec(cfg.env_id, cfg.env_kwargs, step_latency_ms=cfg.env_step_latency_ms)
+    return EnvSpec(cfg.env.env_id, cfg.env.env_kwargs, step_latency_ms=cfg.env.env_step_latency_ms)
 
 
 def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
-    """Build the scaler named by ``cfg.scaler`` (``family``: the env's, which picks the shipped scheduler)."""
+    """Build the scaler named by ``cfg.scaling.scaler`` (``family``: the env's, which picks the shipped scheduler)."""
     from minionsrl.scaling import rules
 
-    lo, hi = cfg.n_min, cfg.n_max
+    sc = cfg.scaling
+    lo, hi = sc.n_min, sc.n_max
     builders = {
-        "fixed": lambda: rules.FixedScaler(cfg.actors),
+        "fixed": lambda: rules.FixedScaler(sc.actors),
         "min": lambda: rules.MinScaler(lo, hi),
         "max": lambda: rules.MaxScaler(lo, hi),
-        "random": lambda: rules.RandomScaler(lo, hi, cfg.seed),
+        "random": lambda: rules.RandomScaler(lo, hi, cfg.run.seed),
         "hydrozoa": lambda: rules.HydrozoaScaler(lo, hi),
         "kungfu": lambda: rules.KungFuScaler(lo, hi),
         "gns-boost": lambda: rules.GnsBoostScaler(lo, hi),
-        "nitro": lambda: rules.NitroScaler(lo, hi, cfg.initial_actors, cfg.nitro_window, cfg.nitro_decay,
-                                           cfg.nitro_floor, cfg.nitro_window_mode),
+        "nitro": lambda: rules.NitroScaler(lo, hi, sc.initial_actors, sc.nitro_window, sc.nitro_decay, sc.nitro_floor,
+                                           sc.nitro_window_mode),
         # under a batch size its model (batch n·T) does not hold: T is taken as the first round's steps per actor
-        "critical": lambda: rules.CriticalScaler(lo, hi, _steps_per_actor(cfg), cfg.objective, cfg.initial_actors,
-                                                 constant_batch=config.step_plan(cfg).constant_batch),
+        "critical": lambda: rules.CriticalScaler(lo, hi, _steps_per_actor(cfg), sc.objective, sc.initial_actors,
+                                                 constant_batch=cfg.env.step_plan().constant_batch),
     }
-    if cfg.scaler == "minions":
+    if sc.scaler == "minions":
         from minionsrl.scaling.minions import MinionsScaler, load_agent
 
-        agent, meta = load_agent(cfg.scheduler, family)
+        agent, meta = load_agent(sc.scheduler, family)
         # the round feature in the units it was trained in: rounds over the training jobs' length
-        return MinionsScaler(agent, lo, hi, return_scale=cfg.target_return or float(meta["target_return"]),
-                             horizon=int(meta.get("max_rounds") or cfg.max_rounds or 100), budget_usd=cfg.budget_usd)
-    return builders[cfg.scaler]()
+        return MinionsScaler(agent, lo, hi, return_scale=cfg.run.target_return or float(meta["target_return"]),
+                             horizon=int(meta.get("max_rounds") or cfg.run.max_rounds or 100),
+                             budget_usd=cfg.cost.budget_usd)
+    return builders[sc.scaler]()
 
 
 def _steps_per_actor(cfg: TrainConfig) -> int:
     """Samples one actor adds to a round (``T·E``); under a batch size, one of a round of ``initial_actors``."""
-    n = max(cfg.n_min, min(cfg.initial_actors, cfg.n_max))
-    return max(1, config.step_plan(cfg).round_batch(n) // n)
+    n = max(cfg.scaling.n_min, min(cfg.scaling.initial_actors, cfg.scaling.n_max))
+    return max(1, cfg.env.step_plan().round_batch(n) // n)

@@ -83,17 +83,49 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"minionsrl: error: {one_line(redact_text(message))}; see `{self.prog} --help`\n")
 
 
-def _add_config_flags(parser: argparse.ArgumentParser, groups: tuple[str, ...] = config.GROUPS) -> None:
-    """A flag per config field of ``groups`` (``learning_rate`` → ``--learning-rate``; booleans also ``--no-…``)."""
-    for name in config.fields_of(groups):
-        f, kind = FIELDS[name], config.field_kind(name)
-        # the default is not argparse's (a flag not given must not override the YAML): the help states it
-        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS,
-                                  "help": config.help_text(name).replace("%", "%%")}
-        kwargs.update(_FLAG_KINDS[kind])
-        if "choices" in f.metadata:
-            kwargs["choices"] = f.metadata["choices"]
-        parser.add_argument("--" + name.replace("_", "-"), **kwargs)
+class _HelpAll(argparse.Action):
+    """``--help-all``: the help with the rarely used flags too (fault injection, Nitro's and the detectors' knobs,
+    backend internals), which ``--help`` leaves out."""
+
+    def __init__(self, option_strings: list[str], dest: str, hidden: dict[argparse.Action, str], **kwargs: Any):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+        self.hidden = hidden
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        for action, text in self.hidden.items():
+            action.help = text
+        parser.epilog = None
+        parser.print_help()
+        parser.exit()
+
+
+def _add_config_flags(parser: argparse.ArgumentParser, roles: tuple[str, ...] = tuple(config.ROLES),
+                      skip: frozenset[str] = frozenset()) -> None:
+    """A flag per config field of ``roles`` but ``skip`` (``learning_rate`` → ``--learning-rate``; booleans also
+    ``--no-…``), one help section per role; the rarely used ones are listed by ``--help-all`` only."""
+    hidden: dict[argparse.Action, str] = {}
+    for role in roles:
+        group = parser.add_argument_group(f"{role} options", config.ROLES[role].__doc__.splitlines()[0])
+        for name in config.fields_of((role,)):
+            if name in skip:
+                continue
+            f, kind = FIELDS[name], config.field_kind(name)
+            text = config.help_text(name).replace("%", "%%")
+            # the default is not argparse's (a flag not given must not override the YAML): the help states it
+            kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS,
+                                      "help": argparse.SUPPRESS if f.metadata["rare"] else text}
+            kwargs.update(_FLAG_KINDS[kind])
+            if "choices" in f.metadata:
+                kwargs["choices"] = f.metadata["choices"]
+            action = group.add_argument("--" + name.replace("_", "-"), **kwargs)
+            if f.metadata["rare"]:
+                hidden[action] = text
+    if hidden:
+        parser.add_argument("--help-all", action=_HelpAll, hidden=hidden,
+                            help=f"show this help with the {len(hidden)} rarely used options too")
+        parser.epilog = (f"{len(hidden)} rarely used options (fault injection, Nitro's and the detectors' knobs, "
+                         "backend internals) are left out here: --help-all lists them. Every option can also be "
+                         "set in a YAML file (--config), flat or in sections named as above.")
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -118,12 +150,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="minionsrl", description="Deep RL with serverless actors.")
     parser.add_argument("--version", action="version", version=f"minionsrl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    train = sub.add_parser("train", help="train a policy")
+    train = sub.add_parser("train", help="train a policy", usage="%(prog)s [--config FILE.yaml] [--resume] [options]")
     train.add_argument("--config", metavar="FILE.yaml", help="YAML file with any config fields")
     train.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its checkpoint")
     _add_config_flags(train)
 
-    cmp = sub.add_parser("compare", help="scalers x seeds on one env: CSV, Markdown table, PNG curves")
+    cmp = sub.add_parser("compare", help="scalers x seeds on one env: CSV, Markdown table, PNG curves",
+                         usage="%(prog)s --scalers ARMS [--seeds K] (--rounds N | --until target --target R) [options]")
     cmp.add_argument("--scalers", required=True,
                      help="comma-separated arms scaler[:n][@backend][/learner-budget][+field=value...][*seeds], "
                      "e.g. fixed:16@server,fixed:16,nitro,fixed:64/per-round,kungfu*5,fixed:64+pipeline; "
@@ -145,13 +178,14 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--config", metavar="FILE.yaml", help="YAML file with config fields shared by every run")
     _add_config_flags(cmp)
 
-    scl = sub.add_parser("scale", help="invoke 1..N concurrent functions: invoke and collect overhead")
+    scl = sub.add_parser("scale", help="invoke 1..N concurrent functions: invoke and collect overhead",
+                         usage="%(prog)s [--max-actors N] [--steps T] [options]")
     scl.add_argument("--max-actors", type=int, default=64, help="largest number of concurrent invocations")
     scl.add_argument("--steps", type=int, default=1, help="env steps per function (1: measure pure overhead)")
     scl.add_argument("--repeats", type=int, default=5, help="warm rounds per count (median reported)")
     scl.add_argument("--out", default=None, help="output directory (default runs/scale-<backend>)")
     scl.add_argument("--config", metavar="FILE.yaml", help="YAML file with config fields")
-    _add_config_flags(scl, ("env", "run", "backend", "cost"))
+    _add_config_flags(scl, ("env", "run", "functions", "cost"))
 
     mot = sub.add_parser("motivate", help="boost one round from saved checkpoints; correlate the gain with "
                          "the convexity ratio and the noise scale")
@@ -164,7 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sched = sub.add_parser("scheduler", help="the MinionsRL learned scheduler")
     sched_sub = sched.add_subparsers(dest="scheduler_command", required=True)
-    st = sched_sub.add_parser("train", help="train the scheduler over many complete training jobs")
+    st = sched_sub.add_parser("train", help="train the scheduler over many complete training jobs",
+                              usage="%(prog)s --target R [--jobs J] [options]")
     st.add_argument("--jobs", type=int, default=100, help="training jobs (MDP episodes)")
     st.add_argument("--target", type=float, required=True, help="target eval return that ends a job")
     st.add_argument("--rounds", type=int, default=60, help="most rounds per job")
@@ -174,7 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--scheduler-gamma", type=float, default=None,
                     help="the scheduler's discount per round (default 0.9; --gamma is the training jobs' own)")
     st.add_argument("--config", metavar="FILE.yaml", help="YAML file with config fields of every job")
-    _add_config_flags(st, tuple(g for g in config.GROUPS if g != "scaler"))  # every job runs the scheduler
+    # every job runs the scheduler, within n_min..n_max
+    _add_config_flags(st, skip=frozenset(config.fields_of(("scaling",))) - {"actors", "n_min", "n_max"})
 
     plot = sub.add_parser("plot", help="PNG plots of a run: return vs env steps and projected time, cost, actors")
     plot.add_argument("--run-dir", required=True, help="run directory written by `minionsrl train`")
@@ -233,7 +269,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         trainer = make_trainer(cfg, resume=resume)
         reinstall()  # over Ray's, if its driver started
         try:
-            with TrainingDisplay(trainer.cfg, enabled=trainer.cfg.progress, start_steps=trainer.env_steps,
+            with TrainingDisplay(trainer.cfg, enabled=trainer.cfg.run.progress, start_steps=trainer.env_steps,
                                  start_round=trainer.round,
                                  projected_s=lambda: trainer.ledger.total_projected_s) as display:
                 summary = run_trainer(trainer, on_round=display.update)  # the rounds, the plots (and W&B: --track)
@@ -290,7 +326,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
     if args.max_actors < 1 or args.steps < 1 or args.repeats < 1:
         raise ConfigError("--max-actors, --steps and --repeats must be >= 1")
     cfg, _ = train_config(args)
-    out = args.out or f"runs/scale-{cfg.backend}"
+    out = args.out or f"runs/scale-{cfg.functions.backend}"
     run_scale(cfg, args.max_actors, args.steps, args.repeats, out)
     print(Path(out, "scale.md").read_text())
     return 0
@@ -321,9 +357,9 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
             raise ConfigError(f"--scheduler-gamma: {args.scheduler_gamma:g} is not in (0, 1]; use e.g. 0.9")
         hyper = dataclasses.replace(hyper, gamma=args.scheduler_gamma)
     base, _ = train_config(args)
-    base = dataclasses.replace(base, max_rounds=args.rounds, total_timesteps=None, scaler="fixed")
-    prepare_config(dataclasses.replace(base, run_dir="unused", target_return=args.target))
-    path = train_scheduler(base, args.jobs, args.target, args.out, n_max=base.n_max,
+    base = base.replace(max_rounds=args.rounds, total_timesteps=None, scaler="fixed")
+    prepare_config(base.replace(run_dir="unused", target_return=args.target))
+    path = train_scheduler(base, args.jobs, args.target, args.out, n_max=base.scaling.n_max,
                            hyper=hyper,
                            on_job=lambda row: print(json.dumps(row), file=sys.stderr))
     print(f"scheduler saved to {path} (learning curve: {path.with_suffix('.curve.csv')})")
@@ -334,7 +370,6 @@ UNBOUNDED_STEPS = 10**12  # "no step budget": the preset's would otherwise stop 
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    import dataclasses
     from pathlib import Path
 
     from minionsrl.build import prepare_config
@@ -351,19 +386,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.until == "target":
         if args.target is None:
             raise ConfigError("--until target: name the return to reach with --target")
-        if base.time_budget_s is None and base.budget_usd is None:
+        if base.cost.time_budget_s is None and base.cost.budget_usd is None:
             raise ConfigError("--until target: cap the runs that never reach it with --time-budget-s (projected "
                               "seconds) or --budget-usd")
         # no step budget of the preset's: the target or the cap ends a run, and the learning rate anneals over the cap
-        base = dataclasses.replace(base, target_return=args.target, max_rounds=args.rounds,
-                                   total_timesteps=base.total_timesteps or UNBOUNDED_STEPS)
+        base = base.replace(target_return=args.target, max_rounds=args.rounds,
+                                   total_timesteps=base.run.total_timesteps or UNBOUNDED_STEPS)
     elif args.rounds is None:
         raise ConfigError("--rounds: give the rounds per run (or --until target with a cap)")
     else:
-        base = dataclasses.replace(base, max_rounds=args.rounds)  # --total-timesteps, when given, stops runs too
+        base = base.replace(max_rounds=args.rounds)  # --total-timesteps, when given, stops runs too
     for arm in arms:  # every arm's config is checked before the first run starts
-        prepare_config(dataclasses.replace(arm.apply(base), run_dir="unused"))
-    out = args.out or f"runs/compare-{base.env_id.replace(':', '_').replace('/', '_')}"
+        prepare_config(arm.apply(base).replace(run_dir="unused"))
+    out = args.out or f"runs/compare-{base.env.env_id.replace(':', '_').replace('/', '_')}"
     run_compare(base, arms, list(range(1, args.seeds + 1)), out, args.target,
                 on_run=lambda label, seed: print(f"compare: {label} seed {seed}", file=sys.stderr),
                 dollar_budget=args.dollar_budget)

@@ -45,8 +45,8 @@ def _clock(seconds: float) -> str:
 def eta_s(cfg: TrainConfig, row: dict[str, Any], projected_s: float) -> float | None:
     """Wall seconds left until the nearest limit the run has (steps, rounds, dollar or projected-time budget),
     extrapolated from the wall time so far; None when no limit gives one (a target return alone)."""
-    spent = [(row["env_steps"], cfg.total_timesteps), (row["round"], cfg.max_rounds),
-             (row.get("cum_cost_serverless_usd") or 0.0, cfg.budget_usd), (projected_s, cfg.time_budget_s)]
+    spent = [(row["env_steps"], cfg.run.total_timesteps), (row["round"], cfg.run.max_rounds),
+             (row.get("cum_cost_serverless_usd") or 0.0, cfg.cost.budget_usd), (projected_s, cfg.cost.time_budget_s)]
     fraction = max((used / limit for used, limit in spent if limit), default=0.0)
     if not fraction > 0:
         return None
@@ -73,14 +73,14 @@ class TrainingDisplay:
         self.console = Console(stderr=True)
         self.out = out if out is not None else sys.stdout
         self.lines = enabled and not _is_terminal(self.out)
-        self.by_steps = cfg.total_timesteps is not None
-        total = cfg.total_timesteps if self.by_steps else cfg.max_rounds
+        self.by_steps = cfg.run.total_timesteps is not None
+        total = cfg.run.total_timesteps if self.by_steps else cfg.run.max_rounds
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("{task.fields[stats]}"), console=self.console,
             disable=not (enabled and self.console.is_terminal),  # off a terminal rich would print one squashed line
         )
-        self.task = self.progress.add_task(cfg.env_id, total=total, stats="starting actors…",
+        self.task = self.progress.add_task(cfg.env.env_id, total=total, stats="starting actors…",
                                            completed=start_steps if self.by_steps else start_round)
         self.last_eval: Any = None
         self._line_at = -math.inf  # when the last plain line was written (monotonic seconds)
@@ -108,7 +108,7 @@ class TrainingDisplay:
         now = time.monotonic()
         if self._unwritten is None or (not force and now - self._line_at < self.line_every_s):
             return
-        print(f"minionsrl: {self.cfg.env_id} {self._unwritten}", file=self.out, flush=True)
+        print(f"minionsrl: {self.cfg.env.env_id} {self._unwritten}", file=self.out, flush=True)
         self._unwritten, self._line_at = None, now
 
 

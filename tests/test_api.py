@@ -115,7 +115,7 @@ def test_pendulum_applies_the_saved_normalisation_and_clips(pendulum_run):
     policy = minionsrl.load_policy(pendulum_run)
     state = checkpoint.load(pendulum_run / "checkpoints")
     mean, var = state["obs_rms"]["mean"], state["obs_rms"]["var"]
-    assert policy.config.normalize_obs and state["obs_rms"]["count"] > 1 and not np.allclose(mean, 0)
+    assert policy.config.learner.normalize_obs and state["obs_rms"]["count"] > 1 and not np.allclose(mean, 0)
     net = make_numpy_policy(policy.arch, state["policy"])
     rng = np.random.default_rng(1)
     obs = np.column_stack([np.cos(a := rng.uniform(-np.pi, np.pi, 32)), np.sin(a), rng.uniform(-8, 8, 32)])
@@ -149,7 +149,7 @@ def test_atari_frame_stacks_from_the_env_wrapper(tmp_path):
 
     cfg, info = prepare_config(TrainConfig(env_id="ALE/Pong-v5", env_kwargs={"repeat_action_probability": 0.0},
                                            max_rounds=1, run_dir=str(tmp_path / "pong")))
-    arch = PolicyArch.of(info, cfg.hidden_sizes)
+    arch = PolicyArch.of(info, cfg.learner.hidden_sizes)
     learner_layout = jax.eval_shape(functools.partial(networks._cnn_params, arch=arch), jax.random.key(0))
     assert {k: v.shape for k, v in learner_layout.items()} == expected_shapes(arch)
     rng = np.random.default_rng(0)
@@ -266,7 +266,7 @@ def test_help_shows_each_flags_default_or_the_preset(capsys):
     from minionsrl import cli, config
 
     with pytest.raises(SystemExit):
-        cli.main(["train", "--help"])
+        cli.main(["train", "--help-all"])  # --help without the rarely used flags (test_config_cli)
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps the lines
     assert "--actors ACTORS number of actors per round (fixed scaler) (default: 8)" in text
     assert ("--learning-rate LEARNING_RATE Adam learning rate (default: from the preset: classic 0.00025, mujoco "

@@ -16,7 +16,7 @@ import pytest
 from minionsrl.backends.base import Backend, InvocationRecord, Reply, make_reply
 from minionsrl.build import make_trainer
 from minionsrl.config import SCALERS, TrainConfig
-from minionsrl.errors import InvocationError
+from minionsrl.errors import ConfigError, InvocationError
 from minionsrl.function import rollout as rollout_mod
 from minionsrl.function.fragment import PolicySnapshot
 from minionsrl.loop.invocations import invocation_seed
@@ -203,15 +203,15 @@ def test_algo_from_the_cli_and_yaml(tmp_path):
     args = cli.build_parser().parse_args(["train", "--algo", "impala", "--async-fragments", "3",
                                           "--vtrace-rho-bar", "2"])
     cfg, _ = cli.train_config(args)
-    assert (cfg.algo, cfg.async_fragments, cfg.vtrace_rho_bar) == ("impala", 3, 2.0)
+    assert (cfg.learner.algo, cfg.learner.async_fragments, cfg.learner.vtrace_rho_bar) == ("impala", 3, 2.0)
     resolved = config.resolve(cfg, "classic")
-    assert resolved.update_epochs == 1  # IMPALA: one pass over each learner batch
-    assert config.resolve(config.build({"algo": "appo"}), "classic").update_epochs == 4
+    assert resolved.learner.update_epochs == 1  # IMPALA: one pass over each learner batch
+    assert config.resolve(config.build({"algo": "appo"}), "classic").learner.update_epochs == 4
     path = tmp_path / "c.yaml"
     path.write_text("algo: appo\nasync-fragments: 2\n")
-    assert config.build(config.load_yaml(path)).algo == "appo"
+    assert config.build(config.load_yaml(path)).learner.algo == "appo"
     path.write_text("algo: a3c\n")
-    with pytest.raises(config.ConfigError, match="algo: 'a3c' is not one of ppo, appo, impala"):
+    with pytest.raises(ConfigError, match="algo: 'a3c' is not one of ppo, appo, impala"):
         config.validate(config.build(config.load_yaml(path)))
     assert cli.main(["train", "--config", str(path)]) == 2
 
@@ -241,7 +241,7 @@ def test_impala_epochs_are_passes_not_squared(tmp_path):
 def test_a_round_deadline_is_refused_for_asynchronous_learners():
     from minionsrl import config
 
-    with pytest.raises(config.ConfigError, match="round_deadline_s: appo has no round barrier"):
+    with pytest.raises(ConfigError, match="round_deadline_s: appo has no round barrier"):
         config.validate(config.build({"algo": "appo", "round_deadline_s": 5.0, "max_rounds": 1}))
     config.validate(config.build({"algo": "ppo", "round_deadline_s": 5.0, "max_rounds": 1}))
 

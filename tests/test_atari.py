@@ -214,10 +214,11 @@ def test_arch_json_round_trip_and_unknown_net():
 def test_atari_preset_is_cleanrl_ppo_atari(tmp_path):
     cfg, info = prepare_config(TrainConfig(env_id="ALE/Pong-v5", run_dir=str(tmp_path / "r")))
     assert info.family == "atari"
-    assert (cfg.total_timesteps, cfg.fragment_length, cfg.actors, cfg.learning_rate, cfg.anneal_lr) == (
+    lc = cfg.learner
+    assert (cfg.run.total_timesteps, cfg.env.fragment_length, cfg.scaling.actors, lc.learning_rate, lc.anneal_lr) == (
         10_000_000, 128, 8, 2.5e-4, True)
-    assert (cfg.update_epochs, cfg.minibatch_size, cfg.clip_coef, cfg.ent_coef, cfg.vf_coef) == (4, 256, 0.1, 0.01, 0.5)
-    assert (cfg.gamma, cfg.gae_lambda, cfg.max_grad_norm, cfg.normalize_obs) == (0.99, 0.95, 0.5, False)
+    assert (lc.update_epochs, lc.minibatch_size, lc.clip_coef, lc.ent_coef, lc.vf_coef) == (4, 256, 0.1, 0.01, 0.5)
+    assert (lc.gamma, lc.gae_lambda, lc.max_grad_norm, lc.normalize_obs) == (0.99, 0.95, 0.5, False)
 
 
 def test_atari_with_observation_normalisation_is_a_config_error(tmp_path):

@@ -14,7 +14,7 @@ import yaml
 
 from minionsrl import cli
 from minionsrl.build import prepare_config
-from minionsrl.config import ENV_PRESETS, PRESETS, TrainConfig, build, load_yaml
+from minionsrl.config import ENV_PRESETS, PRESETS, ROLES, LearnerConfig, TrainConfig, build, load_yaml
 from minionsrl.errors import ConfigError
 
 FAST = ["--max-rounds", "1", "--actors", "1", "--fragment-length", "32", "--eval-episodes", "1",
@@ -75,9 +75,9 @@ def test_config_without_any_stop_condition_is_refused():
 
 def test_preset_total_timesteps_is_a_stop_condition():
     cfg, _ = prepare_config(TrainConfig(env_id="CartPole-v1", run_dir="unused"))
-    assert cfg.total_timesteps == ENV_PRESETS["CartPole-v1"]["total_timesteps"]
+    assert cfg.run.total_timesteps == ENV_PRESETS["CartPole-v1"]["total_timesteps"]
     cfg, _ = prepare_config(TrainConfig(env_id="CartPole-v1", preset="classic", run_dir="unused"))
-    assert cfg.total_timesteps == PRESETS["classic"]["total_timesteps"]
+    assert cfg.run.total_timesteps == PRESETS["classic"]["total_timesteps"]
 
 
 def test_unknown_yaml_key_suggests_the_field(tmp_path, capsys):
@@ -159,7 +159,7 @@ def test_env_with_missing_dependency_is_one_line_exit_2(tmp_path, capsys):
 
 def test_yaml_scientific_notation_without_dot():
     values = {"learning_rate": yaml.safe_load("learning_rate: 3e-4")["learning_rate"]}
-    assert build(values).learning_rate == pytest.approx(3e-4)
+    assert build(values).learner.learning_rate == pytest.approx(3e-4)
 
 
 # -- YAML and flags ---------------------------------------------------------------------------------
@@ -181,7 +181,9 @@ def yaml_run(tmp_path_factory):
 def test_yaml_applied_and_flags_override(yaml_run):
     rc, run_dir = yaml_run
     assert rc == 0
-    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    sections = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert list(sections) == list(ROLES)  # one section per role
+    saved = {name: value for section in sections.values() for name, value in section.items()}
     assert saved["seed"] == 5 and saved["actors"] == 3  # flags win
     assert saved["learning_rate"] == 0.001 and saved["fragment_length"] == 32  # from YAML
     assert saved["hidden_sizes"] == [16, 16] and saved["env_kwargs"] == {"max_episode_steps": 50}
@@ -193,7 +195,7 @@ def test_yaml_applied_and_flags_override(yaml_run):
     assert len(rows) == 1 and rows[0]["n_actors"] == "3" and rows[0]["env_steps"] == str(3 * 32)
     assert not (run_dir / "tensorboard").exists()
     # the written config.yaml is itself a valid --config file
-    assert build(load_yaml(run_dir / "config.yaml")).seed == 5
+    assert build(load_yaml(run_dir / "config.yaml")).run.seed == 5
 
 
 def test_fresh_run_into_dir_that_holds_a_run(yaml_run, capsys):
@@ -217,42 +219,42 @@ def test_resume_with_a_changed_learning_field(yaml_run, capsys):
 def test_mujoco_preset_for_hopper():
     cfg, info = prepare_config(TrainConfig(env_id="Hopper-v5", max_rounds=1, run_dir="unused"))
     assert info.family == "mujoco"
-    assert cfg.normalize_obs is True and cfg.normalize_reward is True
-    assert cfg.fragment_length == 512
+    assert cfg.learner.normalize_obs is True and cfg.learner.normalize_reward is True
+    assert cfg.env.fragment_length == 512
     for name, value in PRESETS["mujoco"].items():
-        assert getattr(cfg, name) == value, name
+        assert cfg.get(name) == value, name
 
 
 def test_classic_preset_for_cartpole():
     cfg, info = prepare_config(TrainConfig(env_id="CartPole-v1", max_rounds=1, run_dir="unused"))
     assert info.family == "classic"
-    assert cfg.fragment_length == 32 and cfg.normalize_obs is False  # the zoo's tuned row over the family's
+    assert cfg.env.fragment_length == 32 and cfg.learner.normalize_obs is False  # the zoo's tuned row over the family's
     for name, value in {**PRESETS["classic"], **ENV_PRESETS["CartPole-v1"]}.items():
-        assert getattr(cfg, name) == value, name
+        assert cfg.get(name) == value, name
 
 
 def test_explicit_values_beat_the_preset():
     cfg, _ = prepare_config(TrainConfig(env_id="Hopper-v5", max_rounds=1, run_dir="unused", fragment_length=64,
                                         normalize_obs=False, learning_rate=1e-3))
-    assert (cfg.fragment_length, cfg.normalize_obs, cfg.learning_rate) == (64, False, 1e-3)
-    assert cfg.update_epochs == 10  # the rest still from the mujoco preset
+    assert (cfg.env.fragment_length, cfg.learner.normalize_obs, cfg.learner.learning_rate) == (64, False, 1e-3)
+    assert cfg.learner.update_epochs == 10  # the rest still from the mujoco preset
 
 
 def test_named_preset_overrides_family():
     cfg, _ = prepare_config(TrainConfig(env_id="Hopper-v5", preset="classic", max_rounds=1, run_dir="unused"))
-    assert cfg.fragment_length == 128 and cfg.normalize_obs is False
+    assert cfg.env.fragment_length == 128 and cfg.learner.normalize_obs is False
 
 
 def test_default_run_dir_is_under_runs():
     cfg, _ = prepare_config(TrainConfig(env_id="custom_env:CounterEnv", seed=4, max_rounds=1))
-    assert cfg.run_dir.startswith("runs/custom_env_CounterEnv__4__")
+    assert cfg.run.run_dir.startswith("runs/custom_env_CounterEnv__4__")
 
 
 def test_config_sections_drive_flags_and_resume_checks():
     """Field metadata is the one table: sections decide each subcommand's flags, ``learning`` the resume check."""
     from minionsrl import config as cfgmod
 
-    assert all(f.metadata["group"] in cfgmod.GROUPS for f in cfgmod.FIELDS.values())
+    assert set(cfgmod.ROLE_OF) == set(cfgmod.FIELDS) and set(cfgmod.ROLE_OF.values()) == set(cfgmod.ROLES)
     learning = TrainConfig().learning_fields()
     assert "learning_rate" in learning and "seed" in learning
     assert not {"backend", "run_dir", "max_rounds", "fault_raise", "budget_usd"} & set(learning)
@@ -294,13 +296,14 @@ def test_num_minibatches_is_exclusive_with_minibatch_size_and_replaces_the_prese
         prepare_config(TrainConfig(env_id="Hopper-v5", num_minibatches=32, minibatch_size=64, max_rounds=1,
                                    run_dir="unused"))
     cfg, info = prepare_config(TrainConfig(env_id="Hopper-v5", num_minibatches=32, max_rounds=1, run_dir="unused"))
-    assert cfg.minibatch_size is None and cfg.update_epochs == 10  # the rest of the preset still applies
-    params = make_learner(cfg, PolicyArch.of(info, cfg.hidden_sizes)).params
+    # the rest of the preset still applies
+    assert cfg.learner.minibatch_size is None and cfg.learner.update_epochs == 10
+    params = make_learner(cfg, PolicyArch.of(info, cfg.learner.hidden_sizes)).params
     # the SGD steps per epoch stay 32 as the batch grows with the actors (CleanRL: minibatch = batch / K)
     assert [minibatch_count(n * 512, params) for n in (4, 8, 64)] == [32, 32, 32]
     assert minibatch_count(20, params) == 20  # never more minibatches than rows
     preset, _ = prepare_config(TrainConfig(env_id="Hopper-v5", max_rounds=1, run_dir="unused"))
-    per_sample = make_learner(preset, PolicyArch.of(info, preset.hidden_sizes)).params
+    per_sample = make_learner(preset, PolicyArch.of(info, preset.learner.hidden_sizes)).params
     assert [minibatch_count(n * 512, per_sample) for n in (4, 8, 64)] == [32, 64, 512]
 
 
@@ -310,15 +313,17 @@ def test_preset_nitro_is_rllib_ppo_as_the_published_code_ran_it():
     from minionsrl.learner.budget import update_plan
 
     cfg, info = prepare_config(TrainConfig(env_id="Hopper-v5", preset="nitro", max_rounds=1, run_dir="unused"))
-    assert (cfg.num_minibatches, cfg.minibatch_size, cfg.update_epochs, cfg.learning_rate, cfg.gae_lambda) == (
+    lc = cfg.learner
+    assert (lc.num_minibatches, lc.minibatch_size, lc.update_epochs, lc.learning_rate, lc.gae_lambda) == (
         1, None, 30, 5e-5, 1.0)
-    assert (cfg.clip_coef, cfg.vf_clip, cfg.vf_coef, cfg.ent_coef, cfg.max_grad_norm) == (0.3, 10.0, 1.0, 0.0, 0.0)
-    assert (cfg.kl_coef, cfg.kl_target, cfg.anneal_lr, cfg.fragment_length) == (0.2, 0.01, False, 512)
-    params = make_learner(cfg, PolicyArch.of(info, cfg.hidden_sizes)).params
+    assert (lc.clip_coef, lc.vf_clip, lc.vf_coef, lc.ent_coef, lc.max_grad_norm) == (0.3, 10.0, 1.0, 0.0, 0.0)
+    assert (lc.kl_coef, lc.kl_target, lc.anneal_lr, cfg.env.fragment_length) == (0.2, 0.01, False, 512)
+    params = make_learner(cfg, PolicyArch.of(info, cfg.learner.hidden_sizes)).params
     assert [update_plan(n * 512, params) for n in (8, 64)] == [(1, 30), (1, 30)]  # 30 full-batch steps, any n
     own, _ = prepare_config(TrainConfig(env_id="Hopper-v5", preset="nitro", minibatch_size=64, max_rounds=1,
                                         run_dir="unused"))
-    assert (own.minibatch_size, own.num_minibatches) == (64, None)  # the user's split wins over the preset's
+    # the user's split wins over the preset's
+    assert (own.learner.minibatch_size, own.learner.num_minibatches) == (64, None)
 
 
 def test_inconsistent_learner_and_detector_settings_are_one_line(tmp_path, capsys):
@@ -376,3 +381,55 @@ def test_version_and_python_dash_m(capsys, subprocess_env):
     done = subprocess.run([sys.executable, "-m", "minionsrl", "--version"], capture_output=True, text=True,
                           env=subprocess_env, timeout=60)
     assert (done.returncode, done.stdout.strip()) == (0, f"minionsrl {__version__}")
+
+
+def test_a_config_is_built_by_role_from_flat_or_sectioned_values(tmp_path):
+    """Flat names and role sections give the same config; a field in another role's section, or given twice, is one
+    line naming the fix; a role object replaces its role whole."""
+    flat = build({"env_id": "Hopper-v5", "learning_rate": 1e-3, "n_max": 32, "backend": "server"})
+    sectioned = build({"env": {"env_id": "Hopper-v5"}, "learner": {"learning-rate": 1e-3},
+                       "scaling": {"n_max": 32}, "functions": {"backend": "server"}})
+    assert flat == sectioned == TrainConfig(env_id="Hopper-v5", learning_rate=1e-3, n_max=32, backend="server")
+    assert (flat.learner.learning_rate, flat.scaling.n_max, flat.functions.backend) == (1e-3, 32, "server")
+    assert flat.get("n_max") == 32 and flat.replace(n_max=16).scaling.n_max == 16 and flat.scaling.n_max == 32
+    with pytest.raises(ConfigError, match=r"^n_max: a field of scaling, not of learner; move it there"):
+        build({"learner": {"n_max": 3}})
+    with pytest.raises(ConfigError, match=r"^seed: given twice"):
+        build({"seed": 1, "run": {"seed": 2}})
+    with pytest.raises(ConfigError, match=r"unknown config field 'learning_rat'; did you mean 'learning_rate'"):
+        build({"learner": {"learning_rat": 1e-3}})
+    (tmp_path / "c.yaml").write_text("env:\n  env_id: Hopper-v5\nlearner:\n  learning_rate: 1e-3\nseed: 4\n")
+    assert build(load_yaml(tmp_path / "c.yaml")) == flat.replace(seed=4, n_max=64, backend="local")
+    whole = TrainConfig(learner=LearnerConfig(gamma=0.9), seed=2)
+    assert whole.learner.gamma == 0.9 and whole.run.seed == 2 and whole.scaling == TrainConfig().scaling
+    with pytest.raises(TypeError, match="unknown field 'learnin_rate'"):
+        TrainConfig(learnin_rate=1.0)
+
+
+def test_each_role_checks_its_own_rules():
+    """A role's rules between its own fields fail with one line, before any work (validate runs them all)."""
+    from minionsrl.config import validate
+
+    for values, message in [({"n_min": 9, "n_max": 8}, "n_min: 9 is larger than n_max 8"),
+                            ({"lr_min": 1e-2, "lr_max": 1e-3}, "lr_min: 0.01 is not below lr_max 0.001"),
+                            ({"fault_raise": 0.6, "fault_kill": 0.6}, "fault_*: the fault rates add up to 1.2"),
+                            ({"batch_size": 64, "fragment_length": 8}, "batch_size: set either batch_size or"),
+                            ({"env_kwargs": {"x": float("nan")}}, "env_kwargs: "),
+                            ({"algo": "appo", "pipeline": True}, "pipeline: appo keeps its functions in flight"),
+                            ({"run_dir": " "}, "run_dir: an empty path")]:
+        with pytest.raises(ConfigError, match="^" + message.replace("*", r"\*").replace("(", r"\(")):
+            validate(TrainConfig(max_rounds=1, **values))
+
+
+def test_help_groups_flags_by_role_and_keeps_rare_ones_for_help_all(capsys):
+    """``train --help`` has one section per role and leaves the rarely used flags to ``--help-all``; both exit 0."""
+    for argv in (["train", "--help"], ["train", "--help-all"]):
+        with pytest.raises(SystemExit) as stop:
+            cli.main(argv)
+        assert stop.value.code == 0
+    short, full = capsys.readouterr().out.split("usage: minionsrl train")[1:]
+    assert all(f"{role} options:" in short for role in ROLES)
+    assert "--learning-rate" in short and "--fault-kill" not in short and "--nitro-decay" not in short
+    assert "--fault-kill" in full and "--nitro-decay" in full and "--lanczos-tol" in full
+    assert "--help-all lists them" in short and "--help-all lists them" not in full
+    assert len(short.splitlines()) < 0.8 * len(full.splitlines())

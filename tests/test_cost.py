@@ -174,7 +174,7 @@ def test_the_learner_host_follows_the_learner_device(tmp_path) -> None:
     cfg, _ = prepare_config(TrainConfig(env_id="CartPole-v1", max_rounds=1, run_dir=str(tmp_path / "r")))
     import jax
 
-    assert cfg.device == "auto"  # the config keeps what was asked for: a run can resume on another machine
+    assert cfg.learner.device == "auto"  # the config keeps what was asked for: a run can resume on another machine
     try:
         gpu_here = bool(jax.devices("gpu"))
     except RuntimeError:  # no GPU backend (or no device it can use)

@@ -15,7 +15,7 @@ from minionsrl.loop.metrics import read_metrics
 def test_cartpole_defaults_reach_475(tmp_path):
     cfg = TrainConfig(env_id="CartPole-v1", target_return=500, total_timesteps=200_000, seed=1, progress=False,
                       tensorboard=False, run_dir=str(tmp_path / "run"))
-    assert cfg.actors == 8
+    assert cfg.scaling.actors == 8
     summary = make_trainer(cfg).run()
     assert summary["best_eval_return"] >= 475, summary
     assert summary["final_eval_return"] >= 475, summary

@@ -24,9 +24,9 @@ def test_auto_picks_the_classic_preset_and_the_envs_row(env_id: str) -> None:
     cfg, info = prepare_config(TrainConfig(env_id=env_id, run_dir="unused"))
     assert info.family == "classic"
     expected = {**PRESETS["classic"], **ENV_PRESETS.get(env_id, {})}
-    assert {name: getattr(cfg, name) for name in expected} == expected
-    assert cfg.total_timesteps is not None  # the preset's budget is the stop condition
-    arch = PolicyArch.of(info, cfg.hidden_sizes)
+    assert {name: cfg.get(name) for name in expected} == expected
+    assert cfg.run.total_timesteps is not None  # the preset's budget is the stop condition
+    arch = PolicyArch.of(info, cfg.learner.hidden_sizes)
     assert arch.discrete is (env_id not in CONTINUOUS)
     assert ("log_std" in param_shapes(arch)) is (env_id in CONTINUOUS)  # a Gaussian policy: mean and log std
 
@@ -42,11 +42,12 @@ def test_every_classic_env_has_its_own_row() -> None:
 
 def test_a_named_preset_or_a_flag_beats_the_envs_row() -> None:
     bare, _ = prepare_config(TrainConfig(env_id="Pendulum-v1", preset="classic", run_dir="unused"))
-    assert {name: getattr(bare, name) for name in PRESETS["classic"]} == PRESETS["classic"]
+    assert {name: bare.get(name) for name in PRESETS["classic"]} == PRESETS["classic"]
     flagged, _ = prepare_config(TrainConfig(env_id="Pendulum-v1", gamma=0.99, run_dir="unused"))
-    assert flagged.gamma == 0.99 and flagged.learning_rate == ENV_PRESETS["Pendulum-v1"]["learning_rate"]
+    assert flagged.learner.gamma == 0.99
+    assert flagged.learner.learning_rate == ENV_PRESETS["Pendulum-v1"]["learning_rate"]
     nitro, _ = prepare_config(TrainConfig(env_id="Pendulum-v1", preset="nitro", run_dir="unused"))
-    assert nitro.learning_rate == config.NITRO_PRESET["learning_rate"] and nitro.gamma == 0.99
+    assert nitro.learner.learning_rate == config.NITRO_PRESET["learning_rate"] and nitro.learner.gamma == 0.99
 
 
 def test_readme_names_every_envs_row_as_flags() -> None:

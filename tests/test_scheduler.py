@@ -225,11 +225,11 @@ class _StandInTrainer:
 
     def run(self) -> dict[str, Any]:
         row, picks = None, []
-        for r in range(1, self.cfg.max_rounds + 1):
+        for r in range(1, self.cfg.run.max_rounds + 1):
             picks.append(self.scaler.next_actors(row))
             row = _row(r, picks[-1])
         self.last_row = row
-        return {"best_eval_return": 40.0 * self.cfg.max_rounds, "rounds": self.cfg.max_rounds,
+        return {"best_eval_return": 40.0 * self.cfg.run.max_rounds, "rounds": self.cfg.run.max_rounds,
                 "projected_cloud_s": sum(0.5 + 0.05 * n for n in picks),
                 "cost_usd": {"serverless": sum(0.0005 * n for n in picks)}}
 
@@ -246,7 +246,7 @@ def test_training_jobs_change_the_weights_and_a_cut_training_continues(tmp_path,
     assert [int(r["job"]) for r in curve] == [1, 2] and out.with_suffix(".curve.png").stat().st_size > 0
     assert all(r["reached"] == "False" and float(r["episode_return"]) < 0 for r in curve)
     assert all(1 <= float(r["mean_action"]) <= 8 for r in curve)
-    initial = SchedulerAgent(8, seed=cfg.seed).params  # the first job's agent: fresh from the config's seed
+    initial = SchedulerAgent(8, seed=cfg.run.seed).params  # the first job's agent: fresh from the config's seed
     assert all((_StandInTrainer.seen[0][k] == v).all() for k, v in initial.items())
     two, meta = load_agent(out)
     assert meta["jobs"] == 2 and meta["hyper"] == dataclasses.asdict(SchedulerHyper())

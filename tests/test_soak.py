@@ -34,10 +34,10 @@ def test_killed_instances_leave_no_descriptors_zombies_or_policies(tmp_path):
     trainer = make_trainer(cfg)
     try:
         samples = []
-        while trainer.round < cfg.max_rounds:
+        while trainer.round < cfg.run.max_rounds:
             trainer.run_round()
             trainer.session.wait()  # the background checkpoint write, whose file would count as a descriptor
-            if trainer.round in (3, cfg.max_rounds):
+            if trainer.round in (3, cfg.run.max_rounds):
                 samples.append((_fds(), [c for c in _children() if c[0] not in others]))
         backend = getattr(trainer.backend, "inner", trainer.backend)
         policies = list(backend._dir.iterdir())
@@ -46,8 +46,8 @@ def test_killed_instances_leave_no_descriptors_zombies_or_policies(tmp_path):
     finally:
         trainer.close()
     (fds_early, _), (fds_late, children) = samples
-    assert killed >= 2 and started > cfg.max_concurrency  # instances were killed and replaced
+    assert killed >= 2 and started > cfg.functions.max_concurrency  # instances were killed and replaced
     assert fds_late <= fds_early  # each replaced instance's pipes were closed
     assert [c for c in children if c[1] == "Z"] == []  # and its process reaped
-    assert len(children) <= cfg.max_concurrency
+    assert len(children) <= cfg.functions.max_concurrency
     assert len(policies) <= 2  # only the policies still referred to stay published

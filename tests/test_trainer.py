@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import os
 import signal
@@ -259,7 +258,7 @@ def test_checkpoint_with_reward_scaling_round_trips(tmp_path):
     assert make_trainer(cfg).run()["rounds"] == 2
     state = checkpoint.load(tmp_path / "run" / "checkpoints")
     assert state["ret_rms"]["mean"].shape == () and state["obs_rms"]["mean"].shape == (3,)
-    resumed = make_trainer(dataclasses.replace(cfg, max_rounds=3), resume=True)
+    resumed = make_trainer(cfg.replace(max_rounds=3), resume=True)
     assert resumed.round == 2 and resumed.learner.ret_rms.count == pytest.approx(state["ret_rms"]["count"])
     assert resumed.run()["rounds"] == 3
 
@@ -373,7 +372,7 @@ def test_several_environments_per_function_learn_from_every_fragment(tmp_path, a
     else:  # an update once one function's 3 fragments (or more, arriving together) are in
         assert all(s % 48 == 0 for s in steps) and steps == sorted(steps) and steps[0] >= 48
     assert len({r["digest"] for r in train if r["status"] == "ok"}) == sum(r["status"] == "ok" for r in train)
-    resumed = make_trainer(dataclasses.replace(cfg, max_rounds=4), resume=True)
+    resumed = make_trainer(cfg.replace(max_rounds=4), resume=True)
     # each environment's episode in progress came back (appo: of the functions that returned before the end)
     carried = len(resumed.sampler.carries)
     assert carried == 6 if algo == "ppo" else carried in (3, 6)
@@ -383,7 +382,7 @@ def test_several_environments_per_function_learn_from_every_fragment(tmp_path, a
 def test_detectors_read_the_batch_before_the_update_unless_asked_after(tmp_path):
     """``detector_placement`` "before" (the default) or "after" changes what the detectors read, not what is learned;
     their seconds are their own column, apart from the update's."""
-    assert TrainConfig().detector_placement == "before"
+    assert TrainConfig().scaling.detector_placement == "before"
     rows = {}
     for where in ("before", "after"):
         _train(tmp_path / where, max_rounds=2, actors=4, eval_every=0, fragment_length=32, detectors="on",

@@ -240,12 +240,13 @@ def test_resume_does_not_connect_where_the_run_dir_says(tmp_path, capsys):
     config.dump(saved, run_dir / "config.yaml")
     parser = cli.build_parser()
     cfg, resume = cli.train_config(parser.parse_args(["train", "--resume", "--run-dir", str(run_dir)]))
-    assert resume and cfg.ray_address is None and cfg.lithops_config is None and cfg.backend == "ray"
+    fn = cfg.functions
+    assert resume and fn.ray_address is None and fn.lithops_config is None and fn.backend == "ray"
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "not connecting to ray_address '203.0.113.9:6379'" in err[0] and "--ray-address" in err[0]
     cfg, _ = cli.train_config(parser.parse_args(["train", "--resume", "--run-dir", str(run_dir),
                                                  "--ray-address", "127.0.0.1:6379"]))
-    assert cfg.ray_address == "127.0.0.1:6379"
+    assert cfg.functions.ray_address == "127.0.0.1:6379"
 
 
 @pytest.mark.skipif(importlib.util.find_spec("lithops") is None, reason="lithops extra not installed")

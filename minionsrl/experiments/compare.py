@@ -95,7 +95,7 @@ class Arm:
         """The base config with this arm's scaler, backend, actors and learner budget; the budget stays relative
         to the base config's actors, so ``fixed:64/per-round`` keeps the minibatch count of the base's batch."""
         changes: dict[str, Any] = {"scaler": self.scaler, "backend": self.backend,
-                                   "reference_actors": cfg.reference_actors or cfg.actors}
+                                   "reference_actors": cfg.learner.reference_actors or cfg.scaling.actors}
         if self.actors is not None:
             changes["actors"] = self.actors
         if self.learner_budget is not None:
@@ -107,7 +107,7 @@ class Arm:
             exclusive = {"fragment_length": "batch_size", "batch_size": "fragment_length"}.get(name)
             if exclusive:  # the round's size is set one way or the other
                 changes[exclusive] = None
-        return dataclasses.replace(cfg, **changes)
+        return cfg.replace(**changes)
 
 
 def _option(text: str, arm: str) -> tuple[str, Any]:
@@ -122,7 +122,7 @@ def _option(text: str, arm: str) -> tuple[str, Any]:
         checked = config.build({name: parsed})
     except ConfigError as exc:
         raise ConfigError(f"--scalers: {arm}+{text}: {exc}") from None
-    return name, getattr(checked, name)
+    return name, checked.get(name)
 
 
 def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: str | Path,
@@ -141,7 +141,7 @@ def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: s
             if on_run is not None:
                 on_run(arm.label, seed)
             if not (run_dir / "summary.json").exists():
-                cfg = dataclasses.replace(arm.apply(base), seed=seed, run_dir=str(run_dir), progress=False)
+                cfg = arm.apply(base).replace(seed=seed, run_dir=str(run_dir), progress=False)
                 make_trainer(cfg, resume=(run_dir / "metrics.csv").exists()).run()
             results.append(run_row(arm, seed, run_dir, target_return))
     if dollar_budget is None:  # the cheapest run's total: every arm has spent at least that much
@@ -149,7 +149,7 @@ def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: s
     for row in results:
         row["return_at_budget"] = _return_at(read_metrics(Path(out_dir) / "runs" / f"{row['arm']}__s{row['seed']}"),
                                              _cost_column(row["backend"]), dollar_budget)
-    _write_outputs(results, arms, out_dir, base.env_id, target_return, dollar_budget)
+    _write_outputs(results, arms, out_dir, base.env.env_id, target_return, dollar_budget)
     return results
 
 

@@ -31,7 +31,7 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, seed: int = 10_000,
     policy = load_policy(run_dir, what="--run-dir", trust_run_code=trust_run_code, which=which)
     snapshot = policy.snapshot
 
-    env = make_env(EnvSpec(policy.config.env_id, policy.config.env_kwargs),
+    env = make_env(EnvSpec(policy.config.env.env_id, policy.config.env.env_kwargs),
                    render_mode="rgb_array" if capture_video else None)
     video_dir = run_dir / "videos"
     if capture_video:

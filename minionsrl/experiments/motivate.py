@@ -12,7 +12,6 @@ checkpoints already in ``motivate.csv``, so a long experiment can span sessions.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import shutil
 import tempfile
 from pathlib import Path
@@ -44,7 +43,7 @@ def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> di
     round_idx = _round_of(ckpt)
     with tempfile.TemporaryDirectory(prefix="minionsrl-motivate-") as tmp:
         # total_timesteps stays: the learning rate anneals over it, so the round learns at the run's own rate
-        cfg = dataclasses.replace(saved, scaler="fixed", actors=actors, max_rounds=round_idx + 1,
+        cfg = saved.replace(scaler="fixed", actors=actors, max_rounds=round_idx + 1,
                                   target_return=None, budget_usd=None, eval_every=1, eval_episodes=eval_episodes,
                                   detectors="on",
                                   run_dir=tmp, progress=False, tensorboard=False, keep_checkpoints_every=0)

@@ -14,7 +14,6 @@ load only runs you trust to name modules).
 
 from __future__ import annotations
 
-import dataclasses
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -73,13 +72,13 @@ def load_policy(path: str | Path, seed: int | None = None, what: str = "load_pol
     if state is None:
         unevaluated = " (no evaluation has run yet, or the run predates best checkpoints)" if which == "best" else ""
         raise ConfigError(f"{what}: {str(run_dir)!r} has no checkpoint yet ({ckpt.name}){unevaluated}")
-    arch = PolicyArch.of(info, cfg.hidden_sizes)
+    arch = PolicyArch.of(info, cfg.learner.hidden_sizes)
     obs_mean = obs_var = None
-    if cfg.normalize_obs:
+    if cfg.learner.normalize_obs:
         rms = _obs_rms(state.get("obs_rms"), arch.obs_dim, ckpt)
         obs_mean, obs_var = rms.mean, rms.var
     snapshot = PolicySnapshot(_round(state, ckpt), arch, _weights(state.get("policy"), arch, ckpt), obs_mean,
-                              obs_var, cfg.clip_obs)
+                              obs_var, cfg.learner.clip_obs)
     return Policy(snapshot, cfg, info, seed)
 
 
@@ -91,7 +90,7 @@ def current_policy(trainer: Trainer, seed: int | None = None) -> Policy:
     for a :class:`~minionsrl.experiments.training.Callback` that evaluates it, saves it or looks at it."""
     cfg = trainer.session.cfg
     if trainer not in _INFOS:
-        _INFOS[trainer] = env_info(EnvSpec(cfg.env_id, cfg.env_kwargs))
+        _INFOS[trainer] = env_info(EnvSpec(cfg.env.env_id, cfg.env.env_kwargs))
     return Policy(trainer.learner.snapshot(trainer.round), cfg, _INFOS[trainer], seed)
 
 
@@ -106,7 +105,7 @@ class Policy:
         self.snapshot, self.config, self.info = snapshot, cfg, info
         self.arch = snapshot.arch
         self.round = snapshot.version
-        self.env_id = cfg.env_id
+        self.env_id = cfg.env.env_id
         self._normalize = ObsNormalizer(snapshot.obs_mean, snapshot.obs_var, snapshot.clip_obs,
                                         snapshot.arch.image)
         self._net = snapshot.numpy_policy()
@@ -149,7 +148,7 @@ class Policy:
     def make_env(self, render_mode: str | None = None) -> gym.Env:
         """The run's environment as its rollout functions built it (for Atari: the preprocessing and frame stack
         whose uint8 stacks :meth:`predict` expects)."""
-        return make_env(EnvSpec(self.config.env_id, self.config.env_kwargs), render_mode=render_mode)
+        return make_env(EnvSpec(self.config.env.env_id, self.config.env.env_kwargs), render_mode=render_mode)
 
     def _inputs(self, obs: Any) -> tuple[np.ndarray, bool]:
         """The network's input for ``obs`` (normalised as a rollout function does it), and whether it is one
@@ -200,7 +199,7 @@ def run_config(cfg_path: Path, what: str = "--run-dir") -> tuple[TrainConfig, En
     (so no framework is loaded to look for a GPU) and tracking. ``what`` names the input in the error."""
     try:
         cfg = config.build(config.load_yaml(cfg_path))
-        local = dataclasses.replace(cfg, backend="local", ray_address=None, lithops_config=None, device="cpu",
+        local = cfg.replace(backend="local", ray_address=None, lithops_config=None, device="cpu",
                                     track=False)
         return prepare_config(local)
     except ConfigError as exc:

@@ -8,7 +8,6 @@ over the cores: ``round_s − Σ(init_s + run_s) / min(k, concurrency)``.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -28,26 +27,26 @@ COLUMNS = ["actors", "cold_round_s", "round_s", "functions_s", "ideal_s", "overh
 
 
 def run_scale(cfg: TrainConfig, max_actors: int, steps: int, repeats: int, out_dir: str | Path) -> list[dict[str, Any]]:
-    """Measure rounds of 1, 2, 4, … ``max_actors`` invocations of ``steps`` steps each on ``cfg.backend``."""
+    """Measure rounds of 1, 2, 4, … ``max_actors`` invocations of ``steps`` steps each on ``cfg.functions.backend``."""
     from minionsrl.build import make_backend, prepare_config
     from minionsrl.loop.invocations import invocation_seed
 
-    cfg, info = prepare_config(dataclasses.replace(cfg, max_rounds=cfg.max_rounds or 1))
+    cfg, info = prepare_config(cfg.replace(max_rounds=cfg.run.max_rounds or 1))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    spec = EnvSpec(cfg.env_id, cfg.env_kwargs).to_json()
-    arch = PolicyArch.of(info, cfg.hidden_sizes)
+    spec = EnvSpec(cfg.env.env_id, cfg.env.env_kwargs).to_json()
+    arch = PolicyArch.of(info, cfg.learner.hidden_sizes)
     counts = sorted({min(2**i, max_actors) for i in range(int(np.log2(max_actors)) + 2)})
     rows = []
     for k in counts:
         backend = make_backend(cfg, wire.new_key())
         try:
-            blob = snapshot_of(arch, init_params(arch, cfg.seed), None, 0, cfg.clip_obs).encode(backend.key)
+            blob = snapshot_of(arch, init_params(arch, cfg.run.seed), None, 0, cfg.learner.clip_obs).encode(backend.key)
             timings = []
             for rep in range(repeats + 1):
                 ref = backend.publish(blob)
                 requests = [{"id": f"s{k}-{rep}-{i}", "kind": "train", "policy": ref, "env": spec, "steps": steps,
-                             "seed": invocation_seed(cfg.seed, rep, i, 0), "gamma": 0.99} for i in range(k)]
+                             "seed": invocation_seed(cfg.run.seed, rep, i, 0), "gamma": 0.99} for i in range(k)]
                 t0 = time.perf_counter()
                 replies = backend.invoke(requests)
                 timings.append((time.perf_counter() - t0, [r.record for r in replies]))
@@ -76,9 +75,9 @@ def _write(rows: list[dict[str, Any]], out_dir: Path, cfg: TrainConfig, steps: i
         writer.writeheader()
         writer.writerows(rows)
     table = markdown_table(COLUMNS, [[r[c] for c in COLUMNS] for r in rows], g4)
-    (out_dir / "scale.md").write_text(f"# scale: {cfg.env_id}, backend {cfg.backend}, {steps} steps per function\n\n"
-                                      f"{table}\n")
+    (out_dir / "scale.md").write_text(f"# scale: {cfg.env.env_id}, backend {cfg.functions.backend}, {steps} steps per "
+                                      f"function\n\n{table}\n")
     ks = [r["actors"] for r in rows]
     line_plot({"warm round": (ks, [r["round_s"] for r in rows]), "cold round": (ks, [r["cold_round_s"] for r in rows]),
                "ideal (work / cores)": (ks, [r["ideal_s"] for r in rows])}, "concurrent invocations", "seconds",
-              f"scale: {cfg.backend}", out_dir / "scale.png")
+              f"scale: {cfg.functions.backend}", out_dir / "scale.png")

@@ -105,23 +105,23 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
     hyper = SchedulerHyper() if hyper is None else hyper
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    agent = SchedulerAgent(n_max, seed=base.seed)
+    agent = SchedulerAgent(n_max, seed=base.run.seed)
     curve_path = out.with_suffix(".curve.csv")
     done = _jobs_done(curve_path) if out.exists() else 0
     if done:  # a training cut short goes on from its last saved agent (the optimiser's moments start afresh)
         agent, _ = load_agent(out)
     optimizer = SchedulerOptimizer(agent, hyper)
-    meta = {"env_id": base.env_id, "target_return": target, "max_rounds": base.max_rounds,
+    meta = {"env_id": base.env.env_id, "target_return": target, "max_rounds": base.run.max_rounds,
             "hyper": dataclasses.asdict(hyper), "curve": curve_path.name}
     with open(curve_path, "a" if done else "w", newline="") as fh:
         writer = csv.DictWriter(fh, CURVE_COLUMNS)
         if not done:
             writer.writeheader()
         for job in range(done + 1, jobs + 1):
-            cfg = dataclasses.replace(base, seed=base.seed * 100_000 + job, target_return=target, progress=False,
+            cfg = base.replace(seed=base.run.seed * 100_000 + job, target_return=target, progress=False,
                                       tensorboard=False, run_dir=tempfile.mkdtemp(prefix=f"minionsrl-job{job}-"))
-            scaler = MinionsScaler(agent, cfg.n_min, cfg.n_max, return_scale=abs(target) or 1.0,
-                                   horizon=cfg.max_rounds or 100, budget_usd=cfg.budget_usd, explore=True,
+            scaler = MinionsScaler(agent, cfg.scaling.n_min, cfg.scaling.n_max, return_scale=abs(target) or 1.0,
+                                   horizon=cfg.run.max_rounds or 100, budget_usd=cfg.cost.budget_usd, explore=True,
                                    hyper=hyper, seed=job)
             trainer = make_trainer(cfg, scaler=scaler)
             started = time.perf_counter()
@@ -141,7 +141,7 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
             writer.writerow(row)
             fh.flush()
             save_agent(agent, out, {**meta, "jobs": job})  # after every job: a cut training loses at most one
-            shutil.rmtree(cfg.run_dir, ignore_errors=True)
+            shutil.rmtree(cfg.run.run_dir, ignore_errors=True)
             if on_job is not None:
                 on_job(row)
     plot_curve(curve_path, out.with_suffix(".curve.png"))

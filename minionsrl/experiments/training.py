@@ -45,11 +45,11 @@ CallbackLike = Callback | Callable[[dict[str, Any], "Trainer"], bool | None]
 
 def train(cfg: TrainConfig, resume: bool = False, on_round: Callable[[dict[str, Any]], bool | None] | None = None,
           plots: bool = True, callback: CallbackLike | list[CallbackLike] | None = None) -> dict[str, Any]:
-    """Train the run ``cfg`` describes (``resume``: continue the one in ``cfg.run_dir`` from its checkpoint, its
+    """Train the run ``cfg`` describes (``resume``: continue the one in ``cfg.run.run_dir`` from its checkpoint, its
     learning-rate schedule kept) and return its summary (also in ``RUN_DIR/summary.json``). ``callback``: a
     :class:`Callback`, a function ``fn(row, trainer)``, or a list of them, called after each round; one that
     returns False stops the run. ``on_round(row)`` is the same with the row alone. ``plots=False`` skips the
-    PNGs. With ``cfg.track`` the run is logged to Weights & Biases. Bad input raises
+    PNGs. With ``cfg.run.track`` the run is logged to Weights & Biases. Bad input raises
     :class:`~minionsrl.errors.ConfigError` before any work starts."""
     tracking.check(cfg)
     callbacks = _callbacks(callback)  # a wrong callback fails before any work
@@ -83,7 +83,7 @@ def run_trainer(trainer: Trainer, on_round: Callable[[dict[str, Any]], bool | No
                 cb.on_end(summary, trainer)
         return summary
 
-    if not trainer.cfg.track:
+    if not trainer.cfg.run.track:
         summary = trainer.run(on_round=each_round)
         if plots:
             plot_run(trainer.run_dir)

@@ -23,7 +23,7 @@ from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner import networks
 from minionsrl.learner.networks import Params
 
-_CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(config.TrainConfig)}
+_CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(config.LearnerConfig)}
 
 
 def _default(name: str) -> Any:

@@ -21,7 +21,7 @@ LIMITS = ("total_timesteps", "budget_usd", "time_budget_s")  # what the rate ann
 
 
 def limits(cfg: TrainConfig) -> list[float | None]:
-    return [getattr(cfg, name) for name in LIMITS]
+    return [cfg.get(name) for name in LIMITS]
 
 
 def remaining(spent: list[float], limit: list[float | None]) -> float:
@@ -42,7 +42,7 @@ def keep_on_resume(cfg: TrainConfig, anneal: dict[str, Any] | None, spent: list[
     if anneal is None:
         return {"limits": now, "scale": 1.0, "spent": None}
     scale, before, last = float(anneal["scale"]), anneal["limits"], anneal.get("spent")
-    if cfg.anneal_lr and before != now and last is not None:
+    if cfg.learner.anneal_lr and before != now and last is not None:
         rate = scale * remaining(last, before)  # the last round's, in units of the config's rate
         left = remaining(spent, now)
         if left > 0.0:

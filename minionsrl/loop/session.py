@@ -89,7 +89,7 @@ class Session:
 
     def __init__(self, cfg: TrainConfig, resume: bool, create: bool = True) -> None:
         self.cfg, self.resume = cfg, resume
-        self.run_dir = Path(cfg.run_dir)
+        self.run_dir = Path(cfg.run.run_dir)
         self._writer: threading.Thread | None = None  # the checkpoint being written
         self._write_error: BaseException | None = None
         self._unlock: weakref.finalize | None = None  # releases the run dir's lock
@@ -177,7 +177,7 @@ class Session:
         def write() -> None:
             try:
                 checkpoint.save(self.run_dir / "checkpoints", state)
-                if self.cfg.keep_checkpoints_every and round_idx % self.cfg.keep_checkpoints_every == 0:
+                if self.cfg.run.keep_checkpoints_every and round_idx % self.cfg.run.keep_checkpoints_every == 0:
                     checkpoint.save(self.run_dir / "checkpoints", state, name=f"round-{round_idx:05d}.safetensors")
             except BaseException as exc:  # handed to the learner's thread by wait()
                 self._write_error = exc
@@ -206,8 +206,8 @@ class Session:
         # a target is met by an evaluated policy (the best one); the other conditions stop the run as it stands
         stop_checkpoint = checkpoint.BEST if progress.stopped_by == "target_return" else checkpoint.LATEST
         summary = {
-            "env_id": self.cfg.env_id, "seed": self.cfg.seed, "scaler": self.cfg.scaler,
-            "backend": self.cfg.backend, "rounds": progress.round, "env_steps": progress.env_steps,
+            "env_id": self.cfg.env.env_id, "seed": self.cfg.run.seed, "scaler": self.cfg.scaling.scaler,
+            "backend": self.cfg.functions.backend, "rounds": progress.round, "env_steps": progress.env_steps,
             "wall_s": round(progress.wall(), 3), "stopped_by": progress.stopped_by,
             "stop_checkpoint": f"checkpoints/{stop_checkpoint}",
             "final_eval_return": progress.last_eval if math.isfinite(progress.last_eval) else None,

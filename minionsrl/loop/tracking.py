@@ -29,10 +29,10 @@ STEP = "global_step"
 def check(cfg: TrainConfig) -> None:
     """The run's optional outputs can be written (before any work starts): with ``tensorboard`` on, tensorboardX
     is installed; with ``track`` on, W&B is installed and the project named."""
-    check_tensorboard(cfg.tensorboard)
-    if not cfg.track:
+    check_tensorboard(cfg.run.tensorboard)
+    if not cfg.run.track:
         return
-    if not cfg.wandb_project_name:
+    if not cfg.run.wandb_project_name:
         raise ConfigError("wandb_project_name: --track needs a W&B project name")
     try:
         import wandb  # noqa: F401
@@ -54,8 +54,9 @@ class WandbTracker:
         run_id = id_file.read_text().strip() if resume and id_file.exists() else None
         run_id = run_id or secrets.token_hex(4)  # a fresh W&B run id (8 characters, as W&B makes them)
         try:
-            self.run = wandb.init(project=cfg.wandb_project_name, entity=cfg.wandb_entity, name=Path(run_dir).name,
-                                  id=run_id, resume="allow", config=cfg.to_dict(), dir=str(run_dir),
+            self.run = wandb.init(project=cfg.run.wandb_project_name, entity=cfg.run.wandb_entity,
+                                  name=Path(run_dir).name, id=run_id, resume="allow", config=cfg.to_dict(),
+                                  dir=str(run_dir),
                                   job_type="train", settings=wandb.Settings(console="off"))
         except Exception as exc:  # no credentials, no network, a project one cannot write to
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -74,7 +74,7 @@ class Trainer:
         # the evaluation runs again (metrics.csv may hold it already, if the run stopped later)
         held = self.progress.pending_eval is not None
         self.log = RunLog(self.run_dir, self.round if session.resume else None, self.env_steps - held,
-                          cfg.tensorboard, metrics_round=self.round - held if session.resume else None)
+                          cfg.run.tensorboard, metrics_round=self.round - held if session.resume else None)
 
     @property
     def round(self) -> int:
@@ -152,11 +152,11 @@ class Trainer:
         sampled_at, waited = time.perf_counter(), runtime.wait_s()
         if held is not None:
             self._log_held_row(sampled.eval_return)
-        if cfg.pipeline and not self._last_by_count(sum(len(f.rewards) for f in sampled.fragments)):
+        if cfg.learner.pipeline and not self._last_by_count(sum(len(f.rewards) for f in sampled.fragments)):
             self.sampler.send(p.round + 1, self.scaler.next_actors(p.last_row))  # they run while this round learns
         self.session.wait()  # the previous round's checkpoint, written while this round sampled
         try:
-            learned = self.learner.learn(sampled.fragments, np.random.default_rng([cfg.seed, p.round]),
+            learned = self.learner.learn(sampled.fragments, np.random.default_rng([cfg.run.seed, p.round]),
                                          self._detector_plan(len(sampled.fragments)))
         except Diverged as exc:  # the round is what the user needs to find it in metrics.csv
             raise Diverged(f"round {p.round}: {exc}") from None
@@ -179,12 +179,13 @@ class Trainer:
 
         decided_at, learner_s = time.perf_counter(), self._own_s(sampled_at, waited)
         eval_return, evaluated_after = None, []
-        due = bool(cfg.eval_every) and p.round % cfg.eval_every == 0
+        due = bool(cfg.eval.eval_every) and p.round % cfg.eval.eval_every == 0
         # pipelined, an evaluation waits for the next round: the functions sent ahead hold the backend meanwhile
-        hold = due and not p.stopped_by and (cfg.eval_overlap or cfg.pipeline) and self.sampler.evaluates_beside
+        hold = (due and not p.stopped_by and (cfg.eval.eval_overlap or cfg.learner.pipeline)
+                and self.sampler.evaluates_beside)
         if (due and not hold) or p.stopped_by:  # the last round always, after its update
             eval_return, evaluated = self._logging_failures(gathered, lambda: self.sampler.evaluate(
-                p.round, n, cfg.eval_episodes))
+                p.round, n, cfg.eval.eval_episodes))
             self._evaluated(p.round, eval_return)
             gathered.append(evaluated)
             evaluated_after.append(evaluated)
@@ -192,9 +193,9 @@ class Trainer:
         result = RoundResult(p.round, n, sampled, learned, eval_return, gathered, evaluated_after, learner_s, started,
                              sampled_at, learned_at, decided_at, time.perf_counter(), head_start)
         row = self._bill_and_log(result, hold)
-        p.pending_eval = (p.round, n, cfg.eval_episodes) if hold else None
+        p.pending_eval = (p.round, n, cfg.eval.eval_episodes) if hold else None
         p.stop_budget = self._budgets().get(p.stopped_by or "")
-        if p.round % cfg.checkpoint_every == 0 or p.stopped_by:  # the decision travels with the checkpoint
+        if p.round % cfg.run.checkpoint_every == 0 or p.stopped_by:  # the decision travels with the checkpoint
             self.session.save(self._state(), p.round)
         return row
 
@@ -202,8 +203,8 @@ class Trainer:
         """Whether the round now learning on ``steps`` samples is the last by a count (steps, rounds) known before
         its update; a budget or a target may still end the run later, and the wave sent ahead is then cancelled."""
         cfg, p = self.cfg, self.progress
-        return ((cfg.total_timesteps is not None and p.env_steps + steps >= cfg.total_timesteps)
-                or (cfg.max_rounds is not None and p.round >= cfg.max_rounds))
+        return ((cfg.run.total_timesteps is not None and p.env_steps + steps >= cfg.run.total_timesteps)
+                or (cfg.run.max_rounds is not None and p.round >= cfg.run.max_rounds))
 
     @staticmethod
     def _times(wall_s: float, learner_s: float, sampled: Sampled, head_start_s: float,
@@ -234,13 +235,13 @@ class Trainer:
     def _detector_plan(self, fragments: int) -> DetectorPlan | None:
         """What the learner's detectors compute this round: what the scaler reads (``detectors=auto``), everything
         (``on``) or nothing (``off``); the noise scale from one slice per fragment."""
-        mode, cfg = self.cfg.detectors, self.cfg
+        mode, cfg = self.cfg.scaling.detectors, self.cfg
         wanted = {"curvature", "gns"} if mode == "on" else set() if mode == "off" else set(self.scaler.needs)
         if not wanted:
             return None
-        return DetectorPlan(frozenset(wanted), cfg.detector_placement, fragments,
-                            invocation_seed(cfg.seed, self.round, 0, wire.SEED_STREAMS["detect"]),
-                            cfg.detector_samples, cfg.lanczos_iterations, cfg.lanczos_tol)
+        return DetectorPlan(frozenset(wanted), cfg.scaling.detector_placement, fragments,
+                            invocation_seed(cfg.run.seed, self.round, 0, wire.SEED_STREAMS["detect"]),
+                            cfg.scaling.detector_samples, cfg.scaling.lanczos_iterations, cfg.scaling.lanczos_tol)
 
     def _bill_and_log(self, r: RoundResult, hold: bool = False) -> dict[str, Any]:
         """Bill every attempt (failed ones, retries, duplicates and cancelled stragglers too, an evaluation in the
@@ -308,9 +309,9 @@ class Trainer:
         times the scale a resumed run with changed limits keeps (:mod:`minionsrl.loop.schedule`)."""
         cfg, anneal = self.cfg, self.progress.anneal
         anneal["spent"] = self._spent()  # checkpointed with the round: where its rate stood
-        if not cfg.anneal_lr:
-            return cfg.learning_rate
-        return cfg.learning_rate * anneal["scale"] * schedule.remaining(anneal["spent"], schedule.limits(cfg))
+        if not cfg.learner.anneal_lr:
+            return cfg.learner.learning_rate
+        return cfg.learner.learning_rate * anneal["scale"] * schedule.remaining(anneal["spent"], schedule.limits(cfg))
 
     def _abandon_in_flight(self) -> None:
         """Cancel what still runs after the last round (a wave sent ahead, asynchronous invocations) and bill it: its
@@ -322,17 +323,17 @@ class Trainer:
 
     def _budgets(self) -> dict[str, float | None]:
         """The run's budgets, by the stop reason each gives."""
-        return {"budget_usd": self.cfg.budget_usd, "time_budget_s": self.cfg.time_budget_s}
+        return {"budget_usd": self.cfg.cost.budget_usd, "time_budget_s": self.cfg.cost.time_budget_s}
 
     def _stop_reason(self, pending_usd: float = 0.0, pending_s: float = 0.0, check_budget: bool = True) -> str | None:
         """The stop condition that holds, if any; ``pending_usd``/``pending_s``: what the current round has cost
         so far in dollars and projected seconds (not yet in the ledger)."""
         cfg, p = self.cfg, self.progress
         reasons = {
-            "target_return": cfg.target_return is not None and math.isfinite(p.last_eval)
-            and p.last_eval >= cfg.target_return,
-            "total_timesteps": cfg.total_timesteps is not None and p.env_steps >= cfg.total_timesteps,
-            "max_rounds": cfg.max_rounds is not None and p.round >= cfg.max_rounds,
+            "target_return": cfg.run.target_return is not None and math.isfinite(p.last_eval)
+            and p.last_eval >= cfg.run.target_return,
+            "total_timesteps": cfg.run.total_timesteps is not None and p.env_steps >= cfg.run.total_timesteps,
+            "max_rounds": cfg.run.max_rounds is not None and p.round >= cfg.run.max_rounds,
         }
         reason = next((name for name, hit in reasons.items() if hit), None)
         if reason is None and check_budget:

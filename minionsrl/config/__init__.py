@@ -1,0 +1,73 @@
+"""The run configuration, by role, reachable from the CLI (``--kebab-case``) and YAML (flat or sectioned).
+
+- :mod:`~minionsrl.config.roles`: one small dataclass per role (env, run, learner, scaling, functions, eval,
+  cost, faults), each with its fields, their defaults, help and rules, and its own cross-field rules;
+- :mod:`~minionsrl.config.presets`: the preset tables (CleanRL's defaults per family, the zoo's rows per env,
+  the papers' learner, per algo);
+- :mod:`~minionsrl.config.train`: :class:`TrainConfig` (the roles together) and the one place that builds it from
+  flat or sectioned values, applies the presets, checks the rules between roles and writes ``config.yaml``;
+- :mod:`~minionsrl.config.fields`: what a field is made of (declaration, value rules, type conversion);
+- :mod:`~minionsrl.config.steps`: :class:`StepPlan`, the steps each rollout function of a round takes.
+
+Resolution order: field defaults ← YAML file (``--config``) ← command-line flags ← preset (fills whatever is
+still unset, chosen from the environment's family; under ``--preset auto`` the env's own ``ENV_PRESETS`` row,
+where it has one, over the family's). ``config.yaml`` in the run directory holds the fully resolved result, one
+section per role. Every field is validated before any work starts; a bad one raises a one-line
+:class:`~minionsrl.errors.ConfigError` naming the field and the fix.
+"""
+
+from minionsrl.config.fields import check_path
+from minionsrl.config.presets import (
+    ALGO_PRESETS,
+    DEFAULT_DESIRED_KL,
+    ENV_PRESETS,
+    NITRO_PRESET,
+    PRESET_NAMES,
+    PRESETS,
+    preset_flags,
+    preset_values,
+)
+from minionsrl.config.roles import (
+    ALGOS,
+    DETECTOR_PLACEMENTS,
+    DEVICES,
+    FAULT_FIELDS,
+    LEARNER_BUDGETS,
+    LR_SCHEDULES,
+    OBJECTIVES,
+    ROLES,
+    SCALERS,
+    CostConfig,
+    EnvConfig,
+    EvalConfig,
+    FaultsConfig,
+    FunctionsConfig,
+    LearnerConfig,
+    RunConfig,
+    ScalingConfig,
+)
+from minionsrl.config.steps import StepPlan
+from minionsrl.config.train import (
+    FIELDS,
+    ROLE_OF,
+    STOPS,
+    TrainConfig,
+    build,
+    dump,
+    field_kind,
+    fields_of,
+    flat_values,
+    help_text,
+    load_yaml,
+    resolve,
+    validate,
+)
+
+__all__ = [
+    "ALGOS", "ALGO_PRESETS", "DEFAULT_DESIRED_KL", "DETECTOR_PLACEMENTS", "DEVICES", "ENV_PRESETS", "FAULT_FIELDS",
+    "FIELDS", "LEARNER_BUDGETS", "LR_SCHEDULES", "NITRO_PRESET", "OBJECTIVES", "PRESETS", "PRESET_NAMES", "ROLES",
+    "ROLE_OF", "SCALERS", "STOPS", "CostConfig", "EnvConfig", "EvalConfig", "FaultsConfig", "FunctionsConfig",
+    "LearnerConfig", "RunConfig", "ScalingConfig", "StepPlan", "TrainConfig", "build", "check_path", "dump",
+    "field_kind", "fields_of", "flat_values", "help_text", "load_yaml", "preset_flags", "preset_values", "resolve",
+    "validate",
+]

@@ -1,0 +1,240 @@
+"""The whole run configuration (:class:`TrainConfig`: one object per role), and the one place that reads it from
+flat or sectioned values, fills it from the presets, checks the rules between roles, and writes it."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from minionsrl.config.fields import check_value, coerce, default_of, kind_of
+from minionsrl.config.presets import (
+    ALGO_PRESETS,
+    DEFAULT_DESIRED_KL,
+    ENV_PRESETS,
+    NITRO_PRESET,
+    PRESETS,
+    cli_value,
+    env_preset,
+    preset_values,
+)
+from minionsrl.config.roles import (
+    ROLES,
+    CostConfig,
+    EnvConfig,
+    EvalConfig,
+    FaultsConfig,
+    FunctionsConfig,
+    LearnerConfig,
+    RunConfig,
+    ScalingConfig,
+)
+from minionsrl.errors import ConfigError
+from minionsrl.redact import check_config_secrets
+
+# every field by its flat name (unique across the roles), and the role that owns it
+FIELDS: dict[str, dataclasses.Field] = {f.name: f for cls in ROLES.values() for f in dataclasses.fields(cls)}
+ROLE_OF: dict[str, str] = {f.name: role for role, cls in ROLES.items() for f in dataclasses.fields(cls)}
+assert len(FIELDS) == sum(len(dataclasses.fields(cls)) for cls in ROLES.values()), "a field name in two roles"
+STOPS = ("total_timesteps", "max_rounds", "target_return", "budget_usd", "time_budget_s")
+
+
+
+@dataclasses.dataclass(frozen=True, init=False)
+class TrainConfig:
+    """Everything that defines a training run, one object per role (:mod:`minionsrl.config.roles`).
+
+    ``TrainConfig(env_id="Hopper-v5", learning_rate=1e-3)`` takes any field by its flat name, and a whole role by
+    the role's name (``TrainConfig(learner=LearnerConfig(...))``); the rest keep their defaults. A field is read
+    through its role (``cfg.learner.learning_rate``), or by its flat name with :meth:`get`.
+    """
+
+    env: EnvConfig
+    run: RunConfig
+    learner: LearnerConfig
+    scaling: ScalingConfig
+    functions: FunctionsConfig
+    eval: EvalConfig
+    cost: CostConfig
+    faults: FaultsConfig
+
+    def __init__(self, **values: Any) -> None:
+        for name in values:
+            if name not in FIELDS and name not in ROLES:
+                raise TypeError(f"TrainConfig got an unknown field {name!r}{_did_you_mean(name)}")
+        for role, cls in ROLES.items():
+            part = values.get(role, cls())
+            if not isinstance(part, cls):
+                raise TypeError(f"TrainConfig: {role} must be a {cls.__name__}, not {type(part).__name__}")
+            own = {name: value for name, value in values.items() if ROLE_OF.get(name) == role}
+            object.__setattr__(self, role, dataclasses.replace(part, **own) if own else part)
+
+    def get(self, name: str) -> Any:
+        """A field's value by its flat name (``cfg.get("learning_rate")`` is ``cfg.learner.learning_rate``)."""
+        if name not in ROLE_OF:
+            raise AttributeError(f"no config field {name!r}{_did_you_mean(name)}")
+        return getattr(getattr(self, ROLE_OF[name]), name)
+
+    def replace(self, **values: Any) -> TrainConfig:
+        """A copy with some fields (by flat name) or whole roles replaced."""
+        return TrainConfig(**{**{role: getattr(self, role) for role in ROLES}, **values})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field by its flat name, in the roles' order."""
+        return {name: value for section in self.sections().values() for name, value in section.items()}
+
+    def sections(self) -> dict[str, dict[str, Any]]:
+        """The fields by role, as ``config.yaml`` holds them."""
+        return {role: dataclasses.asdict(getattr(self, role)) for role in ROLES}
+
+    def learning_fields(self) -> dict[str, Any]:
+        """Fields that change what is learned (a resumed run must keep them); stop conditions, outputs, where
+        functions run and how faults are handled do not (the same learning on every backend)."""
+        return {k: v for k, v in self.to_dict().items() if FIELDS[k].metadata["learning"]}
+
+
+def _did_you_mean(name: str) -> str:
+    close = difflib.get_close_matches(str(name), [*FIELDS, *ROLES], n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def field_kind(name: str) -> str:
+    """A field's value type: bool, int, float, str, list or dict (``X | None`` is X)."""
+    return kind_of(FIELDS[name])
+
+
+def fields_of(roles: tuple[str, ...] = tuple(ROLES)) -> list[str]:
+    """The fields of the given roles, in the roles' and then the declarations' order."""
+    return [name for role in roles for name in (f.name for f in dataclasses.fields(ROLES[role]))]
+
+
+def flat_values(values: dict[str, Any]) -> dict[str, Any]:
+    """Field values by flat name from flat (``learning_rate: 3e-4``) or sectioned (``learner: {learning_rate:
+    3e-4}``) ones, or a mix; ``-`` in a name reads as ``_``. An unknown name, a field in another role's section
+    or a field given twice is a one-line :class:`ConfigError`."""
+    flat: dict[str, Any] = {}
+
+    def put(name: Any, value: Any, section: str | None = None) -> None:
+        name = name.replace("-", "_") if isinstance(name, str) else name
+        if name not in FIELDS:
+            raise ConfigError(f"unknown config field {name!r}{_did_you_mean(name)}")
+        if section is not None and ROLE_OF[name] != section:
+            raise ConfigError(f"{name}: a field of {ROLE_OF[name]}, not of {section}; move it there (or write it "
+                              "flat, outside any section)")
+        if name in flat:
+            raise ConfigError(f"{name}: given twice (flat and in its section, or in two); keep one")
+        flat[name] = value
+
+    for name, value in values.items():
+        if name in ROLES and isinstance(value, dict):
+            for key, v in value.items():
+                put(key, v, name)
+        else:
+            put(name, value)
+    return flat
+
+
+def build(values: dict[str, Any]) -> TrainConfig:
+    """Make a config from field values, flat or sectioned (:func:`flat_values`), checking names and types
+    (presets are applied later)."""
+    return TrainConfig(**{name: coerce(name, field_kind(name), value) for name, value in flat_values(values).items()})
+
+
+def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
+    """Fill unset fields from the preset (``auto``: by env family, with the env's ``ENV_PRESETS`` row over it) and
+    a default run dir; validate. The one place presets are applied."""
+    validate(cfg, require_stop=False)  # the user's own values first, before a preset can hide a contradiction
+    family = family if family in PRESETS else "classic"
+    preset_name = family if cfg.run.preset in ("auto", "nitro") else cfg.run.preset
+    preset = {**PRESETS[preset_name], **env_preset(cfg.env.env_id, cfg.run.preset, cfg.learner.algo),
+              **(NITRO_PRESET if cfg.run.preset == "nitro" else {}), **ALGO_PRESETS[cfg.learner.algo]}
+    if "num_minibatches" in preset:  # a preset's minibatch count replaces the family's minibatch size
+        preset.pop("minibatch_size", None)
+    learner = cfg.learner
+    # a minibatch size or count given by the user replaces the preset's way of splitting the batch, and a batch
+    # size the preset's fragment length
+    user_split = {"minibatch_size", "num_minibatches"} if {learner.minibatch_size, learner.num_minibatches} != {
+        None} else set()
+    if cfg.env.batch_size is not None:
+        user_split.add("fragment_length")
+    if learner.lr_schedule is not None:  # --lr-schedule over --anneal-lr: anneal is anneal_lr, the others are not
+        cfg = cfg.replace(anneal_lr=learner.lr_schedule == "anneal")
+    cfg = cfg.replace(**{k: v for k, v in preset.items() if cfg.get(k) is None and k not in user_split})
+    # the adaptive rate's target KL; the other schedules are anneal_lr alone in the resolved config (lr_schedule
+    # unset), so that a run directory written before lr_schedule existed resumes
+    adaptive = cfg.learner.lr_schedule == "adaptive"
+    cfg = cfg.replace(lr_schedule="adaptive" if adaptive else None,
+                      desired_kl=(cfg.learner.desired_kl or DEFAULT_DESIRED_KL) if adaptive else None)
+    if cfg.run.run_dir is None:
+        safe_env = cfg.env.env_id.replace("/", "_").replace(":", "_")
+        cfg = cfg.replace(run_dir=f"runs/{safe_env}__{cfg.run.seed}__{time.strftime('%Y%m%d-%H%M%S')}")
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
+    """Check every field against its rules, every role against its own (``check``), and the rules between
+    roles; raise a one-line :class:`ConfigError` for the first broken one."""
+    for name, f in FIELDS.items():
+        check_value(name, cfg.get(name), f.metadata)
+    for role in ROLES:
+        getattr(cfg, role).check()
+    check_config_secrets(cfg.to_dict())
+    # the rules between roles
+    env, learner, functions, faults = cfg.env, cfg.learner, cfg.functions, cfg.faults
+    if env.batch_size is not None:
+        env.step_plan().check(cfg.scaling.most_actors)
+    if faults.fault_hang > 0 and functions.invocation_timeout_s is None and faults.round_deadline_s is None:
+        raise ConfigError("fault_hang: injected hangs need a deadline; set invocation_timeout_s or round_deadline_s")
+    if learner.algo != "ppo" and faults.round_deadline_s is not None:
+        raise ConfigError(f"round_deadline_s: {learner.algo} has no round barrier (it updates once async_fragments "
+                          "have arrived); unset it, or bound each function with invocation_timeout_s")
+    if learner.algo != "ppo" and faults.fault_hang > 0 and functions.invocation_timeout_s is None:
+        raise ConfigError("fault_hang: injected hangs need invocation_timeout_s with an asynchronous algo")
+    if require_stop and all(cfg.get(name) is None for name in STOPS):
+        raise ConfigError(f"set {', '.join(STOPS[:-1])} or {STOPS[-1]} so that the run can end")
+
+
+def help_text(name: str) -> str:
+    """A field's ``--help`` line: its help and its default, or, where a preset decides it, the preset's values
+    (per family, then where ``--preset nitro`` or an algo changes them, then the envs whose ``ENV_PRESETS`` row
+    sets it under ``--preset auto``), as CleanRL's tyro help shows defaults."""
+    f = FIELDS[name]
+    text = f.metadata["help"]
+    default = default_of(f)
+    if default is not None:
+        return f"{text} (default: {cli_value(default)})"
+    families, overlays = preset_values(name)
+    per_env = ", ".join(f"{env_id} {cli_value(row[name])}" for env_id, row in ENV_PRESETS.items() if name in row)
+    per_env = f" (auto, per env: {per_env})" if per_env else ""
+    if families:
+        return f"{text} (default: from the preset: {'; '.join(filter(None, (families, overlays)))}){per_env}"
+    if overlays:
+        return f"{text} (default: unset; from the preset: {overlays}){per_env}"
+    return text if "default" in text else f"{text} (default: unset)"
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config file, flat or sectioned by role, into field values by flat name (:func:`flat_values`),
+    with the limits of :func:`minionsrl.files.read_yaml` (size, nesting, aliases, duplicate keys)."""
+    from minionsrl import files
+
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file {str(path)!r} does not exist; pass an existing YAML file to --config")
+    data = files.read_yaml(path, "config file") or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping of field: value")
+    return flat_values(data)
+
+
+def dump(cfg: TrainConfig, path: str | Path) -> None:
+    """Write the resolved config as YAML, one section per role (readable back with ``--config``)."""
+    from minionsrl import files
+
+    # a learner killed while writing it leaves the previous one; a link planted in the run dir is not followed
+    files.write_text(Path(path), yaml.safe_dump(cfg.sections(), sort_keys=False))
