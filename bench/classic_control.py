@@ -127,7 +127,7 @@ def render(records: list[dict[str, Any]], envs: list[str], seeds: list[int], eva
 Ours: `make_trainer(TrainConfig(env_id=ENV, preset="auto", seed=s, total_timesteps=STEPS,
 eval_episodes={eval_episodes}, progress=False, tensorboard=False)).run()` in a fresh process per (env, seed), seeds
 {", ".join(map(str, seeds))}; 8 actors (the default) on the local backend. `auto` takes the `classic` preset and,
-for the envs listed below, the env's row of `ENV_PRESETS` (`minionsrl/config.py`) over it. "our steps" is the
+for the envs listed below, the env's row of `ENV_PRESETS` (`minionsrl/config/presets.py`) over it. "our steps" is the
 preset's budget, never more than the zoo's.
 Our return is each run's **final** evaluation ({eval_episodes} deterministic episodes after the last round, not
 the best one seen), mean ± population std over the seeds. The zoo's figure is from {ZOO_SOURCE}: one

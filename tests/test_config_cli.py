@@ -215,6 +215,17 @@ def test_resume_with_a_changed_learning_field(yaml_run, capsys):
     assert "learning_rate" in _error_line(capsys)
 
 
+def test_a_run_dir_with_a_flat_config_yaml_resumes(yaml_run):
+    """Run dirs written before the config had roles hold a flat config.yaml: they resume as written."""
+    _, run_dir = yaml_run
+    flat = build(load_yaml(run_dir / "config.yaml")).to_dict()
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(flat, sort_keys=False))
+    assert cli.main(["train", "--resume", "--run-dir", str(run_dir), "--max-rounds", "2", "--no-progress"]) == 0
+    with open(run_dir / "metrics.csv") as fh:
+        assert [r["round"] for r in csv.DictReader(fh)] == ["1", "2"]
+    assert list(yaml.safe_load((run_dir / "config.yaml").read_text())) == list(ROLES)  # written back by role
+
+
 # -- presets ----------------------------------------------------------------------------------------
 def test_mujoco_preset_for_hopper():
     cfg, info = prepare_config(TrainConfig(env_id="Hopper-v5", max_rounds=1, run_dir="unused"))

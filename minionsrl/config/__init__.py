@@ -29,6 +29,7 @@ from minionsrl.config.presets import (
 )
 from minionsrl.config.roles import (
     ALGOS,
+    BACKENDS,
     DETECTOR_PLACEMENTS,
     DEVICES,
     FAULT_FIELDS,
@@ -64,10 +65,10 @@ from minionsrl.config.train import (
 )
 
 __all__ = [
-    "ALGOS", "ALGO_PRESETS", "DEFAULT_DESIRED_KL", "DETECTOR_PLACEMENTS", "DEVICES", "ENV_PRESETS", "FAULT_FIELDS",
-    "FIELDS", "LEARNER_BUDGETS", "LR_SCHEDULES", "NITRO_PRESET", "OBJECTIVES", "PRESETS", "PRESET_NAMES", "ROLES",
-    "ROLE_OF", "SCALERS", "STOPS", "CostConfig", "EnvConfig", "EvalConfig", "FaultsConfig", "FunctionsConfig",
-    "LearnerConfig", "RunConfig", "ScalingConfig", "StepPlan", "TrainConfig", "build", "check_path", "dump",
-    "field_kind", "fields_of", "flat_values", "help_text", "load_yaml", "preset_flags", "preset_values", "resolve",
-    "validate",
+    "ALGOS", "ALGO_PRESETS", "BACKENDS", "DEFAULT_DESIRED_KL", "DETECTOR_PLACEMENTS", "DEVICES", "ENV_PRESETS",
+    "FAULT_FIELDS", "FIELDS", "LEARNER_BUDGETS", "LR_SCHEDULES", "NITRO_PRESET", "OBJECTIVES", "PRESETS",
+    "PRESET_NAMES", "ROLES", "ROLE_OF", "SCALERS", "STOPS", "CostConfig", "EnvConfig", "EvalConfig", "FaultsConfig",
+    "FunctionsConfig", "LearnerConfig", "RunConfig", "ScalingConfig", "StepPlan", "TrainConfig", "build",
+    "check_path", "dump", "field_kind", "fields_of", "flat_values", "help_text", "load_yaml", "preset_flags",
+    "preset_values", "resolve", "validate",
 ]

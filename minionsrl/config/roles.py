@@ -33,6 +33,7 @@ from minionsrl.config.steps import StepPlan
 from minionsrl.cost import PLATFORMS
 from minionsrl.errors import ConfigError
 from minionsrl.function.faults import KINDS as fault_kinds
+from minionsrl.function.normalization import CLIP_DEFAULT
 
 ALGOS = ("ppo", "appo", "impala")
 DEVICES = ("auto", "cpu", "cuda")
@@ -164,8 +165,8 @@ class LearnerConfig:
     target_kl: float | None = setting(None, "stop the epochs early above this approx KL", positive=True)
     normalize_obs: bool | None = setting(None, "normalise observations with running statistics")
     normalize_reward: bool | None = setting(None, "scale rewards by the std of discounted returns")
-    clip_obs: float = setting(10.0, "clip normalised observations to +-this", positive=True, rare=True)
-    clip_reward: float = setting(10.0, "clip scaled rewards to +-this", positive=True, rare=True)
+    clip_obs: float = setting(CLIP_DEFAULT, "clip normalised observations to +-this", positive=True, rare=True)
+    clip_reward: float = setting(CLIP_DEFAULT, "clip scaled rewards to +-this", positive=True, rare=True)
     hidden_sizes: list = setting([64, 64], "hidden layer sizes of actor and critic")
     learner_threads: int = setting(1, "CPU threads of the learner's compiled update (XLA); 1 leaves the other cores "
                                    "to the rollout functions", min=1, rare=True)

@@ -8,7 +8,6 @@ the session is open so that two learners never share a run dir.
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import json
 import math
@@ -215,7 +214,7 @@ class Session:
             "best_round": progress.best_round or None,
             "train_return_last100": float(np.mean(recent)) if recent else None,
             "cost_usd": cost_usd, "projected_cloud_s": projected_cloud_s,
-            "config": dataclasses.asdict(self.cfg),
+            "config": self.cfg.to_dict(),
         }
         path = self.run_dir / "summary.json"
         try:
