@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from minionsrl.config import roles
 from minionsrl.config.fields import check_value, coerce, default_of, kind_of
 from minionsrl.config.presets import (
     ALGO_PRESETS,
@@ -22,17 +23,7 @@ from minionsrl.config.presets import (
     env_preset,
     preset_values,
 )
-from minionsrl.config.roles import (
-    ROLES,
-    CostConfig,
-    EnvConfig,
-    EvalConfig,
-    FaultsConfig,
-    FunctionsConfig,
-    LearnerConfig,
-    RunConfig,
-    ScalingConfig,
-)
+from minionsrl.config.roles import ROLES
 from minionsrl.errors import ConfigError
 from minionsrl.redact import check_config_secrets
 
@@ -53,14 +44,14 @@ class TrainConfig:
     through its role (``cfg.learner.learning_rate``), or by its flat name with :meth:`get`.
     """
 
-    env: EnvConfig
-    run: RunConfig
-    learner: LearnerConfig
-    scaling: ScalingConfig
-    functions: FunctionsConfig
-    eval: EvalConfig
-    cost: CostConfig
-    faults: FaultsConfig
+    env: roles.EnvConfig
+    run: roles.RunConfig
+    learner: roles.LearnerConfig
+    scaling: roles.ScalingConfig
+    functions: roles.FunctionsConfig
+    eval: roles.EvalConfig
+    cost: roles.CostConfig
+    faults: roles.FaultsConfig
 
     def __init__(self, **values: Any) -> None:
         for name in values:
