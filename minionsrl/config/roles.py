@@ -46,8 +46,15 @@ DETECTOR_PLACEMENTS = ("before", "after")  # where the detectors read a round's 
 FAULT_FIELDS = {kind: f"fault_{kind}" for kind in fault_kinds}
 
 
+class Role:
+    """A part of the run configuration: its fields, and :meth:`check` for the rules among them."""
+
+    def check(self) -> None:
+        """Raise a one-line :class:`ConfigError` if the role's own fields contradict one another (none here)."""
+
+
 @dataclass(frozen=True)
-class EnvConfig:
+class EnvConfig(Role):
     """The environment and the steps each rollout function takes in it."""
 
     env_id: str = setting("CartPole-v1", "Gymnasium id or custom entry point package.module:ClassName")
@@ -82,7 +89,7 @@ class EnvConfig:
 
 
 @dataclass(frozen=True)
-class RunConfig:
+class RunConfig(Role):
     """The preset, when the run stops (with the cost role's budgets), its seed and where it writes."""
 
     preset: str = setting("auto", "hyper-parameter preset: auto picks by env family, then applies the env's own row of "
@@ -109,7 +116,7 @@ class RunConfig:
 
 
 @dataclass(frozen=True)
-class LearnerConfig:
+class LearnerConfig(Role):
     """The algorithm, its hyper-parameters (unset: the preset's), the network and where the update runs."""
 
     algo: str = setting("ppo", "learner: ppo (synchronous rounds) or appo/impala (asynchronous, V-trace)",
@@ -212,7 +219,7 @@ class LearnerConfig:
 
 
 @dataclass(frozen=True)
-class ScalingConfig:
+class ScalingConfig(Role):
     """How many actors each round gets: the scaler, the bounds it chooses within, its knobs, its detectors."""
 
     scaler: str = setting("fixed", "how many actors each round gets", choices=SCALERS)
@@ -256,7 +263,7 @@ class ScalingConfig:
 
 
 @dataclass(frozen=True)
-class FunctionsConfig:
+class FunctionsConfig(Role):
     """Where the rollout functions run (the backend) and how: concurrency, timeouts, the cluster to join."""
 
     backend: str = setting("local", "where rollout functions run", choices=BACKENDS, learning=False)
@@ -281,7 +288,7 @@ class FunctionsConfig:
 
 
 @dataclass(frozen=True)
-class EvalConfig:
+class EvalConfig(Role):
     """When the deterministic policy is evaluated, and on how many episodes."""
 
     eval_every: int | None = setting(None, "evaluate every this many rounds (0: only at the end)", min=0,
@@ -291,12 +298,9 @@ class EvalConfig:
                                  "policy), its row written once it returns; off: after the update, as the round's "
                                  "last step. The last round always evaluates after its update", learning=False)
 
-    def check(self) -> None:
-        pass
-
 
 @dataclass(frozen=True)
-class CostConfig:
+class CostConfig(Role):
     """What the cost ledger bills, and the budgets (dollars, projected seconds) that stop a run."""
 
     prices: str | None = setting(None, "price catalogue YAML for the cost ledger (default: the shipped one)")
@@ -311,12 +315,9 @@ class CostConfig:
     time_budget_s: float | None = setting(None, "stop before a round that would take the projected cloud time "
                                           "(seconds) past this", positive=True, learning=False)
 
-    def check(self) -> None:
-        pass
-
 
 @dataclass(frozen=True)
-class FaultsConfig:
+class FaultsConfig(Role):
     """How failed invocations are retried and tolerated, and the faults injected to test that."""
 
     max_retries: int = setting(3, "retry a failed invocation (raised, timed out, died, malformed) up to this many "
@@ -353,5 +354,5 @@ class FaultsConfig:
 
 
 # The roles in the order the help page and config.yaml show them.
-ROLES: dict[str, type] = {"env": EnvConfig, "run": RunConfig, "learner": LearnerConfig, "scaling": ScalingConfig,
+ROLES: dict[str, type[Role]] = {"env": EnvConfig, "run": RunConfig, "learner": LearnerConfig, "scaling": ScalingConfig,
                           "functions": FunctionsConfig, "eval": EvalConfig, "cost": CostConfig, "faults": FaultsConfig}
