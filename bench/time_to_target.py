@@ -165,18 +165,24 @@ def round_split(out: Path, arm_label: str) -> dict[str, float]:
     return {k: statistics.median(v) if v else float("nan") for k, v in parts.items()}
 
 
+def publish(out: Path, name: str) -> None:
+    """Copy a compare's own table and plots into ``docs/results/time-to-target/<name>/``, once it has run to the
+    end."""
+    if (out / "compare.csv").exists():
+        target_dir = DOCS / name
+        target_dir.mkdir(parents=True, exist_ok=True)
+        for f in out.iterdir():
+            if f.is_file():
+                shutil.copy(f, target_dir / f.name)
+
+
 def report_env(env: str) -> list[str]:
     """Copy the env's compare outputs into docs and return its goal lines."""
     out = RUNS / env
     rows = _rows(out, ENVS[env]["target"]) if (out / "runs").exists() else []
     if not rows:
         return [f"- **{env}**: not run yet", ""]
-    if (out / "compare.csv").exists():  # the compare's own table and plots, once it has run to the end
-        target_dir = DOCS / env
-        target_dir.mkdir(parents=True, exist_ok=True)
-        for f in out.iterdir():
-            if f.is_file():
-                shutil.copy(f, target_dir / f.name)
+    publish(out, env)
     arms = list(dict.fromkeys(r["arm"] for r in rows))
     fixed8, server = label("fixed:8"), label("fixed:16@server")
     seeds = {r["arm"]: sum(x["arm"] == r["arm"] for x in rows) for r in rows}
@@ -218,6 +224,7 @@ def report_nitro50() -> list[str]:
         if not (out / "compare.csv").exists():
             lines.append(f"- {name}: not run yet")
             continue
+        publish(out, f"nitro50-{name}")
         rows = _rows(out, None)
         nitro = [r for r in rows if r["arm"] == "nitro"]
         server = [r for r in rows if r["arm"] == label("fixed:16@server")]
