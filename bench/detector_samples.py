@@ -46,7 +46,7 @@ def measure(env: str, rounds: int) -> None:
     shutil.rmtree(run_dir, ignore_errors=True)  # a fresh run, not a resumed one
     base = config.build(config.load_yaml(f"docs/results/{env}.yaml"))
     cfg = base.replace(actors=16, scaler="fixed", num_minibatches=64, max_rounds=rounds, eval_every=0,
-                              seed=1, progress=False, run_dir=str(run_dir))
+                       seed=1, progress=False, run_dir=str(run_dir))
     trainer = make_trainer(cfg)
     learner, learn = trainer.learner, trainer.learner.learn  # the run's own update (no detectors for fixed)
 

@@ -123,8 +123,8 @@ def hyper_parameters() -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
     # what our Trainer runs on Hopper-v5 (preset auto: the mujoco family, then any Hopper row of ENV_PRESETS)
     d = resolve(TrainConfig(env_id=ENV, actors=ACTORS, run_dir="unused"), "mujoco")
     p = {k: d.get(k) for k in ("fragment_length", "learning_rate", "anneal_lr", "gamma", "gae_lambda",
-                                    "clip_coef", "update_epochs", "ent_coef", "vf_coef", "max_grad_norm",
-                                    "normalize_obs", "normalize_reward", "clip_vloss", "norm_adv")}
+                                "clip_coef", "update_epochs", "ent_coef", "vf_coef", "max_grad_norm",
+                                "normalize_obs", "normalize_reward", "clip_vloss", "norm_adv")}
     batch = ACTORS * p["fragment_length"]
     p["minibatch_size"] = d.learner.minibatch_size or batch // d.learner.num_minibatches
     hp = dict(num_env_runners=2, num_envs_per_env_runner=ACTORS // 2, rollout_fragment_length=p["fragment_length"],

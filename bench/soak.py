@@ -415,7 +415,7 @@ def probe_worker(args: argparse.Namespace) -> None:
     run_dir = Path(tempfile.mkdtemp(prefix="soak-probe-"))
     try:  # a few real policies, signed with a real run key
         trainer = make_trainer(config(args).replace(actors=2, max_rounds=4, eval_every=0,
-                                                   tensorboard=False, run_dir=str(run_dir / "run")))
+                                                    tensorboard=False, run_dir=str(run_dir / "run")))
         key, blobs = trainer.publisher.key, []
         for v in range(4):
             trainer.run_round()

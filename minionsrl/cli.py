@@ -391,7 +391,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                               "seconds) or --budget-usd")
         # no step budget of the preset's: the target or the cap ends a run, and the learning rate anneals over the cap
         base = base.replace(target_return=args.target, max_rounds=args.rounds,
-                                   total_timesteps=base.run.total_timesteps or UNBOUNDED_STEPS)
+                            total_timesteps=base.run.total_timesteps or UNBOUNDED_STEPS)
     elif args.rounds is None:
         raise ConfigError("--rounds: give the rounds per run (or --until target with a cap)")
     else:

@@ -44,9 +44,9 @@ def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> di
     with tempfile.TemporaryDirectory(prefix="minionsrl-motivate-") as tmp:
         # total_timesteps stays: the learning rate anneals over it, so the round learns at the run's own rate
         cfg = saved.replace(scaler="fixed", actors=actors, max_rounds=round_idx + 1,
-                                  target_return=None, budget_usd=None, eval_every=1, eval_episodes=eval_episodes,
-                                  detectors="on",
-                                  run_dir=tmp, progress=False, tensorboard=False, keep_checkpoints_every=0)
+                            target_return=None, budget_usd=None, eval_every=1, eval_episodes=eval_episodes,
+                            detectors="on",
+                            run_dir=tmp, progress=False, tensorboard=False, keep_checkpoints_every=0)
         Path(tmp, "checkpoints").mkdir()
         shutil.copy(ckpt, Path(tmp, "checkpoints", checkpoint.LATEST))
         config.dump(cfg, Path(tmp, "config.yaml"))

@@ -200,7 +200,7 @@ def run_config(cfg_path: Path, what: str = "--run-dir") -> tuple[TrainConfig, En
     try:
         cfg = config.build(config.load_yaml(cfg_path))
         local = cfg.replace(backend="local", ray_address=None, lithops_config=None, device="cpu",
-                                    track=False)
+                            track=False)
         return prepare_config(local)
     except ConfigError as exc:
         raise ConfigError(f"{what}: {str(cfg_path)!r} is refused: {exc}") from exc
