@@ -405,6 +405,8 @@ def test_a_config_is_built_by_role_from_flat_or_sectioned_values(tmp_path):
     assert flat.get("n_max") == 32 and flat.replace(n_max=16).scaling.n_max == 16 and flat.scaling.n_max == 32
     with pytest.raises(ConfigError, match=r"^n_max: a field of scaling, not of learner; move it there"):
         build({"learner": {"n_max": 3}})
+    with pytest.raises(ConfigError, match=r"^learner: a role's section holds its fields \(e.g. learner: \{algo: "):
+        build({"learner": 3e-4})
     with pytest.raises(ConfigError, match=r"^seed: given twice"):
         build({"seed": 1, "run": {"seed": 2}})
     with pytest.raises(ConfigError, match=r"unknown config field 'learning_rat'; did you mean 'learning_rate'"):

@@ -30,6 +30,7 @@ from minionsrl.redact import check_config_secrets
 # every field by its flat name (unique across the roles), and the role that owns it
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for cls in ROLES.values() for f in dataclasses.fields(cls)}
 ROLE_OF: dict[str, str] = {f.name: role for role, cls in ROLES.items() for f in dataclasses.fields(cls)}
+FIELDS_OF: dict[str, list[str]] = {role: [f.name for f in dataclasses.fields(cls)] for role, cls in ROLES.items()}
 assert len(FIELDS) == sum(len(dataclasses.fields(cls)) for cls in ROLES.values()), "a field name in two roles"
 STOPS = ("total_timesteps", "max_rounds", "target_return", "budget_usd", "time_budget_s")
 
@@ -100,7 +101,7 @@ def field_kind(name: str) -> str:
 
 def fields_of(roles: tuple[str, ...] = tuple(ROLES)) -> list[str]:
     """The fields of the given roles, in the roles' and then the declarations' order."""
-    return [name for role in roles for name in (f.name for f in dataclasses.fields(ROLES[role]))]
+    return [name for role in roles for name in FIELDS_OF[role]]
 
 
 def flat_values(values: dict[str, Any]) -> dict[str, Any]:
@@ -111,6 +112,9 @@ def flat_values(values: dict[str, Any]) -> dict[str, Any]:
 
     def put(name: Any, value: Any, section: str | None = None) -> None:
         name = name.replace("-", "_") if isinstance(name, str) else name
+        if name in ROLES:
+            example = f"{name}: {{{FIELDS_OF[name][0]}: ...}}"
+            raise ConfigError(f"{name}: a role's section holds its fields (e.g. {example}); write a mapping there")
         if name not in FIELDS:
             raise ConfigError(f"unknown config field {name!r}{_did_you_mean(name)}")
         if section is not None and ROLE_OF[name] != section:
