@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -352,7 +353,11 @@ def test_track_logs_scalars_config_and_plots_to_wandb_offline(tmp_path, wandb_of
     assert cli.main(["train", "--track", "--wandb-project-name", "minionsrl-test", "--wandb-entity", "someone",
                      "--max-rounds", "1", *flags]) == 0
     assert cli.main(["train", "--resume", "--max-rounds", "2", *flags]) == 0  # continues the same W&B run
-    logged = _wandb_run(run_dir)
+    # W&B's service process writes the offline files on its own time: in CI one file lacked its run record when
+    # read right after finish() returned, and held it when read later; wait for both sessions' records
+    deadline = time.monotonic() + 30
+    while len((logged := _wandb_run(run_dir))["ids"]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
     files = sorted(str(p.relative_to(run_dir)) for p in (run_dir / "wandb").rglob("*.wandb"))
     assert len(logged["ids"]) == 2 and len(set(logged["ids"])) == 1, files
     assert (run_dir / "wandb" / "minionsrl-run-id").read_text() == logged["ids"][0]
