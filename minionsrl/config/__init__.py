@@ -32,7 +32,6 @@ from minionsrl.config.roles import (
     BACKENDS,
     DETECTOR_PLACEMENTS,
     DEVICES,
-    FAULT_FIELDS,
     LEARNER_BUDGETS,
     LR_SCHEDULES,
     OBJECTIVES,
@@ -66,7 +65,7 @@ from minionsrl.config.train import (
 
 __all__ = [
     "ALGOS", "ALGO_PRESETS", "BACKENDS", "DEFAULT_DESIRED_KL", "DETECTOR_PLACEMENTS", "DEVICES", "ENV_PRESETS",
-    "FAULT_FIELDS", "FIELDS", "LEARNER_BUDGETS", "LR_SCHEDULES", "NITRO_PRESET", "OBJECTIVES", "PRESETS",
+    "FIELDS", "LEARNER_BUDGETS", "LR_SCHEDULES", "NITRO_PRESET", "OBJECTIVES", "PRESETS",
     "PRESET_NAMES", "ROLES", "ROLE_OF", "SCALERS", "STOPS", "CostConfig", "EnvConfig", "EvalConfig", "FaultsConfig",
     "FunctionsConfig", "LearnerConfig", "RunConfig", "ScalingConfig", "StepPlan", "TrainConfig", "build",
     "check_path", "dump", "field_kind", "fields_of", "flat_values", "help_text", "load_yaml", "preset_flags",

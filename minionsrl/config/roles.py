@@ -43,7 +43,6 @@ _MAX_HIDDEN = 16384
 SCALERS = ("fixed", "minions", "nitro", "critical", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
 OBJECTIVES = ("cost", "time")  # what the critical scaler minimises per unit of progress
 DETECTOR_PLACEMENTS = ("before", "after")  # where the detectors read a round's batch (learner/detectors.py)
-FAULT_FIELDS = {kind: f"fault_{kind}" for kind in fault_kinds}
 
 
 class Role:
@@ -346,11 +345,12 @@ class FaultsConfig(Role):
     @property
     def rates(self) -> dict[str, float]:
         """The injected faults' probabilities, by kind."""
-        return {kind: getattr(self, name) for kind, name in FAULT_FIELDS.items()}
+        return {kind: getattr(self, f"fault_{kind}") for kind in fault_kinds}
 
     def check(self) -> None:
-        if sum(self.rates.values()) > 1.0:
-            raise ConfigError(f"fault_*: the fault rates add up to {sum(self.rates.values()):g}; make their sum <= 1")
+        total = sum(self.rates.values())
+        if total > 1.0:
+            raise ConfigError(f"fault_*: the fault rates add up to {total:g}; make their sum <= 1")
 
 
 # The roles in the order the help page and config.yaml show them.

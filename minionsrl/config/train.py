@@ -30,7 +30,7 @@ from minionsrl.redact import check_config_secrets
 # every field by its flat name (unique across the roles), and the role that owns it
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for cls in ROLES.values() for f in dataclasses.fields(cls)}
 ROLE_OF: dict[str, str] = {f.name: role for role, cls in ROLES.items() for f in dataclasses.fields(cls)}
-FIELDS_OF: dict[str, list[str]] = {role: [f.name for f in dataclasses.fields(cls)] for role, cls in ROLES.items()}
+FIELDS_OF: dict[str, list[str]] = {role: [n for n, r in ROLE_OF.items() if r == role] for role in ROLES}
 assert len(FIELDS) == sum(len(dataclasses.fields(cls)) for cls in ROLES.values()), "a field name in two roles"
 STOPS = ("total_timesteps", "max_rounds", "target_return", "budget_usd", "time_budget_s")
 
