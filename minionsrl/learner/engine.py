@@ -81,11 +81,12 @@ STAT_NAMES = ("policy_loss", "value_loss", "entropy", "old_approx_kl", "approx_k
 def _update_program(arch: PolicyArch, p: PPOParams, loss: LossFn, weights: Params, opt_state: Any,
                     data: dict[str, jax.Array], idx: jax.Array, w: jax.Array, epoch_end: jax.Array,
                     n_steps: jax.Array, lr: jax.Array, kl_coef: jax.Array,
-                    target_kl: jax.Array) -> tuple[Params, Any, dict[str, jax.Array], jax.Array, jax.Array]:
+                    target_kl: jax.Array) -> tuple[Params, Any, dict[str, jax.Array], jax.Array, jax.Array, jax.Array]:
     """Every SGD step of an update as one program: step ``i`` trains on rows ``idx[i]`` weighted ``w[i]``; the
     loop stops after ``n_steps`` steps, or at an epoch's end whose last minibatch's KL exceeds ``target_kl``.
     With ``p.desired_kl`` the learning rate adapts at every epoch's end (:func:`adapt_learning_rate`).
-    Returns the weights, the optimiser state, each step's statistics, the number of steps taken and the rate."""
+    Returns the weights, the optimiser state, each step's statistics, the number of steps taken, the rate, and
+    whether every weight and optimiser value is finite (checked here: one program, not one per array)."""
     tx = make_optimizer(p)
     stats0 = {name: jnp.zeros(idx.shape[0], jnp.float32) for name in STAT_NAMES}
 
@@ -120,7 +121,8 @@ def _update_program(arch: PolicyArch, p: PPOParams, loss: LossFn, weights: Param
     zero = jnp.float32(0.0)
     i, weights, opt_state, _, stats, (lr, _, _) = jax.lax.while_loop(
         cond, body, (jnp.int32(0), weights, opt_state, jnp.bool_(False), stats0, (jnp.float32(lr), zero, zero)))
-    return weights, opt_state, stats, i, lr
+    finite = jnp.all(jnp.stack([jnp.isfinite(x).all() for x in jax.tree.leaves((weights, opt_state))]))
+    return weights, opt_state, stats, i, lr, finite
 
 
 class SGDEngine:
@@ -133,8 +135,12 @@ class SGDEngine:
                  device: jax.Device | None = None) -> None:
         self.arch, self.params, self.loss = arch, params, loss
         self.device = device or jax.devices("cpu")[0]
-        self.weights: Params = jax.device_put({k: jnp.asarray(v) for k, v in weights.items()}, self.device)
-        self.opt_state = make_optimizer(params).init(self.weights)
+        # NumPy arrays put as they are, the optimiser's state made by one compiled program: op by op, each array
+        # shape compiled its own small programs, which was most of a small policy's start-up. Both are committed
+        # to the device, as the update's outputs are: otherwise the first update compiles a program of its own
+        self.weights: Params = jax.device_put(dict(weights), self.device)
+        self.opt_state = jax.device_put(jax.jit(make_optimizer(params).init)(self.weights), self.device)
+        self.finite = True  # the weights and optimiser state after the last update are all finite
         self.kl_coef = params.kl_coef  # adapted after every update when params.kl_target is set
         self.learning_rate = params.learning_rate
         # padded shapes only grow (in powers of two): a round with fewer actors than an earlier one reuses its program
@@ -173,10 +179,10 @@ class SGDEngine:
         data = {k: pad_rows(v, rows) for k, v in batch.arrays().items()}
         put = partial(jax.device_put, device=self.device)
         target_kl = np.inf if p.target_kl is None else p.target_kl
-        self.weights, self.opt_state, stats, done, lr = _update_program(
+        self.weights, self.opt_state, stats, done, lr, finite = _update_program(
             self.arch, p, self.loss, self.weights, self.opt_state, put(data), put(idx), put(w), put(epoch_end),
             np.int32(len(steps)), np.float32(self.learning_rate), np.float32(self.kl_coef), np.float32(target_kl))
-        done = int(done)
+        done, self.finite = int(done), bool(finite)
         if p.desired_kl is not None:  # kept across rounds (and in the checkpoint)
             self.learning_rate = float(lr)
         taken = {name: np.asarray(values)[:done] for name, values in stats.items()}
@@ -196,9 +202,9 @@ class SGDEngine:
                 "rows_cap": self._rows_cap, "steps_cap": self._steps_cap}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.weights = jax.device_put({k: jnp.asarray(state["policy"][k]) for k in self.weights}, self.device)
+        self.weights = jax.device_put({k: np.asarray(state["policy"][k]) for k in self.weights}, self.device)
         structure = jax.tree.structure(self.opt_state)
-        leaves = [jnp.asarray(state["optimizer"][f"{i:03d}"]) for i in range(structure.num_leaves)]
+        leaves = [np.asarray(state["optimizer"][f"{i:03d}"]) for i in range(structure.num_leaves)]
         self.opt_state = jax.device_put(jax.tree.unflatten(structure, leaves), self.device)
         self.kl_coef = float(state.get("kl_coef", self.params.kl_coef))
         self.learning_rate = float(state.get("learning_rate", self.learning_rate))

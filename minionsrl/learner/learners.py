@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from minionsrl.errors import Diverged
@@ -110,9 +109,8 @@ class Learner(ABC):
         """Raise :class:`Diverged` if the update's losses, weights or optimiser state are not finite: a NaN policy
         must not reach a checkpoint or the functions (which would then be blamed for non-finite replies)."""
         bad = [f"{name} {stats[name]:g}" for name in LOSS_STATS if name in stats and not math.isfinite(stats[name])]
-        for what, tree in (("weights", self.engine.weights), ("optimiser state", self.engine.opt_state)):
-            if not all(bool(jnp.isfinite(x).all()) for x in jax.tree.leaves(tree)):
-                bad.append(f"{what} non-finite")
+        if not self.engine.finite:
+            bad.append("weights or optimiser state non-finite")
         if bad:
             raise Diverged(f"the update diverged ({', '.join(bad)}) with learning rate {lr:g}: the learning rate is "
                            "likely too large, or the rewards too large in scale (normalize_reward); nothing of this "

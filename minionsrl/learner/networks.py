@@ -23,24 +23,32 @@ LOG_2PI = math.log(2.0 * math.pi)
 Params = dict[str, jax.Array]
 
 
-def _orthogonal(key: jax.Array, n_out: int, n_in: int, gain: float) -> jax.Array:
-    """An ``(out, in)`` orthogonal matrix scaled by ``gain`` (CleanRL's ``nn.init.orthogonal_``)."""
-    return jax.nn.initializers.orthogonal(gain)(key, (n_in, n_out), jnp.float32).T
+# Initial weights are made in NumPy: in JAX, op by op, every layer's shape compiled half a dozen small programs
+# (0.7 s of a CartPole process's start-up) for arrays that are made once.
+Weights = dict[str, np.ndarray]
 
 
-def linear_params(key: jax.Array, name: str, n_in: int, n_out: int, gain: float) -> Params:
+def _orthogonal(rng: np.random.Generator, n_out: int, n_in: int, gain: float) -> np.ndarray:
+    """An ``(out, in)`` orthogonal matrix scaled by ``gain``, as torch's ``nn.init.orthogonal_`` (CleanRL) makes it:
+    the QR decomposition of a Gaussian matrix, Q's columns signed by R's diagonal so that Q is uniformly
+    distributed (Saxe et al. 2014), transposed when the matrix is wide."""
+    q, r = np.linalg.qr(rng.standard_normal((max(n_out, n_in), min(n_out, n_in))))
+    q *= np.sign(np.diag(r))
+    return (gain * (q if n_out >= n_in else q.T)).astype(np.float32)
+
+
+def linear_params(rng: np.random.Generator, name: str, n_in: int, n_out: int, gain: float) -> Weights:
     """``name.weight`` (orthogonal, gain ``gain``, torch's ``(out, in)`` layout) and a zero ``name.bias``."""
-    return {f"{name}.weight": _orthogonal(key, n_out, n_in, gain), f"{name}.bias": jnp.zeros(n_out, jnp.float32)}
+    return {f"{name}.weight": _orthogonal(rng, n_out, n_in, gain), f"{name}.bias": np.zeros(n_out, np.float32)}
 
 
-def mlp_params(key: jax.Array, name: str, sizes: tuple[int, ...], last_std: float) -> Params:
+def mlp_params(rng: np.random.Generator, name: str, sizes: tuple[int, ...], last_std: float) -> Weights:
     """A tanh MLP ``sizes[0] → … → sizes[-1]`` as ``name.{i}.weight/bias``: hidden layers with gain √2, the
     last with ``last_std``."""
-    keys = jax.random.split(key, len(sizes) - 1)
     gains = [math.sqrt(2)] * (len(sizes) - 2) + [last_std]
-    out: Params = {}
-    for i, (k, gain) in enumerate(zip(keys, gains, strict=True)):
-        out |= linear_params(k, f"{name}.{i}", sizes[i], sizes[i + 1], gain)
+    out: Weights = {}
+    for i, gain in enumerate(gains):
+        out |= linear_params(rng, f"{name}.{i}", sizes[i], sizes[i + 1], gain)
     return out
 
 
@@ -57,31 +65,29 @@ def mlp(params: Params, name: str, x: jax.Array) -> jax.Array:
     return dense(params, f"{name}.{layers - 1}", x)
 
 
-def init_params(arch: PolicyArch, seed: int) -> dict[str, np.ndarray]:
+def init_params(arch: PolicyArch, seed: int) -> Weights:
     """Initial weights for ``arch`` from ``seed``, as NumPy arrays in the published layout."""
-    key_actor, key_critic, key_cnn = jax.random.split(jax.random.key(seed), 3)
+    actor, critic, cnn = np.random.default_rng(seed).spawn(3)
     if arch.image:
-        params = _cnn_params(key_cnn, arch)
-    else:
-        params = {**mlp_params(key_actor, "actor", (arch.obs_dim, *arch.hidden, arch.action_dim), 0.01),
-                  **mlp_params(key_critic, "critic", (arch.obs_dim, *arch.hidden, 1), 1.0)}
-        if not arch.discrete:  # a state-independent log-std, initialised to 0 (CleanRL)
-            params["log_std"] = jnp.zeros(arch.action_dim, jnp.float32)
-    return {k: np.asarray(v) for k, v in params.items()}
+        return _cnn_params(cnn, arch)
+    params = {**mlp_params(actor, "actor", (arch.obs_dim, *arch.hidden, arch.action_dim), 0.01),
+              **mlp_params(critic, "critic", (arch.obs_dim, *arch.hidden, 1), 1.0)}
+    if not arch.discrete:  # a state-independent log-std, initialised to 0 (CleanRL)
+        params["log_std"] = np.zeros(arch.action_dim, np.float32)
+    return params
 
 
-def _cnn_params(key: jax.Array, arch: PolicyArch) -> Params:
-    keys = jax.random.split(key, len(NATURE_CONVS) + 3)
+def _cnn_params(rng: np.random.Generator, arch: PolicyArch) -> Weights:
     channels, side = arch.obs_shape[0], arch.obs_shape[1]
-    params: Params = {}
+    params: Weights = {}
     for i, (out, k, stride) in enumerate(NATURE_CONVS):
-        flat = _orthogonal(keys[i], out, channels * k * k, math.sqrt(2))  # torch orthogonalises (out, in·k·k)
+        flat = _orthogonal(rng, out, channels * k * k, math.sqrt(2))  # torch orthogonalises (out, in·k·k)
         params[f"conv.{i}.weight"] = flat.reshape(out, channels, k, k)
-        params[f"conv.{i}.bias"] = jnp.zeros(out, jnp.float32)
+        params[f"conv.{i}.bias"] = np.zeros(out, np.float32)
         channels, side = out, (side - k) // stride + 1
-    params |= linear_params(keys[-3], "dense", channels * side * side, NATURE_DENSE, math.sqrt(2))
-    params |= linear_params(keys[-2], "actor", NATURE_DENSE, arch.action_dim, 0.01)
-    params |= linear_params(keys[-1], "critic", NATURE_DENSE, 1, 1.0)
+    params |= linear_params(rng, "dense", channels * side * side, NATURE_DENSE, math.sqrt(2))
+    params |= linear_params(rng, "actor", NATURE_DENSE, arch.action_dim, 0.01)
+    params |= linear_params(rng, "critic", NATURE_DENSE, 1, 1.0)
     return params
 
 

@@ -66,15 +66,12 @@ class SchedulerHyper:
 
 
 def init_params(n_max: int, n_features: int, seed: int) -> dict[str, np.ndarray]:
-    """Fresh weights from ``seed`` (CleanRL's orthogonal initialisation, made in JAX, imported only here)."""
-    import jax
-
+    """Fresh weights from ``seed`` (CleanRL's orthogonal initialisation, the learner's)."""
     from minionsrl.learner.networks import mlp_params
 
-    key_actor, key_critic = jax.random.split(jax.random.key(seed))
-    params = {**mlp_params(key_actor, "actor", (n_features, *HIDDEN, n_max), 0.01),
-              **mlp_params(key_critic, "critic", (n_features, *HIDDEN, 1), 1.0)}
-    return {k: np.array(v, dtype=np.float32) for k, v in params.items()}
+    actor, critic = np.random.default_rng(seed).spawn(2)
+    return {**mlp_params(actor, "actor", (n_features, *HIDDEN, n_max), 0.01),
+            **mlp_params(critic, "critic", (n_features, *HIDDEN, 1), 1.0)}
 
 
 def _layers(tensors: dict[str, Any]) -> dict[str, np.ndarray]:
