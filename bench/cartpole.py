@@ -77,11 +77,16 @@ def render(mine: dict[int, dict[str, Any]], sb3: dict[int, dict[str, Any]], args
          "ratio ours/SB3"], rows, digits=[0, 1, 1, 0, 0, 0, 1, 1, 1, 3])
     threads_note = sb3_threads_note(args.sb3_threads)
     sb3_note = "" if set(sb3) == set(mine) else f" SB3 was timed for seeds {sorted(sb3)} only (time was short)."
+    from minionsrl.build import prepare_config
+    from minionsrl.config import TrainConfig
+
+    cfg, _ = prepare_config(TrainConfig(env_id=ENV, actors=args.actors, target_return=TARGET))
     return f"""## 1. CartPole-v1: wall time to reach evaluation return 500 vs SB3 PPO
 
 Ours: `make_trainer(TrainConfig(env_id="{ENV}", actors={args.actors}, target_return={TARGET:g},
-total_timesteps={MAX_STEPS:,}, progress=False, tensorboard=False, seed=s)).run()` (the `classic` preset:
-T = 128, evaluation of 10 deterministic episodes every 5 rounds; the run stops at the first
+total_timesteps={MAX_STEPS:,}, progress=False, tensorboard=False, seed=s)).run()` (the `{cfg.run.preset}` preset,
+which for CartPole is rl-baselines3-zoo's tuned row, section 9: T = {cfg.env.fragment_length}, evaluation of
+{cfg.eval.eval_episodes} deterministic episodes every {cfg.eval.eval_every} rounds; the run stops at the first
 evaluation ≥ 500) in a fresh process per seed. "process" is launch to exit: interpreter start,
 imports, worker start-up, training and evaluations — everything a user waits for; "run" is the
 run's own `wall_s` from summary.json. SB3: `PPO("MlpPolicy", "{ENV}", seed=s).learn({SB3_STEPS:,})` with
