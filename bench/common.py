@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -284,6 +285,9 @@ def run_sb3(env_id: str, seed: int, steps: int, eval_episodes: int = 0, threads:
     ``evaluate_policy`` over ``eval_episodes`` deterministic episodes, timed apart in ``eval_s``) and
     ``process_wall_s``; ``train_s`` = setup + learn is what a user waits for to get the trained policy.
     """
+    if importlib.util.find_spec("stable_baselines3") is None:
+        raise SystemExit("Stable-Baselines3 (the baseline) is not installed in this venv: `make .venv/.bench` "
+                         "installs it and torch==2.13.0 (`make bench` does too, then runs every benchmark)")
     return _run_child("sb3", {"env_id": env_id, "seed": seed, "steps": steps, "eval_episodes": eval_episodes,
                               "threads": threads}, timeout_s)
 
