@@ -180,33 +180,34 @@ class CriticalScaler(Scaler):
 
     With ``B = n·T`` samples a round and ``B_noise`` the noise scale, a round makes progress ∝
     ``1 / (1 + B_noise / B)``. A round's cost is fitted as ``D(n) = a + b·n`` by least squares over the
-    recent rounds (``a``: what does not grow with n, the learner host and its fixed work; ``b``: what an
+    counts measured so far (``a``: what does not grow with n, the learner host and its fixed work; ``b``: what an
     actor adds), so the cost per unit of progress ``D(n)·(1 + B_noise/(n·T))`` is least at
     ``n* = √(a·B_noise / (b·T))``, clipped to ``[n_min, n_max]``. ``objective="cost"`` fits the serverless
     dollars of a round, ``"time"`` its projected cloud seconds. ``B_noise`` is smoothed (EWMA) over rounds;
     until two different counts have been seen the fit has nothing to go on, so the first rounds run
-    ``n_0`` and then a second count (twice or half of it).
+    ``n_0`` and then a second count (twice or half of it). Each count's cost is kept for the whole run,
+    smoothed (EWMA) over its own warm rounds: a window of recent rounds forgot the counts not chosen lately
+    and, once it held one count only, sent the scaler back to exploring (to ``n_0/2`` under a constant batch,
+    for a window's length).
 
     With a constant batch (``constant_batch``: ``--batch-size``), ``n`` buys a shorter round, not more samples:
     progress per round does not depend on ``n``, and a round's cost is ``D(n) = a + b·n + c/n`` — ``a`` the
     learner and what no actor changes, ``b`` what each invocation adds (its dispatch, init and request), ``c``
     the fragment's time or dollars that ``n`` functions share (``τ·B``: the slowest function's stepping, or the
     learner host waiting for it). Its least is at ``n* = √(c / b)``, where the per-invocation overhead meets
-    the shrinking fragment; fitted over the recent rounds once three counts have been seen (``n_0``, twice it,
-    half of it).
+    the shrinking fragment; fitted once three counts have been seen (``n_0``, twice it, half of it).
     """
 
     name = "critical"
     needs = frozenset({"gns"})
 
     def __init__(self, n_min: int, n_max: int, fragment_steps: int, objective: str = "cost", n0: int = 16,
-                 ewma: float = 0.9, window: int = 20, constant_batch: bool = False) -> None:
+                 ewma: float = 0.9, constant_batch: bool = False) -> None:
         super().__init__(n_min, n_max)
         self.steps, self.objective, self.n0, self.ewma = fragment_steps, objective, n0, ewma
         self.constant_batch = constant_batch
-        self.window = window
         self.noise: float | None = None  # smoothed B_noise (samples)
-        self.seen: deque[tuple[int, float]] = deque(maxlen=window)  # (n, the round's cost or seconds)
+        self.measured: dict[int, float] = {}  # n -> its warm rounds' cost or seconds, smoothed
 
     def next_actors(self, last_round: dict[str, Any] | None) -> int:
         if last_round is None:
@@ -215,10 +216,10 @@ class CriticalScaler(Scaler):
         measure = as_finite(last_round.get("cost_serverless_usd" if self.objective == "cost" else "projected_round_s"))
         # a round that started instances measures their cold starts, not what a count costs once running
         if measure is not None and not as_finite(last_round.get("cold_starts")):
-            self.seen.append((n, measure))
+            self.measured[n] = self._smooth(self.measured.get(n), measure)
         gns = as_finite(last_round.get("gns"))
         if gns is not None:
-            self.noise = gns if self.noise is None else self.ewma * self.noise + (1 - self.ewma) * gns
+            self.noise = self._smooth(self.noise, gns)
         if self.constant_batch:
             return self._least_round(n)
         fit = self.fit()
@@ -236,23 +237,26 @@ class CriticalScaler(Scaler):
             return n
         return next((c for c in map(self.clip, candidates) if c not in counts), n)
 
+    def _smooth(self, old: float | None, new: float) -> float:
+        return new if old is None else self.ewma * old + (1 - self.ewma) * new
+
     def _counts(self) -> list[int]:
-        return sorted({n for n, _ in self.seen})
+        return sorted(self.measured)
 
     def fit(self) -> tuple[float, float] | None:
-        """``(a, b)`` of ``D(n) = a + b·n`` by least squares over the recent rounds (None: one count seen)."""
-        if len(self._counts()) < 2:
+        """``(a, b)`` of ``D(n) = a + b·n`` by least squares over the counts measured (None: one count seen)."""
+        if len(self.measured) < 2:
             return None
-        b, a = np.polyfit([n for n, _ in self.seen], [d for _, d in self.seen], 1)
+        b, a = np.polyfit(list(self.measured), list(self.measured.values()), 1)
         return float(a), float(b)
 
     def _least_round(self, n: int) -> int:
         """Constant batch: measure ``n_0``, twice it and half of it, then the ``n`` of the least fitted round cost."""
         if len(self._counts()) < 3:  # (fewer when the bounds leave fewer: n stays)
             return self._explore(n, (2 * self.n0, self.n0 // 2))
-        ns = np.array([m for m, _ in self.seen], dtype=np.float64)
+        ns = np.array(list(self.measured), dtype=np.float64)
         design = np.stack([np.ones_like(ns), ns, 1.0 / ns], axis=1)
-        (_, b, c), *_ = np.linalg.lstsq(design, np.array([d for _, d in self.seen]), rcond=None)
+        (_, b, c), *_ = np.linalg.lstsq(design, np.array(list(self.measured.values())), rcond=None)
         if c <= 0:  # splitting the fragment saves nothing: the fewest invocations
             self.score = 0.0
             return self.n_min
@@ -276,10 +280,9 @@ class CriticalScaler(Scaler):
         return self.clip(round(n_star))
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "noise": self.noise, "seen": [list(p) for p in self.seen]}
+        return {**super().state_dict(), "noise": self.noise, "measured": [[n, d] for n, d in self.measured.items()]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.noise = state["noise"]
-        self.seen.clear()
-        self.seen.extend((int(n), float(d)) for n, d in state["seen"])
+        self.measured = {int(n): float(d) for n, d in state["measured"]}
