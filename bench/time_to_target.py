@@ -27,6 +27,7 @@ count, the noise scale), to ``docs/results/time-to-target/GOALS.md``.
 from __future__ import annotations
 
 import argparse
+import csv
 import shutil
 import statistics
 import subprocess
@@ -36,6 +37,8 @@ from typing import Any
 
 from common import OUT, ROOT, log, markdown_table
 
+from minionsrl.backends.base import OK, InvocationRecord
+from minionsrl.cost import CostLedger, load_prices
 from minionsrl.loop.metrics import read_metrics
 
 RUNS = OUT / "ttt"
@@ -148,17 +151,33 @@ def _goal(rows: list[dict[str, str]], arm: str, base: str, time_col: str, time_m
     return "yes" if ok else "no"
 
 
+def slowest_functions(run_dir: Path) -> dict[int, float]:
+    """Per round, the own-instance seconds of its slowest training function, as the ledger projects them."""
+    ledger, slowest = CostLedger(load_prices()), {}
+    with open(run_dir / "invocations.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            if row["kind"] == "train" and row["status"] == OK:
+                r = int(row["round"])
+                slowest[r] = max(slowest.get(r, 0.0), ledger.latency_s(InvocationRecord.from_row(row)))
+    return slowest
+
+
 def round_split(out: Path, arm_label: str) -> dict[str, float]:
     """Medians over an arm's rounds and seeds: the projected round, its learner part, the rest (functions and
-    overhead), the actor count and the noise scale (B_simple) the scaler read."""
-    parts: dict[str, list[float]] = {"round": [], "learner": [], "functions": [], "actors": [], "gns": [],
-                                     "compile": []}
+    overhead), of it the slowest training function and the rest (dispatch, collection, an evaluation's functions),
+    the actor count and the noise scale (B_simple) the scaler read."""
+    parts: dict[str, list[float]] = {"round": [], "learner": [], "functions": [], "slowest": [], "overhead": [],
+                                     "actors": [], "gns": [], "compile": []}
     for run_dir in sorted((out / "runs").glob(f"{arm_label}__s*")):
         parts["compile"].append(compile_s(run_dir))
+        slowest = slowest_functions(run_dir)
         for r in read_metrics(run_dir)[1:]:  # round 1 compiles and starts instances
+            functions = float(r["projected_round_s"]) - float(r["projected_learner_s"])
             parts["round"].append(float(r["projected_round_s"]))
             parts["learner"].append(float(r["projected_learner_s"]))
-            parts["functions"].append(float(r["projected_round_s"]) - float(r["projected_learner_s"]))
+            parts["functions"].append(functions)
+            parts["slowest"].append(slowest.get(int(r["round"]), 0.0))
+            parts["overhead"].append(functions - parts["slowest"][-1])
             parts["actors"].append(float(r["n_actors"]))
             if r.get("gns"):
                 parts["gns"].append(float(r["gns"]))
@@ -194,9 +213,11 @@ def report_env(env: str) -> list[str]:
         table.append([arm, _ratio(rows, arm, fixed8, "projected_time_to_target_s"),
                       _ratio(rows, arm, fixed8, "usd_to_target"), _ratio(rows, arm, fixed8, "time_to_target_s"),
                       f"{split['round']:.3f}", f"{split['learner']:.3f}", f"{split['functions']:.3f}",
+                      f"{split['slowest']:.3f}", f"{split['overhead']:.3f}",
                       f"{split['actors']:.0f}", f"{split['gns']:.4g}", f"{split['compile']:.1f}"])
     lines.append(markdown_table(["arm", "projected time to target vs fixed-8", "dollars vs fixed-8",
                                  "wall time vs fixed-8", "round s (median)", "learner s", "functions + overhead s",
+                                 "slowest function s", "overhead s",
                                  "actors", "noise scale", "compile s (median run)"], table))
     lines.append("")
     adaptive = [label(a) for a in ADAPTIVE if label(a) in arms]

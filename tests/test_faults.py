@@ -191,10 +191,7 @@ def test_every_fault_kind_is_enacted_counted_and_listed(faulty_and_clean):
 
 def _record(r: dict[str, str]) -> InvocationRecord:
     """An invocations.csv row as the ledger saw it (a duplicate delivery is billed as the run it was)."""
-    return InvocationRecord(r["invocation_id"], r["kind"], cold=r["cold"] == "True", init_s=float(r["init_s"]),
-                            run_s=float(r["run_s"]), init_wait_s=float(r["init_wait_s"]),
-                            run_wait_s=float(r["run_wait_s"]), duration_s=float(r["duration_s"]),
-                            status="ok" if r["status"] in ("ok", "duplicate") else r["status"])
+    return InvocationRecord.from_row({**r, "status": "ok" if r["status"] in ("ok", "duplicate") else r["status"]})
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -52,6 +52,12 @@ class InvocationRecord:
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_row(cls, row: dict[str, str]) -> InvocationRecord:
+        """The record of an invocations.csv row, read as strings (the columns it adds are left out)."""
+        parse = {"bool": lambda v: v == "True", "float": float, "int": int, "str": str}
+        return cls(**{f.name: parse[f.type](row[f.name]) for f in fields(cls)})
 
 
 @dataclass
