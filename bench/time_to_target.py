@@ -6,7 +6,8 @@ steps (its learning rate anneals over them, as in a 1M-step run) and a projected
 - ``hopper``: Hopper-v5, target 2,500; ``halfcheetah``: HalfCheetah-v5, target 2,500; ``latency``: Hopper-v5 whose
   every step waits 5 ms (``--env-step-latency-ms 5``, a remote simulator), target 1,000, up to 128 functions at once;
 - arms: fixed 8/16/32/64/128 at a constant batch of 4,096 (``n`` buys a shorter round, not a larger batch),
-  weak scaling (64 × 512 with the KL-adaptive rate), ``--pipeline`` on fixed-64, ``critical`` (time and cost),
+  weak scaling (64 × 512 with the KL-adaptive rate, with the preset's 64-row minibatches and with rsl_rl's four
+  minibatches of 5 epochs), ``--pipeline`` on fixed-64, ``critical`` (time and cost),
   nitro, kungfu, minions (its shipped scheduler) and fixed-16 on servers (the papers' baseline);
 - ``nitro50``: Nitro's own claim at its published 50 rounds (T fixed, the batch growing with ``n``): nitro against
   fixed-16 on servers, under our MuJoCo preset and under ``--preset nitro``.
@@ -55,7 +56,10 @@ ENVS: dict[str, dict[str, Any]] = {
 FIXED = ["fixed:8", "fixed:16", "fixed:32", "fixed:64", "fixed:128"]
 ADAPTIVE = ["critical:time", "critical:cost", "kungfu", "nitro", "minions"]
 WEAK = "fixed:64+fragment_length=512+lr_schedule=adaptive"
-ARMS = [*FIXED, WEAK, "fixed:64+pipeline", *ADAPTIVE, "fixed:16@server"]
+# weak scaling as rsl_rl runs it (``PPO`` defaults: 4 minibatches, 5 epochs, the adaptive rate from 1e-3): the
+# minibatches grow with the batch, so the larger batch takes fewer, cleaner steps, and the rate can rise
+WEAK_RSL = f"{WEAK}+num_minibatches=4+update_epochs=5+learning_rate=0.001"
+ARMS = [*FIXED, WEAK, WEAK_RSL, "fixed:64+pipeline", *ADAPTIVE, "fixed:16@server"]
 NITRO50 = {"ours": ["--env-id", "Hopper-v5", "--preset", "mujoco"],
            "nitro-preset": ["--env-id", "Hopper-v5", "--preset", "nitro"]}
 
@@ -265,9 +269,14 @@ def main() -> None:
     parser.add_argument("--arms", type=lambda s: s.split(","), default=ARMS,
                         help="comma-separated subset of the arms to run, in this order (default: all of them)")
     parser.add_argument("--reuse", action="store_true", help="only report from the runs there are")
+    parser.add_argument("--name", help="a separate experiment: its runs under bench/out/ttt-NAME and its report "
+                        "under docs/results/time-to-target-NAME/ (a re-run on newer code beside the published one)")
     parser.add_argument("--rerun-cold", action="store_true", help="first delete the finished runs that compiled "
                         "(see above), so that this pass runs them again with the compilation cache warm")
     args = parser.parse_args()
+    if args.name:
+        global RUNS, DOCS
+        RUNS, DOCS = RUNS.with_name(f"ttt-{args.name}"), DOCS.with_name(f"time-to-target-{args.name}")
     if unknown := [a for a in args.arms if a not in ARMS]:
         parser.error(f"--arms: {', '.join(unknown)} not among {', '.join(ARMS)}")
     if args.rerun_cold:

@@ -127,8 +127,10 @@ def test_critical_minimises_cost_per_unit_of_progress_on_a_worked_example() -> N
     scaler = CriticalScaler(1, 256, fragment_steps=100, n0=8)
     a, b = 0.01, 0.001
     assert scaler.next_actors(None) == 8
-    assert scaler.next_actors(_crow(1, 8, a + b * 8, 10_000.0)) == 16  # one count seen: try another
-    n = scaler.next_actors(_crow(2, 16, a + b * 16, 10_000.0))
+    assert scaler.next_actors(_crow(1, 8, a + b * 8, 10_000.0)) == 8  # a count's first round measures its start
+    assert scaler.next_actors(_crow(2, 8, a + b * 8, 10_000.0)) == 16  # one count seen: try another
+    assert scaler.next_actors(_crow(3, 16, a + b * 16, 10_000.0)) == 16
+    n = scaler.next_actors(_crow(4, 16, a + b * 16, 10_000.0))
     assert scaler.fit() == pytest.approx((a, b))
     assert scaler.score == pytest.approx(math.sqrt(1000.0)) and n == 32
     # the choice is the minimum of D(n)·(1 + B/(nT)) over the integers
@@ -140,8 +142,9 @@ def test_critical_small_noise_picks_n_min_large_noise_n_max_and_dearer_actors_fe
     def choice(noise: float, b: float, a: float = 0.01) -> int:
         scaler = CriticalScaler(4, 64, fragment_steps=512, n0=8)
         scaler.next_actors(None)
-        scaler.next_actors(_crow(1, 8, a + b * 8, noise))
-        return scaler.next_actors(_crow(2, 16, a + b * 16, noise))
+        for r, n in enumerate((8, 8, 16), start=1):
+            scaler.next_actors(_crow(r, n, a + b * n, noise))
+        return scaler.next_actors(_crow(4, 16, a + b * 16, noise))
 
     assert choice(noise=10.0, b=1e-4) == 4  # a batch of 4·512 is already far above B_noise
     assert choice(noise=1e9, b=1e-4) == 64
@@ -154,31 +157,35 @@ def test_critical_small_noise_picks_n_min_large_noise_n_max_and_dearer_actors_fe
 def test_critical_time_objective_reads_projected_seconds_and_resumes() -> None:
     scaler = CriticalScaler(1, 64, fragment_steps=100, objective="time", n0=8)
     scaler.next_actors(None)
-    scaler.next_actors(_crow(1, 8, 99.0, 2_000.0, seconds=1.0 + 0.01 * 8))
-    n = scaler.next_actors(_crow(2, 16, 99.0, 2_000.0, seconds=1.0 + 0.01 * 16))
+    for r, m in enumerate((8, 8, 16), start=1):
+        scaler.next_actors(_crow(r, m, 99.0, 2_000.0, seconds=1.0 + 0.01 * m))
+    n = scaler.next_actors(_crow(4, 16, 99.0, 2_000.0, seconds=1.0 + 0.01 * 16))
     assert scaler.fit() == pytest.approx((1.0, 0.01)) and n == round(math.sqrt(1.0 * 2_000 / (0.01 * 100)))
     again = CriticalScaler(1, 64, fragment_steps=100, objective="time", n0=8)
     again.load_state_dict(scaler.state_dict())
-    row = _crow(3, n, 99.0, 2_000.0, seconds=1.0 + 0.01 * n)
+    row = _crow(5, n, 99.0, 2_000.0, seconds=1.0 + 0.01 * n)
     assert again.next_actors(row) == scaler.next_actors(row)
 
 
 def test_critical_with_a_constant_batch_finds_where_the_overhead_meets_the_shrinking_fragment() -> None:
     """--batch-size: a round of n functions costs a + b·n + c/n (per-invocation overhead against a fragment n
     functions share); after trying n_0, 2·n_0 and n_0/2 the scaler picks n* = √(c/b) whatever the noise scale."""
-    def seconds(n: int) -> float:
-        return 0.1 + 0.002 * n + 0.8 / n  # least at √(0.8 / 0.002) = 20
+    def seconds(n: int, before: int | None) -> float:
+        compiled = 2.0 if n != before else 0.0  # a count's first round compiles the learner's programs
+        return 0.1 + 0.002 * n + 0.8 / n + compiled  # least at √(0.8 / 0.002) = 20
 
     scaler = CriticalScaler(1, 64, fragment_steps=512, objective="time", n0=8, constant_batch=True)
     n, picked = scaler.next_actors(None), []
     for r in range(1, 61):
-        n = scaler.next_actors(_crow(r, n, 99.0, 5e5 if r % 2 else -3e3, seconds=seconds(n)))
+        n = scaler.next_actors(_crow(r, n, 99.0, 5e5 if r % 2 else -3e3,
+                                     seconds=seconds(n, picked[-1] if picked else None)))
         picked.append(n)
-    # it stays at n* however long it runs: the counts tried at the start are not forgotten and re-tried
-    assert picked[:2] == [16, 4] and picked[2:] == [20] * 58
+    # two rounds of each count tried, the first not measured; then it stays at n* however long it runs: the counts
+    # tried at the start are not forgotten and re-tried
+    assert picked[:5] == [8, 16, 16, 4, 4] and picked[5:] == [20] * 55
     cheap = CriticalScaler(1, 64, fragment_steps=512, objective="time", n0=8, constant_batch=True)
     cheap.next_actors(None)
-    for r, m in enumerate((8, 16, 4), start=1):  # no per-invocation cost: as many functions as allowed
+    for r, m in enumerate((8, 8, 16, 16, 4, 4), start=1):  # no per-invocation cost: as many functions as allowed
         last = cheap.next_actors(_crow(r, m, 99.0, 1e3, seconds=0.1 + 0.8 / m))
     assert last == 64
 

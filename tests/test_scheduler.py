@@ -271,6 +271,38 @@ def test_a_missed_target_costs_its_shortfall_in_units_of_the_target() -> None:
     assert scaler.miss_reward(400.0, 400.0) == 0.0 and scaler.miss_reward(900.0, 400.0) == 0.0
 
 
+def test_training_jobs_learn_on_one_compute_thread_as_a_run_does(tmp_path) -> None:
+    """The agent's optimiser must not make JAX's CPU client before the jobs' learners set it up: with two XLA compute
+    threads a job's wait for a CPU was counted twice and its learner's own seconds came out 0 under load."""
+    code = """if True:
+        import os, sys
+        import minionsrl.build as build
+        from minionsrl.config import TrainConfig
+        from minionsrl.experiments import scheduler as sched
+
+        class Stop(Exception):
+            pass
+
+        def trainer(cfg, scaler):
+            import jax.numpy as jnp
+            jnp.zeros(1).block_until_ready()
+            names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+            print(names.count("tf_XLAEigen"))
+            raise Stop
+
+        build.make_trainer = trainer
+        cfg = TrainConfig(env_id="CartPole-v1", n_min=1, n_max=8, max_rounds=2, progress=False, tensorboard=False,
+                          run_dir=sys.argv[1])
+        try:
+            sched.train_scheduler(cfg, jobs=1, target=500.0, out=sys.argv[1] + "/s.safetensors", n_max=8)
+        except Stop:
+            pass
+        """
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120,
+                         check=True)
+    assert out.stdout.strip() == "1"
+
+
 def test_a_deployed_scheduler_reads_rounds_in_its_training_jobs_units(tmp_path) -> None:
     from minionsrl.build import make_scaler
 

@@ -101,7 +101,11 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
                     on_job: Callable[[dict[str, Any]], None] | None = None) -> Path:
     """Train the scheduler over ``jobs`` complete training jobs of ``base``; save it and its curve."""
     from minionsrl.build import make_trainer
+    from minionsrl.learner import runtime
 
+    # before the agent's optimiser makes JAX's CPU client: the jobs' learners need it as every run sets it up (one
+    # compute thread), or their wait for a CPU is counted on two threads at once and their own time comes out 0
+    runtime.configure(base.learner.learner_threads)
     hyper = SchedulerHyper() if hyper is None else hyper
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -112,6 +116,7 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
         agent, _ = load_agent(out)
     optimizer = SchedulerOptimizer(agent, hyper)
     meta = {"env_id": base.env.env_id, "target_return": target, "max_rounds": base.run.max_rounds,
+            "batch_size": base.env.batch_size, "fragment_length": base.env.fragment_length,
             "hyper": dataclasses.asdict(hyper), "curve": curve_path.name}
     with open(curve_path, "a" if done else "w", newline="") as fh:
         writer = csv.DictWriter(fh, CURVE_COLUMNS)

@@ -186,7 +186,8 @@ class CriticalScaler(Scaler):
     dollars of a round, ``"time"`` its projected cloud seconds. ``B_noise`` is smoothed (EWMA) over rounds;
     until two different counts have been seen the fit has nothing to go on, so the first rounds run
     ``n_0`` and then a second count (twice or half of it). Each count's cost is kept for the whole run,
-    smoothed (EWMA) over its own warm rounds: a window of recent rounds forgot the counts not chosen lately
+    smoothed (EWMA) over its own warm rounds (not a count's first, which starts instances and compiles the
+    learner's programs for its batch's shapes): a window of recent rounds forgot the counts not chosen lately
     and, once it held one count only, sent the scaler back to exploring (to ``n_0/2`` under a constant batch,
     for a window's length).
 
@@ -208,14 +209,19 @@ class CriticalScaler(Scaler):
         self.constant_batch = constant_batch
         self.noise: float | None = None  # smoothed B_noise (samples)
         self.measured: dict[int, float] = {}  # n -> its warm rounds' cost or seconds, smoothed
+        self.previous: int | None = None  # the count of the round before the last one
 
     def next_actors(self, last_round: dict[str, Any] | None) -> int:
         if last_round is None:
             return self.clip(self.n0)
         n = int(last_round["n_actors"])
         measure = as_finite(last_round.get("cost_serverless_usd" if self.objective == "cost" else "projected_round_s"))
-        # a round that started instances measures their cold starts, not what a count costs once running
-        if measure is not None and not as_finite(last_round.get("cold_starts")):
+        # A count's first round measures what starting it costs, not what it costs once running: instances it
+        # started (their cold starts) and the learner's programs for its batch's shapes, compiled (seconds on a
+        # CPU); kept, such a round would stand for its count for the whole run
+        warm = n == self.previous and not as_finite(last_round.get("cold_starts"))
+        self.previous = n
+        if measure is not None and warm:
             self.measured[n] = self._smooth(self.measured.get(n), measure)
         gns = as_finite(last_round.get("gns"))
         if gns is not None:
@@ -230,8 +236,8 @@ class CriticalScaler(Scaler):
         return self.best(*fit, self.noise)
 
     def _explore(self, n: int, candidates: tuple[int, ...]) -> int:
-        """While learning the cost model: stay at ``n`` until a round without cold starts measured it, then the
-        first candidate count not measured yet (``n`` when the bounds leave none)."""
+        """While learning the cost model: stay at ``n`` until a warm round (its second, without cold starts)
+        measured it, then the first candidate count not measured yet (``n`` when the bounds leave none)."""
         counts = self._counts()
         if n not in counts:
             return n
@@ -280,9 +286,11 @@ class CriticalScaler(Scaler):
         return self.clip(round(n_star))
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "noise": self.noise, "measured": [[n, d] for n, d in self.measured.items()]}
+        return {**super().state_dict(), "noise": self.noise, "measured": [[n, d] for n, d in self.measured.items()],
+                "previous": self.previous}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.noise = state["noise"]
         self.measured = {int(n): float(d) for n, d in state["measured"]}
+        self.previous = state["previous"]
