@@ -232,7 +232,7 @@ def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
     if sc.scaler == "minions":
         from minionsrl.scaling.minions import MinionsScaler, load_agent
 
-        agent, meta = load_agent(sc.scheduler, family)
+        agent, meta = load_agent(sc.scheduler, family, constant_batch=cfg.env.batch_size is not None)
         # the round feature in the units it was trained in: rounds over the training jobs' length
         return MinionsScaler(agent, lo, hi, return_scale=cfg.run.target_return or float(meta["target_return"]),
                              horizon=int(meta.get("max_rounds") or cfg.run.max_rounds or 100),

@@ -41,9 +41,11 @@ from minionsrl.scaling.base import Scaler, as_finite
 # also see the gradient noise scale, which says how much a larger batch would help (DESIGN §2.2).
 FEATURES_V1 = ("round", "loss", "eval_return", "kl", "learn_s", "sample_s", "round_s", "budget")
 FEATURES = (*FEATURES_V1, "gns")
-# The shipped schedulers, by env family (DESIGN §2.2): each was trained on one env of its family's jobs; Atari
-# and custom envs get the CartPole one
-SHIPPED = {"classic": "scheduler-cartpole.safetensors", "mujoco": "scheduler-hopper.safetensors"}
+# The shipped schedulers, by env family and by whether a round's batch is constant (DESIGN §2.2): each was trained
+# on one env of its family's jobs in that mode, since what an actor buys differs (with T fixed, samples; with a
+# batch size, a shorter round); Atari and custom envs get the CartPole one, and a mode with none its family's other
+SHIPPED = {("classic", False): "scheduler-cartpole.safetensors", ("mujoco", False): "scheduler-hopper.safetensors",
+           ("mujoco", True): "scheduler-hopper-batch.safetensors"}
 HIDDEN = (64, 64)
 TOWERS = ("actor", "critic")
 _SEQUENTIAL_STRIDE = 2  # artefacts: a torch Sequential's index of each linear layer (Linear, Tanh, Linear, …)
@@ -165,10 +167,17 @@ def save_agent(agent: SchedulerAgent, path: str | Path, metadata: dict[str, Any]
                                                  **metadata})})
 
 
-def load_agent(path: str | Path | None, family: str = "classic") -> tuple[SchedulerAgent, dict[str, Any]]:
-    """Read a scheduler artefact (when ``path`` is None, the one shipped for the env ``family``)."""
+def shipped(family: str, constant_batch: bool = False) -> str:
+    """The file name of the scheduler shipped for the env ``family`` and batch mode (see :data:`SHIPPED`)."""
+    known = family if (family, False) in SHIPPED else "classic"
+    return SHIPPED.get((known, constant_batch), SHIPPED[(known, False)])
+
+
+def load_agent(path: str | Path | None, family: str = "classic",
+               constant_batch: bool = False) -> tuple[SchedulerAgent, dict[str, Any]]:
+    """Read a scheduler artefact (when ``path`` is None, the one shipped for the env ``family`` and batch mode)."""
     if path is None:
-        path = resources.files("minionsrl").joinpath("data", SHIPPED.get(family, SHIPPED["classic"]))
+        path = resources.files("minionsrl").joinpath("data", shipped(family, constant_batch))
     if not Path(str(path)).is_file():
         raise ConfigError(f"scheduler: file {str(path)!r} does not exist; train one with `minionsrl scheduler train`")
     try:
