@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,14 @@ def configure(threads: int) -> None:
 
     if threads == 1:
         _one_compute_thread(jax)
+        if len(extra := _compute_threads()) > 1:
+            # the client was made before this set-up (the flags and the affinity came too late): each of its compute
+            # threads waits for a CPU on its own, and :func:`wait_s` would count the update's wait several times
+            warnings.warn(f"JAX ran before the learner was set up, so its CPU client has {len(extra)} compute "
+                          "threads and the learner's measured seconds (projected_learner_s) may come out low under "
+                          "load; start the run (minionsrl.train) before any other JAX computation in this process, "
+                          "or set XLA_FLAGS=--xla_cpu_multi_thread_eigen=false before it", RuntimeWarning,
+                          stacklevel=2)
     jax.config.update("jax_default_matmul_precision", MATMUL_PRECISION)  # traced into every program from now on
     if not jax.config.jax_compilation_cache_dir:
         cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "minionsrl" / "jax"
@@ -68,12 +77,17 @@ def wait_s() -> float:
     """Seconds the learner has waited for a CPU of this machine (a counter: take differences): its main thread and
     XLA's compute thread, which take turns on one update (:func:`configure`); other threads (checkpoint and log
     writers, a backend's) run beside it and are not on its critical path. See :mod:`minionsrl.function.clock`."""
-    total = clock.thread_wait_s()
+    return clock.thread_wait_s() + sum(clock.wait_s(f"/proc/self/task/{tid}/schedstat") for tid in _compute_threads())
+
+
+def _compute_threads() -> list[str]:
+    """The ids of XLA:CPU's compute threads in this process (named ``tf_XLAEigen``)."""
+    tids = []
     for tid in os.listdir("/proc/self/task"):
         try:
             with open(f"/proc/self/task/{tid}/comm") as fh:
                 if fh.read().startswith("tf_XLAEigen"):
-                    total += clock.wait_s(f"/proc/self/task/{tid}/schedstat")
+                    tids.append(tid)
         except OSError:  # a thread that has ended meanwhile
             pass
-    return total
+    return tids
