@@ -226,10 +226,11 @@ def report_env(env: str) -> list[str]:
     lines.append("")
     adaptive = [label(a) for a in ADAPTIVE if label(a) in arms]
     for arm in adaptive:
+        versus = (f"against fixed-16 on servers: time {_ratio(rows, arm, server, 'projected_time_to_target_s')}, "
+                  f"dollars {_ratio(rows, arm, server, 'usd_to_target')}" if server in arms
+                  else "fixed-16 on servers not run here")
         lines.append(f"- {arm} ≤ 0.48× fixed-8's projected time at ≤ 1.0× its dollars: "
-                     f"**{_goal(rows, arm, fixed8, 'projected_time_to_target_s', 0.48, 1.0)}**; against fixed-16 "
-                     f"on servers: time {_ratio(rows, arm, server, 'projected_time_to_target_s')}, dollars "
-                     f"{_ratio(rows, arm, server, 'usd_to_target')}")
+                     f"**{_goal(rows, arm, fixed8, 'projected_time_to_target_s', 0.48, 1.0)}**; {versus}")
     if label("minions") in arms and server in arms:
         lines.append(f"- MinionsRL's claim (minions vs fixed-16 on servers: ≤ 0.48× time, ≤ 0.14× dollars): "
                      f"**{_goal(rows, label('minions'), server, 'projected_time_to_target_s', 0.48, 0.14)}** "

@@ -200,3 +200,17 @@ def test_critical_fits_only_rounds_without_cold_starts() -> None:
     assert scaler.next_actors({**_crow(3, 16, 99.0, 2_000.0, seconds=3.0), "cold_starts": 8}) == 16
     n = scaler.next_actors({**_crow(4, 16, 99.0, 2_000.0, seconds=1.16), "cold_starts": 0})
     assert scaler.fit() == pytest.approx((1.0, 0.01)) and n == round(math.sqrt(1.0 * 2_000 / (0.01 * 100)))
+
+
+def test_critical_with_a_constant_batch_fits_no_negative_cost_from_noisy_rounds() -> None:
+    """A measured Hopper run (time objective): one warm round each gave 0.29 s at 16, 0.20 s at 32 and 0.31 s at 8
+    actors. Fitted freely, a + b·n + c/n came out with c < 0 ("splitting the fragment saves nothing") and the run
+    stayed at n_min for 100 rounds, where 64 actors were the fastest; no term of a round's cost is negative, and the
+    fit that keeps them so sends it up."""
+    scaler = CriticalScaler(8, 64, fragment_steps=256, objective="time", n0=16, constant_batch=True)
+    n = scaler.next_actors(None)
+    trace = [(16, 1.24, 16), (16, 0.29, 0), (32, 0.21, 16), (32, 0.20, 0), (8, 0.35, 0), (8, 0.31, 0)]
+    for r, (count, seconds, cold) in enumerate(trace, start=1):
+        assert n == count
+        n = scaler.next_actors({**_crow(r, n, 99.0, 2_000.0, seconds=seconds), "cold_starts": cold})
+    assert n == 64
