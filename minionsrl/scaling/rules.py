@@ -7,7 +7,6 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-from scipy.optimize import nnls
 
 from minionsrl.scaling.base import Scaler, as_finite
 
@@ -262,6 +261,8 @@ class CriticalScaler(Scaler):
         coefficient kept ≥ 0: every term is a cost. Fitted freely through three noisy rounds (Hopper, constant
         batch, time: 0.29 s at 16, 0.20 at 32, 0.31 at 8) the fragment's term came out negative, and the run stayed
         at n_min where 64 was fastest."""
+        from scipy.optimize import nnls  # here: importing this module (load_policy does) must not load SciPy's BLAS
+
         ns = np.array(list(self.measured), dtype=np.float64)
         coef, _ = nnls(np.stack(terms(ns), axis=1), np.array(list(self.measured.values())))
         return coef
