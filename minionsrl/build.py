@@ -215,7 +215,6 @@ def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
 
     sc = cfg.scaling
     lo, hi = sc.n_min, sc.n_max
-    constant_batch = cfg.env.batch_size is not None  # StepPlan.constant_batch, before a preset resolved T
     builders = {
         "fixed": lambda: rules.FixedScaler(sc.actors),
         "min": lambda: rules.MinScaler(lo, hi),
@@ -228,12 +227,12 @@ def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
                                            sc.nitro_window_mode),
         # under a batch size its model (batch n·T) does not hold: T is taken as the first round's steps per actor
         "critical": lambda: rules.CriticalScaler(lo, hi, _steps_per_actor(cfg), sc.objective, sc.initial_actors,
-                                                 constant_batch=constant_batch),
+                                                 constant_batch=cfg.env.constant_batch),
     }
     if sc.scaler == "minions":
         from minionsrl.scaling.minions import MinionsScaler, load_agent
 
-        agent, meta = load_agent(sc.scheduler, family, constant_batch=constant_batch)
+        agent, meta = load_agent(sc.scheduler, family, constant_batch=cfg.env.constant_batch)
         # the round feature in the units it was trained in: rounds over the training jobs' length
         return MinionsScaler(agent, lo, hi, return_scale=cfg.run.target_return or float(meta["target_return"]),
                              horizon=int(meta.get("max_rounds") or cfg.run.max_rounds or 100),

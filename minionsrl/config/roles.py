@@ -72,9 +72,14 @@ class EnvConfig(Role):
     carry_episodes: bool = setting(True, "continue episodes across rounds by sending the env state with the request "
                                    "(MuJoCo, classic control); off: every fragment starts an episode")
 
+    @property
+    def constant_batch(self) -> bool:
+        """Whether a round's batch is ``batch_size`` whatever the actor count (known before a preset sets T)."""
+        return self.batch_size is not None
+
     def step_plan(self) -> StepPlan:
         """The steps each rollout function takes (:class:`StepPlan`), once a preset set the fragment length."""
-        return StepPlan(None if self.batch_size is not None else self.fragment_length, self.batch_size,
+        return StepPlan(None if self.constant_batch else self.fragment_length, self.batch_size,
                         self.envs_per_function)
 
     def check(self) -> None:

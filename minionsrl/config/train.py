@@ -154,7 +154,7 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
     # size the preset's fragment length
     user_split = {"minibatch_size", "num_minibatches"} if {learner.minibatch_size, learner.num_minibatches} != {
         None} else set()
-    if cfg.env.batch_size is not None:
+    if cfg.env.constant_batch:
         user_split.add("fragment_length")
     if learner.lr_schedule is not None:  # --lr-schedule over --anneal-lr: anneal is anneal_lr, the others are not
         cfg = cfg.replace(anneal_lr=learner.lr_schedule == "anneal")
@@ -181,7 +181,7 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
     check_config_secrets(cfg.to_dict())
     # the rules between roles
     env, learner, functions, faults = cfg.env, cfg.learner, cfg.functions, cfg.faults
-    if env.batch_size is not None:
+    if env.constant_batch:
         env.step_plan().check(cfg.scaling.most_actors)
     if faults.fault_hang > 0 and functions.invocation_timeout_s is None and faults.round_deadline_s is None:
         raise ConfigError("fault_hang: injected hangs need a deadline; set invocation_timeout_s or round_deadline_s")

@@ -37,10 +37,10 @@ def configure(threads: int) -> None:
 
     if threads == 1:
         _one_compute_thread(jax)
-        if len(extra := _compute_threads()) > 1:
+        if len(compute := _compute_threads()) > 1:
             # the client was made before this set-up (the flags and the affinity came too late): each of its compute
             # threads waits for a CPU on its own, and :func:`wait_s` would count the update's wait several times
-            warnings.warn(f"JAX ran before the learner was set up, so its CPU client has {len(extra)} compute "
+            warnings.warn(f"JAX ran before the learner was set up, so its CPU client has {len(compute)} compute "
                           "threads and the learner's measured seconds (projected_learner_s) may come out low under "
                           "load; start the run (minionsrl.train) before any other JAX computation in this process, "
                           "or set XLA_FLAGS=--xla_cpu_multi_thread_eigen=false before it", RuntimeWarning,
