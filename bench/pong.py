@@ -2,6 +2,7 @@
 wall-clock budget, 8 local actors, reporting training returns (full games) and steps/s as it goes.
 
 Usage: .venv/bin/python bench/pong.py [--minutes 25] [--seed 1] [--learner-threads 2] [--envs-per-function 1]
+                                      [--device auto|cpu|cuda]
 The rows go to bench/out/pong.jsonl as each round ends; the section is rewritten every 20 rounds, so a
 cut run still leaves its curve. The learning rate anneals over the preset's 10M steps, as CleanRL's does.
 """
@@ -25,6 +26,7 @@ def main() -> None:
     parser.add_argument("--learner-threads", type=int, default=2,
                         help="the update's threads: the rollout functions idle while PPO learns, so both cores")
     parser.add_argument("--envs-per-function", type=int, default=1)
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="the learner's device")
     args = parser.parse_args()
 
     from minionsrl.build import make_trainer
@@ -36,6 +38,7 @@ def main() -> None:
     run_dir = common.OUT / f"pong-run-{time.strftime('%Y%m%d-%H%M%S')}"
     cfg = TrainConfig(env_id=ENV, actors=args.actors, seed=args.seed, eval_every=0,
                       learner_threads=args.learner_threads, envs_per_function=args.envs_per_function, detectors="off",
+                      device=args.device,
                       progress=False, tensorboard=False, checkpoint_every=20, run_dir=str(run_dir))
     trainer = make_trainer(cfg)
     rows: list[dict] = []

@@ -12,7 +12,7 @@ import glob
 from typing import TYPE_CHECKING
 
 from minionsrl import config
-from minionsrl.config import TrainConfig
+from minionsrl.config import LearnerConfig, TrainConfig
 from minionsrl.cost import CostLedger, load_prices
 from minionsrl.errors import ConfigError
 from minionsrl.function.envs import EnvInfo, EnvSpec, check_env_id, env_info
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     """Check the env id, inspect its spaces and resolve the presets: all before any work starts."""
     config.validate(cfg, require_stop=False)  # the preset may still supply total_timesteps
-    learner_device(cfg.learner.device)  # cuda where there is none fails here; the config keeps what was asked for
+    learner_device(cfg.learner)  # cuda where there is none fails here; the config keeps what was asked for
     needs = _RULE_NEEDS.get(cfg.scaling.scaler, frozenset())
     if cfg.scaling.detectors == "off" and needs:
         raise ConfigError(f"detectors: {cfg.scaling.scaler} reads the {' and '.join(sorted(needs))} detector(s) every "
@@ -106,18 +106,23 @@ def _first_actors(cfg: TrainConfig) -> int:
     return {"fixed": cfg.scaling.actors, "minions": 1}.get(cfg.scaling.scaler, cfg.scaling.n_min)
 
 
-def learner_device(device: str) -> str:
+def learner_device(lc: LearnerConfig) -> str:
     """``auto``: a CUDA device when JAX sees one, else the CPU; ``cuda`` where there is none is bad input.
-    ``auto`` on a machine without NVIDIA device files answers "cpu" without loading JAX (a second saved)."""
-    if device == "cpu" or (device == "auto" and not glob.glob("/dev/nvidia[0-9]*")):
+    ``auto`` on a machine without NVIDIA device files answers "cpu" without loading JAX (a second saved). Where JAX
+    is loaded to ask, the learner's runtime is set up first (:func:`~minionsrl.learner.runtime.configure`): its
+    flags reach XLA only before JAX's first client is made, and asking for a GPU makes them all."""
+    if lc.device == "cpu" or (lc.device == "auto" and not glob.glob("/dev/nvidia[0-9]*")):
         return "cpu"
+    from minionsrl.learner import runtime
+
+    runtime.configure(lc.learner_threads)
     import jax
 
     try:
         jax.devices("gpu")
         return "cuda"
     except RuntimeError:  # JAX without a CUDA plugin, or no device it can use
-        if device == "cuda":
+        if lc.device == "cuda":
             raise ConfigError("device: 'cuda' was asked for but JAX sees no CUDA device on this machine (a GPU "
                               "learner needs the `cuda` extra: pip install 'minionsrl[cuda]'); use --device cpu "
                               "(or auto)") from None
@@ -128,7 +133,7 @@ def make_ledger(cfg: TrainConfig, prices: dict | None = None) -> CostLedger:
     """The cost ledger of a run: its function platform, and a learner host of the kind the learner runs on."""
     cost = cfg.cost
     return CostLedger(load_prices(cost.prices) if prices is None else prices, cost.platform, cost.function_memory_mb,
-                      cost.cold_start_s, learner_device=learner_device(cfg.learner.device),
+                      cost.cold_start_s, learner_device=learner_device(cfg.learner),
                       backend=cfg.functions.backend)
 
 
@@ -143,8 +148,8 @@ def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
     params = PPOParams(**{f.name: getattr(lc, f.name) for f in dataclasses.fields(PPOParams)
                           if f.name != "reference_batch"}, reference_batch=reference_batch)
     norm = learners.Normalization(lc.normalize_obs, lc.normalize_reward, lc.clip_obs, lc.clip_reward)
-    device = learner_device(lc.device)
-    runtime.configure(lc.learner_threads)
+    device = learner_device(lc)
+    runtime.configure(lc.learner_threads)  # a second call (where learner_device made one) changes nothing
     if lc.algo == "ppo":
         return learners.PPOLearner(arch, params, norm, device, cfg.run.seed, anchor_current=lc.pipeline)
     cls = learners.APPOLearner if lc.algo == "appo" else learners.IMPALALearner

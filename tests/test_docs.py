@@ -27,11 +27,12 @@ def test_readme_lists_the_csv_columns_the_code_writes():
 
 def test_readme_lists_the_summary_keys(tmp_path):
     summary = make_trainer(TrainConfig(env_id="CartPole-v1", actors=1, fragment_length=16, max_rounds=1,
-                                       eval_episodes=1, progress=False, tensorboard=False,
+                                       eval_episodes=1, progress=False, tensorboard=False, device="cpu",
                                        run_dir=str(tmp_path / "r"))).run()
     assert _listed("summary.json") == [k for k in summary if k != "config"]
     assert "cost_usd: {serverless, server, serverless_wall, server_wall}" in README
     assert list(summary["cost_usd"]) == ["serverless", "server", "serverless_wall", "server_wall"]
+    assert summary["learner_host"] == "c5.large"  # a CPU learner: the catalogue's CPU host
 
 
 def test_module_map_paths_exist_and_the_design_is_ours():

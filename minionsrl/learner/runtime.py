@@ -23,8 +23,9 @@ def configure(threads: int) -> None:
     these sizes, and rollout functions need the other cores), so the update is one chain of work whose wait for
     a CPU is measurable (:func:`wait_s`); compiled programs kept in a per-user cache
     (``$XDG_CACHE_HOME/minionsrl/jax``, or JAX's own ``JAX_COMPILATION_CACHE_DIR``), so a new run of a
-    known shape starts without compiling; float32 matmuls at full precision (:data:`MATMUL_PRECISION`). Flags reach
-    XLA only if no JAX computation ran yet."""
+    known shape starts without compiling; float32 matmuls at full precision (:data:`MATMUL_PRECISION`); on a GPU,
+    memory taken as needed rather than most of the card at once. Flags reach XLA only if no JAX computation ran
+    yet."""
     from threadpoolctl import threadpool_limits
 
     # NumPy's BLAS on the learner's side too (GAE, the Lanczos basis): its idle threads spin against the rollout
@@ -33,6 +34,9 @@ def configure(threads: int) -> None:
     flags = os.environ.get("XLA_FLAGS", "")
     if threads == 1 and "xla_cpu_multi_thread_eigen" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
+    # a GPU learner's networks take megabytes: JAX's default, three quarters of the card taken at its first use,
+    # would stop a second run on the same GPU (a comparison's seeds side by side) from starting at all
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import jax
 
     if threads == 1:

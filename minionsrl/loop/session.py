@@ -198,9 +198,11 @@ class Session:
         if error is not None and raise_error:
             raise error
 
-    def write_summary(self, progress: Progress, cost_usd: dict[str, float], projected_cloud_s: float) -> dict[str, Any]:
-        """``summary.json``: the run's outcome, the stop condition that ended it, and its config. Numbers that
-        do not exist (no evaluation yet) are ``null``: JSON has no NaN."""
+    def write_summary(self, progress: Progress, cost_usd: dict[str, float], projected_cloud_s: float,
+                      learner_host: str | None = None) -> dict[str, Any]:
+        """``summary.json``: the run's outcome, the stop condition that ended it, what it cost (and the server the
+        learner was billed as: a GPU host for a GPU learner), and its config. Numbers that do not exist (no
+        evaluation yet) are ``null``: JSON has no NaN."""
         recent = list(progress.recent_returns)
         # a target is met by an evaluated policy (the best one); the other conditions stop the run as it stands
         stop_checkpoint = checkpoint.BEST if progress.stopped_by == "target_return" else checkpoint.LATEST
@@ -213,7 +215,7 @@ class Session:
             "best_eval_return": progress.best_eval if math.isfinite(progress.best_eval) else None,
             "best_round": progress.best_round or None,
             "train_return_last100": float(np.mean(recent)) if recent else None,
-            "cost_usd": cost_usd, "projected_cloud_s": projected_cloud_s,
+            "cost_usd": cost_usd, "projected_cloud_s": projected_cloud_s, "learner_host": learner_host,
             "config": self.cfg.to_dict(),
         }
         path = self.run_dir / "summary.json"
