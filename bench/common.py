@@ -30,7 +30,8 @@ OUT = ROOT / "bench" / "out"
 DOC = ROOT / "docs" / "BENCHMARKS.md"
 PYTHON = sys.executable
 # the doc's sections, in order
-SECTIONS = ("cartpole", "hopper", "sampling", "cnn_runtime", "async_algos", "pong", "backends", "learner_round")
+SECTIONS = ("cartpole", "hopper", "sampling", "cnn_runtime", "async_algos", "pong", "backends", "learner_round",
+            "gpu")
 
 _DOC_INTRO = """# Benchmarks
 

@@ -86,7 +86,8 @@ for the learning signal only, v5's sticky actions kept), episodes carried across
 learner on {cfg.learner.learner_threads} thread(s), {cfg.env.envs_per_function} env(s) per function,
 {common.n_cores()} cores shared with other work, for a wall-clock budget of {args.minutes:g} min. Returns are
 full games of raw rewards (−21…21) from the training actors, mean of the last 20 finished games.
-**No GPU machine was lent to this task**, so the 10M-frame GPU run (CleanRL reports 20.4) was not done.
+The GPU learner's Pong (2 min on an H100, `--device cuda`) is in §14; the 10M-frame run (CleanRL reports
+20.4) would take about 25 min there and is not done.
 
 | round | env steps | frames | wall s | steps/s | games finished | return (last 20 games) |
 |---:|---:|---:|---:|---:|---:|---:|

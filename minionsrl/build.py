@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import importlib.util
 from typing import TYPE_CHECKING
 
 from minionsrl import config
@@ -108,24 +109,26 @@ def _first_actors(cfg: TrainConfig) -> int:
 
 def learner_device(lc: LearnerConfig) -> str:
     """``auto``: a CUDA device when JAX sees one, else the CPU; ``cuda`` where there is none is bad input.
-    ``auto`` on a machine without NVIDIA device files answers "cpu" without loading JAX (a second saved). Where JAX
-    is loaded to ask, the learner's runtime is set up first (:func:`~minionsrl.learner.runtime.configure`): its
-    flags reach XLA only before JAX's first client is made, and asking for a GPU makes them all."""
-    if lc.device == "cpu" or (lc.device == "auto" and not glob.glob("/dev/nvidia[0-9]*")):
+    Without NVIDIA device files or a CUDA plugin for JAX, the answer needs no JAX (a second saved). Where JAX is
+    asked, the learner's runtime is set up first (:func:`~minionsrl.learner.runtime.configure`): its flags reach
+    XLA only before JAX's first client is made, and asking for a GPU makes them all."""
+    if lc.device == "cpu":
         return "cpu"
-    from minionsrl.learner import runtime
+    if glob.glob("/dev/nvidia[0-9]*") and any(importlib.util.find_spec(f"jax_cuda{v}_plugin") for v in (12, 13)):
+        from minionsrl.learner import runtime
 
-    runtime.configure(lc.learner_threads)
-    import jax
+        runtime.configure(lc.learner_threads, gpu=True)
+        import jax
 
-    try:
-        jax.devices("gpu")
-        return "cuda"
-    except RuntimeError:  # JAX without a CUDA plugin, or no device it can use
-        if lc.device == "cuda":
-            raise ConfigError("device: 'cuda' was asked for but JAX sees no CUDA device on this machine (a GPU "
-                              "learner needs the `cuda` extra: pip install 'minionsrl[cuda]'); use --device cpu "
-                              "(or auto)") from None
+        try:
+            jax.devices("gpu")
+            return "cuda"
+        except RuntimeError:  # no device the plugin can use
+            pass
+    if lc.device == "cuda":
+        raise ConfigError("device: 'cuda' was asked for but JAX sees no CUDA device on this machine (a GPU learner "
+                          "needs an NVIDIA driver and the `cuda` extra: pip install 'minionsrl[cuda]'); use --device "
+                          "cpu (or auto)")
     return "cpu"
 
 
@@ -149,7 +152,7 @@ def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
                           if f.name != "reference_batch"}, reference_batch=reference_batch)
     norm = learners.Normalization(lc.normalize_obs, lc.normalize_reward, lc.clip_obs, lc.clip_reward)
     device = learner_device(lc)
-    runtime.configure(lc.learner_threads)  # a second call (where learner_device made one) changes nothing
+    runtime.configure(lc.learner_threads, gpu=device == "cuda")  # after learner_device's own call: changes nothing
     if lc.algo == "ppo":
         return learners.PPOLearner(arch, params, norm, device, cfg.run.seed, anchor_current=lc.pipeline)
     cls = learners.APPOLearner if lc.algo == "appo" else learners.IMPALALearner

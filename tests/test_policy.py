@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -167,22 +168,27 @@ def test_the_learner_runtime_computes_matmuls_at_full_float32_precision():
     assert precision == "float32" and int(dots) == int(highest) == 4  # two layers in each of two towers
 
 
-@pytest.mark.parametrize("jax_first", [False, True])
-def test_the_learner_runtime_warns_when_jax_ran_before_it(jax_first):
+@pytest.mark.parametrize(("jax_first", "gpu"), [(False, False), (True, False), (False, True)])
+def test_the_learner_runtime_warns_when_jax_ran_before_it(jax_first, gpu):
     """Set up first, the learner gets one XLA compute thread, whose wait for a CPU the round's clock subtracts; if JAX
     made its client earlier (an API user's own computation), its several threads would each count the update's
-    wait, and the user is told so, with the fix. In a fresh interpreter: the client is process-wide."""
+    wait, and the user is told so, with the fix. A learner on a GPU gets clients made with every core (its update is
+    not on XLA:CPU's threads; one core would size the GPU compiler's threads too), and no warning. In a fresh
+    interpreter: the client is process-wide."""
+    if gpu and (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: a pool made with every core has one thread too")
     code = ("import os, warnings, jax\n"
             f"if {jax_first}: jax.numpy.zeros(1).block_until_ready()\n"
             "from minionsrl.learner import runtime\n"
             "with warnings.catch_warnings(record=True) as caught:\n"
             "    warnings.simplefilter('always')\n"
-            "    runtime.configure(1)\n"
+            f"    runtime.configure(1, gpu={gpu})\n"
+            "jax.numpy.zeros(1).block_until_ready()  # the client, if the set-up did not make it\n"
             "names = [open(f'/proc/self/task/{t}/comm').read() for t in os.listdir('/proc/self/task')]\n"
             "print(sum(n.startswith('tf_XLAEigen') for n in names), len(caught))\n"
             "print(*(str(w.message) for w in caught))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     counts, message = out.stdout.split("\n", 1)
     threads, warned = map(int, counts.split())
-    assert (threads > 1, warned) == (jax_first, int(jax_first))
+    assert (threads > 1, warned) == (jax_first or gpu, int(jax_first))
     assert ("XLA_FLAGS=--xla_cpu_multi_thread_eigen=false" in message) == jax_first

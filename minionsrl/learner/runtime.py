@@ -18,10 +18,11 @@ from minionsrl.function import clock
 MATMUL_PRECISION = "float32"
 
 
-def configure(threads: int) -> None:
+def configure(threads: int, gpu: bool = False) -> None:
     """One XLA:CPU thread and one BLAS thread when ``threads`` is 1 (their thread pools only add overhead at
     these sizes, and rollout functions need the other cores), so the update is one chain of work whose wait for
-    a CPU is measurable (:func:`wait_s`); compiled programs kept in a per-user cache
+    a CPU is measurable (:func:`wait_s`); for a learner on a GPU (``gpu``), JAX's clients made with every core (the
+    GPU's compiler sizes its threads by them); compiled programs kept in a per-user cache
     (``$XDG_CACHE_HOME/minionsrl/jax``, or JAX's own ``JAX_COMPILATION_CACHE_DIR``), so a new run of a
     known shape starts without compiling; float32 matmuls at full precision (:data:`MATMUL_PRECISION`); on a GPU,
     memory taken as needed rather than most of the card at once. Flags reach XLA only if no JAX computation ran
@@ -39,7 +40,7 @@ def configure(threads: int) -> None:
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import jax
 
-    if threads == 1:
+    if threads == 1 and not gpu:
         _one_compute_thread(jax)
         if len(compute := _compute_threads()) > 1:
             # the client was made before this set-up (the flags and the affinity came too late): each of its compute
