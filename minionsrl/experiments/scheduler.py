@@ -100,12 +100,12 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
                     hyper: SchedulerHyper | None = None,
                     on_job: Callable[[dict[str, Any]], None] | None = None) -> Path:
     """Train the scheduler over ``jobs`` complete training jobs of ``base``; save it and its curve."""
-    from minionsrl.build import make_trainer
+    from minionsrl.build import learner_device, make_trainer
     from minionsrl.learner import runtime
 
     # before the agent's optimiser makes JAX's CPU client: the jobs' learners need it as every run sets it up (one
     # compute thread), or their wait for a CPU is counted on two threads at once and their own time comes out 0
-    runtime.configure(base.learner.learner_threads)
+    runtime.configure(base.learner.learner_threads, gpu=learner_device(base.learner) == "cuda")
     hyper = SchedulerHyper() if hyper is None else hyper
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
