@@ -42,7 +42,8 @@ rewrites only its own section below, between its
 it). The machine is small (2 cores) and is shared, so absolute times are noisy; every comparison is
 measured side by side in one script run: read the **ratios**, and read them as ranges. SB3 runs with
 one torch thread, as our learner does (section 1 says why). Raw results, one JSON object per
-measurement written as it finishes, go to `bench/out/` (not committed).
+measurement written as it finishes, go to `bench/out/` (not committed). Section 14 (`gpu.py`) was measured on a
+lent GPU machine and names it.
 """
 
 # -- machine and versions ------------------------------------------------------------------------
