@@ -23,6 +23,10 @@ count, the noise scale), to ``docs/results/time-to-target/GOALS.md``.
 
     .venv/bin/python bench/time_to_target.py --envs hopper latency      # run what is missing, then report
     .venv/bin/python bench/time_to_target.py --reuse                    # only report from what has run
+    .venv/bin/python bench/time_to_target.py --answer                   # the answer across the comparisons
+
+``--answer`` reads the published comparisons listed in :data:`ANSWER` and reads every arm against the fixed-8 that
+ran beside it, seed by seed, into docs/results/time-to-target-answer.md and the top of docs/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from common import OUT, ROOT, log, markdown_table
+from common import OUT, ROOT, log, markdown_table, write_section
 
 from minionsrl.backends.base import OK, InvocationRecord
 from minionsrl.cost import CostLedger, load_prices
@@ -62,6 +66,19 @@ WEAK_RSL = f"{WEAK}+num_minibatches=4+update_epochs=5+learning_rate=0.001"
 ARMS = [*FIXED, WEAK, WEAK_RSL, "fixed:64+pipeline", *ADAPTIVE, "fixed:16@server"]
 NITRO50 = {"ours": ["--env-id", "Hopper-v5", "--preset", "mujoco"],
            "nitro-preset": ["--env-id", "Hopper-v5", "--preset", "nitro"]}
+# The answer to the user's question on today's code (``--answer``): per env, the published comparisons
+# (docs/results/time-to-target-NAME/ENV/compare.csv) and the arms each contributes. Every comparison ran fixed-8
+# beside its arms, and each arm is read against that fixed-8 seed by seed: learning is deterministic per seed,
+# while the host's speed, which every projected second carries, moved 1.6x between comparisons (RESULTS.md).
+ANSWER: dict[str, list[tuple[str, list[str]]]] = {
+    "hopper": [("2026-11-26", ["fixed-64", "minions"]), ("2026-11-26-nnls", ["critical-time"]),
+               ("2026-11-26-fixed", ["fixed-16", "fixed-32"]),
+               ("2026-11-27", ["fixed-8", "fixed-128", "fixed-64+pipeline", "critical-time", "critical-cost",
+                               "kungfu", "nitro", "minions", "fixed-16@server"])],
+    "halfcheetah": [("2026-11-26-hc", ["fixed-8", "fixed-64", "critical-time", "critical-cost", "minions"])],
+    "latency": [("2026-11-26-wall", ["fixed-8", "fixed-64"]),
+                ("2026-11-26", ["fixed-64", "critical-time", "critical-cost", "minions"])],
+}
 
 
 def label(arm: str) -> str:
@@ -262,6 +279,94 @@ def report_nitro50() -> list[str]:
     return [*lines, ""]
 
 
+def paired(arm: dict[int, dict[str, str]], base: dict[int, dict[str, str]], column: str,
+           whole: str) -> dict[str, Any]:
+    """An arm against its comparison's fixed-8, seed by seed (both dicts: seed -> compare.csv row).
+
+    ``same_seeds``: over the seeds both reached the target, the arm's mean ``column`` (seconds or dollars to it)
+    over fixed-8's mean on the same seeds, with a bootstrap interval (seeds resampled in pairs); ``stalls``: the
+    ratio of the means over every seed, a run that never got there counted at its whole run (``whole``), so a lower
+    bound of what it would have taken: ``bound`` says which side is open ("≥" when only the arm stalled, "?" when
+    fixed-8 did too, "" when neither)."""
+    from minionsrl.experiments.compare import bootstrap_ci
+
+    seeds = sorted(set(arm) & set(base))
+    both = [s for s in seeds if arm[s][column] and base[s][column]]
+    ours, theirs = [float(arm[s][column]) for s in both], [float(base[s][column]) for s in both]
+
+    def counted(row: dict[str, str]) -> float:
+        return float(row[column] or row[whole])
+
+    stalled = any(not arm[s][column] for s in seeds), any(not base[s][column] for s in seeds)
+    stalls = (statistics.fmean(counted(arm[s]) for s in seeds) / statistics.fmean(counted(base[s]) for s in seeds)
+              if seeds else None)
+    return {"pairs": len(both), "same_seeds": sum(ours) / sum(theirs) if both else None,
+            "interval": bootstrap_ci(ours, over=theirs) if both else None, "stalls": stalls,
+            "bound": "?" if stalled[1] else "≥" if stalled[0] else ""}
+
+
+def _by_seed(rows: list[dict[str, str]], arm: str) -> dict[int, dict[str, str]]:
+    return {int(r["seed"]): r for r in rows if r["arm"] == arm}
+
+
+def answer_env(env: str, comparisons: list[tuple[str, list[str]]]) -> list[str]:
+    """The env's table: every arm of ``comparisons`` against the fixed-8 of its own comparison, seed by seed."""
+    from minionsrl.experiments.compare import pareto_front
+
+    table, points = [], {}
+    for name, arms in comparisons:
+        path = DOCS.with_name(f"time-to-target-{name}") / env / "compare.csv"
+        if not path.exists():
+            table.append([f"{', '.join(arms)}", name, "not run yet", "", "", "", "", "", ""])
+            continue
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        base = _by_seed(rows, label("fixed:8"))
+        for arm in arms:
+            mine = _by_seed(rows, arm)
+            if not mine:
+                table.append([arm, name, "not run yet", "", "", "", "", "", ""])
+                continue
+            t = paired(mine, base, "projected_time_to_target_s", "projected_cloud_s")
+            d = paired(mine, base, "usd_to_target", "cost_usd")
+            reached = sum(bool(r["usd_to_target"]) for r in mine.values())
+            if t["stalls"] is not None and d["stalls"] is not None:
+                points[f"{arm} ({name})"] = (d["stalls"], -t["stalls"])
+
+            def same(p: dict[str, Any]) -> str:
+                if p["same_seeds"] is None:
+                    return "– (no seed reached it in both)"
+                lo, hi = p["interval"]
+                return f"{p['same_seeds']:.2f}× [{lo:.2f}, {hi:.2f}] ({p['pairs']})"
+
+            table.append([arm, name, f"{reached}/{len(mine)}", same(t), same(d),
+                          f"{t['bound']}{t['stalls']:.2f}×", f"{d['bound']}{d['stalls']:.2f}×",
+                          f"{statistics.fmean(float(r['mean_actors']) for r in mine.values()):.0f}", ""])
+    front = pareto_front(points)
+    for row in table:
+        if f"{row[0]} ({row[1]})" in front:
+            row[-1] = "yes"
+    return [f"### {env} (target {ENVS[env]['target']:g})", "",
+            markdown_table(["arm", "comparison", "reached", "time to target vs fixed-8, same seeds [95%] (pairs)",
+                            "dollars vs fixed-8, same seeds [95%] (pairs)", "time, stalls counted",
+                            "dollars, stalls counted", "actors (mean)", "Pareto, stalls counted"], table), ""]
+
+
+def answer() -> str:
+    """Which ``n`` or scaler reaches the target in the least time, which for the fewest dollars: per env, from the
+    comparisons of :data:`ANSWER`."""
+    lines = ["Every arm against the fixed-8 of its own comparison, seed by seed (`bench/time_to_target.py "
+             "--answer`, from the compare tables under `docs/results/time-to-target-NAME/`). *Same seeds*: over "
+             "the seeds where both reached the target, the arm's mean projected seconds (or dollars) to it over "
+             "fixed-8's, with a bootstrap interval (seeds resampled in pairs). *Stalls counted*: the ratio of the "
+             "means over every seed, a run that never reached the target counted at its whole 1M-step run: a lower "
+             "bound (≥) when the arm stalled, of unknown side (?) when fixed-8 stalled too. *Pareto*: no other arm "
+             "is both faster and cheaper, stalls counted.", ""]
+    for env, comparisons in ANSWER.items():
+        lines += answer_env(env, comparisons)
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", nargs="*", default=["hopper", "latency", "halfcheetah", "nitro50"],
@@ -274,7 +379,16 @@ def main() -> None:
                         "under docs/results/time-to-target-NAME/ (a re-run on newer code beside the published one)")
     parser.add_argument("--rerun-cold", action="store_true", help="first delete the finished runs that compiled "
                         "(see above), so that this pass runs them again with the compilation cache warm")
+    parser.add_argument("--answer", action="store_true", help="only write the answer across the published "
+                        "comparisons (see ANSWER) to docs/results/time-to-target-answer.md and docs/RESULTS.md")
     args = parser.parse_args()
+    if args.answer:
+        text = answer()
+        (ROOT / "docs" / "results" / "time-to-target-answer.md").write_text(
+            f"# Time and dollars to a target: the answer on today's code\n\n{text}\n")
+        write_section("answer", text, ROOT / "docs" / "RESULTS.md")
+        print(text)
+        return
     if args.name:
         global RUNS, DOCS
         RUNS, DOCS = RUNS.with_name(f"ttt-{args.name}"), DOCS.with_name(f"time-to-target-{args.name}")

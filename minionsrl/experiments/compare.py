@@ -197,12 +197,18 @@ def run_row(arm: Arm, seed: int, run_dir: Path, target: float | None) -> dict[st
     }
 
 
-def bootstrap_ci(values: list[float], level: float = 0.95, draws: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """A percentile bootstrap interval of the mean over seeds (a single value is its own interval)."""
+def bootstrap_ci(values: list[float], level: float = 0.95, draws: int = 2000, seed: int = 0,
+                 over: list[float] | None = None) -> tuple[float, float]:
+    """A percentile bootstrap interval of the mean over seeds, or, given ``over`` (a paired value per seed: the
+    baseline's on the same seed), of the ratio ``sum(values) / sum(over)``, the seeds resampled in pairs. A single
+    seed is its own interval."""
     vals = np.asarray(values, dtype=np.float64)
+    base = None if over is None else np.asarray(over, dtype=np.float64)
     if len(vals) < 2:
-        return float(vals[0]), float(vals[0])
-    means = np.random.default_rng(seed).choice(vals, (draws, len(vals))).mean(axis=1)
+        point = vals[0] if base is None else vals[0] / base[0]
+        return float(point), float(point)
+    picks = np.random.default_rng(seed).integers(0, len(vals), (draws, len(vals)))
+    means = vals[picks].mean(axis=1) if base is None else vals[picks].sum(axis=1) / base[picks].sum(axis=1)
     lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
 

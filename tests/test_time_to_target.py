@@ -1,0 +1,42 @@
+"""The answer of bench/time_to_target.py: an arm read against the fixed-8 of its own comparison, seed by seed."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+from conftest import REPO_ROOT
+
+from minionsrl.experiments.compare import bootstrap_ci
+
+sys.path.insert(0, str(REPO_ROOT / "bench"))  # the script imports bench/common.py as ``common``
+_spec = importlib.util.spec_from_file_location("time_to_target", REPO_ROOT / "bench" / "time_to_target.py")
+ttt = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ttt)
+
+
+def rows(times: dict[int, float | None], whole: float) -> dict[int, dict[str, str]]:
+    """compare.csv rows by seed: seconds to the target ("" where never reached) and the whole run's seconds."""
+    return {s: {"projected_time_to_target_s": "" if t is None else str(t), "projected_cloud_s": str(whole)}
+            for s, t in times.items()}
+
+
+def test_bootstrap_of_a_paired_ratio():
+    assert bootstrap_ci([2.0, 4.0, 6.0], over=[4.0, 8.0, 12.0]) == pytest.approx((0.5, 0.5))  # every pair 0.5
+    assert bootstrap_ci([3.0], over=[4.0]) == (0.75, 0.75)
+    lo, hi = bootstrap_ci([1.0, 4.0, 2.0, 8.0], over=[4.0, 4.0, 4.0, 4.0])
+    assert lo < 15 / 16 < hi  # the ratio of the sums lies inside its interval
+    assert bootstrap_ci([1.0, 3.0]) == bootstrap_ci([1.0, 3.0], over=None)  # the mean's interval is unchanged
+
+
+def test_paired_reads_the_same_seeds_and_counts_a_stall_at_its_whole_run():
+    base = rows({1: 100.0, 2: 10.0, 3: 20.0}, whole=200.0)
+    arm = rows({1: None, 2: 5.0, 3: 10.0}, whole=60.0)  # seed 1, fixed-8's slowest, never reached the target
+    p = ttt.paired(arm, base, "projected_time_to_target_s", "projected_cloud_s")
+    assert p["pairs"] == 2 and p["same_seeds"] == pytest.approx(0.5)  # not (5 + 10) / (100 + 10 + 20)
+    assert p["stalls"] == pytest.approx((60 + 5 + 10) / 130) and p["bound"] == "≥"
+    both = ttt.paired(arm, rows({1: None, 2: 10.0, 3: 20.0}, whole=200.0), "projected_time_to_target_s",
+                      "projected_cloud_s")
+    assert both["bound"] == "?"  # fixed-8 stalled too: the ratio's side is unknown
+    assert ttt.paired(base, base, "projected_time_to_target_s", "projected_cloud_s")["bound"] == ""
