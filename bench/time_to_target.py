@@ -140,36 +140,65 @@ def _mean(rows: list[dict[str, str]], column: str) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def _to_target(rows: list[dict[str, str]], arm: str, column: str) -> tuple[float | None, int, int]:
-    """An arm's mean of ``column`` over the seeds that reached the target, how many did, of how many."""
+# what a run that never reached the target spent in all, by the column of what it spent to it
+WHOLE = {"projected_time_to_target_s": "projected_cloud_s", "time_to_target_s": "wall_s", "usd_to_target": "cost_usd"}
+
+
+def paired(arm: dict[int, dict[str, str]], base: dict[int, dict[str, str]], column: str) -> dict[str, Any]:
+    """An arm against its comparison's fixed-8, seed by seed (both dicts: seed -> compare.csv row).
+
+    ``same_seeds``: over the seeds both reached the target, the arm's mean ``column`` (seconds or dollars to it)
+    over fixed-8's mean on the same seeds, with a bootstrap interval (seeds resampled in pairs); ``stalls``: the
+    ratio of the means over every seed, a run that never got there counted at its whole run (:data:`WHOLE`), so a lower
+    bound of what it would have taken: ``bound`` says which side is open ("≥" when only the arm stalled, "?" when
+    fixed-8 did too, "" when neither)."""
+    from minionsrl.experiments.compare import bootstrap_ci
+
+    seeds = sorted(set(arm) & set(base))
+    both = [s for s in seeds if arm[s][column] and base[s][column]]
+    ours, theirs = [float(arm[s][column]) for s in both], [float(base[s][column]) for s in both]
+
+    def counted(row: dict[str, str]) -> float:
+        return float(row[column] or row[WHOLE[column]])
+
+    stalled = any(not arm[s][column] for s in seeds), any(not base[s][column] for s in seeds)
+    stalls = (statistics.fmean(counted(arm[s]) for s in seeds) / statistics.fmean(counted(base[s]) for s in seeds)
+              if seeds else None)
+    return {"pairs": len(both), "same_seeds": sum(ours) / sum(theirs) if both else None,
+            "interval": bootstrap_ci(ours, over=theirs) if both else None, "stalls": stalls,
+            "bound": "?" if stalled[1] else "≥" if stalled[0] else ""}
+
+
+def _by_seed(rows: list[dict[str, str]], arm: str) -> dict[int, dict[str, str]]:
+    return {int(r["seed"]): r for r in rows if r["arm"] == arm}
+
+
+def _reached(rows: list[dict[str, str]], arm: str) -> tuple[int, int]:
+    """How many of an arm's seeds reached the target, of how many."""
     mine = [r for r in rows if r["arm"] == arm]
-    reached = [r for r in mine if r["usd_to_target"] != ""]
-    return _mean(reached, column), len(reached), len(mine)
+    return sum(r["usd_to_target"] != "" for r in mine), len(mine)
 
 
 def _ratio(rows: list[dict[str, str]], arm: str, base: str, column: str) -> str:
-    ours, k, of = _to_target(rows, arm, column)
-    theirs, kb, ofb = _to_target(rows, base, column)
-    if ours is None or theirs is None:
+    (k, of), (kb, ofb) = _reached(rows, arm), _reached(rows, base)
+    p = paired(_by_seed(rows, arm), _by_seed(rows, base), column)
+    if p["same_seeds"] is None:
         return f"– ({k}/{of} vs {kb}/{ofb} reached)"
-    return f"{ours / theirs:.2f}× ({k}/{of} vs {kb}/{ofb})"
+    return f"{p['same_seeds']:.2f}× on {p['pairs']} seeds ({k}/{of} vs {kb}/{ofb})"
 
 
 def _goal(rows: list[dict[str, str]], arm: str, base: str, time_col: str, time_max: float,
           usd_max: float | None, seeds: int = 5) -> str:
-    """yes when every seed of ``arm`` reached the target (at least as many as the baseline's, and ``seeds`` of them
-    ran) within both ratios of the baseline's means."""
-    ours_t, k, of = _to_target(rows, arm, time_col)
-    base_t, kb, ofb = _to_target(rows, base, time_col)
+    """yes when every seed of ``arm`` reached the target (``seeds`` of them ran) within both ratios of the
+    baseline's, on the seeds the baseline reached too."""
+    (k, of), (kb, ofb) = _reached(rows, arm), _reached(rows, base)
     if of < seeds or ofb < seeds:
         return f"no verdict yet ({of} and {ofb} of {seeds} seeds run)"
-    ours_d, base_d = _to_target(rows, arm, "usd_to_target")[0], _to_target(rows, base, "usd_to_target")[0]
-    if ours_t is None or base_t is None or ours_d is None or base_d is None:
-        return "no (the target was not reached)"
-    if k < of or k < kb:
+    if k < of or kb == 0:
         return f"no ({k} of its {of} seeds reached it, {kb} of the baseline's {ofb})"
-    ok = ours_t / base_t <= time_max and (usd_max is None or ours_d / base_d <= usd_max)
-    return "yes" if ok else "no"
+    ours, theirs = _by_seed(rows, arm), _by_seed(rows, base)
+    time, usd = paired(ours, theirs, time_col)["same_seeds"], paired(ours, theirs, "usd_to_target")["same_seeds"]
+    return "yes" if time <= time_max and (usd_max is None or usd <= usd_max) else "no"
 
 
 def slowest_functions(run_dir: Path) -> dict[int, float]:
@@ -279,36 +308,6 @@ def report_nitro50() -> list[str]:
     return [*lines, ""]
 
 
-def paired(arm: dict[int, dict[str, str]], base: dict[int, dict[str, str]], column: str,
-           whole: str) -> dict[str, Any]:
-    """An arm against its comparison's fixed-8, seed by seed (both dicts: seed -> compare.csv row).
-
-    ``same_seeds``: over the seeds both reached the target, the arm's mean ``column`` (seconds or dollars to it)
-    over fixed-8's mean on the same seeds, with a bootstrap interval (seeds resampled in pairs); ``stalls``: the
-    ratio of the means over every seed, a run that never got there counted at its whole run (``whole``), so a lower
-    bound of what it would have taken: ``bound`` says which side is open ("≥" when only the arm stalled, "?" when
-    fixed-8 did too, "" when neither)."""
-    from minionsrl.experiments.compare import bootstrap_ci
-
-    seeds = sorted(set(arm) & set(base))
-    both = [s for s in seeds if arm[s][column] and base[s][column]]
-    ours, theirs = [float(arm[s][column]) for s in both], [float(base[s][column]) for s in both]
-
-    def counted(row: dict[str, str]) -> float:
-        return float(row[column] or row[whole])
-
-    stalled = any(not arm[s][column] for s in seeds), any(not base[s][column] for s in seeds)
-    stalls = (statistics.fmean(counted(arm[s]) for s in seeds) / statistics.fmean(counted(base[s]) for s in seeds)
-              if seeds else None)
-    return {"pairs": len(both), "same_seeds": sum(ours) / sum(theirs) if both else None,
-            "interval": bootstrap_ci(ours, over=theirs) if both else None, "stalls": stalls,
-            "bound": "?" if stalled[1] else "≥" if stalled[0] else ""}
-
-
-def _by_seed(rows: list[dict[str, str]], arm: str) -> dict[int, dict[str, str]]:
-    return {int(r["seed"]): r for r in rows if r["arm"] == arm}
-
-
 def answer_env(env: str, comparisons: list[tuple[str, list[str]]]) -> list[str]:
     """The env's table: every arm of ``comparisons`` against the fixed-8 of its own comparison, seed by seed."""
     from minionsrl.experiments.compare import pareto_front
@@ -327,8 +326,7 @@ def answer_env(env: str, comparisons: list[tuple[str, list[str]]]) -> list[str]:
             if not mine:
                 table.append([arm, name, "not run yet", "", "", "", "", "", ""])
                 continue
-            t = paired(mine, base, "projected_time_to_target_s", "projected_cloud_s")
-            d = paired(mine, base, "usd_to_target", "cost_usd")
+            t, d = paired(mine, base, "projected_time_to_target_s"), paired(mine, base, "usd_to_target")
             reached = sum(bool(r["usd_to_target"]) for r in mine.values())
             if t["stalls"] is not None and d["stalls"] is not None:
                 points[f"{arm} ({name})"] = (d["stalls"], -t["stalls"])
@@ -404,8 +402,9 @@ def main() -> None:
     DOCS.mkdir(parents=True, exist_ok=True)
     lines = ["# Time and dollars to a target: the goals", "",
              "Written by `bench/time_to_target.py` (its docstring says what runs). Ratios are of means over the "
-             "seeds that reached the target (counts in brackets: arm vs baseline); a goal is met only if every "
-             "seed of the arm reached it. Times are projected cloud seconds unless marked wall.", ""]
+             "seeds that both the arm and its baseline reached the target in, seed by seed (the seeds reached, "
+             "in brackets: arm vs baseline); a goal is met only if every seed of the arm reached it. Times are "
+             "projected cloud seconds unless marked wall.", ""]
     for env in ENVS:
         lines += report_env(env)
     lines += report_nitro50()

@@ -33,10 +33,27 @@ def test_bootstrap_of_a_paired_ratio():
 def test_paired_reads_the_same_seeds_and_counts_a_stall_at_its_whole_run():
     base = rows({1: 100.0, 2: 10.0, 3: 20.0}, whole=200.0)
     arm = rows({1: None, 2: 5.0, 3: 10.0}, whole=60.0)  # seed 1, fixed-8's slowest, never reached the target
-    p = ttt.paired(arm, base, "projected_time_to_target_s", "projected_cloud_s")
+    p = ttt.paired(arm, base, "projected_time_to_target_s")
     assert p["pairs"] == 2 and p["same_seeds"] == pytest.approx(0.5)  # not (5 + 10) / (100 + 10 + 20)
     assert p["stalls"] == pytest.approx((60 + 5 + 10) / 130) and p["bound"] == "≥"
-    both = ttt.paired(arm, rows({1: None, 2: 10.0, 3: 20.0}, whole=200.0), "projected_time_to_target_s",
-                      "projected_cloud_s")
+    both = ttt.paired(arm, rows({1: None, 2: 10.0, 3: 20.0}, whole=200.0), "projected_time_to_target_s")
     assert both["bound"] == "?"  # fixed-8 stalled too: the ratio's side is unknown
-    assert ttt.paired(base, base, "projected_time_to_target_s", "projected_cloud_s")["bound"] == ""
+    assert ttt.paired(base, base, "projected_time_to_target_s")["bound"] == ""
+
+
+def compare_rows(arm: str, seconds: list[float | None], usd: list[float | None]) -> list[dict[str, str]]:
+    return [{"arm": arm, "seed": str(i + 1), "projected_time_to_target_s": "" if t is None else str(t),
+             "usd_to_target": "" if d is None else str(d), "projected_cloud_s": "99", "cost_usd": "9"}
+            for i, (t, d) in enumerate(zip(seconds, usd, strict=True))]
+
+
+def test_goal_needs_every_seed_and_reads_the_ratios_seed_by_seed():
+    base = compare_rows("fixed-8", [100.0, 10, 10, 10, 10], [1.0] * 5)
+    fast = compare_rows("fast", [40.0, 4, 4, 4, 4], [1.0] * 5)
+    assert ttt._goal(base + fast, "fast", "fixed-8", "projected_time_to_target_s", 0.48, 1.0) == "yes"
+    stalled = compare_rows("stalled", [None, 4, 4, 4, 4], [None, 1.0, 1.0, 1.0, 1.0])
+    assert ttt._goal(base + stalled, "stalled", "fixed-8", "projected_time_to_target_s", 0.48, 1.0).startswith("no (4")
+    # on the seeds both reached, 16 / 40 = 0.40x (against fixed-8's mean over its own seeds: 4 / 28 = 0.14x)
+    assert "0.40× on 4 seeds" in ttt._ratio(base + stalled, "stalled", "fixed-8", "projected_time_to_target_s")
+    assert ttt._goal(base + fast, "fast", "fixed-8", "projected_time_to_target_s", 0.3, 1.0) == "no"
+    assert "no verdict" in ttt._goal(base + fast[:3], "fast", "fixed-8", "projected_time_to_target_s", 0.48, 1.0)
