@@ -271,6 +271,10 @@ def report_env(env: str) -> list[str]:
                                  "wall time vs fixed-8", "round s (median)", "learner s", "functions + overhead s",
                                  "slowest function s", "overhead s",
                                  "actors", "noise scale", "compile s (median run)"], table))
+    if any("pipeline" in arm for arm in arms):
+        lines.append("Pipelined arms: a round's functions ran beside the previous update, so *functions + overhead* is "
+                     "only what the round waited beyond it (0: the learner was the round), and *overhead* (that less "
+                     "the slowest function) comes out negative.")
     lines.append("")
     adaptive = [label(a) for a in ADAPTIVE if label(a) in arms]
     for arm in adaptive:
