@@ -105,11 +105,18 @@ def drop_cold(out: Path) -> list[str]:
     return [d.name for d in cold]
 
 
+def with_earlier(out: Path, arms: list[str]) -> list[str]:
+    """``arms`` and after them every arm of :data:`ARMS` already run under ``out``: a later pass with other arms adds
+    them to the comparison (its finished runs are reused) rather than leave a table without its fixed-8."""
+    done = {d.name.rpartition("__s")[0] for d in (out / "runs").glob("*__s*")}
+    return [*arms, *(a for a in ARMS if a not in arms and label(a) in done)]
+
+
 def run_env(env: str, seeds: int, arms: list[str]) -> None:
     spec = ENVS[env]
     cmd = [CLI, "compare", *spec["flags"], "--until", "target", "--target", str(spec["target"]), *CAP,
-           "--seeds", str(seeds), "--scalers", ",".join(arms), "--out", str(RUNS / env), "--no-progress",
-           "--no-tensorboard"]
+           "--seeds", str(seeds), "--scalers", ",".join(with_earlier(RUNS / env, arms)), "--out", str(RUNS / env),
+           "--no-progress", "--no-tensorboard"]
     log(" ".join(cmd))
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 

@@ -57,3 +57,11 @@ def test_goal_needs_every_seed_and_reads_the_ratios_seed_by_seed():
     assert "0.40× on 4 seeds" in ttt._ratio(base + stalled, "stalled", "fixed-8", "projected_time_to_target_s")
     assert ttt._goal(base + fast, "fast", "fixed-8", "projected_time_to_target_s", 0.3, 1.0) == "no"
     assert "no verdict" in ttt._goal(base + fast[:3], "fast", "fixed-8", "projected_time_to_target_s", 0.48, 1.0)
+
+
+def test_a_later_pass_keeps_the_arms_run_before(tmp_path):
+    for name in ("fixed-8__s1", "fixed-8__s2", "kungfu__s1"):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+    # the requested arms first, in their order, then the earlier ones in ARMS' order (fixed-8 before kungfu)
+    assert ttt.with_earlier(tmp_path, ["nitro", "kungfu"]) == ["nitro", "kungfu", "fixed:8"]
+    assert ttt.with_earlier(tmp_path / "none", ["fixed:8"]) == ["fixed:8"]
