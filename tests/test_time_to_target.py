@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import sys
 
@@ -65,3 +66,23 @@ def test_a_later_pass_keeps_the_arms_run_before(tmp_path):
     # the requested arms first, in their order, then the earlier ones in ARMS' order (fixed-8 before kungfu)
     assert ttt.with_earlier(tmp_path, ["nitro", "kungfu"]) == ["nitro", "kungfu", "fixed:8"]
     assert ttt.with_earlier(tmp_path / "none", ["fixed:8"]) == ["fixed:8"]
+
+
+def test_the_latency_answer_reads_the_measured_wall_time_too(tmp_path, monkeypatch):
+    monkeypatch.setattr(ttt, "DOCS", tmp_path / "time-to-target")
+    table = tmp_path / "time-to-target-x" / "latency" / "compare.csv"
+    table.parent.mkdir(parents=True)
+    rows = [{**r, "time_to_target_s": str(wall), "wall_s": "500", "mean_actors": r["arm"].split("-")[1]}
+            for r, wall in zip(compare_rows("fixed-8", [100.0, 80.0], [1.0, 1.0])
+                               + compare_rows("fixed-64", [20.0, 16.0], [1.0, 1.0]), [300, 200, 150, 100],
+                               strict=True)]
+    with open(table, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    latency = "\n".join(ttt.answer_env("latency", [("x", ["fixed-8", "fixed-64"])]))
+    assert "measured wall time vs fixed-8" in latency
+    # time, dollars, then the wall time: each fixed-64 seed took half of fixed-8's wall seconds
+    assert "| fixed-64 | x | 2/2 | 0.20× [0.20, 0.20] (2) | 1.00× [1.00, 1.00] (2) | 0.50× [0.50, 0.50] (2) |" \
+        in latency
+    assert "measured wall time" not in "\n".join(ttt.answer_env("hopper", [("x", ["fixed-64"])]))
