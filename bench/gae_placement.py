@@ -1,11 +1,12 @@
-"""Benchmark: GAE on the host (NumPy, a Python loop over T, as ``learner.advantages.compute_gae`` runs it) against
-the same recurrence as a jitted ``jax.lax.scan`` (PureJaxRL's placement: inside the compiled program), side by side
-in one process, on a Hopper-sized round of 4,096 rows in two layouts (8 actors × 512 steps, 128 × 32).
+"""Benchmark: GAE on the host (NumPy, as ``learner.advantages.compute_gae`` runs it: the step-independent part
+vectorised, only the recurrence in a Python loop over T) against the step-by-step loop it replaced on 2026-11-27 and
+against the same recurrence as a jitted ``jax.lax.scan`` (PureJaxRL's placement: inside the compiled program), side by
+side in one process, on a Hopper-sized round of 4,096 rows in two layouts (8 actors × 512 steps, 128 × 32).
 
 Each figure is the median of 5 interleaved blocks, each the median of 20 calls; the scan's time includes moving
-its inputs in and its outputs back. Also: whether the scan's results are bit-identical to the host's (the update
-must stay bit-identical to move GAE), and the host loop with its step-independent part vectorised (the loop's
-dtypes kept: NumPy 2 computes ``gamma · bootstrap`` in float32 for every step but the last).
+its inputs in and its outputs back. Also: whether the step loop's and the scan's results are bit-identical to
+``compute_gae``'s (the update must stay bit-identical to move GAE; NumPy 2 computes ``gamma · bootstrap`` in float32
+for every step but the last, which the vectorised form keeps).
 
     .venv/bin/python bench/gae_placement.py          # the scan in float32, JAX's default (the update's precision)
     .venv/bin/python bench/gae_placement.py --x64    # the scan in float64, the host loop's precision
@@ -24,23 +25,21 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def host_vectorised(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
-                    trunc_values: np.ndarray, last_values: np.ndarray, gamma: float,
-                    lam: float) -> tuple[np.ndarray, np.ndarray]:
-    """``compute_gae`` with the deltas computed for all steps at once and only the recurrence left in the loop."""
+def step_loop(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+              trunc_values: np.ndarray, last_values: np.ndarray, gamma: float,
+              lam: float) -> tuple[np.ndarray, np.ndarray]:
+    """GAE as ``compute_gae`` ran it until 2026-11-27: every step's bootstrap and TD error inside the loop over T."""
     from minionsrl.learner.advantages import episode_bootstrap
 
-    b_in, done = episode_bootstrap(terminated[:, :-1], truncated[:, :-1], trunc_values[:, :-1], values[:, 1:])
-    b_last, done_last = episode_bootstrap(terminated[:, -1], truncated[:, -1], trunc_values[:, -1],
-                                          last_values.astype(np.float64))
-    delta = np.concatenate([rewards[:, :-1] + gamma * b_in - values[:, :-1],
-                            (rewards[:, -1] + gamma * b_last - values[:, -1])[:, None]], axis=1)
-    keep = gamma * lam * ~np.concatenate([done, done_last[:, None]], axis=1)
     advantages = np.zeros(rewards.shape, dtype=np.float64)
     last_gae = np.zeros(len(rewards), dtype=np.float64)
+    next_value = last_values.astype(np.float64)
     for t in reversed(range(rewards.shape[1])):
-        last_gae = delta[:, t] + keep[:, t] * last_gae
+        bootstrap, done = episode_bootstrap(terminated[:, t], truncated[:, t], trunc_values[:, t], next_value)
+        delta = rewards[:, t] + gamma * bootstrap - values[:, t]
+        last_gae = delta + gamma * lam * (~done) * last_gae
         advantages[:, t] = last_gae
+        next_value = values[:, t]
     return advantages.astype(np.float32), (advantages + values).astype(np.float32)
 
 
@@ -100,15 +99,15 @@ def measure(n: int, steps: int, compute_gae: Callable, scan: Callable, precision
     started = time.perf_counter()
     compiled()
     compile_s = time.perf_counter() - started
-    fns = {"host": partial(compute_gae, *inputs), "vectorised": partial(host_vectorised, *inputs), "scan": compiled}
+    fns = {"host": partial(compute_gae, *inputs), "loop": partial(step_loop, *inputs), "scan": compiled}
     blocks: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(5):  # interleaved, so that the shared machine's load falls on all three alike
         for name, fn in fns.items():
             blocks[name].append(median_ms(fn))
-    (ha, hr), (sa, sr), (va, vr) = fns["host"](), compiled(), fns["vectorised"]()
+    (ha, hr), (sa, sr), (la, lr) = fns["host"](), compiled(), fns["loop"]()
     ms = {name: float(np.median(b)) for name, b in blocks.items()}
-    return (f"{n}x{steps}: host loop {ms['host']:.3f} ms, host vectorised {ms['vectorised']:.3f} ms "
-            f"(bit-identical {np.array_equal(ha, va) and np.array_equal(hr, vr)}), {precision} scan "
+    return (f"{n}x{steps}: host (compute_gae) {ms['host']:.3f} ms, the step loop it replaced {ms['loop']:.3f} ms "
+            f"(bit-identical {np.array_equal(ha, la) and np.array_equal(hr, lr)}), {precision} scan "
             f"{ms['scan']:.3f} ms (first call {compile_s:.2f} s); scan vs host: max |advantage diff| "
             f"{np.abs(ha - sa).max():.2g}, max |return diff| {np.abs(hr - sr).max():.2g}, "
             f"{int((ha != sa).sum())}/{ha.size} advantages differ, bit-identical "

@@ -133,3 +133,31 @@ def test_fragments_are_independent():
     flipped = tuple(a[::-1].copy() for a in args)
     adv_flipped, _ = compute_gae(*flipped, GAMMA, LAM)
     np.testing.assert_array_equal(adv_flipped, adv[::-1])
+
+
+def _step_loop():
+    """The step-by-step loop compute_gae ran until 2026-11-27, kept in bench/gae_placement.py."""
+    import importlib.util
+
+    from conftest import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location("gae_placement", REPO_ROOT / "bench" / "gae_placement.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.step_loop
+
+
+@pytest.mark.parametrize("values_dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("last_dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(8, 512), (128, 32), (3, 1)])
+def test_bit_identical_to_the_step_loop_it_replaced(values_dtype, last_dtype, shape):
+    """Vectorising the step-independent part changed no run's numbers: every bit as the loop, in its dtypes."""
+    rng = np.random.default_rng(sum(shape))
+    terminated = rng.random(shape) < 0.02
+    truncated = (rng.random(shape) < 0.02) & ~terminated
+    args = (rng.standard_normal(shape) * 3, rng.standard_normal(shape).astype(values_dtype), terminated, truncated,
+            rng.standard_normal(shape).astype(values_dtype), rng.standard_normal(shape[0]).astype(last_dtype),
+            0.99, 0.95)
+    for ours, loop in zip(compute_gae(*args), _step_loop()(*args), strict=True):
+        assert ours.dtype == loop.dtype == np.float32
+        np.testing.assert_array_equal(ours, loop)
