@@ -231,13 +231,16 @@ class CostLedger:
     def function_s(self, record: InvocationRecord) -> tuple[float, float]:
         """(init, run) of an invocation on an instance of its own, the one model for its latency and its bill:
         a cold start is ``cold_start_s`` (the model, not this machine's process start), a warm init and the run
-        are as measured less their wait for a CPU here. One that ended without timings of its own (killed, timed
+        are as measured less their wait for a CPU here. A warm init includes loading the round's policy even where
+        this machine's instance had loaded it for an earlier invocation (``reused_policy_s``): on an instance of
+        its own, every function loads each new policy. One that ended without timings of its own (killed, timed
         out, cancelled) held its instance for the time its caller saw; a refused call never ran."""
         if record.status == THROTTLED:
             return 0.0, 0.0
         if record.status != OK and not record.run_s:
             return 0.0, record.duration_s
-        init = self.cold_start_s if record.cold else max(record.init_s - record.init_wait_s, 0.0)
+        init = (self.cold_start_s if record.cold
+                else max(record.init_s - record.init_wait_s, 0.0) + record.reused_policy_s)
         return init, max(record.run_s - record.run_wait_s, 0.0)
 
     def latency_s(self, record: InvocationRecord) -> float:

@@ -39,6 +39,18 @@ def test_billed_duration_is_the_own_instance_time_rounded_up_to_the_millisecond(
     assert [ledger.latency_s(r) for r in _records()] == pytest.approx([1.5004, 0.5002, 0.2, 0.6])
 
 
+def test_a_policy_load_reused_on_a_shared_instance_is_billed_as_its_own_instance_would_pay_it() -> None:
+    """Here one instance serves several invocations of a round and loads the round's policy once; in the cloud
+    each function has an instance of its own and loads it: a warm invocation's init counts the load it reused.
+    A cold start is the model, which includes it."""
+    ledger = CostLedger(load_prices(), "aws_lambda_x86", cold_start_s=1.0)
+    warm = InvocationRecord("W", "train", init_s=0.0002, run_s=0.010, reused_policy_s=0.0006)
+    assert ledger.function_s(warm) == pytest.approx((0.0008, 0.010))
+    assert ledger.pricing.billed_seconds(*ledger.function_s(warm)) == pytest.approx(0.011)
+    cold = InvocationRecord("C", "train", cold=True, init_s=0.3, run_s=0.010, reused_policy_s=0.0006)
+    assert ledger.function_s(cold) == pytest.approx((1.0, 0.010))
+
+
 def test_round_bill_matches_the_worked_example() -> None:
     """docs/COST.md's example: hosts billed over the projected round (1.9804 s), the wall-time bill beside it."""
     ledger = CostLedger(load_prices(), "aws_lambda_x86", memory_mb=1769.0, cold_start_s=1.0, learner_device="cuda")

@@ -352,6 +352,10 @@ def test_handle_train_cold_then_warm(cold_instance):
     arrays2, meta2 = _decode(handle(_request(id="r1-train-1"), fetch, KEY), "r1-train-1")
     assert meta2["env_built"] is False and meta2["policy_fetched"] is False and meta2["policy_bytes"] == 0
     assert fetched == ["P1"]
+    # the first loaded the policy within its init; the second reused it and says what the load took, which a
+    # function on an instance of its own would pay again
+    assert meta["timings"]["reused_policy_s"] == 0.0
+    assert 0.0 < meta2["timings"]["reused_policy_s"] < meta["timings"]["init_s"]
     # same seed, warm or cold: the same fragment
     np.testing.assert_array_equal(Fragment.from_wire(arrays2, meta2, 32, CART).obs, frag.obs)
 

@@ -44,6 +44,7 @@ class InvocationRecord:
     cpu_s: float = 0.0  # CPU seconds the function used
     init_wait_s: float = 0.0  # of init_s, the function's wait for a CPU of this machine (not on its own instance)
     run_wait_s: float = 0.0  # of run_s, the same
+    reused_policy_s: float = 0.0  # the policy load its instance did for an earlier invocation (Timings)
     duration_s: float = 0.0  # dispatch to reply, as the caller saw it
     bytes_in: int = 0  # request + policy bytes the function fetched
     bytes_out: int = 0  # reply bytes
@@ -55,9 +56,10 @@ class InvocationRecord:
 
     @classmethod
     def from_row(cls, row: dict[str, str]) -> InvocationRecord:
-        """The record of an invocations.csv row, read as strings (the columns it adds are left out)."""
+        """The record of an invocations.csv row, read as strings (the columns it adds are left out; a column an
+        older run did not write keeps its default)."""
         parse = {"bool": lambda v: v == "True", "float": float, "int": int, "str": str}
-        return cls(**{f.name: parse[f.type](row[f.name]) for f in fields(cls)})
+        return cls(**{f.name: parse[f.type](row[f.name]) for f in fields(cls) if f.name in row})
 
 
 @dataclass
@@ -119,11 +121,12 @@ def make_reply(record: InvocationRecord, data: bytes | None, key: bytes, cold_st
     record.init_s = cold_start_s + timings["init_s"]
     record.run_s, record.cpu_s = timings["run_s"], timings["cpu_s"]
     record.init_wait_s, record.run_wait_s = timings["init_wait_s"], timings["run_wait_s"]
+    record.reused_policy_s = timings["reused_policy_s"]
     record.bytes_in += int(meta.get("policy_bytes", 0))
     return Reply(record, arrays, meta)
 
 
-TIMINGS = ("init_s", "run_s", "cpu_s", "init_wait_s", "run_wait_s")
+TIMINGS = ("init_s", "run_s", "cpu_s", "init_wait_s", "run_wait_s", "reused_policy_s")
 
 
 def checked_timings(timings: Any, duration_s: float) -> dict[str, float]:

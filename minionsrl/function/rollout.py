@@ -36,7 +36,7 @@ threadpool_limits(1, "blas")
 
 # Warm state of this instance (module globals survive between invocations, like a warm Lambda).
 _ENVS: dict[str, gym.Env] = {}
-_POLICY: dict[str, tuple[PolicySnapshot, NumpyPolicy]] = {}
+_POLICY: dict[str, tuple[PolicySnapshot, NumpyPolicy, float]] = {}  # and the own-instance seconds its load took
 _SERVED = [0]  # invocations this instance has answered: 0 means this one is its cold start
 
 
@@ -243,12 +243,14 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
         policy_fetched = req["policy"] not in _POLICY
         bytes_fetched = 0
         if policy_fetched:
+            load_t0, load_w0 = time.perf_counter(), clock.thread_wait_s()
             blob = fetch_policy(req["policy"])
             bytes_fetched = len(blob)
             snapshot = PolicySnapshot.decode(blob, key)
             _POLICY.clear()  # keep only the newest policy
-            _POLICY[req["policy"]] = (snapshot, snapshot.numpy_policy())
-        snapshot, policy = _POLICY[req["policy"]]
+            _POLICY[req["policy"]] = (snapshot, snapshot.numpy_policy(),
+                                      max(time.perf_counter() - load_t0 - (clock.thread_wait_s() - load_w0), 0.0))
+        snapshot, policy, load_s = _POLICY[req["policy"]]
         t1, w1 = time.perf_counter(), clock.thread_wait_s()
         meta: dict[str, Any] = {"id": invocation_id, "env_built": env_built, "policy_fetched": policy_fetched,
                                 "policy_bytes": bytes_fetched, "instance": _instance()}
@@ -271,7 +273,8 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
             raise ValueError(f"unknown invocation kind {req['kind']!r}")
         t2, w2 = time.perf_counter(), clock.thread_wait_s()
         meta["timings"] = Timings(init_s=t1 - t0, run_s=t2 - t1, cpu_s=time.process_time() - cpu0,
-                                  init_wait_s=w1 - w0, run_wait_s=w2 - w1).to_json()
+                                  init_wait_s=w1 - w0, run_wait_s=w2 - w1,
+                                  reused_policy_s=0.0 if policy_fetched else load_s).to_json()
         if arrays_reply is None:
             reply = Fragment.encode_many(fragments, meta, reply_key)
         else:
