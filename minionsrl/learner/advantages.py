@@ -30,7 +30,7 @@ def compute_gae(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray,
 
     Episode boundaries by :func:`episode_bootstrap`; the fragment's cut bootstraps with ``last_values``.
     """
-    # Every step's bootstrap and TD error at once; only the recurrence runs over T (3-4x faster at 8 x 512,
+    # Every step's bootstrap and TD error at once; only the recurrence runs over T (5x faster at 8 x 512,
     # docs/BENCHMARKS.md "GAE on the host"). The arithmetic keeps a step-by-step loop's dtypes, so the results are
     # bit-identical to it: an inner step bootstraps with the next value in the values' own dtype (NumPy 2 then
     # computes gamma * bootstrap in float32), the last step with the fragment's bootstrap in float64.
