@@ -3,10 +3,10 @@ the serverless dollars of finished runs that predate it.
 
 Before, a local instance loaded a round's policy for its first invocation and the rest of the round's invocations on
 it reused it, unbilled; in the cloud each function has an instance of its own and loads it. Per round, the load is
-estimated from the run's own invocations.csv: the mean own-instance init of the warm invocations that fetched the
+estimated from the run's own invocations.csv: the median own-instance init of the warm invocations that fetched the
 policy (their ``bytes_in`` holds it) less the median of those that did not; each of the latter is billed again with
 it (:meth:`minionsrl.cost.CostLedger.invocation_usd`, the platform's default prices). Prints per arm the median load
-and the mean share it adds to a run's serverless dollars.
+and the mean share it adds to a run's serverless dollars. A run that already reports the load is refused.
 
     .venv/bin/python bench/rebill_policy_load.py bench/out/ttt-2026-11-27/hopper
 """
@@ -30,7 +30,10 @@ def rebill(run_dir: Path, ledger: CostLedger) -> tuple[float, float]:
     """(the dollars a run's reused policy loads add, the median per-round load in seconds)."""
     rounds: dict[str, list[dict[str, str]]] = defaultdict(list)
     with open(run_dir / "invocations.csv", newline="") as f:
-        for row in csv.DictReader(f):
+        reader = csv.DictReader(f)
+        if "reused_policy_s" in (reader.fieldnames or []):
+            raise SystemExit(f"{run_dir}: its invocations already report the policy loads they reused")
+        for row in reader:
             if row["status"] == OK and row["cold"] == "False":
                 rounds[row["round"]].append(row)
     added, loads = 0.0, []
@@ -40,7 +43,7 @@ def rebill(run_dir: Path, ledger: CostLedger) -> tuple[float, float]:
         reused = [rec for rec, f in records if not f]
         if not fetched or not reused:
             continue
-        load = max(statistics.fmean(ledger.function_s(r)[0] for r in fetched)
+        load = max(statistics.median(ledger.function_s(r)[0] for r in fetched)
                    - statistics.median(ledger.function_s(r)[0] for r in reused), 0.0)
         loads.append(load)
         for rec in reused:

@@ -3,16 +3,12 @@ naming the field, nothing started."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 
 import pytest
-from conftest import REPO_ROOT
+from conftest import load_bench
 
-_spec = importlib.util.spec_from_file_location("bad_input", REPO_ROOT / "bench" / "bad_input.py")
-bad_input = sys.modules["bad_input"] = importlib.util.module_from_spec(_spec)  # dataclasses look it up there
-_spec.loader.exec_module(bad_input)
+bad_input = load_bench("bad_input")
 
 
 @pytest.fixture(scope="module")

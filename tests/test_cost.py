@@ -210,3 +210,33 @@ def test_a_reply_with_forged_timings_is_a_failed_attempt_not_a_bill(run_s) -> No
     meta["timings"]["run_s"] = 0.5
     assert make_reply(good, wire.encode({}, meta, wire.invocation_key(key, "r1-train-0")), key).ok
     assert good.run_s == 0.5
+
+
+@pytest.mark.parametrize("reused, fetched, ok", [(0.001, False, True), (0.001, True, False), (5.0, False, False),
+                                                 (0.0, True, True)])
+def test_a_reused_policy_load_is_billed_only_where_it_can_be_true(reused, fetched, ok) -> None:
+    """A reply may say its instance had loaded the policy for an earlier invocation, but not beside a load of its
+    own (billed twice) nor longer than its whole invocation: such a reply is a failed attempt, not a bill."""
+    from minionsrl.backends.base import make_reply
+    from minionsrl.function import wire
+
+    key = b"k" * 32
+    meta = {"id": "r1-train-0", "policy_fetched": fetched,
+            "timings": {"init_s": 0.001, "run_s": 0.5, "cpu_s": 0.5, "reused_policy_s": reused}}
+    record = InvocationRecord("r1-train-0", "train", duration_s=2.0)
+    reply = make_reply(record, wire.encode({}, meta, wire.invocation_key(key, "r1-train-0")), key)
+    assert reply.ok is ok
+    assert record.reused_policy_s == (reused if ok else 0.0)
+    assert ok or record.error.startswith("bad reply: timings")
+
+
+def test_a_row_of_an_older_run_reads_with_the_new_columns_at_their_defaults() -> None:
+    """invocations.csv of a run from before reused_policy_s: the column missing, or (a resumed run, its file
+    rewritten with the new header) empty in its old rows."""
+    row = {"invocation_id": "r1-train-0", "kind": "train", "instance_id": "i", "cold": "False", "init_s": "0.1",
+           "run_s": "0.5", "cpu_s": "0.5", "init_wait_s": "0", "run_wait_s": "0", "duration_s": "0.7",
+           "bytes_in": "900", "bytes_out": "5000", "status": "ok", "error": "", "round": "1"}
+    for old in (row, {**row, "reused_policy_s": ""}):
+        record = InvocationRecord.from_row(old)
+        assert record.reused_policy_s == 0.0 and record.init_s == 0.1 and record.bytes_in == 900
+    assert InvocationRecord.from_row({**row, "reused_policy_s": "0.0006"}).reused_policy_s == 0.0006

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import load_bench
 
 from minionsrl.learner.advantages import compute_gae
+
+step_loop = load_bench("gae_placement").step_loop  # the step-by-step loop compute_gae ran until 2026-11-27
 
 GAMMA, LAM = 0.9, 0.8  # gamma * lambda = 0.72
 
@@ -135,18 +138,6 @@ def test_fragments_are_independent():
     np.testing.assert_array_equal(adv_flipped, adv[::-1])
 
 
-def _step_loop():
-    """The step-by-step loop compute_gae ran until 2026-11-27, kept in bench/gae_placement.py."""
-    import importlib.util
-
-    from conftest import REPO_ROOT
-
-    spec = importlib.util.spec_from_file_location("gae_placement", REPO_ROOT / "bench" / "gae_placement.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.step_loop
-
-
 @pytest.mark.parametrize("values_dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("last_dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(8, 512), (128, 32), (3, 1)])
@@ -158,6 +149,6 @@ def test_bit_identical_to_the_step_loop_it_replaced(values_dtype, last_dtype, sh
     args = (rng.standard_normal(shape) * 3, rng.standard_normal(shape).astype(values_dtype), terminated, truncated,
             rng.standard_normal(shape).astype(values_dtype), rng.standard_normal(shape[0]).astype(last_dtype),
             0.99, 0.95)
-    for ours, loop in zip(compute_gae(*args), _step_loop()(*args), strict=True):
+    for ours, loop in zip(compute_gae(*args), step_loop(*args), strict=True):
         assert ours.dtype == loop.dtype == np.float32
         np.testing.assert_array_equal(ours, loop)

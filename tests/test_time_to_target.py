@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
-import sys
 
 import pytest
-from conftest import REPO_ROOT
+from conftest import load_bench
 
 from minionsrl.experiments.compare import bootstrap_ci
 
-sys.path.insert(0, str(REPO_ROOT / "bench"))  # the script imports bench/common.py as ``common``
-_spec = importlib.util.spec_from_file_location("time_to_target", REPO_ROOT / "bench" / "time_to_target.py")
-ttt = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ttt)
+ttt = load_bench("time_to_target")
 
 
 def rows(times: dict[int, float | None], whole: float) -> dict[int, dict[str, str]]:

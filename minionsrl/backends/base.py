@@ -57,9 +57,10 @@ class InvocationRecord:
     @classmethod
     def from_row(cls, row: dict[str, str]) -> InvocationRecord:
         """The record of an invocations.csv row, read as strings (the columns it adds are left out; a column an
-        older run did not write keeps its default)."""
+        older run did not write keeps its default, whether the file lacks it or a resumed run left its old rows
+        empty)."""
         parse = {"bool": lambda v: v == "True", "float": float, "int": int, "str": str}
-        return cls(**{f.name: parse[f.type](row[f.name]) for f in fields(cls) if f.name in row})
+        return cls(**{f.name: parse[f.type](row[f.name]) for f in fields(cls) if row.get(f.name, "") != ""})
 
 
 @dataclass
@@ -114,7 +115,7 @@ def make_reply(record: InvocationRecord, data: bytes | None, key: bytes, cold_st
     if isinstance(instance, dict) and not record.instance_id:  # remote platforms: the function says where it ran
         record.instance_id, record.cold = str(instance.get("id", "")), instance.get("served") == 0
     try:
-        timings = checked_timings(meta.get("timings", {}), record.duration_s)
+        timings = checked_timings(meta.get("timings", {}), record.duration_s, bool(meta.get("policy_fetched")))
     except ValueError as exc:  # billed as given it would be a forged bill: a failed attempt, retried
         record.status, record.error = FAILED, f"bad reply: {exc}"
         return Reply(record)
@@ -129,10 +130,12 @@ def make_reply(record: InvocationRecord, data: bytes | None, key: bytes, cold_st
 TIMINGS = ("init_s", "run_s", "cpu_s", "init_wait_s", "run_wait_s", "reused_policy_s")
 
 
-def checked_timings(timings: Any, duration_s: float) -> dict[str, float]:
+def checked_timings(timings: Any, duration_s: float, policy_fetched: bool = False) -> dict[str, float]:
     """A reply's timings as numbers the ledger may bill: each finite and non-negative (missing ones 0), and the
-    function's time within what its caller saw (``duration_s``, where measured); ValueError otherwise. (A CPU
-    wait read a moment after its time may exceed it: the ledger clamps own-instance times at 0.)"""
+    function's time within what its caller saw (``duration_s``, where measured); a policy load reused from an
+    earlier invocation neither beside a load of its own (``policy_fetched``) nor longer than this invocation as
+    its caller saw it; ValueError otherwise. (A CPU wait read a moment after its time may exceed it: the ledger
+    clamps own-instance times at 0.)"""
     if not isinstance(timings, dict):
         raise ValueError("timings are not a mapping")
     out = {}
@@ -144,6 +147,12 @@ def checked_timings(timings: Any, duration_s: float) -> dict[str, float]:
     if duration_s > 0 and out["init_s"] + out["run_s"] > 1.01 * duration_s + 0.05:  # clocks apart, slack kept
         raise ValueError(f"timings say {out['init_s'] + out['run_s']:.3g} s, more than the {duration_s:.3g} s "
                          "the caller waited")
+    reused = out["reused_policy_s"]
+    if reused and policy_fetched:
+        raise ValueError("timings bill a reused policy load beside a load of its own")
+    if duration_s > 0 and reused > 1.01 * duration_s + 0.05:
+        raise ValueError(f"timings say the reused policy load took {reused:.3g} s, more than the whole "
+                         f"{duration_s:.3g} s invocation")
     return out
 
 

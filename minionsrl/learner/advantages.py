@@ -26,12 +26,12 @@ def episode_bootstrap(terminated: np.ndarray, truncated: np.ndarray, trunc_value
 def compute_gae(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
                 trunc_values: np.ndarray, last_values: np.ndarray, gamma: float,
                 lam: float) -> tuple[np.ndarray, np.ndarray]:
-    """Generalised advantage estimation over ``(n, T)`` fragments; return (advantages, returns).
+    """Generalised advantage estimation over ``(n, T)`` fragments, ``T ≥ 1``; return (advantages, returns).
 
     Episode boundaries by :func:`episode_bootstrap`; the fragment's cut bootstraps with ``last_values``.
     """
-    # Every step's bootstrap and TD error at once; only the recurrence runs over T (5x faster at 8 x 512,
-    # docs/BENCHMARKS.md "GAE on the host"). The arithmetic keeps a step-by-step loop's dtypes, so the results are
+    # Every step's bootstrap and TD error at once; only the recurrence runs over T (docs/BENCHMARKS.md, "GAE on
+    # the host or inside the compiled program"). The arithmetic keeps a step-by-step loop's dtypes, so the results are
     # bit-identical to it: an inner step bootstraps with the next value in the values' own dtype (NumPy 2 then
     # computes gamma * bootstrap in float32), the last step with the fragment's bootstrap in float64.
     inner, inner_done = episode_bootstrap(terminated[:, :-1], truncated[:, :-1], trunc_values[:, :-1], values[:, 1:])
