@@ -80,7 +80,8 @@ ANSWER: dict[str, list[tuple[str, list[str]]]] = {
                                "critical-cost", "kungfu", "nitro", "minions", "fixed-16@server"])],
     "halfcheetah": [("2026-11-26-hc", ["fixed-8", "fixed-64", "critical-time", "critical-cost", "minions"])],
     "latency": [("2026-11-26-wall", ["fixed-8", "fixed-64"]),
-                ("2026-11-26", ["fixed-64", "critical-time", "critical-cost", "minions"])],
+                ("2026-11-26", ["fixed-64", "critical-time", "critical-cost", "minions"]),
+                ("2026-11-27-lat", ["fixed-8", "fixed-16", "fixed-32", "fixed-128", "kungfu", "nitro"])],
 }
 
 
