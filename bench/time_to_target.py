@@ -385,7 +385,8 @@ def answer() -> str:
              "fixed-8's, with a bootstrap interval (seeds resampled in pairs). *Stalls counted*: the ratio of the "
              "means over every seed, a run that never reached the target counted at its whole 1M-step run: a lower "
              "bound (≥) when the arm stalled, of unknown side (?) when fixed-8 stalled too. *Pareto*: among the arms "
-             "that reached the target in every seed (as did their fixed-8), no other arm is both faster and cheaper. On the latency-bound env also the *measured wall time* "
+             "that reached the target in every seed (as did their fixed-8), no other arm is both faster and "
+             "cheaper. On the latency-bound env also the *measured wall time* "
              "(its steps wait rather than compute, so the functions overlap on this 2-core machine; unlike the "
              "projected time, it moves with the machine's load).", ""]
     for env, comparisons in ANSWER.items():
