@@ -158,7 +158,8 @@ def _mean(rows: list[dict[str, str]], column: str) -> float | None:
 
 
 # what a run that never reached the target spent in all, by the column of what it spent to it
-WHOLE = {"projected_time_to_target_s": "projected_cloud_s", "time_to_target_s": "wall_s", "usd_to_target": "cost_usd"}
+WHOLE = {"projected_time_to_target_s": "projected_cloud_s", "time_to_target_s": "wall_s", "usd_to_target": "cost_usd",
+         "rounds_to_target": "rounds"}
 
 
 def paired(arm: dict[int, dict[str, str]], base: dict[int, dict[str, str]], column: str) -> dict[str, Any]:
@@ -329,19 +330,34 @@ def report_nitro50() -> list[str]:
     return [*lines, ""]
 
 
+def _same(p: dict[str, Any]) -> str:
+    """A paired ratio with its interval and pairs, as the answer's tables print it."""
+    if p["same_seeds"] is None:
+        return "– (no seed reached it in both)"
+    lo, hi = p["interval"]
+    return f"{p['same_seeds']:.2f}× [{lo:.2f}, {hi:.2f}] ({p['pairs']})"
+
+
+def _with_per_round(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """compare.csv rows with what a round cost over the whole run: projected seconds and dollars per round."""
+    return [{**r, "s_per_round": str(float(r["projected_cloud_s"]) / int(r["rounds"])),
+             "usd_per_round": str(float(r["cost_usd"]) / int(r["rounds"]))} for r in rows]
+
+
 def answer_env(env: str, comparisons: list[tuple[str, list[str]]]) -> list[str]:
-    """The env's table: every arm of ``comparisons`` against the fixed-8 of its own comparison, seed by seed."""
+    """The env's tables: every arm of ``comparisons`` against the fixed-8 of its own comparison, seed by seed; then
+    why, as rounds to the target and what a round costs (time to it = rounds x seconds a round)."""
     from minionsrl.experiments.compare import pareto_front
 
     wall = ENVS[env].get("wall", False)
-    table, points = [], {}
+    table, why, points = [], [], {}
     for name, arms in comparisons:
         path = DOCS.with_name(f"time-to-target-{name}") / env / "compare.csv"
         if not path.exists():
             table.append([f"{', '.join(arms)}", name, "not run yet", *[""] * (6 + wall)])
             continue
         with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
+            rows = _with_per_round(list(csv.DictReader(f)))
         base = _by_seed(rows, label("fixed:8"))
         for arm in arms:
             mine = _by_seed(rows, arm)
@@ -353,17 +369,15 @@ def answer_env(env: str, comparisons: list[tuple[str, list[str]]]) -> list[str]:
             if t["stalls"] is not None and d["stalls"] is not None and not t["bound"] and not d["bound"]:
                 # on the front only where every seed got there (and fixed-8's): a stall's ratio is only a bound
                 points[f"{arm} ({name})"] = (d["stalls"], -t["stalls"])
-
-            def same(p: dict[str, Any]) -> str:
-                if p["same_seeds"] is None:
-                    return "– (no seed reached it in both)"
-                lo, hi = p["interval"]
-                return f"{p['same_seeds']:.2f}× [{lo:.2f}, {hi:.2f}] ({p['pairs']})"
-
-            table.append([arm, name, f"{reached}/{len(mine)}", same(t), same(d),
-                          *([same(paired(mine, base, "time_to_target_s"))] if wall else []),
+            table.append([arm, name, f"{reached}/{len(mine)}", _same(t), _same(d),
+                          *([_same(paired(mine, base, "time_to_target_s"))] if wall else []),
                           f"{t['bound']}{t['stalls']:.2f}×", f"{d['bound']}{d['stalls']:.2f}×",
                           f"{statistics.fmean(float(r['mean_actors']) for r in mine.values()):.0f}", ""])
+            # comparisons published before compare.csv had the column lack it
+            rounds = (_same(paired(mine, base, "rounds_to_target")) if "rounds_to_target" in rows[0]
+                      else "– (not recorded)")
+            why.append([arm, name, rounds, _same(paired(mine, base, "s_per_round")),
+                        _same(paired(mine, base, "usd_per_round"))])
     front = pareto_front(points)
     for row in table:
         if f"{row[0]} ({row[1]})" in front:
@@ -373,7 +387,11 @@ def answer_env(env: str, comparisons: list[tuple[str, list[str]]]) -> list[str]:
                             "dollars vs fixed-8, same seeds [95%] (pairs)",
                             *(["measured wall time vs fixed-8, same seeds [95%] (pairs)"] if wall else []),
                             "time, stalls counted",
-                            "dollars, stalls counted", "actors (mean)", "Pareto (every seed reached)"], table), ""]
+                            "dollars, stalls counted", "actors (mean)", "Pareto (every seed reached)"], table), "",
+            f"#### Why ({env}): the rounds to the target and what a round costs",
+            "", markdown_table(["arm", "comparison", "rounds to target vs fixed-8, same seeds [95%] (pairs)",
+                                "projected seconds a round vs fixed-8 [95%] (pairs)",
+                                "dollars a round vs fixed-8 [95%] (pairs)"], why), ""]
 
 
 def answer() -> str:
@@ -388,7 +406,12 @@ def answer() -> str:
              "that reached the target in every seed (as did their fixed-8), no other arm is both faster and "
              "cheaper. On the latency-bound env also the *measured wall time* "
              "(its steps wait rather than compute, so the functions overlap on this 2-core machine; unlike the "
-             "projected time, it moves with the machine's load).", ""]
+             "projected time, it moves with the machine's load). *Why*: the time to the target is the rounds to it "
+             "times the seconds a round, so each arm's ratios split in two: the rounds its evaluation took to "
+             "reach the target (the round of the first evaluation there; evaluations every 10 rounds), against "
+             "fixed-8's on the seeds both reached it, which says whether it learned as much per round; and the "
+             "projected seconds and dollars a round, over each whole run, every seed paired, which say what a "
+             "round costs it (every arm samples 4,096 steps a round, but the weak-scaling arm 32,768).", ""]
     for env, comparisons in ANSWER.items():
         lines += answer_env(env, comparisons)
     return "\n".join(lines)

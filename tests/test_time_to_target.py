@@ -39,7 +39,7 @@ def test_paired_reads_the_same_seeds_and_counts_a_stall_at_its_whole_run():
 
 def compare_rows(arm: str, seconds: list[float | None], usd: list[float | None]) -> list[dict[str, str]]:
     return [{"arm": arm, "seed": str(i + 1), "projected_time_to_target_s": "" if t is None else str(t),
-             "usd_to_target": "" if d is None else str(d), "projected_cloud_s": "99", "cost_usd": "9"}
+             "usd_to_target": "" if d is None else str(d), "projected_cloud_s": "99", "cost_usd": "9", "rounds": "10"}
             for i, (t, d) in enumerate(zip(seconds, usd, strict=True))]
 
 
@@ -81,3 +81,34 @@ def test_the_latency_answer_reads_the_measured_wall_time_too(tmp_path, monkeypat
     assert "| fixed-64 | x | 2/2 | 0.20× [0.20, 0.20] (2) | 1.00× [1.00, 1.00] (2) | 0.50× [0.50, 0.50] (2) |" \
         in latency
     assert "measured wall time" not in "\n".join(ttt.answer_env("hopper", [("x", ["fixed-64"])]))
+
+
+def test_the_answer_says_why_as_rounds_to_the_target_and_the_price_of_a_round(tmp_path, monkeypatch):
+    monkeypatch.setattr(ttt, "DOCS", tmp_path / "time-to-target")
+    table = tmp_path / "time-to-target-x" / "hopper" / "compare.csv"
+    table.parent.mkdir(parents=True)
+    rows = [{**r, "rounds_to_target": reached, "rounds": str(int(reached or 240) + 1), "mean_actors": "8",
+             "projected_cloud_s": str(secs), "cost_usd": str(usd)}
+            for r, reached, secs, usd in zip(
+                compare_rows("fixed-8", [60.0, 80.0, 50.0], [1.0] * 3)
+                + compare_rows("fixed-64", [30.0, 50.0, None], [1.0, 1.0, None]),
+                ["60", "80", "50", "60", "100", ""], [61.0, 81.0, 51.0, 30.5, 50.5, 120.5],
+                [6.1, 8.1, 5.1, 6.1, 10.1, 24.1], strict=True)]
+    with open(table, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    hopper = "\n".join(ttt.answer_env("hopper", [("x", ["fixed-8", "fixed-64"])]))
+    why = hopper.split("#### Why (hopper)")[1]
+    # rounds on the 2 seeds both reached: (60 + 100) / (60 + 80); a round: half the seconds, the same dollars, all
+    # 3 seeds paired (the stalled run's 241 rounds count in its price of a round, not in its rounds to the target)
+    assert "| fixed-64 | x | 1.14× [1.00, 1.25] (2) | 0.50× [0.50, 0.50] (3) | 1.00× [1.00, 1.00] (3) |" in why
+    assert "| fixed-8 | x | 1.00× [1.00, 1.00] (3) |" in why
+    # a comparison published before compare.csv had rounds_to_target says so rather than guess
+    for r in rows:
+        del r["rounds_to_target"]
+    with open(table, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert "| fixed-64 | x | – (not recorded) |" in "\n".join(ttt.answer_env("hopper", [("x", ["fixed-64"])]))

@@ -38,7 +38,7 @@ from minionsrl.loop.metrics import read_metrics
 RUN_COLUMNS = ["arm", "scaler", "backend", "learner_budget", "seed", "rounds", "env_steps", "final_eval_return",
                "best_eval_return", "train_return_last100", "wall_s", "projected_cloud_s", "cost_serverless_usd",
                "cost_server_usd", "cost_usd", "mean_actors", "detector_share", "time_to_target_s",
-               "projected_time_to_target_s", "usd_to_target", "return_at_budget"]
+               "projected_time_to_target_s", "usd_to_target", "rounds_to_target", "return_at_budget"]
 
 
 @dataclass(frozen=True)
@@ -194,6 +194,8 @@ def run_row(arm: Arm, seed: int, run_dir: Path, target: float | None) -> dict[st
         "time_to_target_s": float(rows[first - 1]["wall_s"]) if first else None,
         "projected_time_to_target_s": sum(float(r["projected_round_s"]) for r in rows[:first]) if first else None,
         "usd_to_target": float(rows[first - 1][_cost_column(arm.backend)]) if first else None,
+        # the round whose policy's evaluation first reached it (evaluations come every ``eval_every`` rounds)
+        "rounds_to_target": first,
     }
 
 
