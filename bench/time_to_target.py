@@ -165,8 +165,9 @@ WHOLE = {"projected_time_to_target_s": "projected_cloud_s", "time_to_target_s": 
 def paired(arm: dict[int, dict[str, str]], base: dict[int, dict[str, str]], column: str) -> dict[str, Any]:
     """An arm against its comparison's fixed-8, seed by seed (both dicts: seed -> compare.csv row).
 
-    ``same_seeds``: over the seeds both reached the target, the arm's mean ``column`` (seconds or dollars to it)
-    over fixed-8's mean on the same seeds, with a bootstrap interval (seeds resampled in pairs); ``stalls``: the
+    ``same_seeds``: over the seeds where both have ``column`` (seconds, dollars or rounds to the target: the seeds
+    both reached it; a price of a round: every seed), the arm's mean over fixed-8's mean on the same seeds, with a
+    bootstrap interval (seeds resampled in pairs); ``stalls``: the
     ratio of the means over every seed, a run that never got there counted at its whole run (:data:`WHOLE`), so a lower
     bound of what it would have taken: ``bound`` says which side is open ("≥" when only the arm stalled, "?" when
     fixed-8 did too, "" when neither)."""
@@ -355,6 +356,7 @@ def answer_env(env: str, comparisons: list[tuple[str, list[str]]]) -> list[str]:
         path = DOCS.with_name(f"time-to-target-{name}") / env / "compare.csv"
         if not path.exists():
             table.append([f"{', '.join(arms)}", name, "not run yet", *[""] * (6 + wall)])
+            why.append([f"{', '.join(arms)}", name, "not run yet", "", ""])
             continue
         with open(path, newline="") as f:
             rows = _with_per_round(list(csv.DictReader(f)))
@@ -363,6 +365,7 @@ def answer_env(env: str, comparisons: list[tuple[str, list[str]]]) -> list[str]:
             mine = _by_seed(rows, arm)
             if not mine:
                 table.append([arm, name, "not run yet", *[""] * (6 + wall)])
+                why.append([arm, name, "not run yet", "", ""])
                 continue
             t, d = paired(mine, base, "projected_time_to_target_s"), paired(mine, base, "usd_to_target")
             reached = sum(bool(r["usd_to_target"]) for r in mine.values())
@@ -407,11 +410,13 @@ def answer() -> str:
              "cheaper. On the latency-bound env also the *measured wall time* "
              "(its steps wait rather than compute, so the functions overlap on this 2-core machine; unlike the "
              "projected time, it moves with the machine's load). *Why*: the time to the target is the rounds to it "
-             "times the seconds a round, so each arm's ratios split in two: the rounds its evaluation took to "
-             "reach the target (the round of the first evaluation there; evaluations every 10 rounds), against "
-             "fixed-8's on the seeds both reached it, which says whether it learned as much per round; and the "
-             "projected seconds and dollars a round, over each whole run, every seed paired, which say what a "
-             "round costs it (every arm samples 4,096 steps a round, but the weak-scaling arm 32,768).", ""]
+             "times the seconds a round, so each arm's ratios split, roughly, in two: the rounds its evaluation "
+             "took to reach the target (the round of the first evaluation there; evaluations every 10 rounds and "
+             "after the last, so a count is known to 10 rounds), against fixed-8's on the seeds both reached it, "
+             "which says whether it learned as much per round; and the projected seconds and dollars a round, over "
+             "each whole run, every seed paired, which say what a round costs it (every arm samples "
+             f"{int(BATCH[1]):,} steps a round but the weak-scaling arms, {64 * 512:,}). The two are over "
+             "different seeds and rounds, so their product is near the time or dollar ratio, not equal to it.", ""]
     for env, comparisons in ANSWER.items():
         lines += answer_env(env, comparisons)
     return "\n".join(lines)

@@ -240,7 +240,8 @@ def test_compare_until_target_runs_each_arm_to_the_target_or_its_cap(tmp_path) -
         assert (summary["stopped_by"] == "target_return") == (run["usd_to_target"] != "")
         if run["usd_to_target"]:
             assert float(run["projected_time_to_target_s"]) <= summary["projected_cloud_s"] + 1e-9
-            # the round of the first evaluation at the target: an evaluation round, before the run stopped
+            # the round of the first evaluation at the target, before the run stopped: an evaluation round of the
+            # grid, since a run that reached it stopped by the target (a cap's last round evaluates too)
             assert int(run["rounds_to_target"]) % 2 == 0 and int(run["rounds_to_target"]) <= summary["rounds"]
         else:
             assert run["rounds_to_target"] == ""

@@ -38,9 +38,18 @@ def test_paired_reads_the_same_seeds_and_counts_a_stall_at_its_whole_run():
 
 
 def compare_rows(arm: str, seconds: list[float | None], usd: list[float | None]) -> list[dict[str, str]]:
+    """An arm's compare.csv rows, seeds 1.., with its projected seconds and dollars to the target (None: never)."""
     return [{"arm": arm, "seed": str(i + 1), "projected_time_to_target_s": "" if t is None else str(t),
              "usd_to_target": "" if d is None else str(d), "projected_cloud_s": "99", "cost_usd": "9", "rounds": "10"}
             for i, (t, d) in enumerate(zip(seconds, usd, strict=True))]
+
+
+def write_compare(path, rows: list[dict[str, str]]) -> None:
+    """Write ``rows`` as a compare.csv at ``path``."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def test_goal_needs_every_seed_and_reads_the_ratios_seed_by_seed():
@@ -71,10 +80,7 @@ def test_the_latency_answer_reads_the_measured_wall_time_too(tmp_path, monkeypat
             for r, wall in zip(compare_rows("fixed-8", [100.0, 80.0], [1.0, 1.0])
                                + compare_rows("fixed-64", [20.0, 16.0], [1.0, 1.0]), [300, 200, 150, 100],
                                strict=True)]
-    with open(table, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_compare(table, rows)
     latency = "\n".join(ttt.answer_env("latency", [("x", ["fixed-8", "fixed-64"])]))
     assert "measured wall time vs fixed-8" in latency
     # time, dollars, then the wall time: each fixed-64 seed took half of fixed-8's wall seconds
@@ -94,10 +100,7 @@ def test_the_answer_says_why_as_rounds_to_the_target_and_the_price_of_a_round(tm
                 + compare_rows("fixed-64", [30.0, 50.0, None], [1.0, 1.0, None]),
                 ["60", "80", "50", "60", "100", ""], [61.0, 81.0, 51.0, 30.5, 50.5, 120.5],
                 [6.1, 8.1, 5.1, 6.1, 10.1, 24.1], strict=True)]
-    with open(table, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_compare(table, rows)
     hopper = "\n".join(ttt.answer_env("hopper", [("x", ["fixed-8", "fixed-64"])]))
     why = hopper.split("#### Why (hopper)")[1]
     # rounds on the 2 seeds both reached: (60 + 100) / (60 + 80); a round: half the seconds, the same dollars, all
@@ -107,8 +110,5 @@ def test_the_answer_says_why_as_rounds_to_the_target_and_the_price_of_a_round(tm
     # a comparison published before compare.csv had rounds_to_target says so rather than guess
     for r in rows:
         del r["rounds_to_target"]
-    with open(table, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_compare(table, rows)
     assert "| fixed-64 | x | – (not recorded) |" in "\n".join(ttt.answer_env("hopper", [("x", ["fixed-64"])]))

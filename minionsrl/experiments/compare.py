@@ -194,7 +194,8 @@ def run_row(arm: Arm, seed: int, run_dir: Path, target: float | None) -> dict[st
         "time_to_target_s": float(rows[first - 1]["wall_s"]) if first else None,
         "projected_time_to_target_s": sum(float(r["projected_round_s"]) for r in rows[:first]) if first else None,
         "usd_to_target": float(rows[first - 1][_cost_column(arm.backend)]) if first else None,
-        # the round whose policy's evaluation first reached it (evaluations come every ``eval_every`` rounds)
+        # the round whose policy's evaluation first reached it (evaluations come every ``eval_every`` rounds and
+        # after the last)
         "rounds_to_target": first,
     }
 
@@ -250,7 +251,7 @@ def markdown_table(results: list[dict[str, Any]], arms: list[Arm], target: float
     cols = ["final_eval_return", "best_eval_return", "wall_s", "projected_cloud_s", "cost_serverless_usd",
             "cost_server_usd", "cost_usd", "mean_actors", "detector_share"]
     if target is not None:
-        cols += ["time_to_target_s", "projected_time_to_target_s", "usd_to_target"]
+        cols += ["time_to_target_s", "projected_time_to_target_s", "usd_to_target", "rounds_to_target"]
     if dollar_budget is not None:
         cols += ["return_at_budget"]
     front = pareto_front(_arm_points(results, arms))
