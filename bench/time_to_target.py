@@ -354,11 +354,15 @@ def answer_env(env: str, comparisons: list[tuple[str, list[str]]]) -> list[str]:
 
     wall = ENVS[env].get("wall", False)
     table, why, points = [], [], {}
+
+    def not_run(arm: str, name: str) -> None:
+        table.append([arm, name, "not run yet", *[""] * (6 + wall)])
+        why.append([arm, name, "not run yet", "", ""])
+
     for name, arms in comparisons:
         path = DOCS.with_name(f"time-to-target-{name}") / env / "compare.csv"
         if not path.exists():
-            table.append([f"{', '.join(arms)}", name, "not run yet", *[""] * (6 + wall)])
-            why.append([f"{', '.join(arms)}", name, "not run yet", "", ""])
+            not_run(", ".join(arms), name)
             continue
         with open(path, newline="") as f:
             rows = _with_per_round(list(csv.DictReader(f)))
@@ -366,8 +370,7 @@ def answer_env(env: str, comparisons: list[tuple[str, list[str]]]) -> list[str]:
         for arm in arms:
             mine = _by_seed(rows, arm)
             if not mine:
-                table.append([arm, name, "not run yet", *[""] * (6 + wall)])
-                why.append([arm, name, "not run yet", "", ""])
+                not_run(arm, name)
                 continue
             t, d = paired(mine, base, "projected_time_to_target_s"), paired(mine, base, "usd_to_target")
             reached = sum(bool(r["usd_to_target"]) for r in mine.values())
