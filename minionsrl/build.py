@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from minionsrl import config
 from minionsrl.config import LearnerConfig, TrainConfig
-from minionsrl.cost import CostLedger, load_prices
+from minionsrl.cost import CostLedger, actor_host, load_prices
 from minionsrl.errors import ConfigError
 from minionsrl.function.envs import EnvInfo, EnvSpec, check_env_id, env_info
 from minionsrl.function.numpy_policy import PolicyArch
@@ -30,10 +30,7 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     """Check the env id, inspect its spaces and resolve the presets: all before any work starts."""
     config.validate(cfg, require_stop=False)  # the preset may still supply total_timesteps
     learner_device(cfg.learner)  # cuda where there is none fails here; the config keeps what was asked for
-    needs = _RULE_NEEDS.get(cfg.scaling.scaler, frozenset())
-    if cfg.scaling.detectors == "off" and needs:
-        raise ConfigError(f"detectors: {cfg.scaling.scaler} reads the {' and '.join(sorted(needs))} detector(s) every "
-                          "round; use --detectors auto (or on)")
+    _check_detectors(cfg, cfg.scaling.scaler, _RULE_NEEDS.get(cfg.scaling.scaler, frozenset()))
     prices = load_prices(cfg.cost.prices)  # a bad catalogue fails here, before any work
     if cfg.cost.budget_usd is not None:
         first = _first_actors(cfg)
@@ -74,10 +71,9 @@ def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
     if fn.backend == "server":
         from minionsrl.backends.server import ServerBackend
 
-        servers = load_prices(cfg.cost.prices)["servers"]
-        vcpus = int(servers["actor_host"].get("vcpus", 16))  # as the ledger bills it (cost.py): 16 when not given
-        return ServerBackend(key, max_concurrency=fn.max_concurrency, vcpus_per_host=vcpus,
-                             startup_s=servers["startup_s"], wait_for_startup=fn.server_wait_startup,
+        vcpus, startup_s = actor_host(load_prices(cfg.cost.prices))  # the servers the ledger bills
+        return ServerBackend(key, vcpus_per_host=vcpus, startup_s=startup_s, max_concurrency=fn.max_concurrency,
+                             wait_for_startup=fn.server_wait_startup,
                              invocation_timeout_s=fn.invocation_timeout_s)
     if fn.backend == "ray":
         from minionsrl.backends.ray_backend import RayBackend
@@ -100,6 +96,13 @@ def _rule_needs() -> dict[str, frozenset[str]]:
 
 
 _RULE_NEEDS = _rule_needs()
+
+
+def _check_detectors(cfg: TrainConfig, scaler: str, needs: frozenset[str]) -> None:
+    """One clear line, before any work, when the detectors are off but the scaler reads them every round."""
+    if cfg.scaling.detectors == "off" and needs:
+        raise ConfigError(f"detectors: the {scaler} scaler reads the {' and '.join(sorted(needs))} detector(s) "
+                          "every round; use --detectors auto (or on)")
 
 
 def _first_actors(cfg: TrainConfig) -> int:
@@ -192,9 +195,7 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
         arch = PolicyArch.of(info, cfg.learner.hidden_sizes)
         learner = make_learner(cfg, arch)
         scaler = scaler or make_scaler(cfg, info.family)
-        if cfg.scaling.detectors == "off" and scaler.needs:  # e.g. a learned scheduler that reads the noise scale
-            raise ConfigError(f"detectors: the {scaler.name} scaler reads {', '.join(sorted(scaler.needs))} every "
-                              "round; use --detectors auto (or on)")
+        _check_detectors(cfg, scaler.name, scaler.needs)  # e.g. a learned scheduler that reads the noise scale
         ledger = make_ledger(cfg)
         publisher = Publisher(backend, backend.key, learner.snapshot)
         faults = cfg.faults
@@ -242,8 +243,8 @@ def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
 
         agent, meta = load_agent(sc.scheduler, family, constant_batch=cfg.env.constant_batch)
         # the round feature in the units it was trained in: rounds over the training jobs' length
-        return MinionsScaler(agent, lo, hi, return_scale=cfg.run.target_return or float(meta["target_return"]),
-                             horizon=int(meta.get("max_rounds") or cfg.run.max_rounds or 100),
+        return MinionsScaler(agent, lo, hi, target_return=cfg.run.target_return or float(meta["target_return"]),
+                             horizon=int(meta.get("max_rounds") or cfg.run.max_rounds or 0),
                              budget_usd=cfg.cost.budget_usd)
     return builders[sc.scaler]()
 

@@ -145,6 +145,7 @@ _FLAG_KINDS: dict[str, dict[str, Any]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``minionsrl`` command line: one subcommand a job, each with its flags grouped by role."""
     from minionsrl import __version__
 
     parser = _Parser(prog="minionsrl", description="Deep RL with serverless actors.")
@@ -258,6 +259,7 @@ def train_config(args: argparse.Namespace) -> tuple[config.TrainConfig, bool]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    """``minionsrl train``: one run (resumed where its run dir holds one); 0 when it ends."""
     from minionsrl.build import make_trainer
     from minionsrl.experiments.training import run_trainer
     from minionsrl.loop import tracking
@@ -297,6 +299,7 @@ def _check_run_dir_arg(run_dir: str) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    """``minionsrl plot``: the plots of a run dir from its metrics.csv, written beside it; prints their paths."""
     from pathlib import Path
 
     _check_run_dir_arg(args.run_dir)
@@ -319,6 +322,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_scale(args: argparse.Namespace) -> int:
+    """``minionsrl scale``: a round's time as the actors grow on a backend; prints the table."""
     from pathlib import Path
 
     from minionsrl.experiments.scale import run_scale
@@ -333,6 +337,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
 
 
 def cmd_motivate(args: argparse.Namespace) -> int:
+    """``minionsrl motivate``: does boosting one round pay, from runs' kept checkpoints; prints the result."""
     from minionsrl.experiments.motivate import run_motivate
 
     if min(args.base, args.boost, args.eval_episodes) < 1:
@@ -343,6 +348,7 @@ def cmd_motivate(args: argparse.Namespace) -> int:
 
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
+    """``minionsrl scheduler``: train the MinionsRL scheduler over training jobs (resumable)."""
     import dataclasses
 
     from minionsrl.build import prepare_config
@@ -370,6 +376,7 @@ UNBOUNDED_STEPS = 10**12  # "no step budget": the preset's would otherwise stop 
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    """``minionsrl compare``: arms × seeds side by side; prints the table and where the outputs are."""
     from pathlib import Path
 
     from minionsrl.build import prepare_config
@@ -409,6 +416,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    """``minionsrl eval``: a run's policy over fresh episodes (optionally a video); prints the result."""
     from minionsrl.experiments.evaluate import evaluate_run
 
     _check_run_dir_arg(args.run_dir)
@@ -419,6 +427,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv``; the exit status (2 with one line for bad input, before any work)."""
     args = build_parser().parse_args(argv)
     try:
         commands = {"train": cmd_train, "eval": cmd_eval, "compare": cmd_compare, "plot": cmd_plot,

@@ -33,9 +33,12 @@ from minionsrl import files
 from minionsrl.backends.base import NAMES as BACKENDS
 from minionsrl.backends.base import OK, THROTTLED, InvocationRecord
 from minionsrl.errors import ConfigError
+from minionsrl.function.clock import own_s
+from minionsrl.function.faults import DEFAULT_MEMORY_MB
 
 SECONDS_PER_MONTH = 30 * 24 * 3600
 PLATFORMS = ("aws_lambda_x86", "aws_lambda_arm", "azure_functions")
+COLD_START_S = 1.0  # seconds of a cloud function's modelled cold start (the config's default)
 
 
 def load_prices(path: str | Path | None = None) -> dict[str, Any]:
@@ -111,6 +114,7 @@ class FunctionPricing:
 
     @classmethod
     def of(cls, prices: dict[str, Any], platform: str) -> FunctionPricing:
+        """The billing rule of ``platform`` in the catalogue ``prices`` (a platform not in it: one clear line)."""
         if platform not in PLATFORMS:
             raise ConfigError(f"platform: {platform!r} is not one of {', '.join(PLATFORMS)}")
         if platform.startswith("aws_lambda"):
@@ -197,11 +201,18 @@ class RoundTimes:
     beside: list[list[InvocationRecord]] = field(default_factory=list)
 
 
+def actor_host(prices: dict[str, Any]) -> tuple[int, float]:
+    """(vCPUs, start-up seconds) of a server of actors in the catalogue ``prices``: what the ledger bills and the
+    server backend models (16 vCPUs where the catalogue does not say)."""
+    servers = prices["servers"]
+    return int(servers["actor_host"].get("vcpus", 16)), float(servers["startup_s"])
+
+
 class CostLedger:
     """Bills every round both ways and keeps the running totals (checkpointed)."""
 
-    def __init__(self, prices: dict[str, Any], platform: str = "aws_lambda_x86", memory_mb: float = 1769.0,
-                 cold_start_s: float = 1.0, learner_device: str = "cpu", backend: str = "local") -> None:
+    def __init__(self, prices: dict[str, Any], platform: str = "aws_lambda_x86", memory_mb: float = DEFAULT_MEMORY_MB,
+                 cold_start_s: float = COLD_START_S, learner_device: str = "cpu", backend: str = "local") -> None:
         self.prices = prices
         self.pricing = FunctionPricing.of(prices, platform)
         self.overhead = overhead_of(prices, backend)
@@ -214,9 +225,8 @@ class CostLedger:
         self.learner_host = servers["gpu_learner_host" if learner_device == "cuda" else "cpu_learner_host"]
         self.learner_usd_s = self.learner_host["usd_per_hour"] / 3600.0
         self.actor_usd_s = servers["actor_host"]["usd_per_hour"] / 3600.0
-        self.vcpus_per_host = int(servers["actor_host"].get("vcpus", 16))
+        self.vcpus_per_host, self.startup_s = actor_host(prices)
         self.host_overhead_usd_s = servers["usd_per_host_month"] / SECONDS_PER_MONTH
-        self.startup_s = float(servers["startup_s"])
         self.actor_hosts = 0
         self.total_serverless_usd = 0.0
         self.total_server_usd = 0.0
@@ -225,6 +235,7 @@ class CostLedger:
         self.total_projected_s = 0.0
 
     def hosts_for(self, n_actors: int) -> int:
+        """Servers of actors that ``n_actors`` actors take."""
         return math.ceil(n_actors / self.vcpus_per_host)
 
     # -- one invocation ------------------------------------------------------------------------------
@@ -239,9 +250,8 @@ class CostLedger:
             return 0.0, 0.0
         if record.status != OK and not record.run_s:
             return 0.0, record.duration_s
-        init = (self.cold_start_s if record.cold
-                else max(record.init_s - record.init_wait_s, 0.0) + record.reused_policy_s)
-        return init, max(record.run_s - record.run_wait_s, 0.0)
+        init = self.cold_start_s if record.cold else own_s(record.init_s, record.init_wait_s) + record.reused_policy_s
+        return init, own_s(record.run_s, record.run_wait_s)
 
     def latency_s(self, record: InvocationRecord) -> float:
         """An invocation's own-instance time, from its function's start to its end."""

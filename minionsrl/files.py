@@ -28,7 +28,8 @@ NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 MAX_CONFIG_BYTES = 1 << 20
 MAX_CHECKPOINT_BYTES = 1 << 31
 # the run dir's subfolders the run writes into (their files are checked too)
-RUN_SUBDIRS = ("checkpoints", "tensorboard")
+CHECKPOINTS = "checkpoints"  # a run dir's checkpoints (minionsrl.loop.checkpoint names the files in it)
+RUN_SUBDIRS = (CHECKPOINTS, "tensorboard")
 
 
 def _refuse(path: Path, what: str) -> ConfigError:

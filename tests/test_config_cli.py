@@ -339,8 +339,8 @@ def test_preset_nitro_is_rllib_ppo_as_the_published_code_ran_it():
 
 def test_inconsistent_learner_and_detector_settings_are_one_line(tmp_path, capsys):
     for argv, expected in (
-        (["--scaler", "nitro", "--detectors", "off"], "detectors: nitro reads the curvature detector"),
-        (["--scaler", "critical", "--detectors", "off"], "detectors: critical reads the gns"),
+        (["--scaler", "nitro", "--detectors", "off"], "detectors: the nitro scaler reads the curvature detector"),
+        (["--scaler", "critical", "--detectors", "off"], "detectors: the critical scaler reads the gns"),
         (["--kl-target", "0.01"], "kl_target: the adaptive KL penalty needs"),
         (["--algo", "impala", "--preset", "nitro"], "kl_coef: IMPALA's loss has no KL penalty"),
     ):

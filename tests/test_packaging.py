@@ -155,6 +155,16 @@ def test_tensorboard_without_tensorboardx_is_one_line(monkeypatch):
     tracking.check(TrainConfig(env_id="CartPole-v1", tensorboard=False))  # no error
 
 
+@pytest.mark.parametrize("backend", ["ray", "lithops"])
+def test_a_backend_without_its_extra_is_one_line_naming_it(monkeypatch, backend):
+    from minionsrl.config import TrainConfig, validate
+
+    _without(monkeypatch, backend)
+    with pytest.raises(ConfigError, match=rf"^--backend {backend} needs the {backend} extra: "
+                                          rf"pip install 'minionsrl\[{backend}\]'$"):
+        validate(TrainConfig(env_id="CartPole-v1", backend=backend, max_rounds=1))
+
+
 CORE_ONLY = """
 import sys, tempfile
 BLOCKED = {BLOCKED!r}

@@ -73,6 +73,9 @@ def test_fixed_compute_cuts_the_last_epoch_short_and_sqrt_scales_the_rate():
     p = PPOParams(update_epochs=2, minibatch_size=16, learner_budget="fixed-compute", reference_batch=64)
     steps = [len(mb) for epoch in minibatch_schedule(96, p, np.random.default_rng(0)) for mb in epoch]
     assert steps == [16] * 8  # 2 epochs x 4 minibatches of the reference: 8 steps, 1.33 epochs of 96 rows
+    # more minibatches asked for than the reference has rows: one a row, as an epoch over the reference splits it
+    tiny = PPOParams(update_epochs=2, num_minibatches=100, learner_budget="fixed-compute", reference_batch=64)
+    assert update_plan(128, tiny) == (128, 2 * 64)  # minibatches of one row; the reference's 2 epochs x 64 steps
     assert lr_factor(256, PPOParams(lr_batch_scaling="sqrt", reference_batch=64)) == pytest.approx(2.0)
     assert lr_factor(256, PPOParams(reference_batch=64)) == 1.0
 

@@ -24,6 +24,7 @@ from minionsrl.experiments import scheduler as sched
 from minionsrl.scaling.minions import (
     FEATURES,
     FEATURES_V1,
+    HORIZON,
     Episode,
     MinionsScaler,
     SchedulerAgent,
@@ -67,7 +68,7 @@ def test_the_shipped_scheduler_loads_and_acts_as_trained() -> None:
     assert meta["env_id"] == "CartPole-v1" and agent.n_max == meta["n_max"] == 64
     assert agent.features == FEATURES_V1 and "gns" not in agent.features
     json.dumps(meta)
-    scaler = MinionsScaler(agent, 1, 64, return_scale=float(meta["target_return"]), horizon=meta["max_rounds"])
+    scaler = MinionsScaler(agent, 1, 64, target_return=float(meta["target_return"]), horizon=meta["max_rounds"])
     assert scaler.needs == frozenset()  # it does not read the noise scale: no detector runs for it
     picks = _drive(scaler, 1, 10)
     assert all(1 <= n <= 64 for n in picks) and 0.0 < scaler.score <= 1.0
@@ -77,7 +78,7 @@ def test_the_shipped_scheduler_loads_and_acts_as_trained() -> None:
     assert list(agent.log_probs(states).argmax(axis=1) + 1) == [22, 36, 22, 10, 22, 22, 22, 22, 42, 22, 60, 22, 36, 36,
                                                                 22, 37, 53, 22, 36]
     assert np.allclose(np.exp(agent.log_probs(states)).sum(axis=1), 1.0)
-    clipped = MinionsScaler(agent, 2, 8, return_scale=475.0)
+    clipped = MinionsScaler(agent, 2, 8, target_return=475.0)
     assert all(2 <= n <= 8 for n in _drive(clipped, 1, 5))
 
 
@@ -97,7 +98,7 @@ def test_artefact_round_trip_naming_and_bad_files(tmp_path) -> None:
     save_file(agent.params, str(tmp_path / "n.safetensors"), metadata={"minionsrl": json.dumps(meta)})
     state = np.linspace(-1, 1, len(FEATURES), dtype=np.float32)
     assert (load_agent(tmp_path / "n.safetensors")[0].logits(state) == agent.logits(state)).all()
-    scaler = MinionsScaler(loaded, 2, 8, return_scale=100.0, horizon=4)
+    scaler = MinionsScaler(loaded, 2, 8, target_return=100.0, horizon=4)
     n = scaler.next_actors(None)
     assert 2 <= n <= 8 and n == scaler.next_actors(None)  # greedy: the same state gives the same choice
     assert scaler.needs == frozenset({"gns"})
@@ -120,7 +121,7 @@ def test_sampling_is_seeded_and_a_restored_state_dict_continues_the_sequence(tmp
     agent, _ = load_agent(None)
 
     def scaler(seed: int) -> MinionsScaler:
-        return MinionsScaler(agent, 1, 64, return_scale=475.0, horizon=40, explore=True, seed=seed)
+        return MinionsScaler(agent, 1, 64, target_return=475.0, horizon=40, explore=True, seed=seed)
 
     whole = _drive(scaler(7), 1, 12)
     assert whole == _drive(scaler(7), 1, 12) and whole != _drive(scaler(8), 1, 12)
@@ -151,7 +152,7 @@ def test_a_resumed_training_job_keeps_the_transitions_it_sampled_before_the_chec
     agent, _ = load_agent(None)
 
     def scaler() -> MinionsScaler:
-        return MinionsScaler(agent, 1, 64, return_scale=475.0, horizon=40, explore=True, seed=7)
+        return MinionsScaler(agent, 1, 64, target_return=475.0, horizon=40, explore=True, seed=7)
 
     whole = scaler()
     _drive(whole, 1, 12)
@@ -266,7 +267,7 @@ def test_training_jobs_change_the_weights_and_a_cut_training_continues(tmp_path,
 
 
 def test_a_missed_target_costs_its_shortfall_in_units_of_the_target() -> None:
-    scaler = MinionsScaler(SchedulerAgent(8, seed=0), 1, 8, return_scale=400.0, hyper=SchedulerHyper(miss_coef=2.0))
+    scaler = MinionsScaler(SchedulerAgent(8, seed=0), 1, 8, target_return=400.0, hyper=SchedulerHyper(miss_coef=2.0))
     assert scaler.miss_reward(300.0, 400.0) == pytest.approx(-0.5)  # a quarter of the target short, times 2
     assert scaler.miss_reward(400.0, 400.0) == 0.0 and scaler.miss_reward(900.0, 400.0) == 0.0
 
@@ -313,6 +314,17 @@ def test_a_deployed_scheduler_reads_rounds_in_its_training_jobs_units(tmp_path) 
     assert isinstance(scaler, MinionsScaler) and scaler.horizon == 40 and scaler.return_scale == 1000.0
     assert scaler.state(_row(20, 4))[FEATURES.index("round")] == pytest.approx(0.5)  # round 20 of 40, not of 5000
     assert scaler.n_max == 8  # the agent's own actions bound the range
+
+
+def test_the_return_features_are_in_units_of_the_targets_magnitude() -> None:
+    """Training and a deployed run build the scaler alike: a negative target (Pendulum's) keeps the sign of the
+    return, a target of 0 reads returns as they are (no division by zero), and the horizon defaults alike."""
+    agent = SchedulerAgent(8, seed=0)
+    at = FEATURES.index("eval_return")
+    row = {**_row(2, 4), "eval_return_mean": -400.0}
+    assert MinionsScaler(agent, 1, 8, target_return=-200.0).state(row)[at] == pytest.approx(-2.0)
+    assert MinionsScaler(agent, 1, 8, target_return=0.0).state(row)[at] == pytest.approx(-400.0)
+    assert MinionsScaler(agent, 1, 8, target_return=1.0, horizon=None).horizon == HORIZON
 
 
 def test_each_family_gets_its_shipped_scheduler() -> None:

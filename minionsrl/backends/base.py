@@ -76,10 +76,13 @@ class Reply:
         return self.record.status == OK
 
 
+MAX_REPLY_KEY = "max_reply_bytes"  # a request's cap on its reply's size, checked by the backend before decoding
+
+
 def reply_limit(request: dict[str, Any]) -> int | None:
-    """The most bytes the reply to ``request`` may have (its ``max_reply_bytes``, set by the learner from the
+    """The most bytes the reply to ``request`` may have (its :data:`MAX_REPLY_KEY`, set by the learner from the
     steps and row size it asked for), or None where it sets none."""
-    cap = request.get("max_reply_bytes")
+    cap = request.get(MAX_REPLY_KEY)
     return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None
 
 

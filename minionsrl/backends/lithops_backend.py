@@ -46,7 +46,8 @@ from minionsrl.backends.base import Refusals, Reply, retire_policies
 from minionsrl.backends.remote import RemoteBackend, private_file, remove_private_file
 from minionsrl.errors import ConfigError
 from minionsrl.function import rollout, wire
-from minionsrl.function.faults import MEMORY_ENV
+from minionsrl.function.extras import missing_extra_error
+from minionsrl.function.faults import DEFAULT_MEMORY_MB, MEMORY_ENV
 
 _SYS_PATH_VAR = "MINIONSRL_SYS_PATH"
 _DONE = ".done"
@@ -128,7 +129,7 @@ class LithopsBackend(RemoteBackend):
 
     name = "lithops"
 
-    def __init__(self, key: bytes, config: dict[str, Any], memory_mb: int = 1769,
+    def __init__(self, key: bytes, config: dict[str, Any], memory_mb: int = int(DEFAULT_MEMORY_MB),
                  invocation_timeout_s: float | None = None, max_concurrency: int | None = None,
                  poll_interval_s: float | None = None) -> None:
         super().__init__(key, invocation_timeout_s)
@@ -136,7 +137,7 @@ class LithopsBackend(RemoteBackend):
             from lithops import FunctionExecutor, Storage
             from lithops.constants import JOBS_DIR
         except ImportError as exc:
-            raise ConfigError("backend 'lithops' needs Lithops: pip install 'minionsrl[lithops]'") from exc
+            raise missing_extra_error("--backend lithops", "lithops") from exc
         self.localhost = config["lithops"]["backend"] == "localhost"
         self._jobs_dir = Path(JOBS_DIR)  # where Lithops' localhost runner marks finished jobs
         if self.localhost and max_concurrency:

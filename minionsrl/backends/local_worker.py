@@ -24,6 +24,7 @@ _HEADER = struct.Struct("<Q")
 
 
 def write_frame(stream: BinaryIO, data: bytes) -> None:
+    """Write ``data`` to ``stream`` as one length-prefixed frame, and flush it."""
     stream.write(_HEADER.pack(len(data)) + data)
     stream.flush()
 

@@ -50,6 +50,7 @@ from minionsrl.backends.base import Refusals, Reply
 from minionsrl.backends.remote import RemoteBackend, private_file, remove_private_file
 from minionsrl.errors import ClusterLost, ConfigError
 from minionsrl.function import rollout
+from minionsrl.function.extras import missing_extra_error
 
 # Ray's own settings for a private cluster, set for its life and restored after: token authentication with
 # the token read from a file (RAY_AUTH_TOKEN would win over the file, so it is unset meanwhile), and Ray's
@@ -123,7 +124,7 @@ class RayBackend(RemoteBackend):
         try:
             import ray
         except ImportError as exc:
-            raise ConfigError("backend 'ray' needs Ray: pip install 'minionsrl[ray]'") from exc
+            raise missing_extra_error("--backend ray", "ray") from exc
         self._ray = ray
         self._owns_connection = not ray.is_initialized()  # a caller that connected keeps its connection
         self.token_path: Path | None = None  # the private cluster's token file, while it is up

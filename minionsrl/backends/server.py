@@ -20,9 +20,10 @@ class ServerBackend(LocalBackend):
 
     name = "server"
 
-    def __init__(self, key: bytes, max_concurrency: int | None = None, vcpus_per_host: int = 16,
-                 startup_s: float = 60.0, wait_for_startup: bool = False,
-                 invocation_timeout_s: float | None = None) -> None:
+    def __init__(self, key: bytes, vcpus_per_host: int, startup_s: float, max_concurrency: int | None = None,
+                 wait_for_startup: bool = False, invocation_timeout_s: float | None = None) -> None:
+        """``vcpus_per_host`` actors a server, each new one ``startup_s`` seconds to start (the cost catalogue's
+        servers: :func:`minionsrl.cost.actor_host`)."""
         super().__init__(key, max_concurrency=max_concurrency, idle_timeout_s=math.inf,
                          invocation_timeout_s=invocation_timeout_s)
         self.vcpus_per_host = vcpus_per_host

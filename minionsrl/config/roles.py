@@ -22,7 +22,6 @@ Field names are unique across the roles, so a field is reached by its flat name 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from dataclasses import dataclass
 
@@ -30,8 +29,10 @@ from minionsrl.backends.base import NAMES as BACKENDS
 from minionsrl.config.fields import check_path, setting
 from minionsrl.config.presets import ENV_PRESETS, PRESET_NAMES
 from minionsrl.config.steps import StepPlan
-from minionsrl.cost import PLATFORMS
+from minionsrl.cost import COLD_START_S, PLATFORMS
 from minionsrl.errors import ConfigError
+from minionsrl.function.extras import require_extra
+from minionsrl.function.faults import DEFAULT_MEMORY_MB
 from minionsrl.function.faults import KINDS as fault_kinds
 from minionsrl.function.normalization import CLIP_DEFAULT
 
@@ -287,8 +288,8 @@ class FunctionsConfig(Role):
                                          learning=False)
 
     def check(self) -> None:
-        if self.backend in ("ray", "lithops") and importlib.util.find_spec(self.backend) is None:
-            raise ConfigError(f"backend: {self.backend!r} is not installed; pip install 'minionsrl[{self.backend}]'")
+        if self.backend in ("ray", "lithops"):
+            require_extra(f"--backend {self.backend}", self.backend)
 
 
 @dataclass(frozen=True)
@@ -309,11 +310,11 @@ class CostConfig(Role):
 
     prices: str | None = setting(None, "price catalogue YAML for the cost ledger (default: the shipped one)")
     platform: str = setting("aws_lambda_x86", "function platform the ledger bills", choices=PLATFORMS)
-    function_memory_mb: float = setting(1769.0, "memory of one function (1769 MB = 1 vCPU on Lambda); the local "
-                                        "backend stops an instance that holds more, as the platform would (status oom)",
-                                        min=128, max=10240)
-    cold_start_s: float = setting(1.0, "modelled cold start of a cloud function, for the projected cloud time", min=0.0,
-                                  rare=True)
+    function_memory_mb: float = setting(DEFAULT_MEMORY_MB, "memory of one function (1769 MB = 1 vCPU on Lambda); the "
+                                        "local backend stops an instance that holds more, as the platform would "
+                                        "(status oom)", min=128, max=10240)
+    cold_start_s: float = setting(COLD_START_S, "modelled cold start of a cloud function, for the projected cloud time",
+                                  min=0.0, rare=True)
     budget_usd: float | None = setting(None, "stop before a round that would take the serverless cost past this",
                                        positive=True, learning=False)
     time_budget_s: float | None = setting(None, "stop before a round that would take the projected cloud time "

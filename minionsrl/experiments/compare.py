@@ -55,6 +55,7 @@ class Arm:
 
     @property
     def label(self) -> str:
+        """The arm's name in tables and run dirs, e.g. ``fixed-64+pipeline`` or ``critical-time``."""
         name = self.scaler if self.actors is None else f"{self.scaler}-{self.actors}"
         name = name if self.objective is None else f"{name}-{self.objective}"
         name = name if self.backend == "local" else f"{name}@{self.backend}"

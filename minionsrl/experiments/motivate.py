@@ -30,25 +30,20 @@ INTEGERS = ("round", "base", "boost")
 PREDICTORS = ("convexity_ratio", "gns")
 
 
-def _round_of(ckpt: Path) -> int:
-    """The round a kept checkpoint was written after (``round-<r>.safetensors``)."""
-    return int(ckpt.stem.split("-")[1])
-
-
 def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> dict[str, Any]:
     """Train one round from ``ckpt`` with ``actors`` actors in a scratch copy; return its metrics row."""
     from minionsrl.build import make_trainer
 
     saved = config.build(config.load_yaml(run_dir / "config.yaml"))
-    round_idx = _round_of(ckpt)
+    round_idx = checkpoint.kept_round(ckpt)
     with tempfile.TemporaryDirectory(prefix="minionsrl-motivate-") as tmp:
         # total_timesteps stays: the learning rate anneals over it, so the round learns at the run's own rate
         cfg = saved.replace(scaler="fixed", actors=actors, max_rounds=round_idx + 1,
                             target_return=None, budget_usd=None, eval_every=1, eval_episodes=eval_episodes,
                             detectors="on",
                             run_dir=tmp, progress=False, tensorboard=False, keep_checkpoints_every=0)
-        Path(tmp, "checkpoints").mkdir()
-        shutil.copy(ckpt, Path(tmp, "checkpoints", checkpoint.LATEST))
+        checkpoint.directory(Path(tmp)).mkdir()
+        shutil.copy(ckpt, checkpoint.directory(Path(tmp)) / checkpoint.LATEST)
         config.dump(cfg, Path(tmp, "config.yaml"))
         trainer = make_trainer(cfg, resume=True)  # an APPO/IMPALA run boosts its invocations in flight
         trainer.run()
@@ -65,7 +60,7 @@ def run_motivate(run_dirs: str | Path | list[str | Path], base: int, boost: int,
     out_dir = Path(out_dir)
     todo = {}
     for run_dir in runs:  # every run is checked before the first round is trained
-        ckpts = sorted((run_dir / "checkpoints").glob("round-*.safetensors"))
+        ckpts = sorted(checkpoint.directory(run_dir).glob(checkpoint.KEPT))
         if len(ckpts) < 3:
             raise ConfigError(f"--run-dir: {str(run_dir)!r} has {len(ckpts)} kept checkpoints; train it with "
                               "--keep-checkpoints-every K so that at least 3 exist")
@@ -86,7 +81,7 @@ def run_motivate(run_dirs: str | Path | list[str | Path], base: int, boost: int,
         writer.writerows(rows)
         for run_dir, ckpts in todo.items():
             for ckpt in ckpts:
-                round_idx = _round_of(ckpt)
+                round_idx = checkpoint.kept_round(ckpt)
                 if (run_dir.name, round_idx) in done:
                     continue
                 low = _one_round(run_dir, ckpt, base, eval_episodes)

@@ -28,7 +28,7 @@ from minionsrl.errors import ConfigError
 from minionsrl.function.envs import EnvInfo, EnvSpec, env_info, make_env, search_for_env_code
 from minionsrl.function.fragment import PolicySnapshot
 from minionsrl.function.normalization import ObsNormalizer, RunningMeanStd
-from minionsrl.function.numpy_policy import PolicyArch, param_shapes
+from minionsrl.function.numpy_policy import PolicyArch, choose_action, param_shapes
 from minionsrl.loop import checkpoint
 
 if TYPE_CHECKING:
@@ -110,6 +110,7 @@ class Policy:
                                         snapshot.arch.image)
         self._net = snapshot.numpy_policy()
         self._rng = np.random.default_rng(seed)
+        self._low = self._high = None
         if not self.arch.discrete:  # the bounds as a rollout function clips with them
             self._low = np.asarray(info.action_low, dtype=np.float32)
             self._high = np.asarray(info.action_high, dtype=np.float32)
@@ -130,14 +131,14 @@ class Policy:
         x, single = self._inputs(obs)
         head, _ = self._net.forward(x)
         head = np.asarray(head)
+        noise: np.ndarray | float = 0.0
+        if not deterministic:  # drawn as rollout functions draw it in training
+            noise = (self._rng.gumbel(size=head.shape) if self.arch.discrete
+                     else (self._rng.standard_normal(head.shape) * self._net.std).astype(np.float32))
+        _, actions = choose_action(head, noise, self.arch.discrete, self._low, self._high)
         if self.arch.discrete:
-            if not deterministic:
-                head = head + self._rng.gumbel(size=head.shape)
-            actions = np.argmax(head, axis=-1)
             return int(actions) if single else actions.astype(np.int64)
-        if not deterministic:
-            head = head + (self._rng.standard_normal(head.shape) * self._net.std).astype(np.float32)
-        return np.clip(head, self._low, self._high).astype(np.float32)
+        return actions.astype(np.float32)
 
     def value(self, obs: Any) -> Any:
         """The critic's estimate V(obs): a float for one observation, an array for a batch."""
@@ -181,7 +182,7 @@ def _locate(path: Path, name: str = checkpoint.LATEST) -> tuple[Path, Path]:
         if not (path / "config.yaml").exists():
             raise ConfigError(f"load_policy: {str(path)!r} holds no run (no config.yaml); pass a run directory "
                               "written by `minionsrl train` or a checkpoint file in it")
-        return path, path / "checkpoints" / name
+        return path, checkpoint.directory(path) / name
     if path.is_file():
         for run_dir in (path.parent.parent, path.parent):  # RUN_DIR/checkpoints/X.safetensors, or beside it
             if (run_dir / "config.yaml").exists():

@@ -125,8 +125,8 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
         for job in range(done + 1, jobs + 1):
             cfg = base.replace(seed=base.run.seed * 100_000 + job, target_return=target, progress=False,
                                tensorboard=False, run_dir=tempfile.mkdtemp(prefix=f"minionsrl-job{job}-"))
-            scaler = MinionsScaler(agent, cfg.scaling.n_min, cfg.scaling.n_max, return_scale=abs(target) or 1.0,
-                                   horizon=cfg.run.max_rounds or 100, budget_usd=cfg.cost.budget_usd, explore=True,
+            scaler = MinionsScaler(agent, cfg.scaling.n_min, cfg.scaling.n_max, target_return=target,
+                                   horizon=cfg.run.max_rounds, budget_usd=cfg.cost.budget_usd, explore=True,
                                    hyper=hyper, seed=job)
             trainer = make_trainer(cfg, scaler=scaler)
             started = time.perf_counter()

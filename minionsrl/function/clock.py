@@ -27,3 +27,9 @@ def wait_s(schedstat: str) -> float:
 def thread_wait_s() -> float:
     """Seconds the calling thread has spent waiting for a CPU (a counter: take differences)."""
     return wait_s("/proc/thread-self/schedstat")
+
+
+def own_s(wall_s: float, waited_s: float) -> float:
+    """Own-instance seconds of a stretch of ``wall_s`` wall seconds that waited ``waited_s`` for a CPU here (at
+    least 0: the two counters are read a moment apart)."""
+    return max(wall_s - waited_s, 0.0)

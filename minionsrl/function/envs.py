@@ -527,6 +527,7 @@ def _restore_atari(env: gym.Env, state: dict[str, Any]) -> None:
 
 
 def ale_state(data: bytes) -> Any:
+    """An ALE emulator state from its serialised bytes (ale_py imported only where Atari runs)."""
     import ale_py
 
     return ale_py.ALEState(data)

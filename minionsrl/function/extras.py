@@ -20,7 +20,10 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "video": ("moviepy", "pygame"),  # pygame: the pygame-ce distribution (Gymnasium's classic-control frames)
     "tb": ("tensorboardX",),
     "atari": ("ale_py", "cv2"),
-}  # ray, lithops: config.validate checks the backend's; wandb: loop.tracking.check
+    "ray": ("ray",),
+    "lithops": ("lithops",),
+    "wandb": ("wandb",),
+}
 
 
 def installed(module: str) -> bool:

@@ -38,7 +38,7 @@ from minionsrl.function import wire
 KINDS = ("raise", "hang", "kill", "duplicate", "malformed", "throttle", "oom")
 MEMORY_ENV = "MINIONSRL_FUNCTION_MEMORY_MB"  # a function's memory, as its backend tells it (Lambda: its own variable)
 _LAMBDA_MEMORY_ENV = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
-DEFAULT_MEMORY_MB = 1769.0  # the config's default function memory
+DEFAULT_MEMORY_MB = 1769.0  # a function's memory when nothing says (the config's default: 1 vCPU on Lambda)
 
 
 class InjectedFault(RuntimeError):

@@ -29,6 +29,7 @@ class PolicySnapshot:
     clip_obs: float = CLIP_DEFAULT
 
     def encode(self, key: bytes) -> bytes:
+        """The policy as a signed wire message (:mod:`minionsrl.function.wire`) under ``key``."""
         arrays = {f"param/{k}": v for k, v in self.params.items()}
         if self.obs_mean is not None:
             arrays["obs_mean"] = self.obs_mean.astype(np.float64)
@@ -38,6 +39,7 @@ class PolicySnapshot:
 
     @classmethod
     def decode(cls, data: bytes, key: bytes) -> PolicySnapshot:
+        """The policy in the signed message ``data`` (verified with ``key``; never unpickled)."""
         arrays, meta = wire.decode(data, key)
         if meta.get("type") != "policy":
             raise wire.WireError("expected a policy snapshot")
@@ -46,6 +48,7 @@ class PolicySnapshot:
                    arrays.get("obs_mean"), arrays.get("obs_var"), float(meta["clip_obs"]))
 
     def numpy_policy(self) -> NumpyPolicy:
+        """The policy as rollout functions run it, in NumPy."""
         return make_numpy_policy(self.arch, self.params)
 
 
@@ -98,6 +101,7 @@ class Fragment:
     _STEP_ARRAYS = ("obs", "actions", "logprobs", "values", "rewards", "terminated", "truncated", "trunc_values")
 
     def encode(self, meta: dict[str, Any], key: bytes) -> bytes:
+        """The fragment and ``meta`` as one signed wire message under ``key``."""
         return wire.encode(self.arrays(), {**meta, "type": "fragment", "policy_version": self.policy_version}, key)
 
     def arrays(self) -> dict[str, np.ndarray]:

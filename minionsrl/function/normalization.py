@@ -25,6 +25,7 @@ class Moments:
 
     @classmethod
     def of(cls, samples: np.ndarray) -> Moments:
+        """The mean, variance and count of ``samples`` (rows), in float64 (no rows: the identity, count 0)."""
         samples = np.asarray(samples, dtype=np.float64)
         if len(samples) == 0:
             shape = samples.shape[1:]

@@ -1,4 +1,5 @@
-"""Policy inference in NumPy, the way rollout functions run it (no framework import: cold starts stay short).
+"""Policy inference and initial weights in NumPy, the way rollout functions run it (no framework import: cold
+starts stay short).
 
 The learner's JAX networks (:mod:`minionsrl.learner.networks`) keep their weights in the layout read
 here. Actor and critic towers are fused into one wider network (first layers side by side, deeper
@@ -18,6 +19,34 @@ if TYPE_CHECKING:
     from minionsrl.function.envs import EnvInfo
 
 LOG_2PI = math.log(2.0 * math.pi)
+
+# Initial weights are made in NumPy, the learner's and the learned scheduler's: in JAX, op by op, every layer's
+# shape compiled half a dozen small programs (0.7 s of a CartPole process's start-up) for arrays made once.
+Weights = dict[str, np.ndarray]
+
+
+def orthogonal(rng: np.random.Generator, n_out: int, n_in: int, gain: float) -> np.ndarray:
+    """An ``(out, in)`` orthogonal matrix scaled by ``gain``, as torch's ``nn.init.orthogonal_`` (CleanRL) makes it:
+    the QR decomposition of a Gaussian matrix, Q's columns signed by R's diagonal so that Q is uniformly
+    distributed (Saxe et al. 2014), transposed when the matrix is wide."""
+    q, r = np.linalg.qr(rng.standard_normal((max(n_out, n_in), min(n_out, n_in))))
+    q *= np.sign(np.diag(r))
+    return (gain * (q if n_out >= n_in else q.T)).astype(np.float32)
+
+
+def linear_params(rng: np.random.Generator, name: str, n_in: int, n_out: int, gain: float) -> Weights:
+    """``name.weight`` (orthogonal, gain ``gain``, torch's ``(out, in)`` layout) and a zero ``name.bias``."""
+    return {f"{name}.weight": orthogonal(rng, n_out, n_in, gain), f"{name}.bias": np.zeros(n_out, np.float32)}
+
+
+def mlp_params(rng: np.random.Generator, name: str, sizes: tuple[int, ...], last_std: float) -> Weights:
+    """A tanh MLP ``sizes[0] → … → sizes[-1]`` as ``name.{i}.weight/bias``: hidden layers with gain √2, the
+    last with ``last_std``."""
+    gains = [math.sqrt(2)] * (len(sizes) - 2) + [last_std]
+    out: Weights = {}
+    for i, gain in enumerate(gains):
+        out |= linear_params(rng, f"{name}.{i}", sizes[i], sizes[i + 1], gain)
+    return out
 
 
 @dataclass(frozen=True)
@@ -132,6 +161,19 @@ class ActionHead:
         z = (actions.astype(np.float64) - heads) / self.std
         logp = -0.5 * (z**2).sum(axis=-1) - self.log_std.astype(np.float64).sum() - 0.5 * z.shape[-1] * LOG_2PI
         return logp.astype(np.float32)
+
+
+def choose_action(head: np.ndarray, noise: np.ndarray | float, discrete: bool, low: np.ndarray | None,
+                  high: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(the action as recorded, the action the env steps) from a policy's ``head`` (batched or not) and its
+    exploration ``noise`` (0: the greedy action). Discrete: the argmax of the logits plus Gumbel noise, a sample
+    of the categorical. Continuous: the mean plus Gaussian noise, clipped to ``[low, high]`` only for the env, so
+    the recorded action keeps its log-probability under the unclipped Gaussian (CleanRL's way)."""
+    if discrete:
+        action = np.argmax(head + noise, axis=-1)
+        return action, action
+    action = head + noise
+    return action, np.clip(action, low, high)
 
 
 class NumpyPolicy:

@@ -28,7 +28,7 @@ from minionsrl.function import clock, faults, wire
 from minionsrl.function.envs import EnvSpec, capture_episode, make_env, restore_episode
 from minionsrl.function.fragment import Fragment, PolicySnapshot, Timings
 from minionsrl.function.normalization import Moments, ObsNormalizer
-from minionsrl.function.numpy_policy import NumpyPolicy
+from minionsrl.function.numpy_policy import NumpyPolicy, choose_action
 
 # A function has about one vCPU: BLAS threads beyond one only contend (measured on the CNN's matmuls on
 # 2 shared cores: 1.3 ms per step with one OpenBLAS thread, 30-50 ms with two; docs/BENCHMARKS.md §4).
@@ -91,6 +91,7 @@ class _Track:
         # Noise for the whole fragment in one call: Gaussian for continuous, Gumbel-max for discrete.
         noise = rng.gumbel(size=(steps, arch.action_dim)) if arch.discrete else rng.standard_normal(
             (steps, arch.action_dim))
+        self.low = self.high = None  # a continuous action's bounds, for the env
         if not arch.discrete:
             noise = (noise * policy.std).astype(np.float32)
             self.low = np.asarray(env.action_space.low, dtype=np.float32)
@@ -129,12 +130,9 @@ class _Track:
     def act(self, t: int, head: np.ndarray, value: float, gamma: float) -> None:
         """Sample the action from the policy's ``head``, step the env and record the step."""
         self.heads[t], self.values[t] = head, value
+        action, env_action = choose_action(head, self.noise[t], self.arch.discrete, self.low, self.high)
         if self.arch.discrete:
-            action = int(np.argmax(head + self.noise[t]))
-            env_action: Any = action
-        else:
-            action = head + self.noise[t]
-            env_action = np.clip(action, self.low, self.high)
+            env_action = int(env_action)
         self.actions[t] = action
         self.obs, reward, term, trunc, info = self.env.step(env_action)
         self.rewards[t] = reward
@@ -198,8 +196,8 @@ def _greedy(policy: NumpyPolicy, x: np.ndarray, env: gym.Env) -> Any:
     """The deterministic action for a normalised observation: the argmax, or the mean clipped to the bounds."""
     head, _ = policy.forward(x)
     if policy.arch.discrete:
-        return int(np.argmax(head))
-    return np.clip(head, env.action_space.low, env.action_space.high)
+        return int(choose_action(head, 0.0, True, None, None)[1])
+    return choose_action(head, 0.0, False, env.action_space.low, env.action_space.high)[1]
 
 
 def env_seeds(seed: int, n_envs: int) -> list[int]:
@@ -249,7 +247,7 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
             snapshot = PolicySnapshot.decode(blob, key)
             _POLICY.clear()  # keep only the newest policy
             _POLICY[req["policy"]] = (snapshot, snapshot.numpy_policy(),
-                                      max(time.perf_counter() - load_t0 - (clock.thread_wait_s() - load_w0), 0.0))
+                                      clock.own_s(time.perf_counter() - load_t0, clock.thread_wait_s() - load_w0))
         snapshot, policy, load_s = _POLICY[req["policy"]]
         t1, w1 = time.perf_counter(), clock.thread_wait_s()
         meta: dict[str, Any] = {"id": invocation_id, "env_built": env_built, "policy_fetched": policy_fetched,

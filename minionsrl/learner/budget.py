@@ -30,7 +30,7 @@ def update_plan(rows: int, p: PPOParams) -> tuple[int, int]:
         chunks = minibatch_count(rows, p)
         return chunks, chunks * p.update_epochs
     reference = p.reference_batch or rows
-    reference_chunks = p.num_minibatches or max(1, round(reference / p.minibatch_size))
+    reference_chunks = minibatch_count(reference, p)
     if p.learner_budget == "per-round":  # the minibatches grow with the batch, their number does not
         chunks = min(reference_chunks, rows)
         return chunks, chunks * p.update_epochs

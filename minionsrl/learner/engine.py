@@ -154,6 +154,7 @@ class SGDEngine:
         return dataclasses.replace(self.params, kl_coef=self.kl_coef)
 
     def set_learning_rate(self, lr: float) -> None:
+        """The rate of the next update (the anneal's, or the KL-adaptive rule's)."""
         self.learning_rate = lr
 
     def numpy_weights(self) -> dict[str, np.ndarray]:

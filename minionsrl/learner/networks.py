@@ -17,39 +17,18 @@ import numpy as np
 
 from minionsrl.function.fragment import PolicySnapshot
 from minionsrl.function.normalization import RunningMeanStd
-from minionsrl.function.numpy_policy import NATURE_CONVS, NATURE_DENSE, PolicyArch
+from minionsrl.function.numpy_policy import (
+    NATURE_CONVS,
+    NATURE_DENSE,
+    PolicyArch,
+    Weights,
+    linear_params,
+    mlp_params,
+    orthogonal,
+)
 
 LOG_2PI = math.log(2.0 * math.pi)
 Params = dict[str, jax.Array]
-
-
-# Initial weights are made in NumPy: in JAX, op by op, every layer's shape compiled half a dozen small programs
-# (0.7 s of a CartPole process's start-up) for arrays that are made once.
-Weights = dict[str, np.ndarray]
-
-
-def _orthogonal(rng: np.random.Generator, n_out: int, n_in: int, gain: float) -> np.ndarray:
-    """An ``(out, in)`` orthogonal matrix scaled by ``gain``, as torch's ``nn.init.orthogonal_`` (CleanRL) makes it:
-    the QR decomposition of a Gaussian matrix, Q's columns signed by R's diagonal so that Q is uniformly
-    distributed (Saxe et al. 2014), transposed when the matrix is wide."""
-    q, r = np.linalg.qr(rng.standard_normal((max(n_out, n_in), min(n_out, n_in))))
-    q *= np.sign(np.diag(r))
-    return (gain * (q if n_out >= n_in else q.T)).astype(np.float32)
-
-
-def linear_params(rng: np.random.Generator, name: str, n_in: int, n_out: int, gain: float) -> Weights:
-    """``name.weight`` (orthogonal, gain ``gain``, torch's ``(out, in)`` layout) and a zero ``name.bias``."""
-    return {f"{name}.weight": _orthogonal(rng, n_out, n_in, gain), f"{name}.bias": np.zeros(n_out, np.float32)}
-
-
-def mlp_params(rng: np.random.Generator, name: str, sizes: tuple[int, ...], last_std: float) -> Weights:
-    """A tanh MLP ``sizes[0] → … → sizes[-1]`` as ``name.{i}.weight/bias``: hidden layers with gain √2, the
-    last with ``last_std``."""
-    gains = [math.sqrt(2)] * (len(sizes) - 2) + [last_std]
-    out: Weights = {}
-    for i, gain in enumerate(gains):
-        out |= linear_params(rng, f"{name}.{i}", sizes[i], sizes[i + 1], gain)
-    return out
 
 
 def dense(params: Params, name: str, x: jax.Array) -> jax.Array:
@@ -81,7 +60,7 @@ def _cnn_params(rng: np.random.Generator, arch: PolicyArch) -> Weights:
     channels, side = arch.obs_shape[0], arch.obs_shape[1]
     params: Weights = {}
     for i, (out, k, stride) in enumerate(NATURE_CONVS):
-        flat = _orthogonal(rng, out, channels * k * k, math.sqrt(2))  # torch orthogonalises (out, in·k·k)
+        flat = orthogonal(rng, out, channels * k * k, math.sqrt(2))  # torch orthogonalises (out, in·k·k)
         params[f"conv.{i}.weight"] = flat.reshape(out, channels, k, k)
         params[f"conv.{i}.bias"] = np.zeros(out, np.float32)
         channels, side = out, (side - k) // stride + 1

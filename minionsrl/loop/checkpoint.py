@@ -29,9 +29,27 @@ from minionsrl.errors import ConfigError
 
 LATEST = "latest.safetensors"
 BEST = "best.safetensors"  # the policy of the best evaluation so far (its weights and normaliser only)
+KEPT = "round-*.safetensors"  # the checkpoints kept every ``--keep-checkpoints-every`` rounds (:func:`kept_name`)
 POLICY_KEYS = ("policy", "obs_rms")  # what a policy needs of a learner's state (load_policy reads these)
 # Test hook: "ROUND:MARKER" makes the checkpoint of round ROUND stop half-written, touch MARKER and wait (to be
 # killed there), so tests can kill a learner in the middle of writing a checkpoint.
+
+
+def directory(run_dir: Path) -> Path:
+    """The folder of a run dir's checkpoints."""
+    return Path(run_dir) / files.CHECKPOINTS
+
+
+def kept_name(round_idx: int) -> str:
+    """The file name of the checkpoint kept after round ``round_idx`` (it sorts by round)."""
+    return f"round-{round_idx:05d}.safetensors"
+
+
+def kept_round(path: Path) -> int:
+    """The round a kept checkpoint (named by :func:`kept_name`) was written after."""
+    return int(Path(path).stem.split("-")[1])
+
+
 PAUSE_ENV = "MINIONSRL_TEST_PAUSE_IN_CHECKPOINT"
 
 METADATA_KEY = "minionsrl"  # the JSON tree in the safetensors metadata

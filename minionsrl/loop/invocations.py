@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from minionsrl.backends.base import Backend, Reply
+from minionsrl.backends.base import MAX_REPLY_KEY, Backend, Reply
 from minionsrl.function import wire
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.faults import FaultPlan
@@ -29,7 +29,6 @@ def invocation_seed(run_seed: int, index: int, slot: int, stream: int) -> int:
     return int(np.random.SeedSequence([run_seed, index, slot, stream]).generate_state(1)[0])
 
 
-MAX_REPLY_KEY = "max_reply_bytes"  # a request's cap on its reply's size, checked by the backend before decoding
 REPLY_HEADROOM = 2  # the cap is this many times what the arrays of a full reply hold ...
 REPLY_FIXED_BYTES = 1 << 20  # ... plus this, for the header, the metadata and an error's text
 FRAGMENT_EXTRA_BYTES = 64 << 10  # ... plus, per fragment, this and 32 bytes per observation number (its carried
@@ -58,7 +57,7 @@ class Requests:
     def __init__(self, spec: EnvSpec, seed: int, gamma: float, faults: FaultPlan,
                  arch: PolicyArch | None = None) -> None:
         self.env, self.seed, self.gamma, self.faults = spec.to_json(), seed, gamma, faults
-        self.arch = arch  # with it, each request says how large its reply may be (``max_reply_bytes``)
+        self.arch = arch  # with it, each request says how large its reply may be (``MAX_REPLY_KEY``)
 
     def make(self, kind: str, ref: str, index: int, slot: int, attempt: int, **extra: Any) -> dict[str, Any]:
         """Attempt ``attempt`` of ``slot``; ``index`` is the round (synchronous learners) or the slot's

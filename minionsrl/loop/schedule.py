@@ -21,6 +21,7 @@ LIMITS = ("total_timesteps", "budget_usd", "time_budget_s")  # what the rate ann
 
 
 def limits(cfg: TrainConfig) -> list[float | None]:
+    """The run's value of each of :data:`LIMITS` (None where it sets none)."""
     return [cfg.get(name) for name in LIMITS]
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from minionsrl import files
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
-from minionsrl.function.extras import check_tensorboard
+from minionsrl.function.extras import check_tensorboard, require_extra
 from minionsrl.loop.metrics import TENSORBOARD_TAGS
 
 RUN_ID_FILE = "minionsrl-run-id"  # in RUN_DIR/wandb/: the W&B run a resumed run continues
@@ -34,11 +34,7 @@ def check(cfg: TrainConfig) -> None:
         return
     if not cfg.run.wandb_project_name:
         raise ConfigError("wandb_project_name: --track needs a W&B project name")
-    try:
-        import wandb  # noqa: F401
-    except ImportError:
-        raise ConfigError("track: Weights & Biases is not installed; pip install 'minionsrl[wandb]' "
-                          "(or train without --track)") from None
+    require_extra("--track", "wandb", "train without --track")
 
 
 class WandbTracker:

@@ -23,7 +23,7 @@ from minionsrl.backends.base import Backend
 from minionsrl.config import TrainConfig
 from minionsrl.cost import CostLedger, RoundTimes
 from minionsrl.errors import ConfigError, Diverged
-from minionsrl.function import wire
+from minionsrl.function import clock, wire
 from minionsrl.learner import runtime
 from minionsrl.learner.detectors import DetectorPlan
 from minionsrl.learner.learners import Learned, Learner
@@ -230,7 +230,7 @@ class Trainer:
     def _own_s(since: float, waited: float) -> float:
         """The learner's time since ``since`` on a host of its own: wall time less its wait for a CPU of this
         machine since then (``waited``: the wait counter at ``since``; :func:`minionsrl.learner.runtime.wait_s`)."""
-        return max(time.perf_counter() - since - (runtime.wait_s() - waited), 0.0)
+        return clock.own_s(time.perf_counter() - since, runtime.wait_s() - waited)
 
     def _detector_plan(self, fragments: int) -> DetectorPlan | None:
         """What the learner's detectors compute this round: what the scaler reads (``detectors=auto``), everything

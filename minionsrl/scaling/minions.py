@@ -34,7 +34,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 from minionsrl.errors import ConfigError
-from minionsrl.function.numpy_policy import tanh_mlp
+from minionsrl.function.numpy_policy import mlp_params, tanh_mlp
 from minionsrl.scaling.base import Scaler, as_finite
 
 # The MDP state's features, in order. The shipped CartPole scheduler was trained on the first eight; new ones
@@ -69,8 +69,6 @@ class SchedulerHyper:
 
 def init_params(n_max: int, n_features: int, seed: int) -> dict[str, np.ndarray]:
     """Fresh weights from ``seed`` (CleanRL's orthogonal initialisation, the learner's)."""
-    from minionsrl.learner.networks import mlp_params
-
     actor, critic = np.random.default_rng(seed).spawn(2)
     return {**mlp_params(actor, "actor", (n_features, *HIDDEN, n_max), 0.01),
             **mlp_params(critic, "critic", (n_features, *HIDDEN, 1), 1.0)}
@@ -209,6 +207,9 @@ class Episode:
     transitions: list[Transition] = field(default_factory=list)
 
 
+HORIZON = 100  # rounds a job is taken to last when neither the scheduler nor the run says
+
+
 class MinionsScaler(Scaler):
     """Picks ``n`` with the learned agent; greedy when deployed, sampling while it is being trained.
 
@@ -218,14 +219,17 @@ class MinionsScaler(Scaler):
 
     name = "minions"
 
-    def __init__(self, agent: SchedulerAgent, n_min: int, n_max: int, return_scale: float, horizon: int = 100,
-                 budget_usd: float | None = None, explore: bool = False, hyper: SchedulerHyper = SchedulerHyper(),
-                 seed: int = 0) -> None:
-        """``horizon``: the rounds a job is expected to take (normalises the round index); ``budget_usd``:
-        the job's budget, if any (the state's remaining-budget feature)."""
+    def __init__(self, agent: SchedulerAgent, n_min: int, n_max: int, target_return: float,
+                 horizon: int | None = None, budget_usd: float | None = None, explore: bool = False,
+                 hyper: SchedulerHyper = SchedulerHyper(), seed: int = 0) -> None:
+        """``target_return``: the job's target, the unit of the return features (its magnitude, so a negative
+        target keeps their sign; 1 for a target of 0); ``horizon``: the rounds a job is expected to take
+        (normalises the round index; :data:`HORIZON` when not known); ``budget_usd``: the job's budget, if any
+        (the state's remaining-budget feature)."""
         super().__init__(n_min, min(n_max, agent.n_max))
-        self.agent, self.return_scale, self.explore, self.hyper = agent, return_scale, explore, hyper
-        self.horizon, self.budget_usd = horizon, budget_usd
+        self.agent, self.explore, self.hyper = agent, explore, hyper
+        self.return_scale = abs(target_return) or 1.0
+        self.horizon, self.budget_usd = horizon or HORIZON, budget_usd
         self.generator = np.random.default_rng(seed)
         self.last_eval = 0.0
         self.episode = Episode()
