@@ -243,9 +243,9 @@ def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
 
         agent, meta = load_agent(sc.scheduler, family, constant_batch=cfg.env.constant_batch)
         # the round feature in the units it was trained in: rounds over the training jobs' length
+        rounds = meta.get("max_rounds") or cfg.run.max_rounds
         return MinionsScaler(agent, lo, hi, target_return=cfg.run.target_return or float(meta["target_return"]),
-                             horizon=int(meta.get("max_rounds") or cfg.run.max_rounds or 0),
-                             budget_usd=cfg.cost.budget_usd)
+                             horizon=int(rounds) if rounds else None, budget_usd=cfg.cost.budget_usd)
     return builders[sc.scaler]()
 
 

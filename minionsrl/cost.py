@@ -35,6 +35,7 @@ from minionsrl.backends.base import OK, THROTTLED, InvocationRecord
 from minionsrl.errors import ConfigError
 from minionsrl.function.clock import own_s
 from minionsrl.function.faults import DEFAULT_MEMORY_MB
+from minionsrl.numbers import is_amount
 
 SECONDS_PER_MONTH = 30 * 24 * 3600
 PLATFORMS = ("aws_lambda_x86", "aws_lambda_arm", "azure_functions")
@@ -61,7 +62,7 @@ def load_prices(path: str | Path | None = None) -> dict[str, Any]:
     for path in [*paths, "servers.actor_host.usd_per_hour", "servers.gpu_learner_host.usd_per_hour",
                  "servers.cpu_learner_host.usd_per_hour"]:
         value = _at(prices, path)
-        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < math.inf:
+        if not is_amount(value):
             raise ConfigError(f"prices: {source} needs a non-negative number at {path}")
     vcpus = _at(prices, "servers.actor_host.vcpus")
     if vcpus is not None and (not isinstance(vcpus, int) or isinstance(vcpus, bool) or vcpus < 1):
@@ -82,7 +83,7 @@ def _check_overheads(prices: dict[str, Any], source: str) -> None:
             value = profile.get(name)
             if value is None and name not in Overhead.REQUIRED:
                 continue
-            if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < math.inf:
+            if not is_amount(value):
                 raise ConfigError(f"prices: {source} needs a non-negative number at {where}.{name}")
         if not isinstance(profile["parallel_invokes"], int) or profile["parallel_invokes"] < 1:
             raise ConfigError(f"prices: {source} needs a positive integer at {where}.parallel_invokes")
@@ -90,7 +91,7 @@ def _check_overheads(prices: dict[str, Any], source: str) -> None:
             raise ConfigError(f"prices: {source} needs {where}.source: where its figures come from")
     for kind in ("put", "get", "list"):
         value = _at(prices, f"storage_requests.usd_per_1000_{kind}")
-        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < math.inf:
+        if not is_amount(value):
             raise ConfigError(f"prices: {source} needs a non-negative number at storage_requests.usd_per_1000_{kind}")
 
 

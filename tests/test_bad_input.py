@@ -33,3 +33,13 @@ def test_bad_input_is_one_line_naming_the_field(case, workdir):
     assert re.search(fix, lines[0]), f"no fix in: {lines[0]}"
     assert sorted(p.name for p in workdir.iterdir() if p.name not in case.files) == \
         [n for n in before if n not in case.files]  # no run directory left behind
+
+
+def test_a_number_in_untrusted_data_is_finite_and_not_a_bool() -> None:
+    """The one rule every reader of a file, a reply or a catalogue applies (JSON's true, NaN and Infinity decode
+    to a bool and floats)."""
+    from minionsrl.numbers import is_amount, is_number
+
+    assert is_number(3) and is_number(-2.5) and is_amount(0) and is_amount(1e9)
+    assert not any(is_number(v) for v in (True, False, float("nan"), float("inf"), "1", None, [1]))
+    assert not is_amount(-1e-12) and not is_amount(float("-inf"))

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from minionsrl.function import wire
+from minionsrl.numbers import is_amount
 
 NAMES = ("local", "server", "ray", "lithops")  # the backends, by the name a config gives them
 
@@ -144,7 +145,7 @@ def checked_timings(timings: Any, duration_s: float, policy_fetched: bool = Fals
     out = {}
     for name in TIMINGS:
         value = timings.get(name, 0.0)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value < float("inf"):
+        if not is_amount(value):
             raise ValueError(f"timings.{name} is {value!r}, not a finite non-negative number")
         out[name] = float(value)
     if duration_s > 0 and out["init_s"] + out["run_s"] > 1.01 * duration_s + 0.05:  # clocks apart, slack kept

@@ -15,6 +15,7 @@ import numpy as np
 from minionsrl.function import wire
 from minionsrl.function.normalization import CLIP_DEFAULT, Moments
 from minionsrl.function.numpy_policy import NumpyPolicy, PolicyArch, make_numpy_policy
+from minionsrl.numbers import is_number
 
 
 @dataclass
@@ -216,7 +217,7 @@ def _check_carry(carry: Any) -> None:
         raise wire.WireError("fragment carry is not an episode state (env, obs, ep_return, ep_length, disc_return)")
     for name in _CARRY_NUMBERS:
         value = carry.get(name)
-        if not isinstance(value, int | float) or isinstance(value, bool) or not np.isfinite(value):
+        if not is_number(value):
             raise wire.WireError(f"fragment carry {name} {value!r} is not a finite number")
 
 

@@ -11,11 +11,11 @@ new nearest limit. The factor that does it travels with the checkpoint (:class:`
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
+from minionsrl.numbers import is_amount
 
 LIMITS = ("total_timesteps", "budget_usd", "time_budget_s")  # what the rate anneals over: steps, dollars, seconds
 
@@ -53,8 +53,7 @@ def keep_on_resume(cfg: TrainConfig, anneal: dict[str, Any] | None, spent: list[
 
 def _numbers(value: Any, none_ok: bool) -> bool:
     return isinstance(value, list) and len(value) == len(LIMITS) and all(
-        (v is None and none_ok) or (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-                                    and v >= 0) for v in value)
+        (v is None and none_ok) or is_amount(v) for v in value)
 
 
 def _well_formed(anneal: Any) -> bool:
@@ -62,5 +61,4 @@ def _well_formed(anneal: Any) -> bool:
         return False
     scale = anneal.get("scale")
     spent = anneal.get("spent")
-    return (isinstance(scale, int | float) and not isinstance(scale, bool) and math.isfinite(scale) and scale >= 0
-            and (spent is None or _numbers(spent, False)))
+    return is_amount(scale) and (spent is None or _numbers(spent, False))

@@ -11,7 +11,6 @@ later). Credentials are W&B's own (``wandb login`` or ``WANDB_API_KEY``), never 
 
 from __future__ import annotations
 
-import math
 import secrets
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.function.extras import check_tensorboard, require_extra
 from minionsrl.loop.metrics import TENSORBOARD_TAGS
+from minionsrl.numbers import is_number
 
 RUN_ID_FILE = "minionsrl-run-id"  # in RUN_DIR/wandb/: the W&B run a resumed run continues
 STEP = "global_step"
@@ -66,7 +66,7 @@ class WandbTracker:
 
     def log_round(self, row: dict[str, Any]) -> None:
         """A round's scalars under their TensorBoard tags."""
-        data: dict[str, Any] = {tag: row[key] for key, tag in TENSORBOARD_TAGS.items() if _number(row.get(key))}
+        data: dict[str, Any] = {tag: row[key] for key, tag in TENSORBOARD_TAGS.items() if is_number(row.get(key))}
         self._last_step = int(row["env_steps"])
         self.run.log({**data, STEP: self._last_step, "round": row["round"]}, step=self._last_step)
 
@@ -83,5 +83,3 @@ class WandbTracker:
         self.run.finish(exit_code=exit_code)
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
