@@ -72,7 +72,7 @@ def test_the_package_has_no_import_cycle():
 
 # Each layer may import only the layers before it (DESIGN, "Layers and import direction").
 LAYERS = [
-    ("minionsrl.errors", "minionsrl.files", "minionsrl.redact", "minionsrl.function"),
+    ("minionsrl.errors", "minionsrl.files", "minionsrl.numbers", "minionsrl.redact", "minionsrl.function"),
     ("minionsrl.backends",),
     ("minionsrl.cost", "minionsrl.config"),
     ("minionsrl.learner",),
