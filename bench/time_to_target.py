@@ -81,9 +81,9 @@ def label(arm: str) -> str:
 # The answer to the user's question on today's code (``--answer``): per env, the published comparisons
 # (docs/results/time-to-target-NAME/ENV/compare.csv) and the arms each contributes. Every comparison ran fixed-8
 # beside its arms, and each arm is read against that fixed-8 seed by seed: a fixed arm's learning repeats per seed
-# (on the latency env not quite: RESULTS.md, 2026-11-27; nor across CPUs: the -hc-fixed comparison ran on an AMD
-# EPYC, the others on an Intel Xeon), while the host's speed, which every projected second carries, moved 1.6x
-# between comparisons on one CPU and 2.5x across the two (RESULTS.md).
+# (on the latency env not quite: RESULTS.md, 2026-11-27; nor across CPUs: the -hc-fixed and -lat-adaptive
+# comparisons ran on an AMD EPYC, the others on an Intel Xeon), while the host's speed, which every projected
+# second carries, moved 1.6x between comparisons on one CPU and 2.4x across the two (RESULTS.md).
 ANSWER: dict[str, list[tuple[str, list[str]]]] = {
     "hopper": [("2026-11-26", ["fixed-64", "minions"]), ("2026-11-26-nnls", ["critical-time"]),
                ("2026-11-26-fixed", ["fixed-16", "fixed-32"]),
@@ -96,7 +96,8 @@ ANSWER: dict[str, list[tuple[str, list[str]]]] = {
     "latency": [("2026-11-26-wall", ["fixed-8", "fixed-64"]),
                 ("2026-11-26", ["fixed-64", "critical-time", "critical-cost", "minions"]),
                 ("2026-11-27-lat", ["fixed-8", "fixed-16", "fixed-32", "fixed-64", "fixed-128", "fixed-64+pipeline",
-                                    "kungfu", "nitro", "fixed-16@server", label(WEAK_RSL)])],
+                                    "kungfu", "nitro", "fixed-16@server", label(WEAK_RSL)]),
+                ("2026-11-27-lat-adaptive", ["fixed-8", "critical-time", "critical-cost", "kungfu", "minions"])],
 }
 
 
