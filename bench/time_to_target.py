@@ -97,7 +97,8 @@ ANSWER: dict[str, list[tuple[str, list[str]]]] = {
                 ("2026-11-26", ["fixed-64", "critical-time", "critical-cost", "minions"]),
                 ("2026-11-27-lat", ["fixed-8", "fixed-16", "fixed-32", "fixed-64", "fixed-128", "fixed-64+pipeline",
                                     "kungfu", "nitro", "fixed-16@server", label(WEAK_RSL)]),
-                ("2026-11-27-lat-adaptive", ["fixed-8", "critical-time", "critical-cost", "kungfu", "minions"])],
+                ("2026-11-27-lat-adaptive", ["fixed-8", "fixed-64", "critical-time", "critical-cost", "kungfu",
+                                             "minions"])],
 }
 
 
