@@ -42,8 +42,8 @@ def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> di
                             target_return=None, budget_usd=None, eval_every=1, eval_episodes=eval_episodes,
                             detectors="on",
                             run_dir=tmp, progress=False, tensorboard=False, keep_checkpoints_every=0)
-        checkpoint.directory(Path(tmp)).mkdir()
-        shutil.copy(ckpt, checkpoint.directory(Path(tmp)) / checkpoint.LATEST)
+        checkpoint.dir_of(Path(tmp)).mkdir()
+        shutil.copy(ckpt, checkpoint.dir_of(Path(tmp)) / checkpoint.LATEST)
         config.dump(cfg, Path(tmp, "config.yaml"))
         trainer = make_trainer(cfg, resume=True)  # an APPO/IMPALA run boosts its invocations in flight
         trainer.run()
@@ -60,7 +60,7 @@ def run_motivate(run_dirs: str | Path | list[str | Path], base: int, boost: int,
     out_dir = Path(out_dir)
     todo = {}
     for run_dir in runs:  # every run is checked before the first round is trained
-        ckpts = sorted(checkpoint.directory(run_dir).glob(checkpoint.KEPT))
+        ckpts = sorted(checkpoint.dir_of(run_dir).glob(checkpoint.KEPT))
         if len(ckpts) < 3:
             raise ConfigError(f"--run-dir: {str(run_dir)!r} has {len(ckpts)} kept checkpoints; train it with "
                               "--keep-checkpoints-every K so that at least 3 exist")

@@ -182,7 +182,7 @@ def _locate(path: Path, name: str = checkpoint.LATEST) -> tuple[Path, Path]:
         if not (path / "config.yaml").exists():
             raise ConfigError(f"load_policy: {str(path)!r} holds no run (no config.yaml); pass a run directory "
                               "written by `minionsrl train` or a checkpoint file in it")
-        return path, checkpoint.directory(path) / name
+        return path, checkpoint.dir_of(path) / name
     if path.is_file():
         for run_dir in (path.parent.parent, path.parent):  # RUN_DIR/checkpoints/X.safetensors, or beside it
             if (run_dir / "config.yaml").exists():

@@ -33,9 +33,16 @@ KEPT = "round-*.safetensors"  # the checkpoints kept every ``--keep-checkpoints-
 POLICY_KEYS = ("policy", "obs_rms")  # what a policy needs of a learner's state (load_policy reads these)
 # Test hook: "ROUND:MARKER" makes the checkpoint of round ROUND stop half-written, touch MARKER and wait (to be
 # killed there), so tests can kill a learner in the middle of writing a checkpoint.
+PAUSE_ENV = "MINIONSRL_TEST_PAUSE_IN_CHECKPOINT"
+
+METADATA_KEY = "minionsrl"  # the JSON tree in the safetensors metadata
+FORMAT_KEY, FORMAT = "minionsrl_format", "1"
+# dtypes that safetensors' NumPy reader returns as they were; others are stored as raw bytes
+_NATIVE = frozenset(np.dtype(t) for t in ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+                                          "uint64", "float16", "float32", "float64", "complex64"))
 
 
-def directory(run_dir: Path) -> Path:
+def dir_of(run_dir: str | Path) -> Path:
     """The folder of a run dir's checkpoints."""
     return Path(run_dir) / files.CHECKPOINTS
 
@@ -45,18 +52,9 @@ def kept_name(round_idx: int) -> str:
     return f"round-{round_idx:05d}.safetensors"
 
 
-def kept_round(path: Path) -> int:
+def kept_round(path: str | Path) -> int:
     """The round a kept checkpoint (named by :func:`kept_name`) was written after."""
     return int(Path(path).stem.split("-")[1])
-
-
-PAUSE_ENV = "MINIONSRL_TEST_PAUSE_IN_CHECKPOINT"
-
-METADATA_KEY = "minionsrl"  # the JSON tree in the safetensors metadata
-FORMAT_KEY, FORMAT = "minionsrl_format", "1"
-# dtypes that safetensors' NumPy reader returns as they were; others are stored as raw bytes
-_NATIVE = frozenset(np.dtype(t) for t in ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
-                                          "uint64", "float16", "float32", "float64", "complex64"))
 
 
 def save(directory: str | Path, state: dict[str, Any], name: str = LATEST) -> Path:

@@ -125,7 +125,7 @@ class Session:
         if changed:
             raise ConfigError(f"--resume: run_dir belongs to another config ({', '.join(changed)} differ); "
                               "resume with the same settings or choose another --run-dir")
-        return checkpoint.load(checkpoint.directory(self.run_dir))
+        return checkpoint.load(checkpoint.dir_of(self.run_dir))
 
     def create(self) -> None:
         """Make the run dir (a fresh run) and write ``config.yaml`` into it."""
@@ -175,9 +175,9 @@ class Session:
 
         def write() -> None:
             try:
-                checkpoint.save(checkpoint.directory(self.run_dir), state)
+                checkpoint.save(checkpoint.dir_of(self.run_dir), state)
                 if self.cfg.run.keep_checkpoints_every and round_idx % self.cfg.run.keep_checkpoints_every == 0:
-                    checkpoint.save(checkpoint.directory(self.run_dir), state, name=checkpoint.kept_name(round_idx))
+                    checkpoint.save(checkpoint.dir_of(self.run_dir), state, name=checkpoint.kept_name(round_idx))
             except BaseException as exc:  # handed to the learner's thread by wait()
                 self._write_error = exc
 
@@ -187,7 +187,7 @@ class Session:
     def save_best(self, state: dict[str, Any]) -> None:
         """Write ``checkpoints/best.safetensors`` now (a policy's weights, a small file, and only when an evaluation
         improves): the learner's tensors in ``state`` change with the next update."""
-        checkpoint.save(checkpoint.directory(self.run_dir), state, name=checkpoint.BEST)
+        checkpoint.save(checkpoint.dir_of(self.run_dir), state, name=checkpoint.BEST)
 
     def wait(self, raise_error: bool = True) -> None:
         """Wait until the checkpoint being written is on disk; raise what went wrong writing it."""
