@@ -42,8 +42,9 @@ def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> di
                             target_return=None, budget_usd=None, eval_every=1, eval_episodes=eval_episodes,
                             detectors="on",
                             run_dir=tmp, progress=False, tensorboard=False, keep_checkpoints_every=0)
-        checkpoint.dir_of(Path(tmp)).mkdir()
-        shutil.copy(ckpt, checkpoint.dir_of(Path(tmp)) / checkpoint.LATEST)
+        checkpoints = checkpoint.dir_of(tmp)
+        checkpoints.mkdir()
+        shutil.copy(ckpt, checkpoints / checkpoint.LATEST)
         config.dump(cfg, Path(tmp, "config.yaml"))
         trainer = make_trainer(cfg, resume=True)  # an APPO/IMPALA run boosts its invocations in flight
         trainer.run()
