@@ -12,7 +12,9 @@ frames, 4 epochs of 256 (the Atari preset's round). Each size and device is a fr
 compiles); the CPU one is pinned to one core with XLA on one thread, as BENCHMARKS §8 measures it.
 
 Back here, with DIR fetched: ``.venv/bin/python bench/gpu.py report --from DIR`` writes the section ``gpu`` of
-docs/BENCHMARKS.md from those files and the runs ``gpu_check.sh`` made (Hopper-v5 1M steps, Pong).
+docs/BENCHMARKS.md from those files and the runs ``gpu_check.sh`` made (Hopper-v5 1M steps, Pong);
+``.venv/bin/python bench/gpu.py curve --from DIR`` prints the table of a Pong run's curve (``gpu_check.sh curve``)
+and draws it beside its rows as ``pong-curve.png``.
 """
 
 from __future__ import annotations
@@ -163,6 +165,25 @@ def _pong(path: Path) -> dict[str, Any]:
             "first_learn_s": rows[0]["learn_s"], "games": len(games),
             "last20": sum(games[-20:]) / len(games[-20:]) if games else None,
             **{k: statistics.median(r[k] for r in steady) for k in ("learn_s", "sample_s", "round_s")}}
+
+
+def curve(src: Path) -> str:
+    """The Pong curve in ``src/pong.jsonl``: the mean of the last 20 games at tenths of the run, and its PNG."""
+    from common import markdown_table
+    from pong import plot_curve
+
+    rows = [json.loads(line) for line in (src / "pong.jsonl").read_text().splitlines() if line.strip()]
+    marks = sorted({max(1, round(len(rows) * f / 10)) for f in range(1, 11)})
+    table, games = [], []
+    for row in rows:
+        games.extend(row["returns"])
+        if row["round"] in marks:
+            last = games[-20:]
+            table.append([row["round"], 4 * row["env_steps"], row["wall_s"], len(games),
+                          sum(last) / len(last) if last else None])
+    plot_curve(rows, src / "pong-curve.png", "ALE/Pong-v5, PPO, GPU learner")
+    return markdown_table(["round", "frames", "wall s", "games finished", "return (last 20 games)"], table,
+                          digits=[0, 0, 0, 0, 1])
 
 
 def report(src: Path, here: Path | None) -> str:
@@ -329,6 +350,8 @@ def main() -> None:
     r = sub.add_parser("report")
     r.add_argument("--from", dest="src", type=Path, required=True, help="what gpu_check.sh wrote, fetched")
     r.add_argument("--cpu-here", type=Path, help="CPU runs of the same Hopper command on this machine")
+    c = sub.add_parser("curve")
+    c.add_argument("--from", dest="src", type=Path, required=True, help="a folder holding a Pong run's pong.jsonl")
     t = sub.add_parser("time")
     t.add_argument("size", choices=list(SIZES))
     t.add_argument("device", choices=["cpu", "cuda"])
@@ -340,6 +363,8 @@ def main() -> None:
         learner(args.out, args.sizes)
     elif args.cmd == "report":
         print(report(args.src, args.cpu_here))
+    elif args.cmd == "curve":
+        print(curve(args.src))
     else:
         print(json.dumps(time_update(args.size, args.device, args.reps)))
 

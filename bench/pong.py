@@ -76,7 +76,7 @@ def write(rows: list[dict], args: argparse.Namespace, started: float, cfg) -> No
     last = rows[-1]
     learn = sum(r["learn_s"] for r in rows)
     sample = sum(r["sample_s"] for r in rows)
-    plot = plot_curve(rows)
+    plot = plot_curve(rows, common.ROOT / "docs" / "results" / "pong_curve.png", "ALE/Pong-v5, PPO, CPU")
     text = f"""## 6. Pong (ALE/Pong-v5) learning curve on this CPU, PPO
 
 PPO with the `atari` preset (CleanRL's `ppo_atari.py` settings: lr 2.5e-4 annealed over 10M steps, T = 128,
@@ -102,7 +102,8 @@ and the learner's update {learn:.0f} s. {plot}
     common.write_section("pong", text)
 
 
-def plot_curve(rows: list[dict]) -> str:
+def plot_curve(rows: list[dict], path: Path, title: str) -> str:
+    """Every finished game's return against frames, and the mean of the last 20, as a PNG at ``path``."""
     try:
         import matplotlib
 
@@ -117,7 +118,6 @@ def plot_curve(rows: list[dict]) -> str:
             rets.append(r)
     if not rets:
         return ""
-    path = Path(common.ROOT / "docs" / "results" / "pong_curve.png")
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(steps, rets, ".", alpha=0.4, label="game")
     k = 20
@@ -126,12 +126,12 @@ def plot_curve(rows: list[dict]) -> str:
         ax.plot(steps[k - 1 :], avg, "-", label=f"mean of last {k}")
     ax.set_xlabel("frames")
     ax.set_ylabel("game return")
-    ax.set_title("ALE/Pong-v5, PPO, CPU")
+    ax.set_title(title)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    return "Curve: `docs/results/pong_curve.png`."
+    return f"Curve: `{path.resolve().relative_to(common.ROOT)}`."
 
 
 if __name__ == "__main__":
