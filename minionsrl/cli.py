@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from minionsrl import config
+from minionsrl import config, files
 from minionsrl.config import FIELDS
 from minionsrl.errors import ClusterLost, ConfigError, InvocationError, one_line
 from minionsrl.redact import redact_text
@@ -240,17 +240,12 @@ def train_config(args: argparse.Namespace) -> tuple[config.TrainConfig, bool]:
     if getattr(args, "resume", False):
         if "run_dir" not in given:
             raise ConfigError("--resume needs --run-dir DIR naming the run to continue")
-        from pathlib import Path
-
-        saved = Path(given["run_dir"]) / "config.yaml"
-        if not saved.exists():
-            raise ConfigError(f"--resume: {given['run_dir']!r} holds no run (no config.yaml); check --run-dir")
-        values.update(config.load_yaml(saved))
+        values.update(config.load_yaml(files.run_config(given["run_dir"], "--resume")))
         for name in WHERE_TO_CONNECT:  # a run dir is data, not trusted to say where to connect (Ray unpickles)
             if values.get(name) and name not in given:
                 flag = "--" + name.replace("_", "-")
-                print(f"minionsrl: --resume: not connecting to {name} {values[name]!r} from the run dir's config.yaml; "
-                      f"pass {flag} {values[name]} to use it", file=sys.stderr)
+                print(f"minionsrl: --resume: not connecting to {name} {values[name]!r} from the run dir's "
+                      f"{files.CONFIG}; pass {flag} {values[name]} to use it", file=sys.stderr)
                 values[name] = None
     if args.config:
         values.update(config.load_yaml(args.config))
@@ -304,8 +299,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     _check_run_dir_arg(args.run_dir)
     run_dir = Path(args.run_dir)
-    if not (run_dir / "metrics.csv").exists():
-        raise ConfigError(f"--run-dir: {str(run_dir)!r} holds no metrics.csv")
+    if not (run_dir / files.METRICS).exists():
+        raise ConfigError(f"--run-dir: {str(run_dir)!r} holds no {files.METRICS}")
     try:
         paths = _plot_run(run_dir)
     except ConfigError:
@@ -314,7 +309,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         raise ConfigError(f"plot: cannot write into {str(run_dir)!r} ({exc.strerror or exc}); make it "
                           "writable") from exc
     except (ValueError, KeyError) as exc:  # a metrics.csv edited by hand: a missing column, a non-number
-        raise ConfigError(f"plot: {str(run_dir / 'metrics.csv')!r} cannot be plotted ({type(exc).__name__}: {exc}); "
+        raise ConfigError(f"plot: {str(run_dir / files.METRICS)!r} cannot be plotted ({type(exc).__name__}: {exc}); "
                           "restore it from the run") from exc
     for path in paths:
         print(path)

@@ -27,9 +27,24 @@ NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # its Adam moments and normalisers) is tens of megabytes
 MAX_CONFIG_BYTES = 1 << 20
 MAX_CHECKPOINT_BYTES = 1 << 31
+# A run dir's files, each named once here (the roles that write them: loop.session, loop.metrics)
+CONFIG = "config.yaml"  # the resolved config: what a resume, `eval` and `load_policy` rebuild the run from
+METRICS = "metrics.csv"  # a row per round
+INVOCATIONS = "invocations.csv"  # a row per function invocation
+SUMMARY = "summary.json"  # written when the run ends
+PLOTS = "plots"  # the end-of-run figures
 # the run dir's subfolders the run writes into (their files are checked too)
 CHECKPOINTS = "checkpoints"  # a run dir's checkpoints (minionsrl.loop.checkpoint names the files in it)
-RUN_SUBDIRS = (CHECKPOINTS, "tensorboard")
+TENSORBOARD = "tensorboard"
+RUN_SUBDIRS = (CHECKPOINTS, TENSORBOARD)
+
+
+def run_config(run_dir: str | Path, what: str, fix: str = "check --run-dir") -> Path:
+    """``RUN_DIR/config.yaml``; one line naming ``what`` and ``fix`` if the folder holds no run."""
+    path = Path(run_dir) / CONFIG
+    if not path.exists():
+        raise ConfigError(f"{what}: {str(run_dir)!r} holds no run (no {CONFIG}); {fix}")
+    return path
 
 
 def _refuse(path: Path, what: str) -> ConfigError:

@@ -187,10 +187,17 @@ def test_the_readme_examples_run(cartpole_run):
 
 def test_loading_refuses_what_is_not_a_run(cartpole_run, tmp_path):
     run_dir, _ = cartpole_run
-    with pytest.raises(ConfigError, match=r"no config\.yaml"):
+    # each line names the caller's argument (one rule, minionsrl.files.run_config, for every reader of a run dir)
+    with pytest.raises(ConfigError, match=r"^load_policy: .* holds no run \(no config\.yaml\); pass a run directory"):
         minionsrl.load_policy(tmp_path)
-    with pytest.raises(ConfigError, match="does not exist"):
+    with pytest.raises(ConfigError, match=r"^--run-dir: .* holds no run \(no config\.yaml\)"):
+        evaluate_run(tmp_path)
+    with pytest.raises(ConfigError, match=r"^load_policy: .* does not exist"):
         minionsrl.load_policy(tmp_path / "nope")
+    stray = tmp_path / "stray.safetensors"
+    stray.write_bytes((run_dir / "checkpoints" / "latest.safetensors").read_bytes())
+    with pytest.raises(ConfigError, match=r"^load_policy: no config\.yaml beside checkpoint"):
+        minionsrl.load_policy(stray)
     # a checkpoint whose weights do not fit the config's network
     bad = tmp_path / "bad"
     (bad / "checkpoints").mkdir(parents=True)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from minionsrl import config
+from minionsrl import config, files
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.experiments import tables
@@ -141,9 +141,9 @@ def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: s
             run_dir = out_dir / "runs" / f"{arm.label}__s{seed}"
             if on_run is not None:
                 on_run(arm.label, seed)
-            if not (run_dir / "summary.json").exists():
+            if not (run_dir / files.SUMMARY).exists():
                 cfg = arm.apply(base).replace(seed=seed, run_dir=str(run_dir), progress=False)
-                make_trainer(cfg, resume=(run_dir / "metrics.csv").exists()).run()
+                make_trainer(cfg, resume=(run_dir / files.METRICS).exists()).run()
             results.append(run_row(arm, seed, run_dir, target_return))
     if dollar_budget is None:  # the cheapest run's total: every arm has spent at least that much
         dollar_budget = min(r["cost_usd"] for r in results)
@@ -172,7 +172,7 @@ def _return_at(rows: list[dict[str, str]], cost_column: str, dollars: float) -> 
 
 def run_row(arm: Arm, seed: int, run_dir: Path, target: float | None) -> dict[str, Any]:
     """One finished run's row of compare.csv (:data:`RUN_COLUMNS` but ``return_at_budget``)."""
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = json.loads((run_dir / files.SUMMARY).read_text())
     rows = read_metrics(run_dir)
     cost = summary["cost_usd"]
     reached = [int(r["round"]) for r in rows

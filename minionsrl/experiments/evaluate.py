@@ -7,6 +7,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from minionsrl import files
 from minionsrl.errors import ConfigError
 from minionsrl.experiments.policy import load_policy
 from minionsrl.function.envs import EnvSpec, make_env
@@ -23,8 +24,7 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, seed: int = 10_000,
         raise ConfigError(f"--episodes: {episodes} must be >= 1")
     if not 0 <= seed <= 2**32 - episodes:  # the episodes' seeds seed, seed + 1, ... must be valid seeds
         raise ConfigError(f"--seed: {seed} must be in 0..{2**32 - episodes} (episode seeds are seed, seed + 1, …)")
-    if not (run_dir / "config.yaml").exists():
-        raise ConfigError(f"--run-dir: {str(run_dir)!r} holds no run (no config.yaml)")
+    files.run_config(run_dir, "--run-dir")
     if capture_video:  # MP4s need moviepy; classic-control and Box2D frames need pygame (pygame-ce)
         require_extra("--capture-video", "video")
     # the run dir checked as training checks its input

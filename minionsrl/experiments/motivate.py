@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from minionsrl import config
+from minionsrl import config, files
 from minionsrl.errors import ConfigError
 from minionsrl.experiments.plots import scatter_plot
 from minionsrl.experiments.tables import markdown_table
@@ -34,7 +34,7 @@ def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> di
     """Train one round from ``ckpt`` with ``actors`` actors in a scratch copy; return its metrics row."""
     from minionsrl.build import make_trainer
 
-    saved = config.build(config.load_yaml(run_dir / "config.yaml"))
+    saved = config.build(config.load_yaml(run_dir / files.CONFIG))
     round_idx = checkpoint.kept_round(ckpt)
     with tempfile.TemporaryDirectory(prefix="minionsrl-motivate-") as tmp:
         # total_timesteps stays: the learning rate anneals over it, so the round learns at the run's own rate
@@ -45,7 +45,7 @@ def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> di
         checkpoints = checkpoint.dir_of(tmp)
         checkpoints.mkdir()
         shutil.copy(ckpt, checkpoints / checkpoint.LATEST)
-        config.dump(cfg, Path(tmp, "config.yaml"))
+        config.dump(cfg, Path(tmp, files.CONFIG))
         trainer = make_trainer(cfg, resume=True)  # an APPO/IMPALA run boosts its invocations in flight
         trainer.run()
         if trainer.round != round_idx + 1:

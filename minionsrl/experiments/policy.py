@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import gymnasium as gym
 import numpy as np
 
-from minionsrl import config
+from minionsrl import config, files
 from minionsrl.build import prepare_config
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
@@ -61,9 +61,9 @@ def load_policy(path: str | Path, seed: int | None = None, what: str = "load_pol
     run or checkpoint, or when either fails the checks."""
     if which not in WHICH:
         raise ConfigError(f"{what}: which={which!r}; choose one of {', '.join(map(repr, WHICH))}")
-    run_dir, ckpt = _locate(Path(path), WHICH[which])
+    run_dir, ckpt = _locate(Path(path), WHICH[which], what)
     with search_for_env_code([run_dir, Path.cwd()] if trust_run_code else []):
-        cfg, info = run_config(run_dir / "config.yaml", what)
+        cfg, info = run_config(run_dir / files.CONFIG, what)
     try:
         state = checkpoint.load(ckpt.parent, ckpt.name)
     except ConfigError as exc:  # checkpoint.load words its error for --resume
@@ -176,20 +176,18 @@ class Policy:
         return f"Policy({self.env_id}, round {self.round}, {self.arch.net} {kind}, {self.arch.action_dim} actions)"
 
 
-def _locate(path: Path, name: str = checkpoint.LATEST) -> tuple[Path, Path]:
+def _locate(path: Path, name: str, what: str) -> tuple[Path, Path]:
     """(run dir, checkpoint file) for a run directory (its checkpoint ``name``) or one of its checkpoint files."""
     if path.is_dir():
-        if not (path / "config.yaml").exists():
-            raise ConfigError(f"load_policy: {str(path)!r} holds no run (no config.yaml); pass a run directory "
-                              "written by `minionsrl train` or a checkpoint file in it")
+        files.run_config(path, what, "pass a run directory written by `minionsrl train` or a checkpoint file in it")
         return path, checkpoint.dir_of(path) / name
     if path.is_file():
         for run_dir in (path.parent.parent, path.parent):  # RUN_DIR/checkpoints/X.safetensors, or beside it
-            if (run_dir / "config.yaml").exists():
+            if (run_dir / files.CONFIG).exists():
                 return run_dir, path
-        raise ConfigError(f"load_policy: no config.yaml beside checkpoint {str(path)!r} (expected in its run "
+        raise ConfigError(f"{what}: no {files.CONFIG} beside checkpoint {str(path)!r} (expected in its run "
                           "directory, RUN_DIR/checkpoints/NAME.safetensors)")
-    raise ConfigError(f"load_policy: {str(path)!r} does not exist")
+    raise ConfigError(f"{what}: {str(path)!r} does not exist")
 
 
 def run_config(cfg_path: Path, what: str = "--run-dir") -> tuple[TrainConfig, EnvInfo]:
@@ -223,7 +221,7 @@ def _weights(saved: Any, arch: PolicyArch, ckpt: Path) -> dict[str, np.ndarray]:
     expected = param_shapes(arch)
     if set(saved) != set(expected):
         missing, extra = sorted(set(expected) - set(saved)), sorted(set(saved) - set(expected))
-        raise ConfigError(f"{where} does not match the network of its config.yaml (missing {missing}, "
+        raise ConfigError(f"{where} does not match the network of its {files.CONFIG} (missing {missing}, "
                           f"unexpected {extra})")
     weights: dict[str, np.ndarray] = {}
     for name, shape in expected.items():

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from minionsrl import files
 from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
@@ -119,5 +120,6 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     from minionsrl.loop.metrics import read_metrics
 
     run_dir = Path(run_dir)
-    (run_dir / "plots").mkdir(exist_ok=True)
-    return run_plots(read_metrics(run_dir), run_dir / "plots", run_dir.name)
+    plots = run_dir / files.PLOTS
+    plots.mkdir(exist_ok=True)
+    return run_plots(read_metrics(run_dir), plots, run_dir.name)

@@ -74,8 +74,8 @@ class RunLog:
         """``resume_round``: the checkpoint's round (rows after it are dropped); ``metrics_round``: the last
         round whose metrics row is kept, when it differs (a row held for its evaluation is written again)."""
         self.run_dir = run_dir
-        self.metrics_path = run_dir / "metrics.csv"
-        self.invocations_path = run_dir / "invocations.csv"
+        self.metrics_path = run_dir / files.METRICS
+        self.invocations_path = run_dir / files.INVOCATIONS
         self._files: list[Any] = []
         self._failed = False  # a write failed: what is still buffered cannot be written either
         self._tb = None
@@ -97,11 +97,11 @@ class RunLog:
         self._iw = csv.DictWriter(self._invocations, INVOCATION_COLUMNS, extrasaction="ignore")
         if tensorboard:
             try:
-                self._tb = EventFile(run_dir / "tensorboard", resume_step + 1 if resume_round else None)
+                self._tb = EventFile(run_dir / files.TENSORBOARD, resume_step + 1 if resume_round else None)
             except OSError as exc:
                 self._failed = True
                 self.close()
-                raise self._error(run_dir / "tensorboard", exc) from exc
+                raise self._error(run_dir / files.TENSORBOARD, exc) from exc
 
     def _error(self, path: Path, exc: OSError) -> ConfigError:
         """A write that failed (a full disk, a run dir made read-only) as one line: the run stops there and
@@ -292,4 +292,4 @@ def read_rows(path: str | Path, missing_ok: bool = False) -> list[dict[str, str]
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, str]]:
     """Rows of a run's ``metrics.csv`` as dicts of strings."""
-    return read_rows(Path(run_dir) / "metrics.csv")
+    return read_rows(Path(run_dir) / files.METRICS)

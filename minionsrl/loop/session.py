@@ -103,12 +103,11 @@ class Session:
     def _check(self) -> dict[str, Any] | None:
         """Refuse a run dir that cannot hold this run, writing nothing but its lock (in an existing run dir);
         return the checkpoint to resume from."""
-        cfg_path = self.run_dir / "config.yaml"
         files.check_run_dir(self.run_dir)  # no link or special file to write through (or read from)
         if not self.resume:
             if self.run_dir.is_dir():
                 self._lock()
-            if (self.run_dir / "metrics.csv").exists():
+            if (self.run_dir / files.METRICS).exists():
                 raise ConfigError(f"run_dir {str(self.run_dir)!r} already holds a run; use --resume to continue "
                                   "it or choose another --run-dir")
             here = next(p for p in (self.run_dir.absolute(), *self.run_dir.absolute().parents) if p.exists())
@@ -117,8 +116,7 @@ class Session:
                 raise ConfigError(f"run_dir: {str(self.run_dir)!r} cannot be written ({why}: {str(here)!r}); "
                                   "choose a writable directory")
             return None
-        if not cfg_path.exists():
-            raise ConfigError(f"--resume: {str(self.run_dir)!r} holds no run (no config.yaml); check --run-dir")
+        cfg_path = files.run_config(self.run_dir, "--resume")
         self._lock()
         saved = config.build(config.load_yaml(cfg_path))
         changed = [k for k, v in self.cfg.learning_fields().items() if saved.learning_fields()[k] != v]
@@ -132,7 +130,7 @@ class Session:
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._lock()
-            config.dump(self.cfg, self.run_dir / "config.yaml")
+            config.dump(self.cfg, self.run_dir / files.CONFIG)
         except OSError as exc:
             raise ConfigError(f"run_dir: {str(self.run_dir)!r} cannot be written ({exc.strerror or exc}); "
                               "choose a writable directory") from exc
@@ -218,11 +216,11 @@ class Session:
             "cost_usd": cost_usd, "projected_cloud_s": projected_cloud_s, "learner_host": learner_host,
             "config": self.cfg.to_dict(),
         }
-        path = self.run_dir / "summary.json"
+        path = self.run_dir / files.SUMMARY
         try:
             files.write_text(path, json.dumps(summary, indent=2, allow_nan=False))
         except OSError as exc:  # the run itself is checkpointed: --resume of a finished run writes this again
-            raise ConfigError(f"summary.json: cannot write {str(path)!r} ({exc.strerror or exc}); free space (or make "
-                              "the run dir writable), then run again with --resume --run-dir "
+            raise ConfigError(f"{files.SUMMARY}: cannot write {str(path)!r} ({exc.strerror or exc}); free space (or "
+                              "make the run dir writable), then run again with --resume --run-dir "
                               f"{str(self.run_dir)!r}") from exc
         return summary
