@@ -6,6 +6,7 @@ A backend moves bytes and measures; it knows nothing of PPO. Every invocation yi
 
 from __future__ import annotations
 
+import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
@@ -18,6 +19,12 @@ from minionsrl.function import wire
 from minionsrl.numbers import is_amount
 
 NAMES = ("local", "server", "ray", "lithops")  # the backends, by the name a config gives them
+
+
+def concurrency(asked: int | None) -> int:
+    """How many functions a backend on this machine runs at once: ``asked``, else one per CPU."""
+    return asked or os.cpu_count() or 1
+
 
 # What happened to an invocation: one vocabulary for backends, the gather policy and invocations.csv.
 OK, FAILED, TIMED_OUT, CANCELLED = "ok", "failed", "timed_out", "cancelled"

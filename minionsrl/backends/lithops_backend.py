@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from minionsrl.backends.base import Refusals, Reply, retire_policies
+from minionsrl.backends.base import Refusals, Reply, concurrency, retire_policies
 from minionsrl.backends.remote import RemoteBackend, private_file, remove_private_file
 from minionsrl.errors import ConfigError
 from minionsrl.function import rollout, wire
@@ -142,7 +142,7 @@ class LithopsBackend(RemoteBackend):
         self._jobs_dir = Path(JOBS_DIR)  # where Lithops' localhost runner marks finished jobs
         if self.localhost and max_concurrency:
             config.setdefault("localhost", {})["worker_processes"] = max_concurrency
-        self.max_concurrency = (config["localhost"].get("worker_processes", os.cpu_count() or 1) if self.localhost
+        self.max_concurrency = (config["localhost"].get("worker_processes", concurrency(None)) if self.localhost
                                 else max_concurrency or config["lithops"].get("max_workers", 1000))
         self.memory_mb = memory_mb
         self.poll_interval_s = poll_interval_s or (0.02 if self.localhost else 0.25)

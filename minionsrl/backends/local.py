@@ -44,6 +44,7 @@ from minionsrl.backends.base import (
     Pending,
     Refusals,
     Reply,
+    concurrency,
     earliest,
     make_reply,
     oversize,
@@ -57,6 +58,7 @@ _WORKER_MODULE = "minionsrl.backends.local_worker"
 STATE_PREFIX = "minionsrl-local-"  # + the learner's pid: its folder of published policies, in the temporary folder
 READY_FRAME_BYTES = 4096  # an instance's first frame says it is ready: anything longer is not that
 MEMORY_POLL_S = 0.05  # how often busy instances' memory is read, when it is limited
+IDLE_TIMEOUT_S = 300.0  # an instance idle this long is reaped (--idle-timeout-s)
 
 
 @dataclass
@@ -76,13 +78,13 @@ class LocalBackend(Backend):
 
     name = "local"
 
-    def __init__(self, key: bytes, max_concurrency: int | None = None, idle_timeout_s: float = 300.0,
+    def __init__(self, key: bytes, max_concurrency: int | None = None, idle_timeout_s: float = IDLE_TIMEOUT_S,
                  invocation_timeout_s: float | None = None, max_failed_starts: int = 3,
                  memory_mb: float | None = None) -> None:
         self.key = key
         self.memory_mb = memory_mb  # an instance's memory limit (None: unlimited)
         self._refusals = Refusals()  # throttled calls: refused at submission
-        self.max_concurrency = max_concurrency or os.cpu_count() or 1
+        self.max_concurrency = concurrency(max_concurrency)
         self.idle_timeout_s = idle_timeout_s
         self.invocation_timeout_s = invocation_timeout_s
         self.max_failed_starts = max_failed_starts

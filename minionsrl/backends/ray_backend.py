@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from minionsrl.backends.base import Refusals, Reply
+from minionsrl.backends.base import Refusals, Reply, concurrency
 from minionsrl.backends.remote import RemoteBackend, private_file, remove_private_file
 from minionsrl.errors import ClusterLost, ConfigError
 from minionsrl.function import rollout
@@ -179,7 +179,7 @@ class RayBackend(RemoteBackend):
             reload_ray_auth()
             ray_constants.ENABLE_RAY_CLUSTER = False  # so that 127.0.0.1 stays 127.0.0.1 (Ray reads it here)
             try:
-                ray.init(address="local", num_cpus=max_concurrency or os.cpu_count() or 1, include_dashboard=False,
+                ray.init(address="local", num_cpus=concurrency(max_concurrency), include_dashboard=False,
                          log_to_driver=False, configure_logging=False, _node_ip_address=LOOPBACK,
                          runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}})
             finally:

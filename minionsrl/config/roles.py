@@ -26,6 +26,7 @@ import json
 from dataclasses import dataclass
 
 from minionsrl.backends.base import NAMES as BACKENDS
+from minionsrl.backends.local import IDLE_TIMEOUT_S
 from minionsrl.config.fields import check_path, setting
 from minionsrl.config.presets import ENV_PRESETS, PRESET_NAMES
 from minionsrl.config.steps import StepPlan
@@ -274,7 +275,7 @@ class FunctionsConfig(Role):
     backend: str = setting("local", "where rollout functions run", choices=BACKENDS, learning=False)
     max_concurrency: int | None = setting(None, "local backend: concurrent instances (default: CPU count)", min=1,
                                           learning=False)
-    idle_timeout_s: float = setting(300.0, "local backend: reap instances idle this long", positive=True,
+    idle_timeout_s: float = setting(IDLE_TIMEOUT_S, "local backend: reap instances idle this long", positive=True,
                                     learning=False, rare=True)
     server_wait_startup: bool = setting(False, "server backend: really wait the start-up delay of added hosts",
                                         learning=False, rare=True)
