@@ -240,7 +240,7 @@ def train_config(args: argparse.Namespace) -> tuple[config.TrainConfig, bool]:
     if getattr(args, "resume", False):
         if "run_dir" not in given:
             raise ConfigError("--resume needs --run-dir DIR naming the run to continue")
-        values.update(config.load_yaml(files.run_config(given["run_dir"], "--resume")))
+        values.update(config.load_yaml(files.config_path(given["run_dir"], "--resume")))
         for name in WHERE_TO_CONNECT:  # a run dir is data, not trusted to say where to connect (Ray unpickles)
             if values.get(name) and name not in given:
                 flag = "--" + name.replace("_", "-")

@@ -39,7 +39,7 @@ TENSORBOARD = "tensorboard"
 RUN_SUBDIRS = (CHECKPOINTS, TENSORBOARD)
 
 
-def run_config(run_dir: str | Path, what: str, fix: str = "check --run-dir") -> Path:
+def config_path(run_dir: str | Path, what: str, fix: str = "check --run-dir") -> Path:
     """``RUN_DIR/config.yaml``; one line naming ``what`` and ``fix`` if the folder holds no run."""
     path = Path(run_dir) / CONFIG
     if not path.exists():

@@ -187,7 +187,7 @@ def test_the_readme_examples_run(cartpole_run):
 
 def test_loading_refuses_what_is_not_a_run(cartpole_run, tmp_path):
     run_dir, _ = cartpole_run
-    # each line names the caller's argument (one rule, minionsrl.files.run_config, for every reader of a run dir)
+    # each line names the caller's argument (one rule, minionsrl.files.config_path, for every reader of a run dir)
     with pytest.raises(ConfigError, match=r"^load_policy: .* holds no run \(no config\.yaml\); pass a run directory"):
         minionsrl.load_policy(tmp_path)
     with pytest.raises(ConfigError, match=r"^--run-dir: .* holds no run \(no config\.yaml\)"):

@@ -24,7 +24,7 @@ def evaluate_run(run_dir: str | Path, episodes: int = 10, seed: int = 10_000,
         raise ConfigError(f"--episodes: {episodes} must be >= 1")
     if not 0 <= seed <= 2**32 - episodes:  # the episodes' seeds seed, seed + 1, ... must be valid seeds
         raise ConfigError(f"--seed: {seed} must be in 0..{2**32 - episodes} (episode seeds are seed, seed + 1, …)")
-    files.run_config(run_dir, "--run-dir")
+    files.config_path(run_dir, "--run-dir")
     if capture_video:  # MP4s need moviepy; classic-control and Box2D frames need pygame (pygame-ce)
         require_extra("--capture-video", "video")
     # the run dir checked as training checks its input

@@ -179,7 +179,7 @@ class Policy:
 def _locate(path: Path, name: str, what: str) -> tuple[Path, Path]:
     """(run dir, checkpoint file) for a run directory (its checkpoint ``name``) or one of its checkpoint files."""
     if path.is_dir():
-        files.run_config(path, what, "pass a run directory written by `minionsrl train` or a checkpoint file in it")
+        files.config_path(path, what, "pass a run directory written by `minionsrl train` or a checkpoint file in it")
         return path, checkpoint.dir_of(path) / name
     if path.is_file():
         for run_dir in (path.parent.parent, path.parent):  # RUN_DIR/checkpoints/X.safetensors, or beside it

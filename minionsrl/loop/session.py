@@ -116,7 +116,7 @@ class Session:
                 raise ConfigError(f"run_dir: {str(self.run_dir)!r} cannot be written ({why}: {str(here)!r}); "
                                   "choose a writable directory")
             return None
-        cfg_path = files.run_config(self.run_dir, "--resume")
+        cfg_path = files.config_path(self.run_dir, "--resume")
         self._lock()
         saved = config.build(config.load_yaml(cfg_path))
         changed = [k for k, v in self.cfg.learning_fields().items() if saved.learning_fields()[k] != v]
