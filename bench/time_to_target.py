@@ -97,9 +97,11 @@ ANSWER: dict[str, list[tuple[str, list[str]]]] = {
                 ("2026-11-26", ["fixed-64", "critical-time", "critical-cost", "minions"]),
                 ("2026-11-27-lat", ["fixed-8", "fixed-16", "fixed-32", "fixed-64", "fixed-128", "fixed-64+pipeline",
                                     "kungfu", "nitro", "fixed-16@server", label(WEAK_RSL)]),
-                ("2026-11-27-lat-adaptive", ["fixed-8", "fixed-64", "critical-time", "critical-cost", "kungfu"]),
+                ("2026-11-27-lat-adaptive", ["fixed-8", "critical-cost", "kungfu"]),
                 # seeds 1-5 again (learning bit for bit as in -lat-adaptive, same code and CPU) and 6-10
-                ("2026-11-27-lat-minions10", ["fixed-8", "minions"])],
+                ("2026-11-27-lat-minions10", ["fixed-8", "minions"]),
+                # -lat-adaptive's runs of seeds 1-5 and -lat-minions10's fixed-8 of seeds 6-10, beside new runs
+                ("2026-11-27-lat-critical10", ["fixed-8", "fixed-64", "critical-time"])],
 }
 
 
