@@ -21,6 +21,11 @@ from minionsrl.numbers import is_amount
 NAMES = ("local", "server", "ray", "lithops")  # the backends, by the name a config gives them
 
 
+# The defaults of the backends that run functions on this machine (here, not in backends.local, so that the
+# config reads them without importing a backend)
+IDLE_TIMEOUT_S = 300.0  # the local backend reaps an instance idle this long (--idle-timeout-s)
+
+
 def concurrency(asked: int | None) -> int:
     """How many functions a backend on this machine runs at once: ``asked``, else one per CPU."""
     return asked or os.cpu_count() or 1

@@ -38,6 +38,7 @@ from minionsrl.backends import local_worker
 from minionsrl.backends.base import (
     CANCELLED,
     FAILED,
+    IDLE_TIMEOUT_S,
     OOM,
     TIMED_OUT,
     Backend,
@@ -58,7 +59,6 @@ _WORKER_MODULE = "minionsrl.backends.local_worker"
 STATE_PREFIX = "minionsrl-local-"  # + the learner's pid: its folder of published policies, in the temporary folder
 READY_FRAME_BYTES = 4096  # an instance's first frame says it is ready: anything longer is not that
 MEMORY_POLL_S = 0.05  # how often busy instances' memory is read, when it is limited
-IDLE_TIMEOUT_S = 300.0  # an instance idle this long is reaped (--idle-timeout-s)
 
 
 @dataclass

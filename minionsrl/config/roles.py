@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from minionsrl.backends.base import IDLE_TIMEOUT_S
 from minionsrl.backends.base import NAMES as BACKENDS
-from minionsrl.backends.local import IDLE_TIMEOUT_S
 from minionsrl.config.fields import check_path, setting
 from minionsrl.config.presets import ENV_PRESETS, PRESET_NAMES
 from minionsrl.config.steps import StepPlan
