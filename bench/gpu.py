@@ -170,17 +170,10 @@ def _pong(path: Path) -> dict[str, Any]:
 def curve(src: Path) -> str:
     """The Pong curve in ``src/pong.jsonl``: the mean of the last 20 games at tenths of the run, and its PNG."""
     from common import markdown_table
-    from pong import plot_curve
+    from pong import plot_curve, tenths
 
     rows = [json.loads(line) for line in (src / "pong.jsonl").read_text().splitlines() if line.strip()]
-    marks = sorted({max(1, round(len(rows) * f / 10)) for f in range(1, 11)})
-    table, games = [], []
-    for row in rows:
-        games.extend(row["returns"])
-        if row["round"] in marks:
-            last = games[-20:]
-            table.append([row["round"], 4 * row["env_steps"], row["wall_s"], len(games),
-                          sum(last) / len(last) if last else None])
+    table = [[row["round"], 4 * row["env_steps"], row["wall_s"], games, last20] for row, games, last20 in tenths(rows)]
     plot_curve(rows, src / "pong-curve.png", "ALE/Pong-v5, PPO, GPU learner")
     return markdown_table(["round", "frames", "wall s", "games finished", "return (last 20 games)"], table,
                           digits=[0, 0, 0, 0, 1])

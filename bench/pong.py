@@ -63,16 +63,8 @@ def main() -> None:
 def write(rows: list[dict], args: argparse.Namespace, started: float, cfg) -> None:
     if not rows:
         return
-    table, window = [], []
-    marks = sorted({max(1, round(len(rows) * f / 10)) for f in range(1, 11)})
-    episodes: list[float] = []
-    for row in rows:
-        episodes.extend(row["returns"])
-        window = episodes[-20:]
-        if row["round"] in marks:
-            table.append([row["round"], row["env_steps"], 4 * row["env_steps"], row["wall_s"],
-                          row["env_steps"] / row["wall_s"], len(episodes),
-                          sum(window) / len(window) if window else None])
+    table = [[row["round"], row["env_steps"], 4 * row["env_steps"], row["wall_s"], row["env_steps"] / row["wall_s"],
+              games, last20] for row, games, last20 in tenths(rows)]
     last = rows[-1]
     learn = sum(r["learn_s"] for r in rows)
     sample = sum(r["sample_s"] for r in rows)
@@ -100,6 +92,18 @@ and the learner's update {learn:.0f} s. {plot}
 {common.provenance(started)}
 """
     common.write_section("pong", text)
+
+
+def tenths(rows: list[dict]) -> list[tuple[dict, int, float | None]]:
+    """The rounds at each tenth of the run, each with the games finished by then and the mean of the last 20."""
+    marks = {max(1, round(len(rows) * f / 10)) for f in range(1, 11)}
+    out, games = [], []
+    for row in rows:
+        games.extend(row["returns"])
+        if row["round"] in marks:
+            last = games[-20:]
+            out.append((row, len(games), sum(last) / len(last) if last else None))
+    return out
 
 
 def plot_curve(rows: list[dict], path: Path, title: str) -> str:
