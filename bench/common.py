@@ -277,7 +277,7 @@ def run_minionsrl(config: dict[str, Any], timeout_s: float | None = None) -> dic
 
 
 def run_sb3(env_id: str, seed: int, steps: int, eval_episodes: int = 0, threads: int | None = 1,
-            timeout_s: float | None = None) -> dict[str, Any]:
+            timeout_s: float | None = None, layout: dict[str, Any] | None = None) -> dict[str, Any]:
     """SB3 PPO with its defaults, ``PPO("MlpPolicy", env_id, seed=seed).learn(steps)`` in a fresh process.
 
     ``threads``: ``torch.set_num_threads`` before anything runs (None: torch's default, one per core).
@@ -286,12 +286,18 @@ def run_sb3(env_id: str, seed: int, steps: int, eval_episodes: int = 0, threads:
     Returns ``learn_s`` (learn() alone), ``setup_s`` (imports + constructing PPO), ``eval_return`` (mean of
     ``evaluate_policy`` over ``eval_episodes`` deterministic episodes, timed apart in ``eval_s``) and
     ``process_wall_s``; ``train_s`` = setup + learn is what a user waits for to get the trained policy.
+
+    ``layout`` replaces SB3's defaults with a given run (bench/layouts.py): ``n_envs`` (a DummyVecEnv),
+    ``ppo`` (PPO's keyword arguments), ``anneal_lr`` (the rate falls linearly to 0, as CleanRL anneals it),
+    ``normalize`` (VecNormalize on observations and rewards, clipped at 10) and ``eval_every`` (rollouts): then
+    ``evals`` maps each ``eval_every``-th rollout, and the last, to the mean raw return of ``eval_episodes``
+    deterministic episodes on a fresh env that normalizes with the training statistics, frozen.
     """
     if importlib.util.find_spec("stable_baselines3") is None:
         raise SystemExit("Stable-Baselines3 (the baseline) is not installed in this venv: `make .venv/.bench` "
                          "installs it and torch==2.13.0 (`make bench` does too, then runs every benchmark)")
     return _run_child("sb3", {"env_id": env_id, "seed": seed, "steps": steps, "eval_episodes": eval_episodes,
-                              "threads": threads}, timeout_s)
+                              "threads": threads, "layout": layout}, timeout_s)
 
 
 def _child_minionsrl(config: dict[str, Any]) -> dict[str, Any]:
@@ -322,17 +328,80 @@ def _child_sb3(args: dict[str, Any]) -> dict[str, Any]:
     from stable_baselines3 import PPO
     from stable_baselines3.common.evaluation import evaluate_policy
 
-    model = PPO("MlpPolicy", args["env_id"], seed=args["seed"])
+    layout = args.get("layout")
+    if layout is None:
+        model = PPO("MlpPolicy", args["env_id"], seed=args["seed"])
+    else:
+        model = _sb3_layout_model(args["env_id"], args["seed"], layout)
+    evals = None if layout is None else _sb3_layout_evals(layout, args["eval_episodes"])
     t1 = time.perf_counter()
-    model.learn(args["steps"])
+    model.learn(args["steps"], callback=evals)
     t2 = time.perf_counter()
     result: dict[str, Any] = {"setup_s": t1 - t0, "learn_s": t2 - t1, "train_s": t2 - t0, "steps": args["steps"],
                               "torch_threads": torch.get_num_threads()}
-    if args["eval_episodes"]:
+    if evals is not None:
+        result.update(evals=evals.evals, rounds=evals.rounds, env_steps=model.num_timesteps)
+    elif args["eval_episodes"]:
         mean_ret, std_ret = evaluate_policy(model, model.get_env(), n_eval_episodes=args["eval_episodes"],
                                             deterministic=True)
         result.update(eval_return=float(mean_ret), eval_return_std=float(std_ret), eval_s=time.perf_counter() - t2)
     return result
+
+
+def _sb3_layout_model(env_id: str, seed: int, layout: dict[str, Any]) -> Any:
+    """PPO on ``layout["n_envs"]`` envs with the layout's keyword arguments (see :func:`run_sb3`)."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    env = make_vec_env(env_id, n_envs=layout["n_envs"], seed=seed)
+    if layout.get("normalize"):
+        env = VecNormalize(env, norm_obs=True, norm_reward=True, clip_obs=10.0, clip_reward=10.0,
+                           gamma=layout["ppo"].get("gamma", 0.99))
+    kwargs = dict(layout["ppo"])
+    if layout.get("anneal_lr"):
+        rate = kwargs.pop("learning_rate")
+        kwargs["learning_rate"] = lambda remaining: rate * remaining
+    return PPO("MlpPolicy", env, seed=seed, **kwargs)
+
+
+def _sb3_layout_evals(layout: dict[str, Any], episodes: int) -> Any:
+    """A callback that evaluates after every ``eval_every``-th update and after the last one (see :func:`run_sb3`)."""
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    class Evals(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.evals: dict[str, float] = {}
+            self.rounds = 0
+
+        def _evaluate(self) -> None:
+            train_env = self.model.get_env()
+            env = make_vec_env(train_env.get_attr("spec")[0].id, n_envs=1, seed=10_000 + self.rounds)
+            if isinstance(train_env, VecNormalize):  # the training statistics, frozen; raw rewards
+                env = VecNormalize(env, training=False, norm_reward=False, clip_obs=10.0)
+                env.obs_rms = train_env.obs_rms.copy()
+            mean_ret, _ = evaluate_policy(self.model, env, n_eval_episodes=episodes, deterministic=True)
+            self.evals[str(self.rounds)] = float(mean_ret)
+
+        def _on_rollout_start(self) -> None:  # round k's update is done when round k+1's rollout starts
+            if self.rounds and self.rounds % layout["eval_every"] == 0:
+                self._evaluate()
+
+        def _on_rollout_end(self) -> None:
+            self.rounds += 1
+
+        def _on_step(self) -> bool:
+            return True
+
+        def _on_training_end(self) -> None:  # after the last update
+            if str(self.rounds) not in self.evals:
+                self._evaluate()
+
+    return Evals()
 
 
 if __name__ == "__main__":
