@@ -163,7 +163,7 @@ def main() -> None:
     parser.add_argument("--engine", choices=("minionsrl", "sb3"), default="minionsrl",
                         help="whose PPO trains (sb3: Stable-Baselines3, from `make .venv/.bench`)")
     parser.add_argument("--arms", type=int, nargs="+", default=list(ARMS), choices=ARMS,
-                        help="the layouts to run, by function count")
+                        help="the layouts to run and tabulate, by function count")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="run and tabulate these")
     parser.add_argument("--jobs", type=int, default=2, help="trainings at a time (the machine has 2 cores)")
     args = parser.parse_args()
@@ -186,7 +186,7 @@ def main() -> None:
                     continue
                 append_jsonl(RESULTS, rec)
                 log(f"{n}x{BATCH // n} seed {s}: final eval {rec['final_eval']:.0f}, wall {rec['wall_s']:.0f} s")
-    records = [r for r in load_jsonl(RESULTS) if ours(r) and r["seed"] in args.seeds]
+    records = [r for r in load_jsonl(RESULTS) if ours(r) and r["seed"] in args.seeds and r["actors"] in args.arms]
     print(table(records, ENVS[args.env][2]), curve(records), sep="\n\n")
 
 
