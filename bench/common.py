@@ -289,9 +289,9 @@ def run_sb3(env_id: str, seed: int, steps: int, eval_episodes: int = 0, threads:
 
     ``layout`` replaces SB3's defaults with a given run (bench/layouts.py): ``n_envs`` (a DummyVecEnv),
     ``ppo`` (PPO's keyword arguments), ``anneal_lr`` (the rate falls linearly to 0, as CleanRL anneals it),
-    ``normalize`` (VecNormalize on observations and rewards, clipped at 10) and ``eval_every`` (rollouts): then
-    ``evals`` maps each ``eval_every``-th rollout, and the last, to the mean raw return of ``eval_episodes``
-    deterministic episodes on a fresh env that normalizes with the training statistics, frozen.
+    ``normalize`` (VecNormalize on observations and rewards, both clipped at ``clip``) and ``eval_every``
+    (rollouts): then ``evals`` maps each ``eval_every``-th rollout, and the last, to the mean raw return of
+    ``eval_episodes`` deterministic episodes on a fresh env that normalizes with the training statistics, frozen.
     """
     if importlib.util.find_spec("stable_baselines3") is None:
         raise SystemExit("Stable-Baselines3 (the baseline) is not installed in this venv: `make .venv/.bench` "
@@ -356,8 +356,8 @@ def _sb3_layout_model(env_id: str, seed: int, layout: dict[str, Any]) -> Any:
 
     env = make_vec_env(env_id, n_envs=layout["n_envs"], seed=seed)
     if layout.get("normalize"):
-        env = VecNormalize(env, norm_obs=True, norm_reward=True, clip_obs=10.0, clip_reward=10.0,
-                           gamma=layout["ppo"].get("gamma", 0.99))
+        env = VecNormalize(env, norm_obs=True, norm_reward=True, clip_obs=layout["clip"], clip_reward=layout["clip"],
+                           gamma=layout["ppo"]["gamma"])
     kwargs = dict(layout["ppo"])
     if layout.get("anneal_lr"):
         rate = kwargs.pop("learning_rate")
@@ -382,7 +382,7 @@ def _sb3_layout_evals(layout: dict[str, Any], episodes: int) -> Any:
             train_env = self.model.get_env()
             env = make_vec_env(train_env.get_attr("spec")[0].id, n_envs=1, seed=10_000 + self.rounds)
             if isinstance(train_env, VecNormalize):  # the training statistics, frozen; raw rewards
-                env = VecNormalize(env, training=False, norm_reward=False, clip_obs=10.0)
+                env = VecNormalize(env, training=False, norm_reward=False, clip_obs=layout["clip"])
                 env.obs_rms = train_env.obs_rms.copy()
             mean_ret, _ = evaluate_policy(self.model, env, n_eval_episodes=episodes, deterministic=True)
             self.evals[str(self.rounds)] = float(mean_ret)

@@ -32,6 +32,7 @@ from common import OUT, ROOT, append_jsonl, load_average, load_jsonl, log, markd
 
 from minionsrl.config.presets import PRESETS
 from minionsrl.experiments.compare import bootstrap_ci
+from minionsrl.function.normalization import CLIP_DEFAULT
 from minionsrl.loop.metrics import read_metrics
 
 RESULTS = OUT / "layouts.jsonl"
@@ -67,7 +68,7 @@ def sb3_layout(actors: int) -> dict[str, Any]:
                clip_range=p["clip_coef"], ent_coef=p["ent_coef"], vf_coef=p["vf_coef"],
                max_grad_norm=p["max_grad_norm"], normalize_advantage=p["norm_adv"])
     return {"n_envs": actors, "ppo": ppo, "anneal_lr": p["anneal_lr"],
-            "normalize": p["normalize_obs"] and p["normalize_reward"], "eval_every": EVAL_EVERY}
+            "normalize": p["normalize_obs"] and p["normalize_reward"], "clip": CLIP_DEFAULT, "eval_every": EVAL_EVERY}
 
 
 def record(env: str, actors: int, seed: int) -> dict[str, Any]:

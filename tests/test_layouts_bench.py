@@ -5,6 +5,7 @@ from __future__ import annotations
 from conftest import load_bench
 
 from minionsrl.config.presets import PRESETS
+from minionsrl.function.normalization import CLIP_DEFAULT
 
 layouts = load_bench("layouts")
 
@@ -17,7 +18,7 @@ def test_sb3_layout_is_the_mujoco_preset_under_sb3_names() -> None:
     assert lay["ppo"]["learning_rate"] == p["learning_rate"] and lay["anneal_lr"] is p["anneal_lr"]
     assert (lay["ppo"]["gamma"], lay["ppo"]["gae_lambda"], lay["ppo"]["clip_range"]) == (
         p["gamma"], p["gae_lambda"], p["clip_coef"])
-    assert lay["normalize"] and lay["eval_every"] == layouts.EVAL_EVERY
+    assert lay["normalize"] and lay["clip"] == CLIP_DEFAULT and lay["eval_every"] == layouts.EVAL_EVERY
 
 
 def _record(actors: int, seed: int, final: float, engine: str) -> dict:
