@@ -51,12 +51,13 @@ def run_dir(env: str, engine: str, actors: int, seed: int) -> Path:
     return OUT / "layouts" / f"{prefix}a{actors}-s{seed}"
 
 
-def command(env: str, actors: int, seed: int) -> list[str]:
+def command(env: str, actors: int, seed: int, path: Path | None = None) -> list[str]:
+    """``minionsrl train``'s arguments for one run (``path``: its run folder, by default :func:`run_dir`'s)."""
     env_id, steps, _ = ENVS[env]
-    return [CLI, "train", "--env-id", env_id, "--preset", "mujoco", "--total-timesteps", str(steps), "--batch-size",
+    return ["train", "--env-id", env_id, "--preset", "mujoco", "--total-timesteps", str(steps), "--batch-size",
             str(BATCH), "--max-concurrency", "16", "--eval-every", str(EVAL_EVERY), "--eval-episodes",
             str(EVAL_EPISODES), "--no-progress", "--no-tensorboard", "--actors", str(actors), "--seed", str(seed),
-            "--run-dir", str(run_dir(env, "minionsrl", actors, seed))]
+            "--run-dir", str(path or run_dir(env, "minionsrl", actors, seed))]
 
 
 def sb3_layout(actors: int) -> dict[str, Any]:
@@ -71,9 +72,9 @@ def sb3_layout(actors: int) -> dict[str, Any]:
             "normalize": p["normalize_obs"] and p["normalize_reward"], "clip": CLIP_DEFAULT, "eval_every": EVAL_EVERY}
 
 
-def record(env: str, actors: int, seed: int) -> dict[str, Any]:
-    """One finished run of ours, from its summary.json and metrics.csv."""
-    path = run_dir(env, "minionsrl", actors, seed)
+def record(env: str, actors: int, seed: int, path: Path | None = None) -> dict[str, Any]:
+    """One finished run of ours, from its summary.json and metrics.csv (in ``path``, by default :func:`run_dir`)."""
+    path = path or run_dir(env, "minionsrl", actors, seed)
     summary = json.loads((path / "summary.json").read_text())
     rows = read_metrics(path)
     evals = {str(int(float(r["round"]))): float(r["eval_return_mean"]) for r in rows if r.get("eval_return_mean")}
@@ -96,7 +97,8 @@ def train(env: str, engine: str, actors: int, seed: int) -> dict[str, Any]:
     path = run_dir(env, engine, actors, seed)
     if not (path / "summary.json").exists():
         shutil.rmtree(path, ignore_errors=True)  # a cut run starts over
-        proc = subprocess.run(command(env, actors, seed), cwd=ROOT, capture_output=True, text=True, timeout=1800)
+        proc = subprocess.run([CLI, *command(env, actors, seed)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=1800)
         if proc.returncode != 0:
             raise RuntimeError(f"{actors}x{BATCH // actors} seed {seed} failed:\n{proc.stderr[-2000:]}")
     return record(env, actors, seed)
