@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from minionsrl.experiments import tables
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 DOC = ROOT / "docs" / "BENCHMARKS.md"
@@ -156,13 +158,9 @@ def sb3_threads_note(threads: int) -> str:
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], digits: int | Sequence[int] = 1) -> str:
     """Render rows as a GitHub Markdown table (numbers right-aligned); ``digits`` per table or per column."""
     per_col = [digits] * len(headers) if isinstance(digits, int) else list(digits)
-    cells = [[fmt(c, d) for c, d in zip(row, per_col, strict=True)] for row in rows]
     numeric = [all(isinstance(row[i], int | float) or row[i] is None for row in rows) and bool(rows)
                for i in range(len(headers))]
-    lines = ["| " + " | ".join(headers) + " |",
-             "|" + "|".join("---:" if num else "---" for num in numeric) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in cells]
-    return "\n".join(lines)
+    return tables.markdown_table(headers, rows, [lambda c, d=d: fmt(c, d) for d in per_col], right=numeric)
 
 
 def publish_section(name: str, body: str, started: float, results: Path) -> None:
@@ -218,6 +216,26 @@ def append_jsonl(path: Path, record: dict[str, Any]) -> None:
         f.write(json.dumps(record) + "\n")
         f.flush()
         os.fsync(f.fileno())
+
+
+def run_all(todo: Sequence[tuple[Any, ...]], train: Callable[..., dict[str, Any]], name: Callable[..., str],
+            results: Path, jobs: int) -> None:
+    """``train(*key)`` for every key of ``todo``, ``jobs`` at a time, each finished run's record appended to
+    ``results`` as it comes (so a cut session keeps what finished); a run that fails is logged and the others go
+    on. ``name(*key)`` names a run in the log."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    with ThreadPoolExecutor(jobs) as pool:
+        futures = {pool.submit(train, *key): key for key in todo}
+        for future in as_completed(futures):
+            key = futures[future]
+            try:
+                rec = future.result()
+            except Exception as exc:  # one failed run must not lose the others
+                log(f"{name(*key)}: {exc}")
+                continue
+            append_jsonl(results, rec)
+            log(f"{name(*key)}: final eval {rec['final_eval']:.0f}, wall {rec['wall_s']:.0f} s")
 
 
 def load_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -25,12 +25,11 @@ import argparse
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import OUT, ROOT, append_jsonl, load_jsonl, log, markdown_table
+from common import OUT, ROOT, load_jsonl, log, markdown_table, run_all
 from layouts import BATCH, command, diff_ci, mean_ci, record
 from layouts import RESULTS as LAYOUT_RESULTS
 
@@ -121,17 +120,7 @@ def main() -> None:
         done = {(r["gae_window"], r["seed"]) for r in load_jsonl(RESULTS)}
         todo = [(w, s) for s in args.seeds for w in args.windows if (w, s) not in done]
         log(f"{len(todo)} runs to go")
-        with ThreadPoolExecutor(args.jobs) as pool:
-            futures = {pool.submit(train, w, s): (w, s) for w, s in todo}
-            for future in as_completed(futures):
-                w, s = futures[future]
-                try:
-                    rec = future.result()
-                except Exception as exc:  # one failed run must not lose the others
-                    log(f"window {w} seed {s}: {exc}")
-                    continue
-                append_jsonl(RESULTS, rec)
-                log(f"window {w} seed {s}: final eval {rec['final_eval']:.0f}, wall {rec['wall_s']:.0f} s")
+        run_all(todo, train, lambda w, s: f"window {w} seed {s}", RESULTS, args.jobs)
     print(tables(args.windows, args.seeds))
 
 

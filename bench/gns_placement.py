@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 from common import OUT, PYTHON, ROOT, log, markdown_table, provenance, write_section
 
+from minionsrl.loop.metrics import read_metrics
+
 RUNS = OUT / "gns-placement"
 KEPT = ROOT / "docs" / "results" / "gns-placement-hopper.csv"
 PLOT = ROOT / "docs" / "results" / "gns-placement-hopper.png"
@@ -65,9 +67,8 @@ def keep(seeds: list[int]) -> None:
         writer = csv.writer(fh)
         writer.writerow(["scaler", "placement", "seed", *COLUMNS])
         for scaler, where, seed in itertools.product(SCALERS, PLACEMENTS, seeds):
-            with open(run_dir(scaler, where, seed) / "metrics.csv", newline="") as src:
-                for row in csv.DictReader(src):
-                    writer.writerow([scaler, where, seed, *(row[c] for c in COLUMNS)])
+            for row in read_metrics(run_dir(scaler, where, seed)):
+                writer.writerow([scaler, where, seed, *(row[c] for c in COLUMNS)])
 
 
 def load() -> dict[tuple[str, str, int], list[dict[str, str]]]:

@@ -135,15 +135,15 @@ def learner(out: Path, sizes: str) -> None:
 
 def _hopper_runs(root: Path) -> list[dict[str, Any]]:
     """Each Hopper run under ``root``: its summary, medians of the round's parts, and the process's wall time."""
-    import csv
     import statistics
+
+    from minionsrl.loop.metrics import read_metrics
 
     runs = []
     for summary_path in sorted(root.glob("hopper-*-s*/summary.json")):
         run = summary_path.parent
         summary = json.loads(summary_path.read_text())
-        with open(run / "metrics.csv", newline="") as fh:
-            rows = list(csv.DictReader(fh))
+        rows = read_metrics(run)
         med = {k: statistics.median(float(r[k]) for r in rows[1:])  # round 1 compiles
                for k in ("learn_s", "sample_s", "round_s", "projected_round_s")}
         stamps = [run.with_suffix(s) for s in (".start", ".end")]
@@ -251,12 +251,11 @@ def report(src: Path, here: Path | None) -> str:
     if local:
         import numpy as np
 
+        from minionsrl.experiments.compare import diff_bootstrap_ci
+
         gpu_ret = np.array([r["summary"]["train_return_last100"] for r in runs if r["device"] == "cuda"])
         cpu_ret = np.array([r["summary"]["train_return_last100"] for r in local if r["device"] == "cpu"])
-        rng = np.random.default_rng(0)
-        diffs = [rng.choice(gpu_ret, len(gpu_ret)).mean() - rng.choice(cpu_ret, len(cpu_ret)).mean()
-                 for _ in range(10_000)]
-        lo, hi = np.percentile(diffs, [2.5, 97.5])
+        lo, hi = diff_bootstrap_ci(list(gpu_ret), list(cpu_ret), draws=10_000)
         local_text = (f"; the CPU learner's on this machine {cpu_ret.mean():,.0f} (eval "
                       f"{mean('cpu', local, 'final_eval_return'):,.0f}): a difference of "
                       f"{gpu_ret.mean() - cpu_ret.mean():+,.0f} [{lo:+,.0f}, {hi:+,.0f}] (bootstrap 95% interval, "

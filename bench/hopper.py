@@ -11,7 +11,6 @@ bench/out/hopper.jsonl as soon as it exists, and the doc section is rewritten af
 from __future__ import annotations
 
 import argparse
-import csv
 import shutil
 import time
 from pathlib import Path
@@ -35,6 +34,8 @@ from common import (
     write_section,
 )
 
+from minionsrl.loop.metrics import read_metrics
+
 ENV = "Hopper-v5"
 TARGET_RETURN, TARGET_RATIO = 2500.0, 0.2
 CLEANRL_HOPPER = 2383  # CleanRL PPO, Hopper-v4, 1M steps, mean of 3 seeds (DESIGN §8)
@@ -56,8 +57,7 @@ def ours(seed: int, steps: int, actors: int) -> dict[str, Any]:
 def learner_share(run_dir: str) -> float | None:
     """Fraction of the run's round time spent in the PPO update (from metrics.csv), None if unreadable."""
     try:
-        with open(Path(run_dir) / "metrics.csv", newline="") as fh:
-            rows = list(csv.DictReader(fh))
+        rows = read_metrics(run_dir)
         return sum(float(r["learn_s"]) for r in rows) / sum(float(r["round_s"]) for r in rows)
     except (OSError, KeyError, ValueError, ZeroDivisionError):
         return None

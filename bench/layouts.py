@@ -23,15 +23,14 @@ import shutil
 import statistics
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import OUT, ROOT, append_jsonl, load_average, load_jsonl, log, markdown_table, run_sb3
+from common import OUT, ROOT, load_average, load_jsonl, log, markdown_table, run_all, run_sb3
 
 from minionsrl.config.presets import PRESETS
-from minionsrl.experiments.compare import bootstrap_ci
+from minionsrl.experiments.compare import bootstrap_ci, diff_bootstrap_ci
 from minionsrl.function.normalization import CLIP_DEFAULT
 from minionsrl.loop.metrics import read_metrics
 
@@ -115,9 +114,7 @@ def diff_ci(a: list[float], b: list[float], draws: int = 2000, seed: int = 0) ->
     """Mean of a minus mean of b, with a percentile bootstrap interval (each arm resampled on its own)."""
     if len(a) < 2 or len(b) < 2:
         return "—"
-    rng = np.random.default_rng(seed)
-    d = rng.choice(a, (draws, len(a))).mean(1) - rng.choice(b, (draws, len(b))).mean(1)
-    lo, hi = np.quantile(d, [0.025, 0.975])
+    lo, hi = diff_bootstrap_ci(a, b, draws=draws, seed=seed)
     return f"{np.mean(a) - np.mean(b):+,.0f} [{lo:+,.0f}, {hi:+,.0f}]"
 
 
@@ -178,17 +175,8 @@ def main() -> None:
         done = {(r["actors"], r["seed"]) for r in load_jsonl(RESULTS) if ours(r)}
         todo = [(n, s) for s in args.seeds for n in args.arms if (n, s) not in done]
         log(f"{len(todo)} runs of {args.env} ({args.engine}) to go")
-        with ThreadPoolExecutor(args.jobs) as pool:
-            futures = {pool.submit(train, args.env, args.engine, n, s): (n, s) for n, s in todo}
-            for future in as_completed(futures):
-                n, s = futures[future]
-                try:
-                    rec = future.result()
-                except Exception as exc:  # one failed run must not lose the others
-                    log(f"{n}x{BATCH // n} seed {s}: {exc}")
-                    continue
-                append_jsonl(RESULTS, rec)
-                log(f"{n}x{BATCH // n} seed {s}: final eval {rec['final_eval']:.0f}, wall {rec['wall_s']:.0f} s")
+        run_all([(args.env, args.engine, n, s) for n, s in todo], train,
+                lambda _env, _engine, n, s: f"{n}x{BATCH // n} seed {s}", RESULTS, args.jobs)
     records = [r for r in load_jsonl(RESULTS) if ours(r) and r["seed"] in args.seeds and r["actors"] in args.arms]
     print(table(records, ENVS[args.env][2]), curve(records), sep="\n\n")
 

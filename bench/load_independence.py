@@ -52,10 +52,9 @@ def wall_based(run_dir: Path) -> tuple[float, float]:
         slowest = max(((1.0 if r["cold"] == "True" else float(r["init_s"])) + float(r["run_s"])
                        for r in mine if r["kind"] == "train" and r["status"] == "ok"), default=0.0)
         projected = float(row["round_s"]) - float(row["sample_s"]) + slowest
-        billed = sum(ledger.pricing.billed_seconds(float(r["init_s"]), float(r["run_s"])) for r in mine)
         seconds += projected
-        dollars += (ledger.learner_usd_s * projected + billed * ledger.memory_mb / 1024 * ledger.pricing.usd_per_gb_s
-                    + len(mine) * ledger.pricing.usd_per_request)
+        dollars += ledger.learner_usd_s * projected + sum(
+            ledger.pricing.invocation_usd(float(r["init_s"]), float(r["run_s"]), ledger.memory_mb) for r in mine)
     return seconds, dollars
 
 

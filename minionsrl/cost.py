@@ -31,7 +31,7 @@ from typing import Any
 
 from minionsrl import files
 from minionsrl.backends.base import NAMES as BACKENDS
-from minionsrl.backends.base import OK, THROTTLED, InvocationRecord
+from minionsrl.backends.base import OK, THROTTLED, InvocationRecord, hosts_for
 from minionsrl.errors import ConfigError
 from minionsrl.function.clock import own_s
 from minionsrl.function.faults import DEFAULT_MEMORY_MB
@@ -134,6 +134,11 @@ class FunctionPricing:
         step = max(self.granularity_ms, 1e-9)
         return math.ceil(ms / step - 1e-9) * step / 1000.0
 
+    def invocation_usd(self, init_s: float, run_s: float, memory_mb: float) -> float:
+        """What the platform bills for one invocation of these own-instance times on a function of ``memory_mb``:
+        its billed GB-seconds and its request."""
+        return self.billed_seconds(init_s, run_s) * memory_mb / 1024.0 * self.usd_per_gb_s + self.usd_per_request
+
 
 @dataclass(frozen=True)
 class Overhead:
@@ -235,10 +240,6 @@ class CostLedger:
         self.total_server_wall_usd = 0.0
         self.total_projected_s = 0.0
 
-    def hosts_for(self, n_actors: int) -> int:
-        """Servers of actors that ``n_actors`` actors take."""
-        return math.ceil(n_actors / self.vcpus_per_host)
-
     # -- one invocation ------------------------------------------------------------------------------
     def function_s(self, record: InvocationRecord) -> tuple[float, float]:
         """(init, run) of an invocation on an instance of its own, the one model for its latency and its bill:
@@ -262,8 +263,7 @@ class CostLedger:
         """What the platform bills for one invocation (a refused one: nothing)."""
         if record.status == THROTTLED:
             return 0.0
-        return (self.pricing.billed_seconds(*self.function_s(record)) * self.memory_mb / 1024.0
-                * self.pricing.usd_per_gb_s + self.pricing.usd_per_request)
+        return self.pricing.invocation_usd(*self.function_s(record), self.memory_mb)
 
     # -- one round -----------------------------------------------------------------------------------
     def projected_s(self, times: RoundTimes) -> float:
@@ -303,7 +303,7 @@ class CostLedger:
         duplicates, stragglers), hosts over the projected round; update the totals."""
         projected = self.projected_s(times)
         wait_s = projected - times.learner_s
-        hosts = self.hosts_for(n_actors)
+        hosts = hosts_for(n_actors, self.vcpus_per_host)
         startup = self.startup_s if hosts > self.actor_hosts else 0.0
         self.actor_hosts = max(self.actor_hosts, hosts)  # a started pool stays up until the job ends, billed idle
         server_rate = (self.learner_usd_s + self.actor_hosts * self.actor_usd_s
@@ -329,8 +329,8 @@ class CostLedger:
     def least_round_usd(self, n_actors: int) -> float:
         """The least a first round of ``n_actors`` functions can cost: its requests, each billed at least one
         unit, and the learner host while it waits for one modelled cold start."""
-        unit = self.pricing.billed_seconds(0.0, 1e-9) * self.memory_mb / 1024.0 * self.pricing.usd_per_gb_s
-        return n_actors * (self.pricing.usd_per_request + unit) + self.learner_usd_s * self.cold_start_s
+        least = self.pricing.invocation_usd(0.0, 1e-9, self.memory_mb)  # a request and one billing unit
+        return n_actors * least + self.learner_usd_s * self.cold_start_s
 
     _TOTALS = ("total_serverless_usd", "total_server_usd", "total_serverless_wall_usd", "total_server_wall_usd",
                "total_projected_s")

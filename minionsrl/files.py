@@ -132,20 +132,30 @@ def tmp_path(path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def replacing(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO[Any]]:
+def replacing(path: str | Path, mode: str = "w", durable: bool = False, **kwargs: Any) -> Iterator[IO[Any]]:
     """Write a file whole: into an exclusively created temporary file beside ``path``, renamed over ``path``
     once closed (a link at ``path`` is replaced, not followed); on an error the temporary file is removed
-    and ``path`` is left as it was."""
+    and ``path`` is left as it was. ``durable``: the file's bytes, then the rename, reach the disk before this
+    returns (what a power cut must not lose: checkpoints)."""
     path = Path(path)
     tmp = tmp_path(path)
     try:
         with open(tmp, mode, opener=exclusive_opener, **kwargs) as fh:
             yield fh
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         raise
+    if durable:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # the rename itself
+        finally:
+            os.close(dir_fd)
 
 
 def write_text(path: str | Path, text: str) -> None:

@@ -151,7 +151,7 @@ class _FullDisk:
 
 
 def test_a_full_disk_at_a_checkpoint_stops_the_run_with_one_line_and_resume_continues(tmp_path, monkeypatch, capsys):
-    from minionsrl import cli
+    from minionsrl import cli, files
     from minionsrl.loop import checkpoint
     from minionsrl.loop.metrics import read_metrics
 
@@ -159,10 +159,12 @@ def test_a_full_disk_at_a_checkpoint_stops_the_run_with_one_line_and_resume_cont
 
     def full_disk_open(path, mode="r", *args, **kwargs):
         fh = open(path, mode, *args, **kwargs)  # noqa: SIM115
+        if not str(path).endswith(".safetensors.tmp"):  # not a checkpoint's temporary file: written as ever
+            return fh
         writes.append(path)
         return _FullDisk(fh, 1000) if len(writes) == 2 else fh  # round 2's checkpoint: the disk fills
 
-    monkeypatch.setattr(checkpoint, "open", full_disk_open, raising=False)
+    monkeypatch.setattr(files, "open", full_disk_open, raising=False)  # a checkpoint is written through files
     train = ["train", "--max-rounds", "3", "--actors", "1", "--fragment-length", "16", "--eval-every", "0",
              "--eval-episodes", "1", "--checkpoint-every", "1", "--no-progress", "--no-tensorboard"]
     assert cli.main([*train, "--run-dir", str(run_dir)]) == 2

@@ -6,7 +6,9 @@ A backend moves bytes and measures; it knows nothing of PPO. Every invocation yi
 
 from __future__ import annotations
 
+import math
 import os
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from minionsrl.function import wire
+from minionsrl.function.fragment import Timings
 from minionsrl.numbers import is_amount
 
 NAMES = ("local", "server", "ray", "lithops")  # the backends, by the name a config gives them
@@ -29,6 +32,18 @@ IDLE_TIMEOUT_S = 300.0  # the local backend reaps an instance idle this long (--
 def concurrency(asked: int | None) -> int:
     """How many functions a backend on this machine runs at once: ``asked``, else one per CPU."""
     return asked or os.cpu_count() or 1
+
+
+def learner_path() -> str:
+    """The learner's import path as one ``PYTHONPATH`` value, for the workers a backend starts on this machine:
+    they find what the learner finds (a custom env's module, an editable install)."""
+    return os.pathsep.join(p for p in sys.path if p)
+
+
+def hosts_for(actors: int, vcpus_per_host: int) -> int:
+    """Servers of ``vcpus_per_host`` vCPUs that ``actors`` actors take, one actor a vCPU: what the server backend
+    starts and the cost ledger bills."""
+    return math.ceil(actors / vcpus_per_host)
 
 
 # What happened to an invocation: one vocabulary for backends, the gather policy and invocations.csv.
@@ -135,15 +150,14 @@ def make_reply(record: InvocationRecord, data: bytes | None, key: bytes, cold_st
     except ValueError as exc:  # billed as given it would be a forged bill: a failed attempt, retried
         record.status, record.error = FAILED, f"bad reply: {exc}"
         return Reply(record)
-    record.init_s = cold_start_s + timings["init_s"]
-    record.run_s, record.cpu_s = timings["run_s"], timings["cpu_s"]
-    record.init_wait_s, record.run_wait_s = timings["init_wait_s"], timings["run_wait_s"]
-    record.reused_policy_s = timings["reused_policy_s"]
+    for name in TIMINGS:
+        setattr(record, name, timings[name])
+    record.init_s += cold_start_s
     record.bytes_in += int(meta.get("policy_bytes", 0))
     return Reply(record, arrays, meta)
 
 
-TIMINGS = ("init_s", "run_s", "cpu_s", "init_wait_s", "run_wait_s", "reused_policy_s")
+TIMINGS = tuple(f.name for f in fields(Timings))  # a reply's timings, by the names the record keeps them under
 
 
 def checked_timings(timings: Any, duration_s: float, policy_fetched: bool = False) -> dict[str, float]:
@@ -160,13 +174,15 @@ def checked_timings(timings: Any, duration_s: float, policy_fetched: bool = Fals
         if not is_amount(value):
             raise ValueError(f"timings.{name} is {value!r}, not a finite non-negative number")
         out[name] = float(value)
-    if duration_s > 0 and out["init_s"] + out["run_s"] > 1.01 * duration_s + 0.05:  # clocks apart, slack kept
+    # the function's clock and its caller's run apart: 1% and 50 ms of slack before a reply is called forged
+    within = 1.01 * duration_s + 0.05 if duration_s > 0 else float("inf")
+    if out["init_s"] + out["run_s"] > within:
         raise ValueError(f"timings say {out['init_s'] + out['run_s']:.3g} s, more than the {duration_s:.3g} s "
                          "the caller waited")
     reused = out["reused_policy_s"]
     if reused and policy_fetched:
         raise ValueError("timings bill a reused policy load beside a load of its own")
-    if duration_s > 0 and reused > 1.01 * duration_s + 0.05:
+    if reused > within:
         raise ValueError(f"timings say the reused policy load took {reused:.3g} s, more than the whole "
                          f"{duration_s:.3g} s invocation")
     return out
@@ -242,6 +258,22 @@ class Pending:
         """This invocation's record, with what the backend knows of it so far."""
         return InvocationRecord(invocation_id=self.id, kind=str(self.request["kind"]), bytes_in=len(self.payload),
                                 **fields)
+
+    def overdue(self, timeout_s: float | None, now: float) -> bool:
+        """Whether this invocation ran past the per-invocation ``timeout_s`` (None: no timeout) at ``now``."""
+        return timeout_s is not None and now - self.sent > timeout_s
+
+
+def timeout_left_s(pending: Iterable[Pending], timeout_s: float | None, now: float) -> float | None:
+    """Seconds from ``now`` until the first of ``pending`` runs past ``timeout_s`` (0 if one has; None: no timeout,
+    or nothing in flight): how long a backend may wait for replies before it must expire one."""
+    sent = [p.sent for p in pending]
+    return None if timeout_s is None or not sent else max(0.0, min(sent) + timeout_s - now)
+
+
+def timed_out(timeout_s: float) -> str:
+    """The error of an invocation stopped at its timeout."""
+    return f"timed out after {timeout_s:g} s"
 
 
 def retire_policies(published: list[str], in_use: set[str]) -> list[str]:

@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from minionsrl.backends.base import Refusals, Reply, concurrency, retire_policies
+from minionsrl.backends.base import Reply, concurrency, learner_path, retire_policies
 from minionsrl.backends.remote import RemoteBackend, private_file, remove_private_file
 from minionsrl.errors import ConfigError
 from minionsrl.function import rollout, wire
@@ -166,18 +166,6 @@ class LithopsBackend(RemoteBackend):
         self._prefix = f"minionsrl/{self._executor.executor_id}"
         self._policies: list[str] = []  # policy keys in storage, oldest first
         self._statuses = concurrent.futures.ThreadPoolExecutor(max_workers=16)  # a status read is a GET
-        self._refusals = Refusals()  # throttled calls (injected): refused at submission
-
-    def submit(self, requests: list[dict[str, Any]]) -> None:
-        super().submit(self._refusals.admit(requests))
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._refusals) + super().in_flight
-
-    def cancel(self, ids: Any = None) -> list[Reply]:
-        wanted = None if ids is None else set(ids)
-        return self._refusals.take(wanted) + super().cancel(wanted)
 
     def publish(self, policy_blob: bytes) -> str:
         """Write the round's policy to storage once; earlier ones are deleted once no call in flight uses them."""
@@ -189,9 +177,6 @@ class LithopsBackend(RemoteBackend):
         return key
 
     def collect(self, timeout: float | None = None) -> list[Reply]:
-        refused = self._refusals.take()
-        if refused:
-            return refused
         replies = super().collect(timeout)
         self._retire_policies()
         return replies
@@ -206,7 +191,7 @@ class LithopsBackend(RemoteBackend):
         args = [{"request": p.decode(), "reply_key": k, "run_key": self._key_where}
                 for p, k in zip(payloads, reply_keys, strict=True)]
         extra_env = {MEMORY_ENV: str(self.memory_mb),
-                     **({_SYS_PATH_VAR: os.pathsep.join(p for p in sys.path if p)} if self.localhost else {})}
+                     **({_SYS_PATH_VAR: learner_path()} if self.localhost else {})}
         timeout = None if self.invocation_timeout_s is None else max(1, int(self.invocation_timeout_s + 1))
         futures = self._executor.map(lithops_rollout, args, runtime_memory=self.memory_mb, timeout=timeout,
                                      extra_env=extra_env, include_modules=[])

@@ -47,10 +47,13 @@ from minionsrl.backends.base import (
     Reply,
     concurrency,
     earliest,
+    learner_path,
     make_reply,
     oversize,
     reply_limit,
     retire_policies,
+    timed_out,
+    timeout_left_s,
 )
 from minionsrl.backends.remote import remove_stale
 from minionsrl.function.faults import MEMORY_ENV, resident_bytes
@@ -232,12 +235,8 @@ class LocalBackend(Backend):
         return [reply]
 
     def _next_deadline(self, waiting: list[_Instance]) -> float | None:
-        if self.invocation_timeout_s is None:
-            return None
-        sent = [i.task.sent for i in waiting if i.task is not None]
-        if not sent:
-            return None
-        return max(0.0, min(sent) + self.invocation_timeout_s - time.perf_counter())
+        return timeout_left_s([i.task for i in waiting if i.task is not None], self.invocation_timeout_s,
+                              time.perf_counter())
 
     def _expire(self) -> list[Reply]:
         """Kill instances whose invocation ran past the deadline and record a timeout."""
@@ -245,10 +244,10 @@ class LocalBackend(Backend):
             return []
         now, replies = time.perf_counter(), []
         for inst in list(self._instances):
-            if inst.task is not None and now - inst.task.sent > self.invocation_timeout_s:
+            if inst.task is not None and inst.task.overdue(self.invocation_timeout_s, now):
                 replies.append(Reply(inst.task.record(
                     instance_id=inst.id, cold=inst.served == 0, duration_s=now - inst.task.sent,
-                    status=TIMED_OUT, error=f"timed out after {self.invocation_timeout_s:g} s")))
+                    status=TIMED_OUT, error=timed_out(self.invocation_timeout_s))))
                 self._stop(inst, kill=True)
         return replies
 
@@ -273,7 +272,7 @@ class LocalBackend(Backend):
     def _start_instance(self) -> None:
         self._next_instance += 1
         # the child sees what this interpreter can import (custom env modules included), and its memory
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        env = {**os.environ, "PYTHONPATH": learner_path(),
                **({MEMORY_ENV: f"{self.memory_mb:g}"} if self.memory_mb is not None else {})}
         started = time.monotonic()  # the clock the worker stamps READY with
         process = subprocess.Popen([sys.executable, "-m", _WORKER_MODULE], stdin=subprocess.PIPE,

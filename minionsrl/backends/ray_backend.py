@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from minionsrl.backends.base import Refusals, Reply, concurrency
+from minionsrl.backends.base import concurrency, learner_path
 from minionsrl.backends.remote import RemoteBackend, private_file, remove_private_file
 from minionsrl.errors import ClusterLost, ConfigError
 from minionsrl.function import rollout
@@ -136,7 +136,6 @@ class RayBackend(RemoteBackend):
         self.max_concurrency = max(1, int(ray.cluster_resources().get("CPU", 1) // num_cpus))  # tasks at once
         self._task = ray.remote(ray_rollout).options(num_cpus=num_cpus, max_retries=0)
         self._policy_ref: Any = None
-        self._refusals = Refusals()  # throttled calls (injected): refused at submission
         self._address = address or "the private cluster"
         try:
             host, _, port = str(ray.get_runtime_context().gcs_address).rpartition(":")
@@ -181,7 +180,7 @@ class RayBackend(RemoteBackend):
             try:
                 ray.init(address="local", num_cpus=concurrency(max_concurrency), include_dashboard=False,
                          log_to_driver=False, configure_logging=False, _node_ip_address=LOOPBACK,
-                         runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}})
+                         runtime_env={"env_vars": {"PYTHONPATH": learner_path()}})
             finally:
                 ray_constants.ENABLE_RAY_CLUSTER = multi_node  # the started node keeps its address
             host = str(ray.get_runtime_context().gcs_address).rsplit(":", 1)[0]
@@ -252,20 +251,6 @@ class RayBackend(RemoteBackend):
             self._check_head()  # a head lost is the error to report, not the put's
             raise
         return f"ray:{self._policy_ref.hex()}"
-
-    def submit(self, requests: list[dict[str, Any]]) -> None:
-        super().submit(self._refusals.admit(requests))
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._refusals) + super().in_flight
-
-    def collect(self, timeout: float | None = None) -> list[Reply]:
-        return self._refusals.take() or super().collect(timeout)
-
-    def cancel(self, ids: Iterable[str] | None = None) -> list[Reply]:
-        wanted = None if ids is None else set(ids)
-        return self._refusals.take(wanted) + super().cancel(wanted)
 
     def _start(self, payloads: list[bytes]) -> list[Any]:
         return [self._task.remote(p, [self._policy_ref], self.key) for p in payloads]

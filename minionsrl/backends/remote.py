@@ -24,10 +24,13 @@ from minionsrl.backends.base import (
     TIMED_OUT,
     Backend,
     Pending,
+    Refusals,
     Reply,
     earliest,
     make_reply,
     reply_limit,
+    timed_out,
+    timeout_left_s,
 )
 
 
@@ -64,12 +67,14 @@ def remove_stale(prefix: str) -> None:
 
 
 class RemoteBackend(Backend):
-    """Invocations tracked by platform handle, with a per-invocation timeout."""
+    """Invocations tracked by platform handle, with a per-invocation timeout; calls with an injected ``throttle``
+    fault are refused at submission, as the platform would refuse them (:class:`Refusals`)."""
 
     def __init__(self, key: bytes, invocation_timeout_s: float | None = None) -> None:
         self.key = key
         self.invocation_timeout_s = invocation_timeout_s
         self._pending: dict[Any, Pending] = {}  # platform handle -> invocation
+        self._refusals = Refusals()  # throttled calls: refused at submission, answered at the next collect
         self.publishes = 0
 
     # -- what a platform implements --------------------------------------------------------------
@@ -88,6 +93,7 @@ class RemoteBackend(Backend):
 
     # -- the Backend primitives ------------------------------------------------------------------
     def submit(self, requests: list[dict[str, Any]]) -> None:
+        requests = self._refusals.admit(requests)
         payloads = [json.dumps(r).encode() for r in requests]
         sent = time.perf_counter()  # before the calls start: a quick one can end before _start returns
         handles = self._start(payloads)
@@ -96,13 +102,13 @@ class RemoteBackend(Backend):
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        return len(self._refusals) + len(self._pending)
 
     def collect(self, timeout: float | None = None) -> list[Reply]:
-        if not self._pending:
-            return []
-        deadline = None if self.invocation_timeout_s is None else (
-            min(p.sent for p in self._pending.values()) + self.invocation_timeout_s - time.perf_counter())
+        refused = self._refusals.take()  # answered at once: they never ran
+        if refused or not self._pending:
+            return refused
+        deadline = timeout_left_s(self._pending.values(), self.invocation_timeout_s, time.perf_counter())
         ended = self._poll(list(self._pending), earliest(timeout, deadline))
         now = time.perf_counter()
         replies = []
@@ -118,13 +124,13 @@ class RemoteBackend(Backend):
     def cancel(self, ids: Iterable[str] | None = None) -> list[Reply]:
         wanted = None if ids is None else set(ids)
         chosen = [p for p in self._pending.values() if wanted is None or p.id in wanted]
-        return self._abandon(chosen, "cancelled", status=CANCELLED)
+        return self._refusals.take(wanted) + self._abandon(chosen, "cancelled", status=CANCELLED)
 
     def _expire(self, now: float) -> list[Reply]:
         if self.invocation_timeout_s is None:
             return []
-        late = [p for p in self._pending.values() if now - p.sent > self.invocation_timeout_s]
-        return self._abandon(late, f"timed out after {self.invocation_timeout_s:g} s", status=TIMED_OUT)
+        late = [p for p in self._pending.values() if p.overdue(self.invocation_timeout_s, now)]
+        return self._abandon(late, timed_out(self.invocation_timeout_s), status=TIMED_OUT)
 
     def _abandon(self, calls: list[Pending], error: str, status: str) -> list[Reply]:
         """Stop ``calls`` and record each as failed, billed for the time it ran."""

@@ -12,6 +12,7 @@ import math
 import time
 from typing import Any
 
+from minionsrl.backends.base import hosts_for
 from minionsrl.backends.local import LocalBackend
 
 
@@ -37,7 +38,7 @@ class ServerBackend(LocalBackend):
         configured), then run the requests on them."""
         tasks = [*self._queue, *(i.task for i in self._instances if i.task is not None)]
         busy = sum(1 for t in tasks if t.request["kind"] == "train")
-        hosts = math.ceil((busy + sum(1 for r in requests if r["kind"] == "train")) / self.vcpus_per_host)
+        hosts = hosts_for(busy + sum(1 for r in requests if r["kind"] == "train"), self.vcpus_per_host)
         if hosts > self.hosts:
             if self.wait_for_startup and self.hosts > 0:  # the first hosts start before the job
                 time.sleep(self.startup_s)

@@ -154,9 +154,15 @@ def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: s
     return results
 
 
+def _pays(backend: str) -> str:
+    """What an arm really pays (a key of a run's ``cost_usd``): servers for the server backend, functions
+    otherwise."""
+    return "server" if backend == "server" else "serverless"
+
+
 def _cost_column(backend: str) -> str:
-    """What an arm really pays, cumulated: servers for the server backend, functions otherwise."""
-    return "cum_cost_server_usd" if backend == "server" else "cum_cost_serverless_usd"
+    """What an arm really pays, cumulated over its rounds (a metrics.csv column)."""
+    return f"cum_cost_{_pays(backend)}_usd"
 
 
 def _return_at(rows: list[dict[str, str]], cost_column: str, dollars: float) -> float | None:
@@ -186,8 +192,7 @@ def run_row(arm: Arm, seed: int, run_dir: Path, target: float | None) -> dict[st
         "best_eval_return": summary["best_eval_return"], "train_return_last100": summary["train_return_last100"],
         "wall_s": summary["wall_s"], "projected_cloud_s": summary["projected_cloud_s"],
         "cost_serverless_usd": cost["serverless"], "cost_server_usd": cost["server"],
-        # what this arm really pays: servers for the server backend, functions otherwise
-        "cost_usd": cost["server"] if arm.backend == "server" else cost["serverless"],
+        "cost_usd": cost[_pays(arm.backend)],
         "mean_actors": float(np.mean([int(r["n_actors"]) for r in rows])),
         # the scaler's detectors against the rounds it ran them in, as the cloud would run them (docs/COST.md)
         "detector_share": (sum(float(r["detector_s"] or 0.0) for r in rows)
@@ -214,6 +219,16 @@ def bootstrap_ci(values: list[float], level: float = 0.95, draws: int = 2000, se
     picks = np.random.default_rng(seed).integers(0, len(vals), (draws, len(vals)))
     means = vals[picks].mean(axis=1) if base is None else vals[picks].sum(axis=1) / base[picks].sum(axis=1)
     lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def diff_bootstrap_ci(a: list[float], b: list[float], level: float = 0.95, draws: int = 2000,
+                      seed: int = 0) -> tuple[float, float]:
+    """A percentile bootstrap interval of ``mean(a) − mean(b)`` for two arms measured on their own (unpaired: each
+    resampled by itself); at least two values each."""
+    rng = np.random.default_rng(seed)
+    d = rng.choice(a, (draws, len(a))).mean(1) - rng.choice(b, (draws, len(b))).mean(1)
+    lo, hi = np.quantile(d, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
 
 

@@ -28,7 +28,7 @@ from minionsrl.errors import ConfigError
 from minionsrl.function.envs import EnvInfo, EnvSpec, env_info, make_env, search_for_env_code
 from minionsrl.function.fragment import PolicySnapshot
 from minionsrl.function.normalization import ObsNormalizer, RunningMeanStd
-from minionsrl.function.numpy_policy import PolicyArch, choose_action, param_shapes
+from minionsrl.function.numpy_policy import PolicyArch, choose_action, exploration_noise, param_shapes
 from minionsrl.loop import checkpoint
 
 if TYPE_CHECKING:
@@ -133,8 +133,7 @@ class Policy:
         head = np.asarray(head)
         noise: np.ndarray | float = 0.0
         if not deterministic:  # drawn as rollout functions draw it in training
-            noise = (self._rng.gumbel(size=head.shape) if self.arch.discrete
-                     else (self._rng.standard_normal(head.shape) * self._net.std).astype(np.float32))
+            noise = exploration_noise(self._rng, head.shape, self.arch.discrete, self._net.std)
         _, actions = choose_action(head, noise, self.arch.discrete, self._low, self._high)
         if self.arch.discrete:
             return int(actions) if single else actions.astype(np.int64)

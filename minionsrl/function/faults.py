@@ -39,6 +39,7 @@ KINDS = ("raise", "hang", "kill", "duplicate", "malformed", "throttle", "oom")
 MEMORY_ENV = "MINIONSRL_FUNCTION_MEMORY_MB"  # a function's memory, as its backend tells it (Lambda: its own variable)
 _LAMBDA_MEMORY_ENV = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
 DEFAULT_MEMORY_MB = 1769.0  # a function's memory when nothing says (the config's default: 1 vCPU on Lambda)
+HANG_S = 3600.0  # how long a hung function sleeps: far past any deadline
 
 
 class InjectedFault(RuntimeError):
@@ -51,7 +52,7 @@ class FaultPlan:
 
     rates: dict[str, float]
     seed: int = 0
-    hang_s: float = 3600.0  # how long a hung function sleeps: far past any deadline
+    hang_s: float = HANG_S
 
     @property
     def active(self) -> bool:
@@ -83,7 +84,7 @@ def before_work(request: dict[str, Any]) -> None:
     if kind == "raise":
         raise InjectedFault(f"injected fault in {request.get('id')}")
     if kind == "hang":
-        time.sleep(float(fault.get("sleep_s", 3600.0)))
+        time.sleep(float(fault.get("sleep_s", HANG_S)))
     elif kind == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif kind == "oom":

@@ -7,7 +7,7 @@ Torch-free: rollout functions import this module.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -53,6 +53,23 @@ class PolicySnapshot:
         return make_numpy_policy(self.arch, self.params)
 
 
+def checked_episodes(arrays: dict[str, np.ndarray], what: str,
+                     count: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A reply's ``episode_returns`` and ``episode_lengths`` (of a fragment's finished episodes, or of an
+    evaluation's ``count``): one finite float64 return and one positive int64 length per episode; anything else is a
+    :class:`~minionsrl.function.wire.WireError` naming ``what``."""
+    rets, lens = arrays.get("episode_returns"), arrays.get("episode_lengths")
+    if not (rets is not None and lens is not None and rets.ndim == 1 and rets.shape == lens.shape
+            and (count is None or len(rets) == count) and rets.dtype == np.float64 and lens.dtype == np.int64):
+        raise wire.WireError(f"{what} does not hold {'' if count is None else f'{count} '}episode returns (float64) "
+                             "and lengths (int64), one of each per episode")
+    if not np.isfinite(rets).all():
+        raise wire.WireError(f"{what} episode returns hold non-finite numbers")
+    if len(lens) and lens.min() < 1:
+        raise wire.WireError(f"{what} episode lengths hold {int(lens.min())}, not a positive step count")
+    return rets, lens
+
+
 @dataclass
 class Timings:
     """A function's own account of where its time went."""
@@ -67,8 +84,8 @@ class Timings:
     reused_policy_s: float = 0.0
 
     def to_json(self) -> dict[str, float]:
-        return {"init_s": self.init_s, "run_s": self.run_s, "cpu_s": self.cpu_s, "init_wait_s": self.init_wait_s,
-                "run_wait_s": self.run_wait_s, "reused_policy_s": self.reused_policy_s}
+        """The timings by name, as a reply's metadata carries them."""
+        return asdict(self)
 
 
 @dataclass
@@ -185,11 +202,7 @@ class Fragment:
             raise wire.WireError(f"fragment policy_version {sampled_with!r} is not an integer")
         if version is not None and sampled_with != version:
             raise wire.WireError(f"fragment was sampled with policy version {sampled_with}, expected {version}")
-        rets, lens = arrays.get("episode_returns"), arrays.get("episode_lengths")
-        if rets is None or lens is None or rets.ndim != 1 or rets.shape != lens.shape:
-            raise wire.WireError("fragment episode_returns/episode_lengths are missing or mismatched")
-        if rets.dtype != np.float64 or lens.dtype != np.int64 or not np.isfinite(rets).all() or (lens < 1).any():
-            raise wire.WireError("fragment episode_returns/episode_lengths are not finite float64 / positive int64")
+        rets, lens = checked_episodes(arrays, "fragment")
         _check_carry(meta.get("carry"))
         return cls(
             **{name: arrays[name] for name in cls._STEP_ARRAYS},

@@ -15,6 +15,13 @@ import numpy as np
 # NormalizeReward wrappers as CleanRL uses them); the one default of --clip-obs, --clip-reward and the policy snapshot.
 CLIP_DEFAULT = 10.0
 
+
+def scale_of(var: np.ndarray | float) -> np.ndarray:
+    """What normalised observations and scaled rewards are divided by: the running std, kept off 0 by Gymnasium's
+    (and CleanRL's) epsilon of 1e-8 on the variance."""
+    return np.sqrt(var + 1e-8)
+
+
 @dataclass
 class Moments:
     """Mean, variance and count of a batch of samples (the unit actors send back)."""
@@ -73,7 +80,7 @@ class ObsNormalizer:
             raise ValueError("image observations are not normalised with running statistics")
         if self.enabled:
             self.mean = mean
-            self.inv_std = 1.0 / np.sqrt(var + 1e-8)
+            self.inv_std = 1.0 / scale_of(var)
             self.clip = clip
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ layers block-diagonal) so one step costs three small matmuls instead of six.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -47,6 +47,11 @@ def mlp_params(rng: np.random.Generator, name: str, sizes: tuple[int, ...], last
     for i, gain in enumerate(gains):
         out |= linear_params(rng, f"{name}.{i}", sizes[i], sizes[i + 1], gain)
     return out
+
+
+def mlp_layers(params: Mapping[str, object], name: str) -> int:
+    """How many layers the MLP ``name`` in ``params`` has (as made by :func:`mlp_params`)."""
+    return sum(1 for k in params if k.startswith(f"{name}.") and k.endswith(".weight"))
 
 
 @dataclass(frozen=True)
@@ -106,12 +111,12 @@ def param_shapes(arch: PolicyArch) -> dict[str, tuple[int, ...]]:
     networks keep and checkpoint."""
     shapes: dict[str, tuple[int, ...]] = {}
     if arch.image:
-        channels, side = arch.obs_shape[0], arch.obs_shape[1]
-        for i, (out, k, stride) in enumerate(NATURE_CONVS):
+        channels = arch.obs_shape[0]
+        for i, (out, k, _) in enumerate(NATURE_CONVS):
             shapes[f"conv.{i}.weight"], shapes[f"conv.{i}.bias"] = (out, channels, k, k), (out,)
-            channels, side = out, (side - k) // stride + 1
-        layers = [("dense", channels * side * side, NATURE_DENSE), ("actor", NATURE_DENSE, arch.action_dim),
-                  ("critic", NATURE_DENSE, 1)]
+            channels = out
+        layers = [("dense", channels * conv_side(arch.obs_shape[1]) ** 2, NATURE_DENSE),
+                  ("actor", NATURE_DENSE, arch.action_dim), ("critic", NATURE_DENSE, 1)]
     else:
         layers = []
         for tower, width in (("actor", arch.action_dim), ("critic", 1)):
@@ -161,6 +166,15 @@ class ActionHead:
         z = (actions.astype(np.float64) - heads) / self.std
         logp = -0.5 * (z**2).sum(axis=-1) - self.log_std.astype(np.float64).sum() - 0.5 * z.shape[-1] * LOG_2PI
         return logp.astype(np.float32)
+
+
+def exploration_noise(rng: np.random.Generator, shape: tuple[int, ...], discrete: bool,
+                      std: np.ndarray | None) -> np.ndarray:
+    """Exploration noise for heads of ``shape``, for :func:`choose_action`: Gumbel for discrete actions (Gumbel-max
+    samples the categorical), Gaussian times the policy's ``std`` for continuous ones (float32)."""
+    if discrete:
+        return rng.gumbel(size=shape)
+    return (rng.standard_normal(shape) * std).astype(np.float32)
 
 
 def choose_action(head: np.ndarray, noise: np.ndarray | float, discrete: bool, low: np.ndarray | None,
@@ -228,7 +242,7 @@ class NumpyCNNPolicy:
             w = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(-1, w.shape[0]), dtype=np.float32)
             self.convs.append((w, params[f"conv.{i}.bias"].astype(np.float32), k, stride))
         dense = params["dense.weight"]  # (512, C·H·W) in torch's CHW order
-        side = _conv_side(arch.obs_shape[1])
+        side = conv_side(arch.obs_shape[1])
         channels = NATURE_CONVS[-1][0]
         dense = dense.reshape(-1, channels, side, side).transpose(0, 2, 3, 1).reshape(dense.shape[0], -1)
         self.dense_w = np.ascontiguousarray(dense.T, dtype=np.float32)
@@ -256,7 +270,8 @@ class NumpyCNNPolicy:
         return self.head.log_prob(heads, actions)
 
 
-def _conv_side(size: int) -> int:
+def conv_side(size: int) -> int:
+    """The side of the Nature CNN's last feature maps for square frames of side ``size`` (valid convolutions)."""
     for _, k, stride in NATURE_CONVS:
         size = (size - k) // stride + 1
     return size

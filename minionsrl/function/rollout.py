@@ -28,7 +28,7 @@ from minionsrl.function import clock, faults, wire
 from minionsrl.function.envs import EnvSpec, capture_episode, make_env, restore_episode
 from minionsrl.function.fragment import Fragment, PolicySnapshot, Timings
 from minionsrl.function.normalization import Moments, ObsNormalizer
-from minionsrl.function.numpy_policy import NumpyPolicy, choose_action
+from minionsrl.function.numpy_policy import NumpyPolicy, choose_action, exploration_noise
 
 # A function has about one vCPU: BLAS threads beyond one only contend (measured on the CNN's matmuls on
 # 2 shared cores: 1.3 ms per step with one OpenBLAS thread, 30-50 ms with two; docs/BENCHMARKS.md §4).
@@ -88,15 +88,12 @@ class _Track:
         arch = policy.arch
         self.env, self.policy, self.normalize, self.arch = env, policy, normalize, arch
         rng = np.random.default_rng(seed)
-        # Noise for the whole fragment in one call: Gaussian for continuous, Gumbel-max for discrete.
-        noise = rng.gumbel(size=(steps, arch.action_dim)) if arch.discrete else rng.standard_normal(
-            (steps, arch.action_dim))
+        # the whole fragment's exploration noise in one draw
+        self.noise = exploration_noise(rng, (steps, arch.action_dim), arch.discrete, policy.std)
         self.low = self.high = None  # a continuous action's bounds, for the env
         if not arch.discrete:
-            noise = (noise * policy.std).astype(np.float32)
             self.low = np.asarray(env.action_space.low, dtype=np.float32)
             self.high = np.asarray(env.action_space.high, dtype=np.float32)
-        self.noise = noise
         # Image stacks are stored as they come (uint8, one write per step); vectors normalised to float32.
         self.obs_buf = np.empty((steps, *arch.step_obs_shape), dtype=np.uint8 if arch.image else np.float32)
         self.raw_obs = np.empty((steps, arch.obs_dim), dtype=np.float64) if normalize.enabled else None

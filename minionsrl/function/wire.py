@@ -77,6 +77,13 @@ def encode(arrays: dict[str, np.ndarray], meta: dict[str, Any], key: bytes) -> b
     return body + hmac.new(key, body, hashlib.sha256).digest()
 
 
+def safetensors_header(data: bytes) -> dict[str, Any]:
+    """The JSON header of safetensors bytes (an 8-byte little-endian length, then the JSON): each array's dtype,
+    shape and extent, and ``__metadata__``. Raises on bytes that do not start with one."""
+    (header_len,) = struct.unpack("<Q", data[:8])
+    return json.loads(data[8 : 8 + header_len])
+
+
 def decode(data: bytes, key: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Verify and parse a message made by :func:`encode`; raise :class:`WireError` if it is bad."""
     if not isinstance(data, bytes | bytearray | memoryview) or len(data) < TAG_BYTES + 8:
@@ -86,8 +93,7 @@ def decode(data: bytes, key: bytes) -> tuple[dict[str, np.ndarray], dict[str, An
     if not hmac.compare_digest(hmac.new(key, body, hashlib.sha256).digest(), tag):
         raise WireError("message failed its HMAC check (corrupted, truncated, or signed with another key)")
     try:
-        (header_len,) = struct.unpack("<Q", body[:8])
-        header = json.loads(body[8 : 8 + header_len])
+        header = safetensors_header(body)
         meta = json.loads(header.get("__metadata__", {}).get("meta", "{}"))
         for name, info in header.items():
             if name != "__metadata__" and _dtype_name(info["dtype"]) not in ALLOWED_DTYPES:

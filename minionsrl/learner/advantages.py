@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minionsrl.function.normalization import RunningMeanStd
+from minionsrl.function.normalization import RunningMeanStd, scale_of
 
 
 def episode_bootstrap(terminated: np.ndarray, truncated: np.ndarray, trunc_values: np.ndarray,
@@ -54,4 +54,4 @@ def scale_rewards(rewards: np.ndarray, reward_rms: RunningMeanStd | None, clip_r
     rewards = rewards.astype(np.float64)
     if reward_rms is None:
         return rewards
-    return np.clip(rewards / np.sqrt(reward_rms.var + 1e-8), -clip_reward, clip_reward)
+    return np.clip(rewards / scale_of(reward_rms.var), -clip_reward, clip_reward)

@@ -18,16 +18,18 @@ import numpy as np
 from minionsrl.function.fragment import PolicySnapshot
 from minionsrl.function.normalization import RunningMeanStd
 from minionsrl.function.numpy_policy import (
+    LOG_2PI,
     NATURE_CONVS,
     NATURE_DENSE,
     PolicyArch,
     Weights,
+    conv_side,
     linear_params,
+    mlp_layers,
     mlp_params,
     orthogonal,
 )
 
-LOG_2PI = math.log(2.0 * math.pi)
 Params = dict[str, jax.Array]
 
 
@@ -38,7 +40,7 @@ def dense(params: Params, name: str, x: jax.Array) -> jax.Array:
 
 def mlp(params: Params, name: str, x: jax.Array) -> jax.Array:
     """The tanh MLP ``name`` (as made by :func:`mlp_params`) applied to ``x``."""
-    layers = sum(1 for k in params if k.startswith(f"{name}.") and k.endswith(".weight"))
+    layers = mlp_layers(params, name)
     for i in range(layers - 1):
         x = jnp.tanh(dense(params, f"{name}.{i}", x))
     return dense(params, f"{name}.{layers - 1}", x)
@@ -57,14 +59,14 @@ def init_params(arch: PolicyArch, seed: int) -> Weights:
 
 
 def _cnn_params(rng: np.random.Generator, arch: PolicyArch) -> Weights:
-    channels, side = arch.obs_shape[0], arch.obs_shape[1]
+    channels = arch.obs_shape[0]
     params: Weights = {}
-    for i, (out, k, stride) in enumerate(NATURE_CONVS):
+    for i, (out, k, _) in enumerate(NATURE_CONVS):
         flat = orthogonal(rng, out, channels * k * k, math.sqrt(2))  # torch orthogonalises (out, in·k·k)
         params[f"conv.{i}.weight"] = flat.reshape(out, channels, k, k)
         params[f"conv.{i}.bias"] = np.zeros(out, np.float32)
-        channels, side = out, (side - k) // stride + 1
-    params |= linear_params(rng, "dense", channels * side * side, NATURE_DENSE, math.sqrt(2))
+        channels = out
+    params |= linear_params(rng, "dense", channels * conv_side(arch.obs_shape[1]) ** 2, NATURE_DENSE, math.sqrt(2))
     params |= linear_params(rng, "actor", NATURE_DENSE, arch.action_dim, 0.01)
     params |= linear_params(rng, "critic", NATURE_DENSE, 1, 1.0)
     return params

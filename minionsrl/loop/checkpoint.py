@@ -13,11 +13,9 @@ all strings (or that have a key starting with ``$``) are stored as ``{"$dict": [
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ import numpy as np
 
 from minionsrl import files
 from minionsrl.errors import ConfigError
+from minionsrl.function import wire
 
 LATEST = "latest.safetensors"
 BEST = "best.safetensors"  # the policy of the best evaluation so far (its weights and normaliser only)
@@ -34,6 +33,9 @@ POLICY_KEYS = ("policy", "obs_rms")  # what a policy needs of a learner's state 
 # Test hook: "ROUND:MARKER" makes the checkpoint of round ROUND stop half-written, touch MARKER and wait (to be
 # killed there), so tests can kill a learner in the middle of writing a checkpoint.
 PAUSE_ENV = "MINIONSRL_TEST_PAUSE_IN_CHECKPOINT"
+
+# what to do about a checkpoint that cannot be resumed from, in every error that says so
+RESTORE = f"restore a kept {files.CHECKPOINTS}/round-NNNNN.safetensors as {LATEST}, or start a new run"
 
 METADATA_KEY = "minionsrl"  # the JSON tree in the safetensors metadata
 FORMAT_KEY, FORMAT = "minionsrl_format", "1"
@@ -71,26 +73,12 @@ def save(directory: str | Path, state: dict[str, Any], name: str = LATEST) -> Pa
                                        FORMAT_KEY: FORMAT})
     directory = Path(directory)
     path = directory / name
-    tmp = files.tmp_path(path)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        try:
-            with open(tmp, "wb", opener=files.exclusive_opener) as fh:  # never through a planted link
-                fh.write(data[: len(data) // 2])
-                _test_pause(state)
-                fh.write(data[len(data) // 2 :])
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-            raise
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)  # make the rename itself durable
-        finally:
-            os.close(dir_fd)
+        with files.replacing(path, "wb", durable=True) as fh:  # never through a planted link
+            fh.write(data[: len(data) // 2])
+            _test_pause(state)
+            fh.write(data[len(data) // 2 :])
     except OSError as exc:  # a full disk, a run dir made read-only: one line, and the last checkpoint stands
         raise ConfigError(f"checkpoint: cannot write {str(path)!r} ({exc.strerror or exc}); the previous checkpoint "
                           "is intact: free space (or make the run dir writable), then continue with --resume "
@@ -123,8 +111,8 @@ def load(directory: str | Path, name: str = LATEST) -> dict[str, Any] | None:
     try:
         return decode(data)
     except Exception as exc:  # truncated, corrupted, or not a checkpoint of this format
-        raise ConfigError(f"--resume: checkpoint {str(path)!r} cannot be read ({type(exc).__name__}); restore it "
-                          "from a kept checkpoints/round-NNNNN.safetensors or start a new run") from exc
+        raise ConfigError(f"--resume: checkpoint {str(path)!r} cannot be read ({type(exc).__name__}); "
+                          f"{RESTORE}") from exc
 
 
 def array_problem(value: Any, shape: tuple[int, ...], dtype: np.dtype | None = None) -> str | None:
@@ -184,8 +172,7 @@ def decode(data: bytes) -> dict[str, Any]:
     from safetensors.numpy import load as from_bytes
 
     tensors = from_bytes(data)  # validates the header and the tensors' extents
-    (header_len,) = struct.unpack("<Q", data[:8])
-    metadata = json.loads(data[8 : 8 + header_len]).get("__metadata__") or {}
+    metadata = wire.safetensors_header(data).get("__metadata__") or {}
     if metadata.get(FORMAT_KEY) != FORMAT:
         raise ValueError(f"not a minionsrl checkpoint of format {FORMAT}")
     state = _decode(json.loads(metadata[METADATA_KEY], parse_constant=_no_constant), tensors)

@@ -19,7 +19,7 @@ from minionsrl.backends.base import MAX_REPLY_KEY, Backend, Reply
 from minionsrl.function import wire
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.faults import FaultPlan
-from minionsrl.function.fragment import Fragment, PolicySnapshot
+from minionsrl.function.fragment import Fragment, PolicySnapshot, checked_episodes
 from minionsrl.function.numpy_policy import PolicyArch
 
 
@@ -129,14 +129,4 @@ def eval_returns(request: dict[str, Any], reply: Reply) -> np.ndarray:
     stray = sorted(set(reply.arrays) - EVAL_ARRAYS)
     if stray:
         raise wire.WireError(f"evaluation reply holds unexpected arrays {stray[:3]}")
-    returns = reply.arrays.get("episode_returns")
-    lengths = reply.arrays.get("episode_lengths")
-    if returns is None or returns.shape != (episodes,) or returns.dtype != np.float64 \
-            or lengths is None or lengths.shape != (episodes,) or lengths.dtype != np.int64:
-        raise wire.WireError(f"evaluation reply does not hold {episodes} episode returns (float64) and lengths "
-                             "(int64)")
-    if not np.isfinite(returns).all():
-        raise wire.WireError("evaluation returns hold non-finite numbers")
-    if episodes and lengths.min() < 1:
-        raise wire.WireError(f"evaluation episode lengths hold {int(lengths.min())}, not a positive step count")
-    return returns
+    return checked_episodes(reply.arrays, "evaluation reply", episodes)[0]

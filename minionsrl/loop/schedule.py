@@ -15,6 +15,7 @@ from typing import Any
 
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
+from minionsrl.loop.checkpoint import RESTORE
 from minionsrl.numbers import is_amount
 
 LIMITS = ("total_timesteps", "budget_usd", "time_budget_s")  # what the rate anneals over: steps, dollars, seconds
@@ -38,8 +39,7 @@ def keep_on_resume(cfg: TrainConfig, anneal: dict[str, Any] | None, spent: list[
     limits); ``spent`` what the run has spent so far (steps, serverless dollars, projected seconds)."""
     now = limits(cfg)
     if anneal is not None and not _well_formed(anneal):
-        raise ConfigError("--resume: the checkpoint's learning-rate schedule (anneal) is malformed; restore a kept "
-                          "checkpoints/round-NNNNN.safetensors as latest.safetensors, or start a new run")
+        raise ConfigError(f"--resume: the checkpoint's learning-rate schedule (anneal) is malformed; {RESTORE}")
     if anneal is None:
         return {"limits": now, "scale": 1.0, "spent": None}
     scale, before, last = float(anneal["scale"]), anneal["limits"], anneal.get("spent")

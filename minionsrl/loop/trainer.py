@@ -370,8 +370,7 @@ class Trainer:
     def _restore(self, state: dict[str, Any]) -> None:
         """Resume from ``state``, checked first against the state this run writes itself (as ``load_policy``
         checks weights): a checkpoint that parses but does not fit is one line, not a NaN policy or a traceback."""
-        where = f"--resume: checkpoint {str(self.run_dir / 'checkpoints' / checkpoint.LATEST)!r}"
-        advice = "restore a kept checkpoints/round-NNNNN.safetensors as latest.safetensors, or start a new run"
+        where = f"--resume: checkpoint {str(checkpoint.dir_of(self.run_dir) / checkpoint.LATEST)!r}"
         try:
             checkpoint.check_state(state, self._state(), where)
             self.progress.load_state_dict(state)
@@ -380,7 +379,8 @@ class Trainer:
             self.scaler.load_state_dict(state["scaler"])
             self.ledger.load_state_dict(state["ledger"])
         except ConfigError as exc:
-            raise ConfigError(f"{exc}; {advice}") from exc
+            raise ConfigError(f"{exc}; {checkpoint.RESTORE}") from exc
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # a field its reader refuses
-            raise ConfigError(f"{where} does not fit this run ({type(exc).__name__}: {exc}); {advice}") from exc
+            raise ConfigError(f"{where} does not fit this run ({type(exc).__name__}: {exc}); "
+                              f"{checkpoint.RESTORE}") from exc
         self.publisher.version = self.progress.round

@@ -37,6 +37,11 @@ class Scaler(ABC):
         self.score = state.get("score")
 
 
+def ewma(old: float, new: float, weight: float) -> float:
+    """An exponentially weighted moving average's next value: ``weight`` on the average so far, the rest on ``new``."""
+    return weight * old + (1 - weight) * new
+
+
 def as_finite(value: Any) -> float | None:
     """``value`` as a float, or None when it is missing, empty or not finite."""
     if value is None or value == "":

@@ -34,7 +34,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 from minionsrl.errors import ConfigError
-from minionsrl.function.numpy_policy import mlp_params, tanh_mlp
+from minionsrl.function.numpy_policy import mlp_layers, mlp_params, tanh_mlp
 from minionsrl.scaling.base import Scaler, as_finite
 
 # The MDP state's features, in order. The shipped CartPole scheduler was trained on the first eight; new ones
@@ -94,15 +94,11 @@ def _layers(tensors: dict[str, Any]) -> dict[str, np.ndarray]:
     return out
 
 
-def _n_layers(params: dict[str, np.ndarray], tower: str) -> int:
-    return sum(1 for k in params if k.startswith(f"{tower}.") and k.endswith(".weight"))
-
-
 def _forward(params: dict[str, np.ndarray], tower: str, x: np.ndarray) -> np.ndarray:
     """The tanh MLP ``tower`` on ``x`` (``(n_features,)`` or a batch): the rollout functions' NumPy MLP (the
     learner's, :func:`minionsrl.learner.networks.mlp`, is JAX, which inference here must not import)."""
     return tanh_mlp(x, [(params[f"{tower}.{i}.weight"].T, params[f"{tower}.{i}.bias"])
-                        for i in range(_n_layers(params, tower))])
+                        for i in range(mlp_layers(params, tower))])
 
 
 class SchedulerAgent:
@@ -126,7 +122,7 @@ class SchedulerAgent:
         params = _layers(tensors)
         for tower, n_out in (("actor", self.n_max), ("critic", 1)):
             n_in = len(self.features)
-            for i in range(_n_layers(params, tower)):
+            for i in range(mlp_layers(params, tower)):
                 w, b = params[f"{tower}.{i}.weight"], params[f"{tower}.{i}.bias"]
                 if w.ndim != 2 or w.shape[1] != n_in or b.shape != (w.shape[0],):
                     raise ValueError(f"{tower} layer {i}: weight {w.shape}, bias {b.shape} after {n_in} inputs")

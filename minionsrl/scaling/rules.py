@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from minionsrl.scaling.base import Scaler, as_finite
+from minionsrl.scaling.base import Scaler, as_finite, ewma
 
 
 class FixedScaler(Scaler):
@@ -111,7 +111,7 @@ class GnsBoostScaler(Scaler):
         if gns is None:
             return self.n_min
         prev = self.smoothed[-1] if self.smoothed else gns
-        self.smoothed.append(self.ewma * prev + (1 - self.ewma) * gns)
+        self.smoothed.append(ewma(prev, gns, self.ewma))
         series = np.array(self.smoothed)
         filtered = np.array([np.median(series[max(0, i - self.median_window + 1) : i + 1]) for i in range(len(series))])
         if len(filtered) < 2 or filtered.std() == 0:
@@ -244,7 +244,7 @@ class CriticalScaler(Scaler):
         return next((c for c in map(self.clip, candidates) if c not in counts), n)
 
     def _smooth(self, old: float | None, new: float) -> float:
-        return new if old is None else self.ewma * old + (1 - self.ewma) * new
+        return new if old is None else ewma(old, new, self.ewma)
 
     def _counts(self) -> list[int]:
         return sorted(self.measured)
