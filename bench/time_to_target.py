@@ -101,7 +101,10 @@ ANSWER: dict[str, list[tuple[str, list[str]]]] = {
                 # seeds 1-5 again (learning bit for bit as in -lat-adaptive, same code and CPU) and 6-10
                 ("2026-11-27-lat-minions10", ["fixed-8", "minions"]),
                 # -lat-adaptive's runs of seeds 1-5 and -lat-minions10's fixed-8 of seeds 6-10, beside new runs
-                ("2026-11-27-lat-critical10", ["fixed-8", "fixed-64", "critical-time"])],
+                ("2026-11-27-lat-critical10", ["fixed-8", "fixed-64", "critical-time"]),
+                # the runs of -lat-minions10 (fixed-8, minions) and -lat-critical20 (fixed-64, critical time),
+                # seeds 1-20, with fixed-8 and minions run for seeds 11-20 (same CPU, learning bit for bit)
+                ("2026-11-27-lat-20", ["fixed-8", "fixed-64", "critical-time", "minions"])],
 }
 
 
