@@ -22,15 +22,13 @@ and ``--windows 512`` (no cut) checks that: its runs must repeat the 8 × 512 re
 from __future__ import annotations
 
 import argparse
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import OUT, ROOT, load_jsonl, log, markdown_table, run_all
-from layouts import BATCH, command, diff_ci, mean_ci, record
+from common import OUT, load_jsonl, log, markdown_table, run_all
+from layouts import BATCH, command, diff_ci, is_run_of, mean_ci, record, run_train
 from layouts import RESULTS as LAYOUT_RESULTS
 
 RESULTS = OUT / "gae_window.jsonl"
@@ -70,21 +68,15 @@ def run_path(window: int, seed: int) -> Path:
 
 def train(window: int, seed: int) -> dict[str, Any]:
     path = run_path(window, seed)
-    if not (path / "summary.json").exists():
-        shutil.rmtree(path, ignore_errors=True)  # a cut run starts over
-        args = command(ENV, ACTORS, seed, path)
-        proc = subprocess.run([sys.executable, __file__, "--worker", str(window), "--", *args], cwd=ROOT,
-                              capture_output=True, text=True, timeout=1800)
-        if proc.returncode != 0:
-            raise RuntimeError(f"window {window} seed {seed} failed:\n{proc.stderr[-2000:]}")
+    run_train(path, [sys.executable, __file__, "--worker", str(window), "--", *command(ENV, ACTORS, seed, path)],
+              f"window {window} seed {seed}")
     return {**record(ENV, ACTORS, seed, path), "gae_window": window}
 
 
 def tables(windows: list[int], seeds: list[int]) -> str:
     """Eval return per evaluated round: 8 × 512, 8 × 512 cut every W, and the layout of W-step fragments, each
     beside 8 × 512 (mean difference over the seeds, bootstrap interval)."""
-    layouts = [r for r in load_jsonl(LAYOUT_RESULTS)
-               if (r.get("env", "hopper"), r.get("engine", "minionsrl")) == (ENV, "minionsrl") and r["seed"] in seeds]
+    layouts = [r for r in load_jsonl(LAYOUT_RESULTS) if is_run_of(r, ENV, "minionsrl") and r["seed"] in seeds]
     cut = [r for r in load_jsonl(RESULTS) if r["seed"] in seeds and r["gae_window"] in windows]
     ref = {r["seed"]: r for r in layouts if r["actors"] == ACTORS}
     arms: list[tuple[str, dict[int, dict[str, Any]]]] = [(f"{ACTORS}x{BATCH // ACTORS}", ref)]

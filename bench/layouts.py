@@ -59,6 +59,23 @@ def command(env: str, actors: int, seed: int, path: Path | None = None) -> list[
             "--run-dir", str(path or run_dir(env, "minionsrl", actors, seed))]
 
 
+def is_run_of(r: dict[str, Any], env: str, engine: str) -> bool:
+    """Whether the record ``r`` is a run of ``env`` by ``engine`` (the first records, Hopper by ours, carry
+    neither key)."""
+    return (r.get("env", "hopper"), r.get("engine", "minionsrl")) == (env, engine)
+
+
+def run_train(path: Path, argv: list[str], what: str) -> None:
+    """Run ``argv`` (a ``minionsrl train`` into ``path``) unless ``path`` holds a finished run; a cut run starts
+    over. RuntimeError, naming ``what``, if it fails."""
+    if (path / "summary.json").exists():
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{proc.stderr[-2000:]}")
+
+
 def sb3_layout(actors: int) -> dict[str, Any]:
     """SB3 PPO's settings for one layout: the MuJoCo preset's values under SB3's names. Left at SB3's own: the
     value loss is not clipped (``clip_range_vf=None``; CleanRL and the preset clip it at 0.2)."""
@@ -93,13 +110,8 @@ def train(env: str, engine: str, actors: int, seed: int) -> dict[str, Any]:
         return {"env": env, "engine": engine, "actors": actors, "seed": seed, "rounds": res["rounds"],
                 "env_steps": res["env_steps"], "wall_s": res["process_wall_s"], "final_eval": final,
                 "evals": res["evals"], "load": load_average()}
-    path = run_dir(env, engine, actors, seed)
-    if not (path / "summary.json").exists():
-        shutil.rmtree(path, ignore_errors=True)  # a cut run starts over
-        proc = subprocess.run([CLI, *command(env, actors, seed)], cwd=ROOT, capture_output=True, text=True,
-                              timeout=1800)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{actors}x{BATCH // actors} seed {seed} failed:\n{proc.stderr[-2000:]}")
+    run_train(run_dir(env, engine, actors, seed), [CLI, *command(env, actors, seed)],
+              f"{actors}x{BATCH // actors} seed {seed}")
     return record(env, actors, seed)
 
 
@@ -168,8 +180,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="trainings at a time (the machine has 2 cores)")
     args = parser.parse_args()
 
-    def ours(r: dict[str, Any]) -> bool:  # the first records (Hopper, ours) carry neither key
-        return (r.get("env", "hopper"), r.get("engine", "minionsrl")) == (args.env, args.engine)
+    def ours(r: dict[str, Any]) -> bool:
+        return is_run_of(r, args.env, args.engine)
 
     if not args.reuse:
         done = {(r["actors"], r["seed"]) for r in load_jsonl(RESULTS) if ours(r)}
