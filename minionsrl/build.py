@@ -45,7 +45,7 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
 
         lithops_config(cfg.functions.lithops_config)  # a missing or broken Lithops config fails here
     try:
-        info = env_info(EnvSpec(cfg.env.env_id, cfg.env.env_kwargs))
+        info = env_info(EnvSpec(cfg.env.env_id, cfg.env.env_kwargs), cfg.env.env_check_timeout_s)
     except ConfigError:
         raise
     except Exception as exc:  # bad kwargs, a missing optional dependency, a broken custom env
@@ -162,6 +162,15 @@ def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
     return cls(arch, params, norm, lc.vtrace_rho_bar, lc.vtrace_c_bar, device, cfg.run.seed)
 
 
+def _expect_durations(backend: Backend, cfg: TrainConfig, info: EnvInfo) -> None:
+    """Tell the backend's deadlines how long a first training invocation should take, from the learner's check of
+    the env (its build, and its random steps with the functions' added latency), before one has run."""
+    deadlines = getattr(backend, "deadlines", None)
+    if deadlines is not None:
+        steps = max(cfg.env.step_plan().steps(_first_actors(cfg))) * cfg.env.envs_per_function
+        deadlines.expect("train", info.build_s + steps * (info.step_s + cfg.env.env_step_latency_ms / 1000))
+
+
 def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None = None,
                  scaler: Scaler | None = None) -> Trainer:
     """Check ``cfg`` and assemble its run: session, learner, scaler, ledger, backend, sampler, loop.
@@ -176,6 +185,7 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
         made = None
         try:
             backend = made = make_backend(cfg, wire.new_key())
+            _expect_durations(backend, cfg, info)
             backend.prewarm(_first_actors(cfg))
         except BaseException:
             if made is not None:
@@ -200,7 +210,7 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
         publisher = Publisher(backend, backend.key, learner.snapshot)
         faults = cfg.faults
         requests = Requests(function_env_spec(cfg), cfg.run.seed, cfg.learner.gamma,
-                            FaultPlan(faults.rates, faults.fault_seed), arch)
+                            FaultPlan(faults.rates, faults.fault_seed), arch, cfg.eval.eval_max_steps)
         parts = (backend, requests, publisher, arch, cfg.env.step_plan(), cfg.env.carry_episodes,
                  RetryPolicy(faults.max_retries, faults.round_deadline_s, faults.min_reply_fraction))
         sampler = (SyncSampler(*parts) if cfg.learner.algo == "ppo" else

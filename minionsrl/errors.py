@@ -9,7 +9,12 @@ class InvocationError(RuntimeError):
     """A rollout function failed and the backend could not recover the invocation."""
 
 
-class ClusterLost(InvocationError):
+class Resumable(InvocationError):
+    """The run cannot go on here, but its last checkpoint stands: the message ends in "continue with --resume",
+    and the command line adds the run dir to it."""
+
+
+class ClusterLost(Resumable):
     """The cluster the functions run on went away as a whole (a Ray head lost): the run stops at its last
     checkpoint, and ``--resume`` continues it once a cluster is back."""
 

@@ -241,6 +241,59 @@ class Refusals:
         return taken
 
 
+# Deadlines by default, as a serverless platform has them (SPEC §6): a function never runs for ever
+LIMIT_S = 900.0  # the longest any invocation may run: AWS Lambda's limit
+DEADLINE_FACTOR = 10.0  # by default an invocation may run this many times the median of its kind ...
+DEADLINE_FLOOR_S = 60.0  # ... but at least this long ...
+FIRST_DEADLINE_S = 300.0  # ... and, before one of its kind has succeeded, this long (or the learner's guess)
+_KEPT_DURATIONS = 64  # the median is over this many of the latest successes of a kind
+
+
+class Deadlines:
+    """How long each invocation may run before the backend stops it (status ``timed_out``).
+
+    The user's ``invocation_timeout_s`` where given; otherwise derived from what the run measured, per kind of
+    invocation (training, evaluation): :data:`DEADLINE_FACTOR` times the median duration of the latest successful
+    invocations of that kind, at least :data:`DEADLINE_FLOOR_S`, at most :data:`LIMIT_S`. Before any succeeded, the
+    learner's guess of a duration (:meth:`expect`) is taken the same way, else :data:`FIRST_DEADLINE_S`."""
+
+    def __init__(self, fixed_s: float | None = None) -> None:
+        self.fixed_s = fixed_s
+        self._seen: dict[str, list[float]] = {}  # kind -> the latest successful durations
+        self._expected: dict[str, float] = {}  # kind -> the learner's guess of a duration
+
+    def expect(self, kind: str, seconds: float) -> None:
+        """The learner's guess of how long an invocation of ``kind`` takes, for the deadline before one has run."""
+        self._expected[kind] = seconds
+
+    def observe(self, record: InvocationRecord) -> None:
+        """Learn from an invocation that ended: a successful one's duration moves its kind's deadline."""
+        if record.status == OK and record.duration_s > 0:
+            seen = self._seen.setdefault(record.kind, [])
+            seen.append(record.duration_s)
+            del seen[:-_KEPT_DURATIONS]
+
+    def of(self, kind: str) -> float:
+        """The deadline, in seconds, of an invocation of ``kind`` sent now."""
+        if self.fixed_s is not None:
+            return self.fixed_s
+        seen = self._seen.get(kind)
+        if seen:
+            typical = float(np.median(seen))
+        elif kind in self._expected:
+            typical = self._expected[kind]
+        else:
+            return FIRST_DEADLINE_S
+        return min(LIMIT_S, max(DEADLINE_FLOOR_S, DEADLINE_FACTOR * typical))
+
+    def error(self, timeout_s: float, where: str = "") -> str:
+        """The error of an invocation stopped at its deadline ``timeout_s``, and ``where`` it was (what hung)."""
+        rule = ("--invocation-timeout-s" if self.fixed_s is not None else
+                f"the default deadline: {DEADLINE_FACTOR:g}x the median of its kind, at least {DEADLINE_FLOOR_S:g} s; "
+                "set --invocation-timeout-s to change it")
+        return f"timed out after {timeout_s:.3g} s ({rule})" + (f"; it was {where}" if where else "")
+
+
 @dataclass(eq=False)
 class Pending:
     """An invocation submitted and not yet answered: its request, the bytes sent, and the platform's handle."""
@@ -249,6 +302,7 @@ class Pending:
     payload: bytes
     sent: float = 0.0  # perf_counter time of dispatch
     handle: Any = None
+    timeout_s: float | None = None  # its deadline (:class:`Deadlines`), fixed when it is sent
 
     @property
     def id(self) -> str:
@@ -259,21 +313,20 @@ class Pending:
         return InvocationRecord(invocation_id=self.id, kind=str(self.request["kind"]), bytes_in=len(self.payload),
                                 **fields)
 
-    def overdue(self, timeout_s: float | None, now: float) -> bool:
-        """Whether this invocation ran past the per-invocation ``timeout_s`` (None: no timeout) at ``now``."""
-        return timeout_s is not None and now - self.sent > timeout_s
+    def send(self, deadlines: Deadlines, now: float) -> None:
+        """Mark it sent at ``now`` (a ``perf_counter`` time), with the deadline its kind has now."""
+        self.sent, self.timeout_s = now, deadlines.of(str(self.request["kind"]))
+
+    def overdue(self, now: float) -> bool:
+        """Whether this invocation ran past its deadline at ``now``."""
+        return self.timeout_s is not None and now - self.sent > self.timeout_s
 
 
-def timeout_left_s(pending: Iterable[Pending], timeout_s: float | None, now: float) -> float | None:
-    """Seconds from ``now`` until the first of ``pending`` runs past ``timeout_s`` (0 if one has; None: no timeout,
-    or nothing in flight): how long a backend may wait for replies before it must expire one."""
-    sent = [p.sent for p in pending]
-    return None if timeout_s is None or not sent else max(0.0, min(sent) + timeout_s - now)
-
-
-def timed_out(timeout_s: float) -> str:
-    """The error of an invocation stopped at its timeout."""
-    return f"timed out after {timeout_s:g} s"
+def timeout_left_s(pending: Iterable[Pending], now: float) -> float | None:
+    """Seconds from ``now`` until the first of ``pending`` runs past its deadline (0 if one has; None: nothing in
+    flight has one): how long a backend may wait for replies before it must expire one."""
+    ends = [p.sent + p.timeout_s for p in pending if p.timeout_s is not None]
+    return max(0.0, min(ends) - now) if ends else None
 
 
 def retire_policies(published: list[str], in_use: set[str]) -> list[str]:

@@ -7,8 +7,13 @@ keeping their environments alive) and instances idle longer than ``idle_timeout_
 Instances are fresh interpreters (:mod:`minionsrl.backends.local_worker`) that import only the
 rollout function, never the learner's framework nor its ``__main__``, so they are safe to start from a
 learner with JAX loaded and their cold start is a function's. The policy is written once per round to a file
-that instances read by reference, in a folder of the temporary folder named after the learner's process
-id and removed on close; one left by a learner that was killed is removed by the next backend to start.
+that instances read by reference, in a folder of the temporary folder that the learner holds by lock
+(:mod:`minionsrl.backends.tempdirs`) and removes on close; one left by a learner that was killed is removed by the
+next backend to start, whatever PID namespace either runs in.
+
+Nothing outlives the run: an instance is a process group of its own, stopped whole (the env's own child
+processes with it); one told to stop closes its envs first; and an instance whose learner died, however it
+died, kills its group (:func:`minionsrl.backends.local_worker.main` watches for it).
 
 With ``memory_mb`` an instance has a function's memory, enforced as platforms do: while invocations run,
 the backend reads each busy instance's resident memory every ``MEMORY_POLL_S`` and kills one past the limit
@@ -21,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -42,6 +47,7 @@ from minionsrl.backends.base import (
     OOM,
     TIMED_OUT,
     Backend,
+    Deadlines,
     Pending,
     Refusals,
     Reply,
@@ -52,16 +58,33 @@ from minionsrl.backends.base import (
     oversize,
     reply_limit,
     retire_policies,
-    timed_out,
     timeout_left_s,
 )
-from minionsrl.backends.remote import remove_stale
+from minionsrl.backends.tempdirs import OwnedFolder
+from minionsrl.errors import Resumable
 from minionsrl.function.faults import MEMORY_ENV, resident_bytes
 
 _WORKER_MODULE = "minionsrl.backends.local_worker"
 STATE_PREFIX = "minionsrl-local-"  # + the learner's pid: its folder of published policies, in the temporary folder
 READY_FRAME_BYTES = 4096  # an instance's first frame says it is ready: anything longer is not that
 MEMORY_POLL_S = 0.05  # how often busy instances' memory is read, when it is limited
+STOP_WAIT_S = 2.0  # an instance told to stop has this long to close its envs and exit before its group is killed
+EXIT_GRACE_S = 1.0  # an instance whose stream ended has this long to exit by itself (its exit code is reported)
+
+
+def _exited(pid: int, within_s: float) -> bool:
+    """Wait up to ``within_s`` for child ``pid`` to exit, without reaping it (its pid keeps naming its process
+    group until it is reaped); whether it exited."""
+    end = time.monotonic() + within_s
+    while True:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.01)
 
 
 @dataclass
@@ -89,14 +112,14 @@ class LocalBackend(Backend):
         self._refusals = Refusals()  # throttled calls: refused at submission
         self.max_concurrency = concurrency(max_concurrency)
         self.idle_timeout_s = idle_timeout_s
-        self.invocation_timeout_s = invocation_timeout_s
+        self.deadlines = Deadlines(invocation_timeout_s)
         self.max_failed_starts = max_failed_starts
         self._failed_starts = 0  # in a row; reset by every instance that becomes ready
-        remove_stale(STATE_PREFIX)  # folders of learners killed before they could remove theirs
-        self._dir = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-"))  # the pid: see remove_stale
+        folder = OwnedFolder(STATE_PREFIX)  # sweeps the folders of learners killed before they could remove theirs
+        self._dir = folder.path
         # removed on close, or when the backend is collected or the interpreter exits without it (SIGTERM under the
         # CLI stops a run as Ctrl-C does, through close); only a SIGKILL leaves it, for the next backend to remove
-        self._remove_dir = weakref.finalize(self, shutil.rmtree, self._dir, ignore_errors=True)
+        self._remove_dir = weakref.finalize(self, folder.remove)
         self._instances: list[_Instance] = []
         self._queue: deque[Pending] = deque()
         self._next_instance = 0
@@ -111,8 +134,14 @@ class LocalBackend(Backend):
         self.publishes += 1
         path = self._dir / f"policy-{self.publishes}.bin"
         tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(policy_blob)
-        tmp.replace(path)
+        try:
+            tmp.write_bytes(policy_blob)
+            tmp.replace(path)
+        except OSError as exc:  # a full temporary folder: the run stops at its checkpoint, as a full run dir does
+            tmp.unlink(missing_ok=True)
+            raise Resumable(f"the local backend cannot write the policy to {str(path)!r} ({exc.strerror or exc}); "
+                            f"free space in {tempfile.gettempdir()!r} (or point TMPDIR elsewhere), then continue "
+                            "with --resume") from exc
         self._policies.append(str(path))
         self._retire_policies()
         return str(path)
@@ -196,7 +225,7 @@ class LocalBackend(Backend):
         while self._queue and idle:
             inst = idle.pop()
             inst.task = self._queue.popleft()
-            inst.task.sent = time.perf_counter()
+            inst.task.send(self.deadlines, time.perf_counter())
             self._send(inst, inst.task.payload)
         starting = sum(1 for i in self._instances if not i.ready)
         while len(self._queue) > starting and len(self._instances) < self.max_concurrency:
@@ -226,30 +255,45 @@ class LocalBackend(Backend):
         record = task.record(instance_id=inst.id, cold=inst.served == 0, duration_s=now - task.sent)
         reply = make_reply(record, data, self.key, cold_start_s=inst.cold_start_s if inst.served == 0 else 0.0)
         if data is None:
-            self._stop(inst, kill=True)  # joins the process, so its exit code is known
+            # its stream ended: it is exiting (its own exit code is reported, not our kill's) or it sent too much
+            self._stop(inst, kill=True, grace_s=EXIT_GRACE_S if too_large is None else 0.0)
             record.error = f"instance {inst.id} died (exit code {inst.process.returncode})"
             if too_large is not None:
                 record.bytes_out, record.error = too_large.size, oversize(too_large.size, too_large.limit)
         else:
             inst.task, inst.served, inst.last_used = None, inst.served + 1, now
+        self.deadlines.observe(record)
         return [reply]
 
     def _next_deadline(self, waiting: list[_Instance]) -> float | None:
-        return timeout_left_s([i.task for i in waiting if i.task is not None], self.invocation_timeout_s,
-                              time.perf_counter())
+        return timeout_left_s([i.task for i in waiting if i.task is not None], time.perf_counter())
 
     def _expire(self) -> list[Reply]:
-        """Kill instances whose invocation ran past the deadline and record a timeout."""
-        if self.invocation_timeout_s is None:
-            return []
+        """Kill instances whose invocation ran past its deadline and record a timeout, saying where it hung."""
         now, replies = time.perf_counter(), []
         for inst in list(self._instances):
-            if inst.task is not None and inst.task.overdue(self.invocation_timeout_s, now):
+            if inst.task is not None and inst.task.overdue(now):
+                where = self._where(inst)
                 replies.append(Reply(inst.task.record(
                     instance_id=inst.id, cold=inst.served == 0, duration_s=now - inst.task.sent,
-                    status=TIMED_OUT, error=timed_out(self.invocation_timeout_s))))
+                    status=TIMED_OUT, error=self.deadlines.error(inst.task.timeout_s, where))))
                 self._stop(inst, kill=True)
         return replies
+
+    def _where(self, inst: _Instance) -> str:
+        """What a hung instance is doing, from the stack its worker dumps on SIGUSR1 (``faulthandler``)."""
+        stack = self._stack_file(inst)
+        with contextlib.suppress(OSError):
+            os.kill(inst.process.pid, signal.SIGUSR1)
+            for _ in range(20):  # the dump is written by a C signal handler, at once: give it 0.2 s at most
+                time.sleep(0.01)
+                if stack.exists() and stack.stat().st_size:
+                    break
+            return local_worker.where_hung(stack.read_text(errors="replace"))
+        return ""
+
+    def _stack_file(self, inst: _Instance) -> Path:
+        return self._dir / f"stack-{inst.id}.txt"
 
     def _over_memory(self) -> list[Reply]:
         """Kill instances whose invocation holds more memory than a function has, as a platform does (Lambda
@@ -272,12 +316,17 @@ class LocalBackend(Backend):
     def _start_instance(self) -> None:
         self._next_instance += 1
         # the child sees what this interpreter can import (custom env modules included), and its memory
-        env = {**os.environ, "PYTHONPATH": learner_path(),
+        inst_id = f"local-{self._next_instance}"
+        # the worker watches this process (it kills its group once the learner is gone) and dumps its stack on
+        # SIGUSR1 into a file of this backend's folder (what a timed-out invocation was doing)
+        env = {**os.environ, "PYTHONPATH": learner_path(), local_worker.LEARNER_ENV: str(os.getpid()),
+               local_worker.STACK_ENV: str(self._dir / f"stack-{inst_id}.txt"),
                **({MEMORY_ENV: f"{self.memory_mb:g}"} if self.memory_mb is not None else {})}
         started = time.monotonic()  # the clock the worker stamps READY with
+        # a session (and process group) of its own: stopped whole, the env's child processes with it
         process = subprocess.Popen([sys.executable, "-m", _WORKER_MODULE], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, bufsize=0, env=env, start_new_session=True)
-        inst = _Instance(id=f"local-{self._next_instance}", process=process, started_at=started)
+        inst = _Instance(id=inst_id, process=process, started_at=started)
         self._instances.append(inst)
         self.instances_started += 1
         self._send(inst, self.key)
@@ -286,16 +335,19 @@ class LocalBackend(Backend):
         with contextlib.suppress(OSError):  # a dead instance shows up as end of stream on its stdout
             local_worker.write_frame(inst.process.stdin, data)
 
-    def _stop(self, inst: _Instance, kill: bool = False) -> None:
+    def _stop(self, inst: _Instance, kill: bool = False, grace_s: float = 0.0) -> None:
+        """Stop an instance with its whole process group: told to stop (it closes its envs and exits; killed after
+        ``STOP_WAIT_S``), or killed at once after ``grace_s`` to exit by itself (so its own exit code is kept)."""
         if inst in self._instances:
             self._instances.remove(inst)
         if not kill:
             self._send(inst, local_worker.STOP)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                inst.process.wait(timeout=2.0)
-        if inst.process.poll() is None:
-            inst.process.kill()
-            inst.process.wait(timeout=5.0)
+            grace_s = STOP_WAIT_S
+        _exited(inst.process.pid, grace_s)
+        with contextlib.suppress(OSError):  # before the leader is reaped, its pid still names its group
+            os.killpg(inst.process.pid, signal.SIGKILL)
+        inst.process.wait(timeout=5.0)
+        self._stack_file(inst).unlink(missing_ok=True)
         for stream in (inst.process.stdin, inst.process.stdout):
             with contextlib.suppress(OSError):
                 stream.close()

@@ -5,15 +5,23 @@ function; never the learner's framework, never the learner's ``__main__``), so i
 would be. It talks over its stdin/stdout pipes in length-prefixed frames (8-byte little-endian size,
 then the bytes): first it reads the run's HMAC key, then announces readiness with the monotonic time
 it was reached, then answers each request frame with a reply frame until told to stop or until its
-stdin closes. Nothing on the pipes is pickled.
+stdin closes; then it closes its envs. Nothing on the pipes is pickled.
+
+It never outlives its learner: a thread watches the learner's pid (:data:`LEARNER_ENV`) and, once the learner is
+gone (however it died), kills the worker's process group: the worker, and any process its env started. On SIGUSR1
+it writes its stack to :data:`STACK_ENV`'s file (``faulthandler``, from a C signal handler: it works inside a
+hung ``step``), so a timed-out invocation's error can say where it hung (:func:`where_hung`).
 """
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import re
 import signal
 import struct
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import BinaryIO
@@ -21,6 +29,9 @@ from typing import BinaryIO
 READY = b"ready"
 STOP = b"stop"
 _HEADER = struct.Struct("<Q")
+LEARNER_ENV = "MINIONSRL_LEARNER_PID"  # the pid of the learner that started this worker
+STACK_ENV = "MINIONSRL_STACK_FILE"  # where the worker writes its stack on SIGUSR1
+WATCH_S = 0.5  # how often the worker looks for its learner
 
 
 def write_frame(stream: BinaryIO, data: bytes) -> None:
@@ -64,9 +75,40 @@ def _read_policy(ref: str) -> bytes:
     return Path(ref).read_bytes()
 
 
+def _watch_learner(learner: int) -> None:
+    """Kill this worker's process group once its learner is gone: this process is then another's child."""
+    while os.getppid() == learner:
+        time.sleep(WATCH_S)
+    os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)')
+_PHASES = {"make_env": "building the env", "reset": "in the env's reset()", "step": "in the env's step()",
+           "evaluate": "in an evaluation episode"}
+
+
+def where_hung(stack: str) -> str:
+    """What a stack dumped by ``faulthandler`` (most recent call first) says a worker was doing: the phase of the
+    rollout function it was in (building the env, reset, step) and its innermost frame, e.g. ``in the env's step()
+    (at my_env.py:12 in step)``; "" if the dump holds no frame."""
+    threads = [block for block in stack.split("\n\n") if _FRAME.search(block)]
+    if not threads:
+        return ""
+    serving = next((b for b in threads if "local_worker.py" in b), threads[0])  # the thread that runs main()
+    frames = [m.groupdict() for m in _FRAME.finditer(serving)]
+    phase = next((_PHASES[f["name"]] for f in frames if f["name"] in _PHASES), "")
+    top = frames[0]
+    return f"{phase} (at {os.path.basename(top['file'])}:{top['line']} in {top['name']})".strip()
+
+
 def main() -> None:
     """Serve invocations on stdin/stdout until stopped."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
+    if os.environ.get(LEARNER_ENV):
+        threading.Thread(target=_watch_learner, args=(int(os.environ[LEARNER_ENV]),), daemon=True).start()
+    if os.environ.get(STACK_ENV):
+        stack_out = open(os.environ[STACK_ENV], "w")  # noqa: SIM115 - open for the worker's life
+        faulthandler.register(signal.SIGUSR1, file=stack_out, all_threads=True)
     # frames get a private copy of stdout; fd 1 goes to stderr, so a print() in an env cannot corrupt them
     frames_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
@@ -81,10 +123,11 @@ def main() -> None:
         while True:
             request = read_frame(frames_in)
             if request is None or request == STOP:
-                return
+                break
             write_frame(frames_out, rollout.handle(request, _read_policy, key))
     except (BrokenPipeError, OSError):  # the learner closed this instance (or died)
-        return
+        pass
+    rollout.close_envs()
 
 
 if __name__ == "__main__":

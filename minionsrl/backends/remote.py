@@ -8,14 +8,11 @@ starts calls (:meth:`_start`), waits for some to end (:meth:`_poll`) and stops t
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
-import tempfile
 import time
 from abc import abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,47 +20,39 @@ from minionsrl.backends.base import (
     CANCELLED,
     TIMED_OUT,
     Backend,
+    Deadlines,
     Pending,
     Refusals,
     Reply,
     earliest,
     make_reply,
     reply_limit,
-    timed_out,
     timeout_left_s,
 )
+from minionsrl.backends.tempdirs import OwnedFolder
+
+_HELD: dict[Path, OwnedFolder] = {}  # the folders of this process's private files, locked while they exist
 
 
 def private_file(prefix: str, name: str, data: bytes) -> Path:
-    """Write ``data`` (a secret) to a new file readable by this user only (0600), in a new directory of its
-    own (0700) under the system's temporary folder — never the home folder. The directory's name holds this
-    process's id, so that one left by a killed process is removed by the next run (:func:`remove_stale`);
-    remove it with :func:`remove_private_file`."""
-    remove_stale(prefix)
-    folder = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))  # mkdtemp: mode 0700, a fresh name
-    path = folder / name
+    """Write ``data`` (a secret) to a new file readable by this user only (0600), in a new folder of its own
+    (0700) under the system's temporary folder — never the home folder. The folder is this process's by lock
+    (:class:`~minionsrl.backends.tempdirs.OwnedFolder`): one left by a killed process is removed by the next
+    run; remove it with :func:`remove_private_file`."""
+    folder = OwnedFolder(prefix)
+    path = folder.path / name
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     with os.fdopen(fd, "wb") as out:
         out.write(data)
+    _HELD[path] = folder
     return path
 
 
 def remove_private_file(path: Path) -> None:
-    """Remove a file made by :func:`private_file`, with its directory."""
-    shutil.rmtree(path.parent, ignore_errors=True)
-
-
-def remove_stale(prefix: str) -> None:
-    """Remove this user's :func:`private_file` directories whose process is gone (killed before it could)."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
-        pid = folder.name.removeprefix(prefix).split("-", 1)[0]
-        with contextlib.suppress(OSError, ValueError):
-            if folder.is_symlink() or not folder.is_dir() or folder.stat().st_uid != os.getuid():
-                continue
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                shutil.rmtree(folder, ignore_errors=True)
+    """Remove a file made by :func:`private_file`, with its folder."""
+    folder = _HELD.pop(path, None)
+    if folder is not None:
+        folder.remove()
 
 
 class RemoteBackend(Backend):
@@ -72,7 +61,8 @@ class RemoteBackend(Backend):
 
     def __init__(self, key: bytes, invocation_timeout_s: float | None = None) -> None:
         self.key = key
-        self.invocation_timeout_s = invocation_timeout_s
+        self.invocation_timeout_s = invocation_timeout_s  # the user's, if any: the platform's own limit follows it
+        self.deadlines = Deadlines(invocation_timeout_s)
         self._pending: dict[Any, Pending] = {}  # platform handle -> invocation
         self._refusals = Refusals()  # throttled calls: refused at submission, answered at the next collect
         self.publishes = 0
@@ -98,7 +88,8 @@ class RemoteBackend(Backend):
         sent = time.perf_counter()  # before the calls start: a quick one can end before _start returns
         handles = self._start(payloads)
         for request, payload, handle in zip(requests, payloads, handles, strict=True):
-            self._pending[handle] = Pending(request, payload, sent, handle)
+            self._pending[handle] = call = Pending(request, payload, handle=handle)
+            call.send(self.deadlines, sent)
 
     @property
     def in_flight(self) -> int:
@@ -108,7 +99,7 @@ class RemoteBackend(Backend):
         refused = self._refusals.take()  # answered at once: they never ran
         if refused or not self._pending:
             return refused
-        deadline = timeout_left_s(self._pending.values(), self.invocation_timeout_s, time.perf_counter())
+        deadline = timeout_left_s(self._pending.values(), time.perf_counter())
         ended = self._poll(list(self._pending), earliest(timeout, deadline))
         now = time.perf_counter()
         replies = []
@@ -118,6 +109,7 @@ class RemoteBackend(Backend):
             reply = make_reply(record, data, self.key, max_bytes=reply_limit(call.request))
             if data is None:
                 record.error = error or "the function ended without a reply"
+            self.deadlines.observe(record)
             replies.append(reply)
         return replies + self._expire(now)
 
@@ -127,17 +119,16 @@ class RemoteBackend(Backend):
         return self._refusals.take(wanted) + self._abandon(chosen, "cancelled", status=CANCELLED)
 
     def _expire(self, now: float) -> list[Reply]:
-        if self.invocation_timeout_s is None:
-            return []
-        late = [p for p in self._pending.values() if p.overdue(self.invocation_timeout_s, now)]
-        return self._abandon(late, timed_out(self.invocation_timeout_s), status=TIMED_OUT)
+        late = [p for p in self._pending.values() if p.overdue(now)]
+        return self._abandon(late, lambda p: self.deadlines.error(p.timeout_s), status=TIMED_OUT)
 
-    def _abandon(self, calls: list[Pending], error: str, status: str) -> list[Reply]:
-        """Stop ``calls`` and record each as failed, billed for the time it ran."""
+    def _abandon(self, calls: list[Pending], error: str | Callable[[Pending], str], status: str) -> list[Reply]:
+        """Stop ``calls`` and record each as failed (``error``, or ``error(call)``), billed for the time it ran."""
         if not calls:
             return []
         self._stop([p.handle for p in calls])
         now = time.perf_counter()
         for call in calls:
             del self._pending[call.handle]
-        return [Reply(p.record(duration_s=now - p.sent, status=status, error=error)) for p in calls]
+        return [Reply(p.record(duration_s=now - p.sent, status=status, error=error if isinstance(error, str)
+                               else error(p))) for p in calls]

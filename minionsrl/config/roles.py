@@ -71,6 +71,9 @@ class EnvConfig(Role):
     envs_per_function: int = setting(1, "environments one rollout function steps together, its policy run once per "
                                      "step on all of them (RLlib's num_envs_per_env_runner); fragments stay one per "
                                      "environment", min=1, max=256)
+    env_check_timeout_s: float = setting(60.0, "the learner's check of the env (build, reset, a few random steps) "
+                                         "fails after this long: a constructor or step that never returns",
+                                         positive=True, learning=False, rare=True)
     carry_episodes: bool = setting(True, "continue episodes across rounds by sending the env state with the request "
                                    "(MuJoCo, classic control); off: every fragment starts an episode")
 
@@ -279,7 +282,9 @@ class FunctionsConfig(Role):
                                     learning=False, rare=True)
     server_wait_startup: bool = setting(False, "server backend: really wait the start-up delay of added hosts",
                                         learning=False, rare=True)
-    invocation_timeout_s: float | None = setting(None, "fail an invocation running longer than this", positive=True,
+    invocation_timeout_s: float | None = setting(None, "stop (and retry) an invocation running longer than this; "
+                                                 "default: 10x the median of its kind so far, at least 60 s, at most "
+                                                 "Lambda's 900 s (300 s before one has run)", positive=True,
                                                  learning=False)
     ray_address: str | None = setting(None, "ray backend: join the Ray cluster at this address (default: start a "
                                       "local one)", learning=False)
@@ -300,6 +305,8 @@ class EvalConfig(Role):
     eval_every: int | None = setting(None, "evaluate every this many rounds (0: only at the end)", min=0,
                                      learning=False)
     eval_episodes: int = setting(10, "episodes per evaluation (deterministic policy)", min=1, learning=False)
+    eval_max_steps: int = setting(27_000, "cut an evaluation episode still running after this many steps (an env "
+                                  "without a time limit); envs with one end sooner", min=1, learning=False)
     eval_overlap: bool = setting(True, "run a round's evaluation beside the next round's functions (they use the same "
                                  "policy), its row written once it returns; off: after the update, as the round's "
                                  "last step. The last round always evaluates after its update", learning=False)

@@ -13,9 +13,10 @@ import importlib
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -37,6 +38,8 @@ class EnvInfo:
     action_low: tuple[float, ...] = ()
     action_high: tuple[float, ...] = ()
     family: str = "classic"  # "classic" | "mujoco" | "atari": picks the PPO preset
+    build_s: float = field(default=0.0, compare=False)  # the learner's check: seconds to build it ...
+    step_s: float = field(default=0.0, compare=False)  # ... and to take a random step
 
 
 MAX_STEP_LATENCY_MS = 10_000.0  # ten seconds a step: past any simulator worth training against
@@ -382,18 +385,59 @@ def make_atari(spec: EnvSpec, render_mode: str | None = None) -> gym.Env:
     return AtariTrainingSignals(env)
 
 
-def env_info(spec: EnvSpec) -> EnvInfo:
+ENV_CHECK_TIMEOUT_S = 60.0  # the learner's check of an env fails after this long (a constructor or step that hangs)
+CHECK_STEPS = 16  # random steps the check takes
+
+
+def env_info(spec: EnvSpec, timeout_s: float = ENV_CHECK_TIMEOUT_S) -> EnvInfo:
     """Build the environment once as a rollout function will, inspect its spaces, reset it once (an observation
-    that does not fit the space would fail every function), and close it."""
+    that does not fit the space would fail every function), take a few random steps (timed: what a function's
+    deadline starts from), and close it. The check runs in a thread of its own, bounded by ``timeout_s``: an env
+    whose constructor, ``reset`` or ``step`` never returns fails it with one line naming which."""
+    doing, outcome = ["its constructor"], []
+
+    def check() -> None:
+        try:
+            outcome.append(_checked_info(spec, doing))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    context = contextvars.copy_context()  # where custom env code is searched for (search_for_env_code)
+    thread = threading.Thread(target=context.run, args=(check,), name="minionsrl-env-check", daemon=True)
+    thread.start()  # abandoned if it hangs
+    thread.join(timeout_s)
+    if not outcome:
+        raise ConfigError(f"env_id {spec.env_id!r}: {doing[0]} did not return within {timeout_s:g} s, in the "
+                          "learner's check of the env; fix the env (or give it longer with --env-check-timeout-s)")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _checked_info(spec: EnvSpec, doing: list[str]) -> EnvInfo:
+    t0 = time.perf_counter()
     env = make_env(spec)
     try:
-        info = _spaces_info(spec, env)
+        info = replace(_spaces_info(spec, env), build_s=time.perf_counter() - t0)
+        doing[0] = "reset()"
         obs, _ = env.reset(seed=0)
         if np.shape(obs) != info.obs_shape:
             raise ConfigError(f"env_id {spec.env_id!r}: reset() returned an observation of shape {np.shape(obs)}, "
                               f"not the observation space's {info.obs_shape}; make the two agree")
-        return info
+        env.action_space.seed(0)
+        t0 = time.perf_counter()
+        try:
+            for _ in range(CHECK_STEPS):
+                doing[0] = "step()"
+                _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+                if terminated or truncated:
+                    doing[0] = "reset()"
+                    env.reset()
+        except Exception:
+            return info
+        return replace(info, step_s=(time.perf_counter() - t0) / CHECK_STEPS)
     finally:
+        doing[0] = "close()"
         env.close()
 
 

@@ -12,6 +12,7 @@ No learner framework here: inference is NumPy (see :mod:`minionsrl.function.nump
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -38,6 +39,15 @@ threadpool_limits(1, "blas")
 _ENVS: dict[str, gym.Env] = {}
 _POLICY: dict[str, tuple[PolicySnapshot, NumpyPolicy, float]] = {}  # and the own-instance seconds its load took
 _SERVED = [0]  # invocations this instance has answered: 0 means this one is its cold start
+EVAL_MAX_STEPS = 27_000  # an evaluation episode still running after this many steps is cut (Atari's 108k frames / 4)
+
+
+def close_envs() -> None:
+    """Close this instance's environments (an env may hold a simulator process), as a platform retires it."""
+    while _ENVS:
+        _, env = _ENVS.popitem()
+        with contextlib.suppress(Exception):  # a broken close must not keep the others open
+            env.close()
 
 
 def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: int, seed: int,
@@ -169,9 +179,11 @@ class _Track:
 
 
 def evaluate(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, episodes: int,
-             seed: int, choose: Callable[[Any], Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
+             seed: int, choose: Callable[[Any], Any] | None = None,
+             max_steps: int = EVAL_MAX_STEPS) -> tuple[np.ndarray, np.ndarray]:
     """Run ``episodes`` full episodes (full games, raw rewards; episode ``i`` reset with ``seed + i``) with the
-    deterministic policy, or the actions ``choose`` picks for each raw observation; return (returns, lengths)."""
+    deterministic policy, or the actions ``choose`` picks for each raw observation; return (returns, lengths).
+    An episode still running after ``max_steps`` steps (an env without a time limit) is cut there."""
     normalize = ObsNormalizer(snapshot.obs_mean, snapshot.obs_var, snapshot.clip_obs, policy.arch.image)
     returns, lengths = np.zeros(episodes), np.zeros(episodes, dtype=np.int64)
     for ep in range(episodes):
@@ -185,7 +197,7 @@ def evaluate(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, episod
             obs, reward, term, trunc, info = env.step(action)
             returns[ep] += info.get("raw_reward", reward)
             lengths[ep] += 1
-            done = (term or trunc) and info.get("game_over", True)
+            done = ((term or trunc) and info.get("game_over", True)) or lengths[ep] >= max_steps
     return returns, lengths
 
 
@@ -262,7 +274,8 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
                                          float(req["gamma"]), carries)
             arrays_reply = None
         elif req["kind"] == "eval":
-            rets, lens = evaluate(envs[0], snapshot, policy, int(req["episodes"]), int(req["seed"]))
+            rets, lens = evaluate(envs[0], snapshot, policy, int(req["episodes"]), int(req["seed"]),
+                                  max_steps=int(req.get("max_steps", EVAL_MAX_STEPS)))
             arrays_reply = {"episode_returns": rets, "episode_lengths": lens}
         else:
             raise ValueError(f"unknown invocation kind {req['kind']!r}")
@@ -275,7 +288,8 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
         else:
             reply = wire.encode(arrays_reply, {**meta, "type": "eval"}, reply_key)
         return faults.corrupt_reply(req, reply, reply_key)
-    except Exception as exc:
-        message = f"{type(exc).__name__}: {exc}"
+    except (Exception, SystemExit) as exc:  # an env that calls sys.exit() fails its invocation, not its instance
+        message = (f"the env called sys.exit({exc.code!r})" if isinstance(exc, SystemExit)
+                   else f"{type(exc).__name__}: {exc}")
         return wire.encode({}, {"type": "error", "id": invocation_id, "error": message,
                                 "traceback": traceback.format_exc(limit=8)}, wire.invocation_key(key, invocation_id))

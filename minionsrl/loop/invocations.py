@@ -21,6 +21,7 @@ from minionsrl.function.envs import EnvSpec
 from minionsrl.function.faults import FaultPlan
 from minionsrl.function.fragment import Fragment, PolicySnapshot, checked_episodes
 from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.function.rollout import EVAL_MAX_STEPS
 
 
 def invocation_seed(run_seed: int, index: int, slot: int, stream: int) -> int:
@@ -55,9 +56,10 @@ class Requests:
     """Builds the requests of one run; an injected fault, if one is drawn, travels with its attempt."""
 
     def __init__(self, spec: EnvSpec, seed: int, gamma: float, faults: FaultPlan,
-                 arch: PolicyArch | None = None) -> None:
+                 arch: PolicyArch | None = None, eval_max_steps: int = EVAL_MAX_STEPS) -> None:
         self.env, self.seed, self.gamma, self.faults = spec.to_json(), seed, gamma, faults
         self.arch = arch  # with it, each request says how large its reply may be (``MAX_REPLY_KEY``)
+        self.eval_max_steps = eval_max_steps  # an evaluation episode is cut after this many steps
 
     def make(self, kind: str, ref: str, index: int, slot: int, attempt: int, **extra: Any) -> dict[str, Any]:
         """Attempt ``attempt`` of ``slot``; ``index`` is the round (synchronous learners) or the slot's
@@ -65,7 +67,7 @@ class Requests:
         request = {"id": f"r{index}-{kind}-{slot}" + (f"-a{attempt}" if attempt else ""), "kind": kind,
                    "attempt": attempt, "policy": ref, "env": self.env,
                    "seed": invocation_seed(self.seed, index, slot, wire.SEED_STREAMS[kind]), "gamma": self.gamma,
-                   **extra}
+                   **({"max_steps": self.eval_max_steps} if kind == "eval" else {}), **extra}
         if self.arch is not None:
             request[MAX_REPLY_KEY] = reply_cap(self.arch, kind, steps=int(extra.get("steps", 0)),
                                                envs=int(extra.get("envs", 1)), episodes=int(extra.get("episodes", 0)))
