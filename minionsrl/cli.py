@@ -19,7 +19,7 @@ from typing import Any
 
 from minionsrl import config, files
 from minionsrl.config import FIELDS
-from minionsrl.errors import ClusterLost, ConfigError, InvocationError, one_line
+from minionsrl.errors import ClusterLost, ConfigError, InvocationError, Resumable, one_line
 from minionsrl.redact import redact_text
 
 
@@ -275,8 +275,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             if isinstance(exc, Terminated):
                 stopped.what, stopped.code = Terminated.what, Terminated.code
             raise stopped from None
-        except ClusterLost as exc:  # the one line names the run to resume
-            raise ClusterLost(f"{exc} --run-dir {shlex.quote(str(trainer.run_dir))}") from None
+        except Resumable as exc:  # the one line names the run to resume
+            raise type(exc)(f"{exc} --run-dir {shlex.quote(str(trainer.run_dir))}") from None
     print_summary(summary, trainer.run_dir)
     return 0
 
@@ -433,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except ClusterLost as exc:
         print(f"minionsrl: cluster lost: {one_line(redact_text(str(exc)))}", file=sys.stderr)
+        return 1
+    except Resumable as exc:
+        print(f"minionsrl: stopped: {one_line(redact_text(str(exc)))}", file=sys.stderr)
         return 1
     except InvocationError as exc:
         print(f"minionsrl: invocation failed: {one_line(redact_text(str(exc)))}", file=sys.stderr)

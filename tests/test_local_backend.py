@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from backend_helpers import CART, COUNTER, KEY, STEPS, requests_for, snapshot
 
+from minionsrl.backends import local_worker
 from minionsrl.backends.local import LocalBackend
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.fragment import Fragment
@@ -119,14 +120,28 @@ def test_instance_that_became_ready_after_its_batch_is_reaped(make_backend):
     assert backend.reap_idle() == 1
 
 
-def test_cold_start_of_a_late_ready_instance_is_not_inflated(make_backend):
+def test_cold_start_of_a_late_ready_instance_is_not_inflated(make_backend, monkeypatch):
+    """The cold start is the worker's own READY stamp less its start, not the moment the learner read it (which
+    load cannot move: no wall-time bound here)."""
     backend = make_backend(max_concurrency=2)
     ref = backend.publish(snapshot())
+    frames, read = [], local_worker.read_frame
+
+    def reading(stream, limit=None):
+        frames.append((read(stream, limit), time.monotonic()))
+        return frames[-1][0]
+
+    monkeypatch.setattr(local_worker, "read_frame", reading)
     backend._start_instance()  # the state a batch leaves when another instance served all its requests
+    inst = backend._instances[-1]
     time.sleep(1.5)  # the learner's update, evaluation, ...
     reply = backend.invoke(requests_for(ref, 1))[0]
     assert reply.ok and reply.record.cold
-    assert reply.record.init_s < 1.0
+    ready, read_at = frames[0]
+    stamp = float(ready.split()[1])
+    assert ready.startswith(local_worker.READY) and read_at >= stamp  # read after it was ready (1.5 s, unloaded)
+    assert inst.cold_start_s == stamp - inst.started_at  # ... and billed as of its stamp
+    assert reply.record.init_s >= inst.cold_start_s
 
 
 def test_invoke_reaps_before_dispatch(make_backend):

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from minionsrl.backends.remote import private_file, remove_private_file, remove_stale
+from minionsrl.backends.remote import private_file, remove_private_file
 
 pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
@@ -193,13 +193,15 @@ def test_private_secret_files_are_0600_and_left_ones_are_removed_once_their_proc
     prefix = "minionsrl-test-secret-"
     path = private_file(prefix, "key", b"secret")
     assert path.read_bytes() == b"secret" and stat.S_IMODE(path.stat().st_mode) == 0o600
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    left = Path(tempfile.mkdtemp(prefix=f"{prefix}{dead.pid}-"))
-    remove_stale(prefix)
-    assert not left.exists() and path.exists()  # a dead process's folder goes; a live one's stays
-    remove_private_file(path)
-    assert not path.parent.exists()
+    code = f"from minionsrl.backends.remote import private_file; print(private_file({prefix!r}, 'key', b's'))"
+    killed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    left = Path(killed.stdout.strip())  # its process ended without removing it, as a SIGKILL leaves it
+    assert left.exists()
+    other = private_file(prefix, "key", b"other")  # the next one to start removes it
+    assert not left.parent.exists() and path.exists()  # a dead process's folder goes; a live one's stays
+    for made in (path, other):
+        remove_private_file(made)
+        assert not made.parent.exists()
 
 
 def test_joining_a_cluster_without_its_token_is_one_line_naming_what_to_set(ray_address, tmp_path, subprocess_env):

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -41,22 +42,26 @@ def test_ray_address_without_a_cluster_fails_at_once_and_leaves_no_run_dir(tmp_p
     assert not run_dir.exists()  # the same command can be run again once a cluster is up
 
 
-def test_local_backend_removes_the_folders_of_dead_learners_and_keeps_live_ones(key, monkeypatch, tmp_path):
+def test_local_backend_removes_the_folders_of_dead_learners_and_keeps_live_ones(key, monkeypatch, tmp_path,
+                                                                              subprocess_env):
     """A learner killed with SIGKILL leaves its minionsrl-local-PID-* folder behind: the next backend to start
-    removes it, and leaves alone those of learners still running."""
+    removes it, and leaves alone those of learners still running (their lock held: tests/test_hardening.py has
+    the cases where the pid in the name misleads)."""
     import tempfile
 
     from minionsrl.backends.local import STATE_PREFIX, LocalBackend
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # this test's own temporary folder
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    hold = ("import time\nfrom minionsrl.backends.tempdirs import OwnedFolder\n"
+            f"print(OwnedFolder({STATE_PREFIX!r}).path, flush=True)\ntime.sleep(60)")
+    env = {**subprocess_env, "TMPDIR": str(tmp_path)}
+    dead, live = (subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE, text=True, env=env)
+                  for _ in range(2))
     try:
-        stale = tmp_path / f"{STATE_PREFIX}{dead.pid}-abc123"
-        running = tmp_path / f"{STATE_PREFIX}{live.pid}-def456"
+        stale, running = (Path(p.stdout.readline().strip()) for p in (dead, live))
+        dead.kill()
+        dead.wait()
         for folder in (stale, running):
-            folder.mkdir()
             (folder / "policy-7.bin").write_bytes(b"x" * 100)
         backend = LocalBackend(key, max_concurrency=1)
         try:

@@ -94,7 +94,7 @@ def where_hung(stack: str) -> str:
     threads = [block for block in stack.split("\n\n") if _FRAME.search(block)]
     if not threads:
         return ""
-    serving = next((b for b in threads if "local_worker.py" in b), threads[0])  # the thread that runs main()
+    serving = next((b for b in threads if re.search(r'local_worker\.py", line \d+ in main', b)), threads[0])
     frames = [m.groupdict() for m in _FRAME.finditer(serving)]
     phase = next((_PHASES[f["name"]] for f in frames if f["name"] in _PHASES), "")
     top = frames[0]
