@@ -91,3 +91,20 @@ class SimulatorEnv(_Tiny):
     def close(self) -> None:
         self.simulator.kill()
         self.simulator.wait()
+
+
+class LoudEnv(_Tiny):
+    """Prints ``megabytes`` MB in its first step, between a first and a last line that say so."""
+
+    def __init__(self, megabytes: float = 10.0) -> None:
+        super().__init__(20)
+        self.megabytes = megabytes
+
+    def step(self, action):
+        if self.t == 0:
+            print("FIRST LINE")
+            line = "x" * 1023
+            for _ in range(int(self.megabytes * 1024)):
+                print(line)
+            print("LAST LINE", file=sys.stderr)
+        return super().step(action)

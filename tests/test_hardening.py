@@ -302,6 +302,19 @@ def test_an_env_that_calls_sys_exit_fails_its_invocation_and_one_that_ends_its_p
     assert hard.record.status == "failed" and hard.record.error.endswith("died (exit code 3)")
 
 
+def test_an_envs_output_is_capped_per_invocation_keeping_its_head_and_tail(make_backend, capfd):
+    backend = make_backend(max_concurrency=1)
+    ref = backend.publish(snapshot(TINY))
+    capfd.readouterr()
+    for round_idx in (1, 2):  # the cap is per invocation
+        reply = backend.invoke(requests_for(ref, 1, round_idx=round_idx, spec=EnvSpec("hostile_envs:LoudEnv")))[0]
+        assert reply.ok, reply.record.error
+        err = capfd.readouterr().err
+        assert len(err) < local_worker.OUTPUT_HEAD_BYTES + local_worker.OUTPUT_TAIL_BYTES + 200  # of 10 MB printed
+        assert err.startswith("FIRST LINE") and err.rstrip().endswith("LAST LINE")
+        assert "bytes of this function's output left out]" in err
+
+
 def test_a_full_temporary_folder_at_publish_stops_with_one_resumable_line(make_backend, monkeypatch):
     backend = make_backend()
 

@@ -5,7 +5,8 @@ function; never the learner's framework, never the learner's ``__main__``), so i
 would be. It talks over its stdin/stdout pipes in length-prefixed frames (8-byte little-endian size,
 then the bytes): first it reads the run's HMAC key, then announces readiness with the monotonic time
 it was reached, then answers each request frame with a reply frame until told to stop or until its
-stdin closes; then it closes its envs. Nothing on the pipes is pickled.
+stdin closes; then it closes its envs. Nothing on the pipes is pickled. What the env prints reaches the learner's
+stderr, capped per invocation (:class:`CappedOutput`).
 
 It never outlives its learner: a thread watches the learner's pid (:data:`LEARNER_ENV`) and, once the learner is
 gone (however it died), kills the worker's process group: the worker, and any process its env started. On SIGUSR1
@@ -15,9 +16,11 @@ hung ``step``), so a timed-out invocation's error can say where it hung (:func:`
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import os
 import re
+import select
 import signal
 import struct
 import sys
@@ -32,6 +35,64 @@ _HEADER = struct.Struct("<Q")
 LEARNER_ENV = "MINIONSRL_LEARNER_PID"  # the pid of the learner that started this worker
 STACK_ENV = "MINIONSRL_STACK_FILE"  # where the worker writes its stack on SIGUSR1
 WATCH_S = 0.5  # how often the worker looks for its learner
+OUTPUT_HEAD_BYTES = 64 << 10  # of what an env prints during one invocation, this much passes to the learner ...
+OUTPUT_TAIL_BYTES = 16 << 10  # ... and then only the last this much, once the invocation ends
+
+
+class CappedOutput:
+    """The worker's stdout and stderr (the env's prints, a simulator's logs) passed on to the learner's stderr
+    capped per invocation: the first :data:`OUTPUT_HEAD_BYTES` as they come, then only the last
+    :data:`OUTPUT_TAIL_BYTES`, written at :meth:`end` after a line saying how much was left out. An env that prints
+    hundreds of megabytes cannot flood the learner's terminal or log."""
+
+    def __init__(self) -> None:
+        self._to = os.dup(2)  # the learner's stderr
+        self._from, write_end = os.pipe()
+        os.set_blocking(self._from, False)
+        os.dup2(write_end, 1)
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        self._lock = threading.Lock()
+        self._passed, self._cut, self._tail = 0, 0, bytearray()
+        threading.Thread(target=self._pump, name="minionsrl-output", daemon=True).start()
+        atexit.register(self.end)  # what the worker wrote last (a traceback) before it exits
+
+    def _pump(self) -> None:
+        while True:
+            select.select([self._from], [], [])
+            with self._lock:
+                if not self._drain():
+                    return
+
+    def _drain(self) -> bool:
+        """Pass on or keep what is in the pipe now; False once it is closed."""
+        while True:
+            try:
+                data = os.read(self._from, 1 << 16)
+            except BlockingIOError:
+                return True
+            if not data:
+                return False
+            room = max(0, OUTPUT_HEAD_BYTES - self._passed)
+            if room:
+                os.write(self._to, data[:room])
+                self._passed += min(room, len(data))
+            self._tail += data[room:]
+            if len(self._tail) > OUTPUT_TAIL_BYTES:
+                self._cut += len(self._tail) - OUTPUT_TAIL_BYTES
+                del self._tail[:-OUTPUT_TAIL_BYTES]
+
+    def end(self) -> None:
+        """An invocation ended: write what was kept of its output's end, and start counting again."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        with self._lock:
+            self._drain()
+            if self._cut:
+                os.write(self._to, f"\n[minionsrl: {self._cut} bytes of this function's output left out]\n".encode())
+            if self._tail:
+                os.write(self._to, bytes(self._tail))
+            self._passed, self._cut, self._tail = 0, 0, bytearray()
 
 
 def write_frame(stream: BinaryIO, data: bytes) -> None:
@@ -109,9 +170,10 @@ def main() -> None:
     if os.environ.get(STACK_ENV):
         stack_out = open(os.environ[STACK_ENV], "w")  # noqa: SIM115 - open for the worker's life
         faulthandler.register(signal.SIGUSR1, file=stack_out, all_threads=True)
-    # frames get a private copy of stdout; fd 1 goes to stderr, so a print() in an env cannot corrupt them
+    # frames get a private copy of stdout; fd 1 and 2 go to the learner's stderr through a cap, so a print() in an
+    # env can neither corrupt them nor flood the learner
     frames_out = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)
+    output = CappedOutput()
     frames_in = os.fdopen(os.dup(0), "rb", buffering=0)
     key = read_frame(frames_in)
     if key is None:
@@ -124,7 +186,9 @@ def main() -> None:
             request = read_frame(frames_in)
             if request is None or request == STOP:
                 break
-            write_frame(frames_out, rollout.handle(request, _read_policy, key))
+            reply = rollout.handle(request, _read_policy, key)
+            output.end()
+            write_frame(frames_out, reply)
     except (BrokenPipeError, OSError):  # the learner closed this instance (or died)
         pass
     rollout.close_envs()
