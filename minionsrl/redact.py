@@ -19,8 +19,9 @@ _SECRET_WORDS = {"password", "passwd", "pwd", "passphrase", "secret", "token", "
 _SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("auth", "key"),
                  ("session", "token"), ("client", "secret")}
 # name=value, name: value, "name": "value"
-# (the value is only looked at, so that "failed: password=x" still finds the password after "failed")
-_ASSIGNMENT = re.compile(r"\b([A-Za-z][A-Za-z0-9_.-]*)['\"]?\s*[=:]\s*['\"]?(?=([^\s'\",;}]+))")
+# (the value is only looked at, so that "failed: password=x" still finds the password after "failed"); a name
+# that ends a path (/etc/passwd: ..., /srv/token:Env) is a file, not an assignment, and the path stays whole
+_ASSIGNMENT = re.compile(r"(?<![/\\])\b([A-Za-z][A-Za-z0-9_.-]*)['\"]?\s*[=:]\s*['\"]?(?=([^\s'\",;}]+))")
 _PATTERNS = [
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/-]+=*"), rf"\1 {MASK}"),  # HTTP authorization values
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+):[^/\s@]+@"), rf"\1:{MASK}@"),  # user:password@host
