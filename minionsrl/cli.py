@@ -14,6 +14,7 @@ import shlex
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -40,24 +41,55 @@ def _sigterm_as_interrupt() -> Iterator[Callable[[], None]]:
     """While the block runs, SIGTERM raises :class:`Terminated` in the main thread, so that a run stops as on
     Ctrl-C: the backend closes (its instances, its temporary folder, a private Ray cluster) and one line says how
     to resume. A second SIGTERM kills at once. Yields a function that installs the handler again: Ray's driver
-    puts its own in place while it starts (which prints a C++ stack dump, then exits)."""
+    puts its own in place while it starts (which prints a C++ stack dump, then exits).
+
+    A signal's handler runs wherever the main thread is, and where Python cannot raise (a garbage collector's
+    callback, such as JAX's, a ``__del__``, a weakref's callback) it prints "Exception ignored" and goes on: the
+    run would carry on as if never signalled. Such a :class:`Terminated` reaches ``sys.unraisablehook``, which
+    sends the signal to the main thread again once the hook has returned, to be raised in ordinary code."""
     if threading.current_thread() is not threading.main_thread():
         yield lambda: None
         return
-    before = signal.getsignal(signal.SIGTERM)
+    before, before_hook = signal.getsignal(signal.SIGTERM), sys.unraisablehook
+    in_hook = threading.Event()  # set while the hook runs: raising there would be lost too
+
+    def again() -> None:
+        while in_hook.is_set():
+            time.sleep(0.001)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
+
+    def send_again() -> None:
+        threading.Thread(target=again, name="sigterm-again", daemon=True).start()
 
     def terminated(signum: int, frame: Any) -> None:
+        if in_hook.is_set():
+            send_again()
+            return
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         raise Terminated
 
     def install() -> None:
         signal.signal(signal.SIGTERM, terminated)
 
+    def unraisable(info: Any) -> None:
+        if not (isinstance(info.exc_value, Terminated) and threading.current_thread() is threading.main_thread()):
+            before_hook(info)
+            return
+        in_hook.set()
+        try:
+            install()
+            send_again()
+        finally:
+            in_hook.clear()
+
     install()
+    sys.unraisablehook = unraisable
     try:
         yield install
     finally:
         signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)
+        if sys.unraisablehook is unraisable:
+            sys.unraisablehook = before_hook
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
