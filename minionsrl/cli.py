@@ -285,6 +285,70 @@ def train_config(args: argparse.Namespace) -> tuple[config.TrainConfig, bool]:
     return config.build(values), getattr(args, "resume", False)
 
 
+# fields of which a run sets one: giving one on --resume puts it in place of the run's other
+_ONE_OF = {"batch_size": "fragment_length", "fragment_length": "batch_size",
+           "minibatch_size": "num_minibatches", "num_minibatches": "minibatch_size"}
+
+
+def _shown(value: Any) -> str:
+    """A config value as a refusal quotes it."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    return json.dumps(value) if isinstance(value, list | dict) else str(value)
+
+
+def _as_given(name: str, value: Any, source: str | None) -> str:
+    """How the user gave field ``name``: its flag with the value, or its line in the ``--config`` file ``source``."""
+    if source is not None:
+        return f"{name}: {_shown(value)} in {source}"
+    flag = "--" + name.replace("_", "-")
+    if isinstance(value, bool):
+        return flag if value else f"--no-{flag[2:]}"
+    if isinstance(value, list):
+        return " ".join([flag, *map(str, value)])
+    return f"{flag} {json.dumps(value) if isinstance(value, dict) else value}"
+
+
+def check_resume_changes(args: argparse.Namespace, cfg: config.TrainConfig) -> None:
+    """On --resume, refuse flags (and ``--config`` values) that change what the run learns, naming each flag and
+    what it changes (a resumed run keeps the settings it was learning with). A value that differs from the saved
+    config's but resolves to the same run (as the saved one was resolved) is fine; the run dir's own checks follow
+    in :class:`~minionsrl.loop.session.Session`."""
+    from minionsrl.build import prepare_config
+
+    saved = config.build(config.load_yaml(files.config_path(cfg.run.run_dir, "--resume")))
+    user = {name: args.config for name in config.flat_values(config.load_yaml(args.config))} if args.config else {}
+    user.update({name: None for name in vars(args) if name in FIELDS})  # a flag wins over the file
+    changed = [name for name in user
+               if FIELDS[name].metadata["learning"] and cfg.get(name) != saved.get(name)]
+    if not changed:
+        return
+    try:
+        resolved, _ = prepare_config(cfg)
+    except ConfigError:
+        try:  # a config that fails without these changes too is not theirs to answer for: Session says why
+            prepare_config(cfg.replace(**{name: saved.get(name) for name in changed}))
+        except ConfigError:
+            return
+    else:
+        if resolved.learning_fields() == saved.learning_fields():  # the same run, however it was written
+            return
+    reasons = []
+    for name in changed:
+        what = f"{name} ({_shown(saved.get(name))} → {_shown(cfg.get(name))})"
+        other = _ONE_OF.get(name)
+        if other and saved.get(other) is not None and other not in user and cfg.get(name) is not None:
+            what = f"{other} ({_shown(saved.get(other))} → unset) and {what}"
+        reasons.append(f"{_as_given(name, cfg.get(name), user[name])} changes {what}")
+    them = "it" if len(reasons) == 1 else "them"
+    raise ConfigError(f"--resume: {'; '.join(reasons)}; a resumed run goes on learning as it started: resume "
+                      f"without {them}, or start a new run with another --run-dir")
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """``minionsrl train``: one run (resumed where its run dir holds one); 0 when it ends."""
     from minionsrl.build import make_trainer
@@ -293,6 +357,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from minionsrl.progress import TrainingDisplay, print_summary
 
     cfg, resume = train_config(args)
+    if resume:
+        check_resume_changes(args, cfg)
     tracking.check(cfg)
     with _sigterm_as_interrupt() as reinstall:
         trainer = make_trainer(cfg, resume=resume)
