@@ -64,7 +64,7 @@ def checked_episodes(arrays: dict[str, np.ndarray], what: str,
         raise wire.WireError(f"{what} does not hold {'' if count is None else f'{count} '}episode returns (float64) "
                              "and lengths (int64), one of each per episode")
     if not np.isfinite(rets).all():
-        raise wire.WireError(f"{what} episode returns hold non-finite numbers")
+        raise wire.WireError(f"{what} episode returns hold non-finite numbers: {_env_fault('reward')}")
     if len(lens) and lens.min() < 1:
         raise wire.WireError(f"{what} episode lengths hold {int(lens.min())}, not a positive step count")
     return rets, lens
@@ -190,8 +190,11 @@ class Fragment:
             if arr.dtype != dtype or arr.shape != shape:
                 raise wire.WireError(f"fragment array {name!r} is {arr.dtype}{arr.shape}, expected "
                                      f"{np.dtype(dtype)}{shape}")
-        finite = ("values", "rewards", "trunc_values", "logprobs", "last_value",
-                  *(() if arch.image else ("obs", "last_obs")))  # uint8 images are finite by type
+        # what the env produced first: a NaN observation makes the values NaN too, and the env is to blame for both
+        for name in ("rewards", *(() if arch.image else ("obs", "last_obs"))):  # uint8 images are finite by type
+            _check_env_output(name, arrays[name])
+        obs_moments, ret_moments = _moments(arrays, "obs_m", (arch.obs_dim,)), _moments(arrays, "ret_m", ())
+        finite = ("values", "trunc_values", "logprobs", "last_value")
         for name in finite if arch.discrete else (*finite, "actions"):
             if not np.isfinite(arrays[name]).all():
                 raise wire.WireError(f"fragment array {name!r} holds non-finite numbers")
@@ -208,8 +211,7 @@ class Fragment:
             **{name: arrays[name] for name in cls._STEP_ARRAYS},
             last_value=float(arrays["last_value"][0]), last_obs=arrays["last_obs"],
             episode_returns=rets, episode_lengths=lens,
-            obs_moments=_moments(arrays, "obs_m", (arch.obs_dim,)),
-            ret_moments=_moments(arrays, "ret_m", ()),
+            obs_moments=obs_moments, ret_moments=ret_moments,
             policy_version=sampled_with,
             meta=meta,
         )
@@ -218,6 +220,29 @@ class Fragment:
 _FRAGMENT_ARRAYS = frozenset({*Fragment._STEP_ARRAYS, "last_value", "last_obs", "episode_returns", "episode_lengths",
                               *(f"{p}/{s}" for p in ("obs_m", "ret_m") for s in ("mean", "var", "count"))})
 _CARRY_NUMBERS = ("ep_return", "ep_length", "disc_return")
+
+# How a reply blames the env for what it returned: the learner names the env where it reports the failure
+ENV_FAULT = "the env returned"
+_FIX = {"observation": "make its reset() and step() return finite observations",
+        "reward": "make its step() return finite rewards"}
+_ENV_OUTPUT = {"rewards": "reward", "obs": "observation", "last_obs": "observation", "obs_m": "observation",
+               "ret_m": "reward"}
+
+
+def _env_fault(what: str) -> str:
+    """The failure's cause and fix, where the env returned a non-finite ``what`` (observation or reward)."""
+    return f"{ENV_FAULT} non-finite {what}s; {_FIX[what]}"
+
+
+def _check_env_output(name: str, values: np.ndarray) -> None:
+    """Raise a WireError blaming the env if ``values`` (what the env returned: rewards, observations) holds a NaN
+    or an infinity (a float64 number beyond float32's range arrives as an infinity)."""
+    bad = ~np.isfinite(values)
+    if bad.any():
+        where = np.argwhere(bad)[0]
+        what = _ENV_OUTPUT[name]
+        step = "after the fragment's last step" if name == "last_obs" else f"at step {int(where[0])} of the fragment"
+        raise wire.WireError(f"{ENV_FAULT} a non-finite {what} ({values[tuple(where)]} {step}); {_FIX[what]}")
 
 
 def _check_carry(carry: Any) -> None:
@@ -246,6 +271,8 @@ def _moments(arrays: dict[str, np.ndarray], prefix: str, shape: tuple[int, ...])
     if mean.shape != (size,) or var.shape != (size,) or count.shape != (1,):
         raise wire.WireError(f"fragment {prefix} moments have the wrong shape")
     mean, var = mean.reshape(shape), var.reshape(shape)
-    if not (np.isfinite(mean).all() and np.isfinite(var).all() and (var >= 0).all() and count[0] >= 0):
+    if not (np.isfinite(mean).all() and np.isfinite(var).all()):  # of what the env returned: it is to blame
+        raise wire.WireError(f"fragment {prefix} moments are not finite: {_env_fault(_ENV_OUTPUT[prefix])}")
+    if not ((var >= 0).all() and count[0] >= 0):
         raise wire.WireError(f"fragment {prefix} moments are not valid statistics")
     return Moments(mean, var, float(count[0]))

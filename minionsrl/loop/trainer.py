@@ -23,7 +23,7 @@ from minionsrl.backends.base import Backend
 from minionsrl.config import TrainConfig
 from minionsrl.cost import CostLedger, RoundTimes
 from minionsrl.errors import ConfigError, Diverged
-from minionsrl.function import clock, wire
+from minionsrl.function import clock, fragment, wire
 from minionsrl.learner import runtime
 from minionsrl.learner.detectors import DetectorPlan
 from minionsrl.learner.learners import Learned, Learner
@@ -224,6 +224,9 @@ class Trainer:
             return step()
         except TooFewReplies as exc:
             self.log.log_invocations(invocation_rows(self.round, [*earlier, exc.gathered]))
+            if fragment.ENV_FAULT in str(exc):  # a reply failed its checks on what the env returned: name the env
+                named = str(exc).replace(fragment.ENV_FAULT, f"the env {self.cfg.env.env_id!r} returned", 1)
+                raise TooFewReplies(named, exc.gathered) from None
             raise
 
     @staticmethod
