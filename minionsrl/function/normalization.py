@@ -37,7 +37,8 @@ class Moments:
         if len(samples) == 0:
             shape = samples.shape[1:]
             return cls(np.zeros(shape), np.ones(shape), 0.0)
-        return cls(samples.mean(axis=0), samples.var(axis=0), float(len(samples)))
+        with np.errstate(all="ignore"):  # an env's inf gives NaN moments, which the learner refuses in one line
+            return cls(samples.mean(axis=0), samples.var(axis=0), float(len(samples)))
 
 
 class RunningMeanStd:
@@ -87,5 +88,10 @@ class ObsNormalizer:
         if self.image:
             return obs
         if not self.enabled:
-            return np.asarray(obs, dtype=np.float32)
+            if getattr(obs, "dtype", None) == np.float32:
+                return np.asarray(obs)
+            # a number of the env's beyond float32 becomes inf quietly (no RuntimeWarning in the function's output),
+            # to be refused in one line that blames the env (fragment.Fragment.from_wire)
+            with np.errstate(over="ignore"):
+                return np.asarray(obs, dtype=np.float32)
         return np.clip((obs - self.mean) * self.inv_std, -self.clip, self.clip).astype(np.float32)
