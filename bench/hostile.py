@@ -1,4 +1,5 @@
-"""Hostile input (issue 22): every row of the issue's table replayed, and what each gets now.
+"""Hostile input (issue 22) and badly behaved envs and platforms (issue 41): every row of both issues' tables
+replayed, and what each gets now.
 
 Each case runs ``python -m minionsrl ...`` in a scratch folder of its own (the run dir is ``RUN`` inside it;
 a victim file beside it is what a link in the run dir points at), or, for the rows about replies, calls the
@@ -7,7 +8,11 @@ it holds a traceback, whether any file outside the run dir was touched (every fi
 outside ``RUN``, by content and mtime) and whether the checkpoint is intact (its bytes unchanged, where one was
 there before). Small cases: CartPole-v1, one or two rounds of one actor (two for Ray), 16 steps.
 
-    .venv/bin/python bench/hostile.py [--no-ray] [--markdown]
+    .venv/bin/python bench/hostile.py [--no-ray] [--markdown] [--rows all|22|41]
+
+Issue 41's rows (``--rows 41``) run envs of ``tests/hostile_envs.py`` that hang, never end an episode or start a
+simulator process, with default deadline flags, and count the processes left behind (the backend's workers and
+the envs' simulators) once each case is over.
 
 The tmpfs row (a 2 MB tmpfs filled while TensorBoard writes) needs root and CAP_SYS_ADMIN to mount; where
 mounting is refused it is reported as skipped.
@@ -16,6 +21,7 @@ mounting is refused it is reported as skipped.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -53,6 +59,7 @@ class Outcome:
     outside: str = "—"
     checkpoint: str = "—"
     says: str = ""
+    left: str = "—"  # processes left behind (workers, simulators) once the case is over
 
 
 def _env() -> dict[str, str]:
@@ -339,14 +346,187 @@ def _tmpfs_case(base: Path, root: Path) -> Outcome:
     return o
 
 
+# -- issue 41: badly behaved envs, default deadlines, nothing left behind -----------------------------------------
+HOSTILE_ENVS = REPO / "tests"  # hostile_envs.py, importable by the functions
+SIMULATOR = "time.sleep(3600.0)"  # the command line of hostile_envs.SimulatorEnv's child process
+WORKER = "minionsrl.backends.local_worker"
+
+
+def _env41(tmp: Path) -> dict[str, str]:
+    env = _env()
+    return {**env, "PYTHONPATH": os.pathsep.join([str(HOSTILE_ENVS), env["PYTHONPATH"]]), "TMPDIR": str(tmp)}
+
+
+def _ours(tmp: Path) -> list[int]:
+    """The workers and simulators of this case's processes (they see ``TMPDIR=tmp``)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline", "environ", "status"]):
+        with contextlib.suppress(psutil.Error, TypeError):
+            line = " ".join(proc.info["cmdline"] or [])
+            if (WORKER in line or SIMULATOR in line) and proc.info["status"] != psutil.STATUS_ZOMBIE \
+                    and (proc.info["environ"] or {}).get("TMPDIR") == str(tmp):
+                found.append(proc.pid)
+    return found
+
+
+def _left(tmp: Path, within_s: float = 10.0) -> str:
+    """Processes of the case still running ``within_s`` after it ended (a watcher notices its learner's death
+    within half a second), and the temp folders it left (and whether the next learner's sweep removes them)."""
+    from minionsrl.backends.tempdirs import sweep
+
+    end = time.monotonic() + within_s
+    while _ours(tmp) and time.monotonic() < end:
+        time.sleep(0.2)
+    procs, folders = len(_ours(tmp)), list(tmp.glob("minionsrl-local-*"))
+    if procs:
+        return f"YES: {procs} processes"
+    if not folders:
+        return "none"
+    before, tempfile.tempdir = tempfile.tempdir, str(tmp)
+    try:
+        swept = len(sweep("minionsrl-local-"))
+    finally:
+        tempfile.tempdir = before
+    return f"none; its temp folder, which the next learner removed ({swept} of {len(folders)})"
+
+
+def _train41(run: Path, env_id: str, kwargs: dict | None = None, *extra: str) -> list[str]:
+    return [sys.executable, *PY, "minionsrl", *TRAIN, "--env-id", env_id, "--env-kwargs", json.dumps(kwargs or {}),
+            "--run-dir", str(run), *extra]
+
+
+def _case41(root: Path, row: str, case: str, before: str, env_id: str, kwargs: dict | None = None,
+            extra: tuple[str, ...] = (), after_two_rounds=None, timeout: float = 400, note=None) -> Outcome:
+    """One CLI run of a hostile env; ``after_two_rounds(proc, folder)`` acts once it made two rounds."""
+    folder = root / f"r41-{len(list(root.iterdir()))}"
+    (folder / "pids").mkdir(parents=True)  # where a simulator env notes its simulators
+    run = folder / "RUN"
+    kwargs = {k: str(v).replace("{DIR}", str(folder)) for k, v in (kwargs or {}).items()}
+    t0 = time.monotonic()
+    proc = subprocess.Popen(_train41(run, env_id, kwargs, *extra), env=_env41(folder), cwd=folder,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    if after_two_rounds is not None:
+        if not _rounds(proc, run, 120):
+            proc.kill()
+            return Outcome(row, case, before, says="the run did not make two rounds")
+        t0 = time.monotonic()
+        after_two_rounds(proc, folder)
+    try:
+        err = proc.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        err = proc.communicate()[1]
+        return Outcome(row, case, before, exit="hung", says=f"still running after {timeout:g} s", left=_left(folder))
+    took = time.monotonic() - t0
+    o = _judge(Outcome(row, case, before), proc.returncode, err)
+    line = err.strip().splitlines()[0] if err.strip() else ""
+    said = line if len(line) <= 300 else f"{line[:120]} […] {line[-170:]}"  # the end says where it hung
+    o.says = f"after {took:.0f} s: " + (said.replace("|", "\\|") or (note(run) if note else "ran"))
+    if proc.returncode == -signal.SIGKILL:
+        o.one_line = o.traceback = "— (killed)"
+    o.left = _left(folder)
+    return o
+
+
+def _eval_note(run: Path) -> str:
+    import csv
+
+    with open(run / "metrics.csv") as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("eval_return_mean")]
+    return f"ran; evaluation episodes cut at 27,000 steps: eval return {rows[-1]['eval_return_mean']}" if rows else \
+        "ran; no evaluation row"
+
+
+def _touch(name: str):
+    def act(proc: subprocess.Popen, folder: Path) -> None:
+        (folder / name).touch()
+    return act
+
+
+def _kill_learner(proc: subprocess.Popen, folder: Path) -> None:
+    (folder / "hang").touch()
+    end = time.monotonic() + 30  # until a worker is inside the hung step
+    while time.monotonic() < end and not list(folder.glob("pids/*")):
+        time.sleep(0.1)
+    time.sleep(1.0)
+    proc.kill()  # the learner alone, not its group: its workers are in sessions of their own
+
+
+def _namespace_case(root: Path) -> Outcome:
+    """A learner in another PID namespace runs; a second one starts here, then ends."""
+    o = Outcome("temp folders", "a learner in another PID namespace (`unshare --pid`) runs; another starts here",
+                "the starting learner deletes the live one's policy folder; it dies at its next publish with a "
+                "45-line FileNotFoundError")
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "--pid", "--fork", "true"], capture_output=True).returncode:
+        o.says = "skipped: no PID namespace allowed here"
+        return o
+    folder = root / "r41-ns"
+    folder.mkdir()
+    victim_run = folder / "VICTIM"
+    victim = subprocess.Popen([unshare, "--pid", "--fork", "--kill-child", sys.executable, *PY, "minionsrl", *TRAIN,
+                               "--max-rounds", "100000", "--env-step-latency-ms", "5", "--run-dir", str(victim_run)],
+                              env=_env41(folder), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        if not _rounds(victim, victim_run, 120):
+            o.says = "the learner in the namespace did not start"
+            return o
+        code = subprocess.run([sys.executable, *PY, "minionsrl", *TRAIN, "--max-rounds", "2", "--run-dir",
+                               str(folder / "RUN")], env=_env41(folder), capture_output=True, timeout=240).returncode
+        rounds = len((victim_run / "metrics.csv").read_text().splitlines())
+        time.sleep(3.0)
+        alive = victim.poll() is None and len((victim_run / "metrics.csv").read_text().splitlines()) > rounds
+        o.exit, o.one_line, o.traceback = str(code), "— (ran)", "no"
+        o.says = ("the learner in the namespace kept its folder and went on training" if alive else
+                  f"the learner in the namespace stopped: {victim.stderr.read()[-160:] if victim.poll() else ''}")
+    finally:
+        os.killpg(victim.pid, signal.SIGKILL)
+        victim.wait()
+    o.left = "—"
+    return o
+
+
+def _issue41_cases(root: Path) -> list[Outcome]:
+    hang_later = {"flag": "{DIR}/hang"}
+    sim = {"pids": "{DIR}/pids", "hang": "{DIR}/hang"}
+    rows = [_namespace_case(root)]
+
+    rows.append(_case41(root, "deadlines by default", "`step` hangs mid-run, default flags (`--max-retries 0`)",
+                        "nothing printed, for ever", "hostile_envs:HangingStepEnv", hang_later,
+                        ("--max-rounds", "100000", "--max-retries", "0"), after_two_rounds=_touch("hang")))
+    rows.append(_case41(root, "deadlines by default", "`__init__` never returns, default flags",
+                        "nothing printed, for ever (the learner's own env check hangs)", "hostile_envs:HangingInitEnv"))
+    rows.append(_case41(root, "deadlines by default", "an episode that never ends, evaluated, default flags",
+                        "nothing printed, for ever", "hostile_envs:EndlessEnv", None,
+                        ("--max-rounds", "2", "--eval-every", "1"), note=_eval_note))
+    for case, before, extra, act in (
+            ("kill -9 of the learner while its workers are inside a hung `step`",
+             "both workers live on with PPID 1, for ever", ("--max-rounds", "100000"), _kill_learner),
+            ("an env that starts a simulator, a clean run", "one orphan simulator per worker",
+             ("--max-rounds", "3", "--actors", "2"), None),
+            ("an env that starts a simulator, its instance killed at the deadline",
+             "one more orphan per killed instance", ("--max-rounds", "100000", "--invocation-timeout-s", "5",
+                                                     "--max-retries", "0"), _touch("hang"))):
+        rows.append(_case41(root, "nothing outlives the run", case, before, "hostile_envs:SimulatorEnv", sim, extra,
+                            after_two_rounds=act, timeout=200))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray shutdown rows (a minute or two)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (docs/RELIABILITY.md)")
+    parser.add_argument("--rows", choices=("all", "22", "41"), default="all", help="which issue's rows to replay")
     args = parser.parse_args()
     t0 = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="minionsrl-hostile-"))
     try:
+        if args.rows == "41":
+            rows = _issue41_cases(root)
+            return _print(rows, args.markdown, t0)
         base = root / "base"
         code, err = _cli([*TRAIN, "--max-rounds", "1", "--run-dir", str(base)], root)
         if code != 0:
@@ -416,20 +596,26 @@ def main() -> int:
                               [*TRAIN, "--config", "{DIR}/dup.yaml", "--run-dir", "{RUN}"],
                               _write("dup.yaml", "seed: 1\nseed: 2\n")))
         rows += _shutdown_cases(root, ray=not args.no_ray)
+        if args.rows == "all":
+            rows += _issue41_cases(root / "cases")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    return _print(rows, args.markdown, t0)
+
+
+def _print(rows: list[Outcome], markdown: bool, t0: float) -> int:
     columns = ("row", "case", "before", "exit", "one line", "traceback", "outside run dir touched",
-               "checkpoint intact", "says")
-    if args.markdown:
+               "checkpoint intact", "processes left", "says")
+    cells = [[r.row, r.case, r.before, r.exit, r.one_line, r.traceback, r.outside, r.checkpoint, r.left, r.says]
+             for r in rows]
+    if markdown:
         print("| " + " | ".join(columns) + " |")
         print("|" + "---|" * len(columns))
-        for r in rows:
-            print("| " + " | ".join([r.row, r.case, r.before, r.exit, r.one_line, r.traceback, r.outside,
-                                     r.checkpoint, f"`{r.says}`" if r.says else ""]) + " |")
+        for c in cells:
+            print("| " + " | ".join([*c[:-1], f"`{c[-1]}`" if c[-1] else ""]) + " |")
     else:
-        for r in rows:
-            print(json.dumps(dict(zip(columns, [r.row, r.case, r.before, r.exit, r.one_line, r.traceback, r.outside,
-                                                r.checkpoint, r.says], strict=True)), ensure_ascii=False))
+        for c in cells:
+            print(json.dumps(dict(zip(columns, c, strict=True)), ensure_ascii=False))
     print(f"{len(rows)} cases in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return 0
 
