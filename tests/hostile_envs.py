@@ -108,3 +108,23 @@ class LoudEnv(_Tiny):
                 print(line)
             print("LAST LINE", file=sys.stderr)
         return super().step(action)
+
+
+class StampedEnv(_Tiny):
+    """Sleeps ``sleep_s`` a step and keeps, in a file of its own in ``folder``, the wall-clock times (``time.time``)
+    of its last reset and its last step: when each function ran, whatever the machine's load, to tell whether
+    functions ran at the same time. Three actions, as the tests' counter policy has."""
+
+    def __init__(self, folder: str, sleep_s: float = 0.05) -> None:
+        super().__init__(None)
+        self.action_space = gym.spaces.Discrete(3)
+        self.sleep_s, self.path, self.start = sleep_s, Path(folder, f"{os.getpid()}-{id(self)}"), 0.0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        self.start = time.time()
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        time.sleep(self.sleep_s)
+        self.path.write_text(f"{self.start} {time.time()}")
+        return super().step(action)

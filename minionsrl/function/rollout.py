@@ -142,7 +142,8 @@ class _Track:
             env_action = int(env_action)
         self.actions[t] = action
         self.obs, reward, term, trunc, info = self.env.step(env_action)
-        self.rewards[t] = reward
+        with np.errstate(over="ignore", invalid="ignore"):  # a reward past float32 is the reply check's to report
+            self.rewards[t] = reward
         # the reward scaler's discounted return, exactly as Gymnasium's NormalizeReward (CleanRL's) keeps it:
         # a termination restarts it (from this step's reward on); a time-limit truncation does not
         self.disc = self.disc * gamma * (1.0 - float(term)) + reward
