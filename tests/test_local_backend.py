@@ -240,7 +240,7 @@ def test_invocation_timeout_kills_a_hung_instance(make_backend):
     t0 = time.perf_counter()
     replies = backend.invoke(requests_for(ref, 1, spec=hang) + requests_for(ref, 1, round_idx=2, spec=fine))
     elapsed = time.perf_counter() - t0
-    assert elapsed < 10.0
+    assert elapsed < 30.0  # the hung env sleeps 30 s: the timeout stopped it, however loaded the machine
     hung, ok = replies
     assert hung.record.status == "timed_out" and "timed out" in hung.record.error
     assert hung.record.invocation_id == "r1-train-0"

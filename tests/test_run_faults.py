@@ -38,7 +38,7 @@ def test_ray_address_without_a_cluster_fails_at_once_and_leaves_no_run_dir(tmp_p
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("minionsrl: error: ray_address: no Ray cluster at ") and f":{port}" in lines[0]
     assert "connection refused" in lines[0] and "ray start --head" in lines[0], lines[0]
-    assert took < 10, f"took {took:.1f} s"  # the interpreter, its imports and the probe
+    assert took < 45, f"took {took:.1f} s"  # the interpreter, its imports and the probe: not ray.init's wait
     assert not run_dir.exists()  # the same command can be run again once a cluster is up
 
 
@@ -119,7 +119,7 @@ def test_a_second_learner_on_a_run_dir_fails_at_once(tmp_path, subprocess_env):
             assert rc == 2 and len(lines) == 1, lines
             assert lines[0] == (f"minionsrl: error: run_dir {str(run_dir)!r} is in use by another learner (process "
                                 f"{holder.pid}); wait for it to end or stop it, or choose another --run-dir"), lines
-            assert took < 20, took
+            assert took < 45, took  # refused, not waiting for the holder (120 s)
         assert sorted(p.name for p in run_dir.iterdir()) == [".lock", "config.yaml"]  # the second wrote nothing
     finally:
         holder.kill()
