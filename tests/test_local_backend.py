@@ -347,3 +347,42 @@ def test_prewarmed_instances_boot_ahead_and_are_still_cold_on_first_use(make_bac
     assert all(r.record.cold and r.record.init_s > 0 for r in firsts.values())
     assert sum(r.record.cold for r in replies) == len(firsts)  # cold once per instance, then warm
     assert backend.instances_started == 2  # no further start: the prewarmed ones served
+
+
+def test_concurrency_follows_functions_that_mostly_wait(make_backend):
+    """No max_concurrency: functions that sleep 10 ms a step use little CPU, so more of them run at once than there
+    are CPUs; functions that keep a CPU busy run one per CPU."""
+    import os
+
+    from minionsrl.backends.local import CONCURRENCY_CAP
+
+    cpus = os.cpu_count() or 1
+    waiting, busy = make_backend(max_concurrency=None), make_backend(max_concurrency=None)
+    assert waiting.max_concurrency == busy.max_concurrency == cpus  # nothing measured yet
+    ref = waiting.publish(snapshot(COUNTER))
+    spec = EnvSpec("custom_env:CounterEnv", {"length": 1000, "sleep_s": 0.01})
+    assert all(r.ok for r in waiting.invoke(requests_for(ref, cpus, spec=spec, steps=30)))
+    shares = waiting.concurrency._shares
+    assert len(shares) == cpus and max(shares) < 0.5
+    assert cpus < waiting.max_concurrency <= CONCURRENCY_CAP
+    replies = waiting.invoke(requests_for(ref, 4 * cpus, round_idx=2, spec=spec, steps=30))
+    assert all(r.ok for r in replies) and waiting.instances_started > cpus
+    ref = busy.publish(snapshot(COUNTER))
+    spin = EnvSpec("custom_env:CounterEnv", {"length": 1_000_000})
+    assert all(r.ok for r in busy.invoke(requests_for(ref, cpus, spec=spin, steps=20_000)))
+    assert min(busy.concurrency._shares) > 0.5 and busy.max_concurrency == cpus
+
+
+def test_concurrency_that_follows_waiting_functions_stops_at_the_memory_available(make_backend, monkeypatch):
+    from minionsrl.backends import local
+
+    backend = make_backend(max_concurrency=None)
+    ref = backend.publish(snapshot(COUNTER))
+    spec = EnvSpec("custom_env:CounterEnv", {"length": 1000, "sleep_s": 0.01})
+    assert all(r.ok for r in backend.invoke(requests_for(ref, 2, spec=spec, steps=30)))
+    unbounded = backend.max_concurrency
+    largest = max(local.resident_bytes(i.process.pid) for i in backend._instances)
+    monkeypatch.setattr(local, "available_memory_bytes", lambda: int(3 * largest / local.MEMORY_SHARE))
+    bounded = backend.max_concurrency
+    assert bounded < unbounded and bounded <= len(backend._instances) + 3
+    assert make_backend(max_concurrency=3).max_concurrency == 3  # what the user asked is kept

@@ -39,15 +39,19 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from minionsrl.backends import local_worker
 from minionsrl.backends.base import (
     CANCELLED,
     FAILED,
     IDLE_TIMEOUT_S,
+    OK,
     OOM,
     TIMED_OUT,
     Backend,
     Deadlines,
+    InvocationRecord,
     Pending,
     Refusals,
     Reply,
@@ -62,12 +66,16 @@ from minionsrl.backends.base import (
 )
 from minionsrl.backends.tempdirs import OwnedFolder
 from minionsrl.errors import Resumable
+from minionsrl.function.clock import own_s
 from minionsrl.function.faults import MEMORY_ENV, resident_bytes
 
 _WORKER_MODULE = "minionsrl.backends.local_worker"
 STATE_PREFIX = "minionsrl-local-"  # + the learner's pid: its folder of published policies, in the temporary folder
 READY_FRAME_BYTES = 4096  # an instance's first frame says it is ready: anything longer is not that
 MEMORY_POLL_S = 0.05  # how often busy instances' memory is read, when it is limited
+CONCURRENCY_CAP = 256  # the most instances run at once when the concurrency follows waiting functions ...
+MEMORY_SHARE = 0.5  # ... and the instances added may take at most this share of the memory available now
+_KEPT_SHARES = 64  # the busy share is the median over this many of the latest successful invocations
 STOP_WAIT_S = 2.0  # an instance told to stop has this long to close its envs and exit before its group is killed
 EXIT_GRACE_S = 1.0  # an instance whose stream ended has this long to exit by itself (its exit code is reported)
 
@@ -85,6 +93,50 @@ def _exited(pid: int, within_s: float) -> bool:
         if time.monotonic() >= end:
             return False
         time.sleep(0.01)
+
+
+def available_memory_bytes() -> int | None:
+    """Memory available to new processes now (Linux ``MemAvailable``), or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as fh:
+            return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+
+
+class Concurrency:
+    """How many instances run at once: the user's ``max_concurrency``, else one per CPU while the functions keep a
+    CPU busy, and more while they mostly wait (a sleep, a remote simulator, a game server), as a function platform
+    runs every call at once: ``CPUs / busy share``, the busy share being a function's CPU seconds over its
+    own-instance seconds (wall time less its wait for a CPU here: :mod:`minionsrl.function.clock`), the median of
+    the latest successful invocations; at most :data:`CONCURRENCY_CAP`, and no more than the memory available
+    holds (:data:`MEMORY_SHARE` of it, at the largest instance's size)."""
+
+    def __init__(self, asked: int | None) -> None:
+        self.asked, self.cpus = asked, concurrency(None)
+        self._shares: list[float] = []
+
+    def observe(self, record: InvocationRecord, cold_start_s: float = 0.0) -> None:
+        """Learn a function's busy share from an invocation that succeeded (its instance's own start,
+        ``cold_start_s``, is not the function's: its CPU seconds are not in ``cpu_s``)."""
+        own = own_s(record.init_s - cold_start_s + record.run_s, record.init_wait_s + record.run_wait_s)
+        if self.asked is None and record.status == OK and own > 0:
+            self._shares.append(min(record.cpu_s / own, 1.0))
+            del self._shares[:-_KEPT_SHARES]
+
+    def limit(self, instance_pids: list[int]) -> int:
+        """The most instances to run at once, with ``instance_pids`` running now."""
+        if self.asked is not None:
+            return self.asked
+        if not self._shares:
+            return self.cpus
+        share = max(float(np.median(self._shares)), 1.0 / CONCURRENCY_CAP)
+        wanted = min(CONCURRENCY_CAP, max(self.cpus, round(self.cpus / share)))
+        sizes = [size for size in map(resident_bytes, instance_pids) if size]
+        free = available_memory_bytes()
+        if wanted > len(instance_pids) and sizes and free is not None:
+            wanted = min(wanted, max(len(instance_pids) + int(MEMORY_SHARE * free / max(sizes)), self.cpus))
+        return wanted
 
 
 @dataclass
@@ -110,7 +162,7 @@ class LocalBackend(Backend):
         self.key = key
         self.memory_mb = memory_mb  # an instance's memory limit (None: unlimited)
         self._refusals = Refusals()  # throttled calls: refused at submission
-        self.max_concurrency = concurrency(max_concurrency)
+        self.concurrency = Concurrency(max_concurrency)
         self.idle_timeout_s = idle_timeout_s
         self.deadlines = Deadlines(invocation_timeout_s)
         self.max_failed_starts = max_failed_starts
@@ -228,7 +280,8 @@ class LocalBackend(Backend):
             inst.task.send(self.deadlines, time.perf_counter())
             self._send(inst, inst.task.payload)
         starting = sum(1 for i in self._instances if not i.ready)
-        while len(self._queue) > starting and len(self._instances) < self.max_concurrency:
+        limit = self.max_concurrency if len(self._queue) > starting else 0
+        while len(self._queue) > starting and len(self._instances) < limit:
             self._start_instance()
             starting += 1
 
@@ -263,6 +316,7 @@ class LocalBackend(Backend):
         else:
             inst.task, inst.served, inst.last_used = None, inst.served + 1, now
         self.deadlines.observe(record)
+        self.concurrency.observe(record, inst.cold_start_s if record.cold else 0.0)
         return [reply]
 
     def _next_deadline(self, waiting: list[_Instance]) -> float | None:
@@ -363,6 +417,11 @@ class LocalBackend(Backend):
             self._stop(inst, kill=not inst.ready)
         self.instances_reaped += len(stale)
         return len(stale)
+
+    @property
+    def max_concurrency(self) -> int:
+        """How many instances may run at once now (:class:`Concurrency`)."""
+        return self.concurrency.limit([i.process.pid for i in self._instances])
 
     @property
     def instance_ids(self) -> list[str]:
