@@ -211,6 +211,14 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--config", metavar="FILE.yaml", help="YAML file with config fields shared by every run")
     _add_config_flags(cmp)
 
+    pln = sub.add_parser("plan", help="forecast seconds and dollars per actor count for this env, from a short probe",
+                         usage="%(prog)s [--cap N] [--json FILE] [--out DIR] [train's options]")
+    pln.add_argument("--cap", type=int, default=256, help="the largest actor count forecast (powers of two up to it)")
+    pln.add_argument("--json", metavar="FILE", default=None, help="also write the forecast's rows as JSON")
+    pln.add_argument("--out", default=None, help="output directory for plan.md and plan.png (default runs/plan-<env>)")
+    pln.add_argument("--config", metavar="FILE.yaml", help="YAML file with config fields")
+    _add_config_flags(pln)
+
     scl = sub.add_parser("scale", help="invoke 1..N concurrent functions: invoke and collect overhead",
                          usage="%(prog)s [--max-actors N] [--steps T] [options]")
     scl.add_argument("--max-actors", type=int, default=64, help="largest number of concurrent invocations")
@@ -414,6 +422,21 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """``minionsrl plan``: a short probe on this machine, then seconds and dollars per actor count; prints the
+    forecast (Markdown) and writes it with its frontier plot."""
+    from minionsrl.experiments.plan import run_plan
+
+    if args.cap < 1:
+        raise ConfigError(f"--cap: {args.cap} actors; give a cap of at least 1")
+    cfg, _ = train_config(args)
+    out = args.out or f"runs/plan-{cfg.env.env_id.replace('/', '-').replace(':', '-')}"
+    text, _ = run_plan(cfg, args.cap, out, args.json)
+    print(text)
+    print(f"written: {out}/plan.md, {out}/plan.png" + (f", {args.json}" if args.json else ""))
+    return 0
+
+
 def cmd_scale(args: argparse.Namespace) -> int:
     """``minionsrl scale``: a round's time as the actors grow on a backend; prints the table."""
     from pathlib import Path
@@ -523,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv``; the exit status (2 with one line for bad input, before any work)."""
     args = build_parser().parse_args(argv)
     try:
-        commands = {"train": cmd_train, "eval": cmd_eval, "compare": cmd_compare, "plot": cmd_plot,
+        commands = {"train": cmd_train, "eval": cmd_eval, "compare": cmd_compare, "plot": cmd_plot, "plan": cmd_plan,
                     "scale": cmd_scale, "motivate": cmd_motivate, "scheduler": cmd_scheduler}
         return commands[args.command](args)
     except ConfigError as exc:

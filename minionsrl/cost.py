@@ -177,6 +177,23 @@ class Overhead:
                 "get": self.gets_per_invocation * invocations, "list": self.lists_per_s * wait_s}
 
 
+@dataclass(frozen=True)
+class ModelledRound:
+    """A round of ``n`` functions as the ledger would bill it (:meth:`CostLedger.model_round`): its projected
+    seconds and both bills, and of its seconds the learner's part and one function's."""
+
+    round_s: float
+    serverless_usd: float
+    server_usd: float
+    learner_s: float
+    function_s: float
+
+    @property
+    def overhead_s(self) -> float:
+        """What the platform adds: dispatching the calls and collecting the results."""
+        return max(self.round_s - self.learner_s - self.function_s, 0.0)
+
+
 @dataclass
 class RoundBill:
     """A round's line in the ledger."""
@@ -306,8 +323,7 @@ class CostLedger:
         hosts = hosts_for(n_actors, self.vcpus_per_host)
         startup = self.startup_s if hosts > self.actor_hosts else 0.0
         self.actor_hosts = max(self.actor_hosts, hosts)  # a started pool stays up until the job ends, billed idle
-        server_rate = (self.learner_usd_s + self.actor_hosts * self.actor_usd_s
-                       + (self.actor_hosts + 1) * self.host_overhead_usd_s)
+        server_rate = self.server_usd_s(self.actor_hosts)
         serverless, storage = self.serverless_usd(projected, records, wait_s)
         serverless_wall, _ = self.serverless_usd(times.wall_s, records, wait_s)
         bill = RoundBill(serverless, server_rate * (projected + startup), serverless_wall,
@@ -319,6 +335,20 @@ class CostLedger:
         self.total_server_wall_usd += bill.cost_server_wall_usd
         self.total_projected_s += projected
         return bill
+
+    def server_usd_s(self, hosts: int) -> float:
+        """Dollars a second of the server baseline with ``hosts`` actor hosts: them and the learner host, each with
+        its share of the monthly IP and disk."""
+        return self.learner_usd_s + hosts * self.actor_usd_s + (hosts + 1) * self.host_overhead_usd_s
+
+    def model_round(self, learner_s: float, function: InvocationRecord, n_actors: int) -> ModelledRound:
+        """A round of ``n_actors`` functions that each do what ``function`` records (own-instance times: a warm
+        invocation), and a learner part of ``learner_s``, billed as :meth:`bill_round` bills a measured one, without
+        touching the totals: the forecast (``minionsrl plan``) is this ledger's own rule, not a copy of it."""
+        projected = self.projected_s(RoundTimes(0.0, learner_s, [[function]] * n_actors))
+        serverless, _ = self.serverless_usd(projected, [function] * n_actors, projected - learner_s)
+        server = self.server_usd_s(hosts_for(n_actors, self.vcpus_per_host)) * projected
+        return ModelledRound(projected, serverless, server, learner_s, self.latency_s(function))
 
     def round_usd(self, times: RoundTimes, records: list[InvocationRecord]) -> float:
         """A round's serverless cost so far, without billing it (the budget check before its last steps)."""

@@ -1,0 +1,311 @@
+"""``minionsrl plan``: what ``n`` actors would cost for this env and learner, before the spend (SPEC §4).
+
+**The probe.** Two short runs of the configured job on this machine's ``local`` backend — 2 and 8 actors (one run
+under a constant batch), three rounds each, evaluation cut to a step — measure what the forecast needs from their
+warm rounds (the first round starts instances and compiles the learner's programs, reported apart): a function's
+own-instance seconds per sample (the env's CPU, its waits, the policy's inference), a warm invocation's init
+(policy load), the share of its time it keeps a CPU busy, its reply's bytes per sample, and the learner's
+own-instance seconds for each batch, fitted as ``a + b·batch`` through the two runs.
+
+**The forecast.** For each ``n`` (powers of two up to ``--cap``) and each platform, the cost ledger bills a modelled
+round of ``n`` such functions with :meth:`~minionsrl.cost.CostLedger.model_round` — the rule that bills a real round,
+not a copy of it:
+
+* ``lambda``: AWS Lambda through Lithops (its invoke-and-collect profile, S3 requests), the serverless bill;
+* ``server``: the server baseline, the learner host and ``ceil(n / vCPUs)`` actor hosts billed over the round;
+* ``ray``: a Ray cluster (its profile), billed as servers;
+* ``local``: this machine's wall time, its cores shared by the learner and ``n`` functions, run as many at once as
+  the local backend would (:class:`~minionsrl.backends.local.Concurrency`); its dollars are the learner host's.
+
+Per row: seconds and dollars a round, the run's rounds for its step budget (``total_timesteps``) and their time and
+dollars, and the round's split (learner / one function / the platform's overhead). Per platform: the ``n`` that
+finishes the step budget soonest, the cheapest, and the knee (the least ``n`` past which doubling buys under 10%
+of the run's time). The forecast is of cost, not of learning: more actors a round also means fewer updates for the
+same steps, which only a run (``compare``) can weigh.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from minionsrl.backends.base import OK, InvocationRecord
+from minionsrl.config import TrainConfig
+from minionsrl.cost import CostLedger, ModelledRound, load_prices
+from minionsrl.errors import ConfigError
+from minionsrl.experiments.tables import markdown_table
+
+PROBE_ACTORS = (2, 8)  # the probe's two runs (one, at the second count, under a constant batch)
+PROBE_ROUNDS = 3  # a run's first round is cold (instances, compilation); the others are measured
+DEFAULT_CAP = 256
+KNEE_GAIN = 0.10  # the knee: the least n past which doubling n shortens the run by less than this
+PLATFORMS = {"lambda": "lithops", "server": "server", "ray": "ray", "local": "local"}  # platform -> its profile
+SERVERS = ("server", "ray")  # platforms billed as servers; ``local`` is this machine; any other, serverless
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the probe measured on this machine (own-instance seconds: wall less the wait for a CPU here)."""
+
+    sample_s: float  # a function's seconds per sample (env step, its waits, inference)
+    init_s: float  # a warm invocation's init (the round's policy load, its env reset)
+    busy_share: float  # of a function's own time, the share it keeps a CPU busy
+    reply_bytes_per_sample: float
+    learner_a_s: float  # the learner's seconds a round: a + b·batch
+    learner_b_s: float
+    compile_s: float  # the learner's first round beyond a warm one (its programs compiled)
+    local_cold_start_s: float  # an instance's start on this machine
+    probe_s: float  # how long the probe took
+
+    def learner_s(self, batch: int) -> float:
+        """The learner's own seconds for a round of ``batch`` samples."""
+        return self.learner_a_s + self.learner_b_s * batch
+
+
+def _probe_run(cfg: TrainConfig, actors: int, folder: Path) -> tuple[list[dict[str, str]], list[InvocationRecord]]:
+    """Three rounds of the job at ``actors`` actors on the local backend; its metrics rows and train invocations."""
+    from minionsrl.build import make_trainer
+    from minionsrl.experiments.training import run_trainer
+
+    run_dir = folder / f"probe-{actors}"
+    probe = cfg.replace(run_dir=str(run_dir), backend="local", scaler="fixed", actors=actors, max_rounds=PROBE_ROUNDS,
+                        target_return=None, budget_usd=None, time_budget_s=None, eval_every=0, eval_episodes=1,
+                        eval_max_steps=1, progress=False, tensorboard=False, track=False)
+    run_trainer(make_trainer(probe), plots=False)
+    with open(run_dir / "metrics.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    with open(run_dir / "invocations.csv") as fh:
+        records = [InvocationRecord.from_row(r) for r in csv.DictReader(fh)]
+    return rows, [r for r in records if r.kind == "train" and r.status == OK]
+
+
+def probe(cfg: TrainConfig) -> Probe:
+    """Measure what the forecast needs with short runs of ``cfg`` on this machine (see the module's docstring)."""
+    t0 = time.perf_counter()
+    plan = cfg.env.step_plan()
+    counts = PROBE_ACTORS[-1:] if plan.constant_batch else PROBE_ACTORS
+    learner: list[tuple[int, float]] = []
+    per_sample, inits, shares, sizes, colds, compiles = [], [], [], [], [], []
+    with tempfile.TemporaryDirectory(prefix="minionsrl-plan-") as tmp:
+        for n in counts:
+            rows, records = _probe_run(cfg, n, Path(tmp))
+            samples = plan.round_batch(n) / n  # per function
+            warm_rows = rows[1:]
+            learner_warm = float(np.median([float(r["projected_learner_s"]) for r in warm_rows]))
+            learner.append((plan.round_batch(n), learner_warm))
+            compiles.append(max(float(rows[0]["projected_learner_s"]) - learner_warm, 0.0))
+            for r in records:
+                run_own = max(r.run_s - r.run_wait_s, 0.0)
+                if r.cold:
+                    colds.append(r.init_s)
+                    continue
+                init_own = max(r.init_s - r.init_wait_s, 0.0) + r.reused_policy_s
+                per_sample.append(run_own / samples)
+                inits.append(init_own)
+                shares.append(min(r.cpu_s / max(init_own + run_own, 1e-9), 1.0))
+                sizes.append(r.bytes_out / samples)
+    if not per_sample:
+        raise ConfigError("plan: the probe's functions never ran warm; check the env with `minionsrl train`")
+    (b1, l1), (b2, l2) = learner[0], learner[-1]
+    slope = max((l2 - l1) / (b2 - b1), 0.0) if b2 != b1 else 0.0
+    return Probe(sample_s=float(np.median(per_sample)), init_s=float(np.median(inits)),
+                 busy_share=float(np.median(shares)), reply_bytes_per_sample=float(np.median(sizes)),
+                 learner_a_s=max(l1 - slope * b1, 0.0), learner_b_s=slope, compile_s=float(np.median(compiles)),
+                 local_cold_start_s=float(np.median(colds)) if colds else 0.0, probe_s=time.perf_counter() - t0)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One ``n`` on one platform."""
+
+    n: int
+    platform: str
+    round_s: float
+    usd_per_round: float
+    rounds: int
+    run_s: float
+    run_usd: float
+    learner_s: float
+    functions_s: float
+    overhead_s: float
+
+
+def _local_round(p: Probe, n: int, samples: float, learner_s: float, cpus: int) -> float:
+    """This machine's wall time for a round of ``n`` functions: the learner's part, then the functions in waves of
+    what the local backend runs at once, no faster than their CPU seconds spread over the cores."""
+    from minionsrl.backends.local import CONCURRENCY_CAP
+
+    at_once = min(CONCURRENCY_CAP, max(cpus, round(cpus / max(p.busy_share, 1.0 / CONCURRENCY_CAP))))
+    one = p.init_s + samples * p.sample_s
+    return learner_s + max(math.ceil(n / at_once) * one, n * one * p.busy_share / cpus)
+
+
+def forecast(cfg: TrainConfig, p: Probe, cap: int = DEFAULT_CAP, prices: dict[str, Any] | None = None,
+             platforms: dict[str, str] = PLATFORMS, counts: list[int] | None = None) -> list[Row]:
+    """Rows for ``n`` = 1, 2, 4, … ``cap`` (or ``counts``) on each of ``platforms`` (name -> the backend whose
+    profile it bills; see the module's docstring): ``server`` and ``ray`` bill servers, ``local`` this machine's wall
+    time, any other name serverless functions."""
+    prices = prices or load_prices(cfg.cost.prices)
+    plan, total = cfg.env.step_plan(), cfg.run.total_timesteps
+    cpus = os.cpu_count() or 1
+    ledgers = {platform: CostLedger(prices, cfg.cost.platform, cfg.cost.function_memory_mb, cfg.cost.cold_start_s,
+                                    "cpu", backend) for platform, backend in platforms.items()}
+    rows = []
+    for n in counts or sorted({min(2**i, cap) for i in range(int(math.log2(cap)) + 1)}):
+        if min(plan.steps(n)) < 1:  # a constant batch split thinner than one step a function
+            continue
+        batch = plan.round_batch(n)
+        samples = batch / n
+        learner_s = p.learner_s(batch)
+        run_s = samples * p.sample_s
+        function = InvocationRecord(invocation_id="model", kind="train", init_s=p.init_s, run_s=run_s,
+                                    cpu_s=p.busy_share * (p.init_s + run_s),
+                                    bytes_out=int(samples * p.reply_bytes_per_sample))
+        rounds = math.ceil(total / batch) if total else 1
+        for platform, ledger in ledgers.items():
+            modelled: ModelledRound = ledger.model_round(learner_s, function, n)
+            if platform == "local":
+                round_s = _local_round(p, n, samples, learner_s, cpus)
+                usd = ledger.learner_usd_s * round_s
+                split = (learner_s, p.init_s + run_s, max(round_s - learner_s - p.init_s - run_s, 0.0))
+            else:
+                round_s = modelled.round_s
+                usd = modelled.server_usd if platform in SERVERS else modelled.serverless_usd
+                split = (modelled.learner_s, modelled.function_s, modelled.overhead_s)
+            rows.append(Row(n, platform, round_s, usd, rounds, rounds * round_s, rounds * usd, *split))
+    return rows
+
+
+@dataclass(frozen=True)
+class Picks:
+    """A platform's recommended counts."""
+
+    fastest: int
+    cheapest: int
+    knee: int
+
+
+def picks(rows: list[Row], platform: str) -> Picks:
+    """The ``n`` that finishes soonest, the cheapest, and the knee, on ``platform``."""
+    mine = sorted((r for r in rows if r.platform == platform), key=lambda r: r.n)
+    knee = next((a.n for a, b in itertools.pairwise(mine) if b.run_s > (1 - KNEE_GAIN) * a.run_s), mine[-1].n)
+    return Picks(min(mine, key=lambda r: (r.run_s, r.n)).n, min(mine, key=lambda r: (r.run_usd, r.n)).n, knee)
+
+
+def verdict(rows: list[Row], p: Probe) -> str:
+    """Plain sentences: whether serverless functions finish this job sooner than this machine, where more of them
+    stop paying, and what holds a round up there."""
+    k, here = picks(rows, "lambda"), picks(rows, "local")
+    at = {r.n: r for r in rows if r.platform == "lambda"}
+    knee, first, best, local = at[k.knee], at[min(at)], at[k.fastest], _row(rows, "local", here.fastest)
+    step = f"a sample takes {_duration(p.sample_s)} of a function's time"
+    learner = knee.learner_s / knee.round_s if knee.round_s else 0.0
+    overhead = knee.overhead_s / knee.round_s if knee.round_s else 0.0
+    held = (f"the learner is {learner:.0%} of a Lambda round at n = {k.knee}" if learner >= overhead else
+            f"Lambda's invoke-and-collect overhead is {overhead:.0%} of a round at n = {k.knee}")
+    if local.run_s <= best.run_s:
+        return (f"Serverless does not pay for this job: {step}, and {held}. At best Lambda finishes the step budget "
+                f"in {_duration(best.run_s)} (n = {k.fastest}, ${best.run_usd:.3g}); this machine's "
+                f"{os.cpu_count() or 1} cores in {_duration(local.run_s)} (n = {here.fastest}): one machine does it.")
+    return (f"Serverless pays: {step}. More functions pay up to n = {k.knee} (the knee: doubling past it saves under "
+            f"{KNEE_GAIN:.0%}): the step budget's {_duration(first.run_s)} at n = {first.n} becomes "
+            f"{_duration(knee.run_s)}, ${first.run_usd:.3g} → ${knee.run_usd:.3g} on Lambda, where {held}; this "
+            f"machine at best takes {_duration(local.run_s)} (n = {here.fastest}).")
+
+
+def _row(rows: list[Row], platform: str, n: int) -> Row:
+    return next(r for r in rows if r.platform == platform and r.n == n)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def report(cfg: TrainConfig, p: Probe, rows: list[Row]) -> str:
+    """The forecast as Markdown: the probe, the verdict, each platform's picks, and the table."""
+    lines = [f"# plan: {cfg.env.env_id}, {cfg.run.total_timesteps:,} steps", "",
+             f"Probe ({p.probe_s:.0f} s on this machine): a function's {_duration(p.sample_s)} a sample, "
+             f"{_duration(p.init_s)} warm init, CPU busy {p.busy_share:.0%} of its time; the learner "
+             f"{_duration(p.learner_a_s)} + {_duration(p.learner_b_s * 1000)} per 1,000 samples a round "
+             f"(+{_duration(p.compile_s)} compiling, once per batch shape); an instance starts here in "
+             f"{_duration(p.local_cold_start_s)}.", "", verdict(rows, p), ""]
+    pick_rows = []
+    for platform in PLATFORMS:
+        k = picks(rows, platform)
+        pick_rows.append([platform, k.fastest, _duration(_row(rows, platform, k.fastest).run_s), k.cheapest,
+                          f"${_row(rows, platform, k.cheapest).run_usd:.3g}", k.knee])
+    lines += [markdown_table(["platform", "fastest n", "run time", "cheapest n", "run dollars", "knee"], pick_rows,
+                             right=[False, True, True, True, True, True]), ""]
+    table = [[r.n, r.platform, f"{r.round_s:.4g}", f"{r.usd_per_round:.3g}", r.rounds, _duration(r.run_s),
+              f"{r.run_usd:.3g}", f"{r.learner_s:.3g}", f"{r.functions_s:.3g}", f"{r.overhead_s:.3g}"]
+             for r in sorted(rows, key=lambda r: (list(PLATFORMS).index(r.platform), r.n))]
+    lines += [markdown_table(["n", "platform", "round (s)", "$ a round", "rounds", "run time", "run $", "learner (s)",
+                              "function (s)", "overhead (s)"], table, right=[True, False, *[True] * 8])]
+    return "\n".join(lines) + "\n"
+
+
+def frontier_plot(rows: list[Row], path: Path, title: str) -> Path:
+    """The run's time against its dollars, one line per platform, each point an ``n``."""
+    import matplotlib.pyplot as plt
+
+    from minionsrl.experiments.plots import _save
+
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    for platform in PLATFORMS:
+        mine = sorted((r for r in rows if r.platform == platform), key=lambda r: r.n)
+        ax.plot([r.run_usd for r in mine], [r.run_s for r in mine], marker="o", markersize=3, label=platform)
+        for r in mine:
+            ax.annotate(str(r.n), (r.run_usd, r.run_s), textcoords="offset points", xytext=(3, 3), fontsize=6)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("dollars for the step budget")
+    ax.set_ylabel("seconds for the step budget")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def run_plan(cfg: TrainConfig, cap: int = DEFAULT_CAP, out_dir: str | Path | None = None,
+             json_path: str | Path | None = None) -> tuple[str, list[Row]]:
+    """``minionsrl plan``: probe, forecast, and write ``plan.md`` and ``plan.png`` into ``out_dir`` (and the rows as
+    JSON to ``json_path``); returns the Markdown and the rows. Bad input is one line before any work."""
+    from minionsrl.build import prepare_config
+
+    if cap < 1:
+        raise ConfigError(f"--cap: {cap} actors; give a cap of at least 1")
+    prices = load_prices(cfg.cost.prices)  # a catalogue missing a field fails here, before the probe
+    cfg, _ = prepare_config(cfg.replace(max_rounds=None))  # the env checked, the preset's steps resolved
+    if not cfg.run.total_timesteps:
+        raise ConfigError("plan: the forecast is for a step budget; set --total-timesteps")
+    p = probe(cfg)
+    rows = forecast(cfg, p, cap, prices)
+    text = report(cfg, p, rows)
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "plan.md").write_text(text)
+        frontier_plot(rows, out / "plan.png", f"plan: {cfg.env.env_id}")
+    if json_path is not None:
+        Path(json_path).write_text(json.dumps({"env_id": cfg.env.env_id, "total_timesteps": cfg.run.total_timesteps,
+                                               "probe": asdict(p), "rows": [asdict(r) for r in rows],
+                                               "picks": {pl: asdict(picks(rows, pl)) for pl in PLATFORMS},
+                                               "verdict": verdict(rows, p)}, indent=1))
+    return text, rows
