@@ -1,0 +1,119 @@
+"""Do ``minionsrl plan``'s forecasts hold (issue 42)? Per env: the probe, then real runs at the recommended ``n``
+(Lambda's knee) and at two other counts; each run's warm rounds (not its first, which starts instances and
+compiles, nor its last, which evaluates) billed by the ledger — projected seconds and serverless dollars a round —
+against the forecast for the same ``n`` with the same profile (the local backend's: a Lambda Invoke).
+
+    .venv/bin/python bench/forecast.py [--envs cartpole,hopper,...] [--rounds 5] [--out docs/results/forecast.md]
+
+Results are kept per env in ``bench/out/forecast/ENV.json`` (an env done is not run again: delete its file to
+redo it), and the table is written after each env. Goal: every error within ±15%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from minionsrl.config import TrainConfig  # noqa: E402
+from minionsrl.experiments.plan import forecast, picks, probe  # noqa: E402
+
+ENVS = {  # name -> (config fields, other counts run beside the knee)
+    "cartpole": ({"env_id": "CartPole-v1"}, (8, 32)),
+    "hopper": ({"env_id": "Hopper-v5"}, (8, 32)),
+    "halfcheetah": ({"env_id": "HalfCheetah-v5"}, (8, 32)),
+    "latency-5ms": ({"env_id": "Hopper-v5", "env_step_latency_ms": 5.0}, (8, 32)),
+    "latency-20ms": ({"env_id": "Hopper-v5", "env_step_latency_ms": 20.0}, (8, 64)),
+    "pong": ({"env_id": "ALE/Pong-v5"}, (4, 8)),
+}
+CAP = 64  # the counts this 2-core machine can run in a few minutes an env
+OUT = REPO / "bench" / "out" / "forecast"
+
+
+def measured(cfg: TrainConfig, n: int, rounds: int, folder: Path) -> dict[str, float]:
+    """A real run at ``n`` actors: the median of its warm rounds' projected seconds and serverless dollars."""
+    from minionsrl.build import make_trainer
+    from minionsrl.experiments.training import run_trainer
+
+    run_dir = folder / f"n{n}"
+    run = cfg.replace(run_dir=str(run_dir), scaler="fixed", actors=n, max_rounds=rounds, eval_every=0,
+                      eval_episodes=1, eval_max_steps=1, progress=False, tensorboard=False)
+    run_trainer(make_trainer(run), plots=False)
+    with open(run_dir / "metrics.csv") as fh:
+        warm = list(csv.DictReader(fh))[1:-1]
+    return {name: statistics.median(float(r[column]) for r in warm)
+            for name, column in (("round_s", "projected_round_s"), ("usd", "cost_serverless_usd"))}
+
+
+def run_env(name: str, rounds: int) -> dict:
+    fields, others = ENVS[name]
+    from minionsrl.build import prepare_config
+
+    cfg, _ = prepare_config(TrainConfig(**fields, seed=1, total_timesteps=1_000_000))
+    t0 = time.perf_counter()
+    p = probe(cfg)
+    plan_rows = forecast(cfg, p, CAP)
+    knee = picks(plan_rows, "lambda").knee
+    counts = sorted({knee, *others})
+    predicted = {r.n: r for r in forecast(cfg, p, platforms={"billed": cfg.functions.backend}, counts=counts)}
+    runs = []
+    with tempfile.TemporaryDirectory(prefix=f"minionsrl-forecast-{name}-") as tmp:
+        for n in counts:
+            got = measured(cfg, n, rounds, Path(tmp))
+            f = predicted[n]
+            runs.append({"n": n, "recommended": n == knee, "forecast_round_s": f.round_s, "round_s": got["round_s"],
+                         "round_error": f.round_s / got["round_s"] - 1, "forecast_usd": f.usd_per_round,
+                         "usd": got["usd"], "usd_error": f.usd_per_round / got["usd"] - 1})
+    return {"env": name, "fields": fields, "probe": asdict(p), "knee": knee, "runs": runs,
+            "seconds": time.perf_counter() - t0}
+
+
+def table(results: list[dict]) -> str:
+    lines = ["| env | n | forecast round (s) | ledger round (s) | error | forecast $ a round | ledger $ a round | "
+             "error |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    worst = 0.0
+    for res in results:
+        for r in res["runs"]:
+            worst = max(worst, abs(r["round_error"]), abs(r["usd_error"]))
+            star = " (knee)" if r["recommended"] else ""
+            lines.append(f"| {res['env']} | {r['n']}{star} | {r['forecast_round_s']:.4g} | {r['round_s']:.4g} | "
+                         f"{r['round_error']:+.1%} | {r['forecast_usd']:.3g} | {r['usd']:.3g} | "
+                         f"{r['usd_error']:+.1%} |")
+    verdict = "met" if worst <= 0.15 else "missed"
+    return "\n".join(lines) + f"\n\nLargest error {worst:.1%}: the ±15% goal {verdict} on these envs.\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--envs", default=",".join(ENVS))
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--out", default=str(REPO / "docs" / "results" / "forecast.md"))
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    results = []
+    for name in args.envs.split(","):
+        path = OUT / f"{name}.json"
+        if not path.exists():
+            print(f"{name}: probing and running …", flush=True)
+            path.write_text(json.dumps(run_env(name, args.rounds), indent=1))
+        results.append(json.loads(path.read_text()))
+        text = ("# Do plan's forecasts hold?\n\nPer env, `minionsrl plan`'s probe, then real runs at Lambda's knee and "
+                "two other counts on this machine's local backend; each run's warm rounds (the median, not its first "
+                "nor its last) as the ledger billed them, against the forecast for the same count and profile.\n\n"
+                + table(results) + "\nReproduce: `.venv/bin/python bench/forecast.py` (results kept in "
+                "bench/out/forecast/; delete an env's file to run it again).\n")
+        Path(args.out).write_text(text)
+        print(table(results), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
