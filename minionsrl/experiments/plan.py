@@ -1,11 +1,12 @@
 """``minionsrl plan``: what ``n`` actors would cost for this env and learner, before the spend (SPEC §4).
 
 **The probe.** Two short runs of the configured job on this machine's ``local`` backend — 2 and 8 actors (one run
-under a constant batch), three rounds each, evaluation cut to a step — measure what the forecast needs from their
+under a constant batch), four rounds each, evaluation cut to a step — measure what the forecast needs from their
 warm rounds (the first round starts instances and compiles the learner's programs, reported apart): a function's
 own-instance seconds per sample (the env's CPU, its waits, the policy's inference), a warm invocation's init
 (policy load), the share of its time it keeps a CPU busy, its reply's bytes per sample, and the learner's
-own-instance seconds for each batch, fitted as ``a + b·batch`` through the two runs.
+own-instance seconds for each batch (the least of a run's warm rounds), fitted as ``a + b·batch`` through the
+two runs: linear in the batch under each learner budget (SGD steps, or minibatch size, grow with it; or neither).
 
 **The forecast.** For each ``n`` (powers of two up to ``--cap``) and each platform, the cost ledger bills a modelled
 round of ``n`` such functions with :meth:`~minionsrl.cost.CostLedger.model_round` — the rule that bills a real round,
@@ -46,7 +47,7 @@ from minionsrl.errors import ConfigError
 from minionsrl.experiments.tables import markdown_table
 
 PROBE_ACTORS = (2, 8)  # the probe's two runs (one, at the second count, under a constant batch)
-PROBE_ROUNDS = 3  # a run's first round is cold (instances, compilation); the others are measured
+PROBE_ROUNDS = 4  # a run's first round is cold (instances, compilation); the others are measured
 DEFAULT_CAP = 256
 KNEE_GAIN = 0.10  # the knee: the least n past which doubling n shortens the run by less than this
 PLATFORMS = {"lambda": "lithops", "server": "server", "ray": "ray", "local": "local"}  # platform -> its profile
@@ -100,8 +101,9 @@ def probe(cfg: TrainConfig) -> Probe:
         for n in counts:
             rows, records = _probe_run(cfg, n, Path(tmp))
             samples = plan.round_batch(n) / n  # per function
-            warm_rows = rows[1:]
-            learner_warm = float(np.median([float(r["projected_learner_s"]) for r in warm_rows]))
+            # the least of the warm rounds: the learner's threads wait on each other when this machine is busy, a
+            # wait its own-instance seconds do not take out (the functions' single thread has none)
+            learner_warm = min(float(r["projected_learner_s"]) for r in rows[1:])
             learner.append((plan.round_batch(n), learner_warm))
             compiles.append(max(float(rows[0]["projected_learner_s"]) - learner_warm, 0.0))
             for r in records:
