@@ -173,15 +173,16 @@ def test_deadlines_follow_the_median_of_their_kind_within_floor_and_limit():
     assert d.of("train") == FIRST_DEADLINE_S  # nothing measured, nothing expected
     d.expect("train", 30.0)
     assert d.of("train") == 300.0  # 10x the learner's guess
-    for s in (1.0, 2.0, 9.0):
+    for s in (1.0, 2.0, 3.0):
         d.observe(_ok("train", s))
     d.observe(InvocationRecord(invocation_id="y", kind="train", duration_s=500.0, status="timed_out"))  # not a success
-    assert d.of("train") == DEADLINE_FLOOR_S  # 10 x 2 s = 20 s, under the floor
-    for s in (40.0, 50.0, 60.0, 70.0):
-        d.observe(_ok("train", s))
-    assert d.of("train") == 400.0  # the median of 1, 2, 9, 40, 50, 60, 70 is 40
+    assert d.of("train") == DEADLINE_FLOOR_S  # 10 x 3 s = 30 s, under the floor
+    d.observe(_ok("train", 40.0))
+    assert d.of("train") == 400.0  # 10x the longest: episodes grow as the policy learns
     for _ in range(64):
-        d.observe(_ok("train", 200.0))
+        d.observe(_ok("train", 20.0))
+    assert d.of("train") == 200.0  # the 40 s one has left the latest 64
+    d.observe(_ok("train", 200.0))
     assert d.of("train") == LIMIT_S  # 2,000 s, over Lambda's limit
     assert d.of("eval") == FIRST_DEADLINE_S  # kinds apart
     assert Deadlines(5.0).of("eval") == 5.0  # the user's, whatever was measured

@@ -243,19 +243,21 @@ class Refusals:
 
 # Deadlines by default, as a serverless platform has them (SPEC §6): a function never runs for ever
 LIMIT_S = 900.0  # the longest any invocation may run: AWS Lambda's limit
-DEADLINE_FACTOR = 10.0  # by default an invocation may run this many times the median of its kind ...
+DEADLINE_FACTOR = 10.0  # by default an invocation may run this many times the longest recent one of its kind ...
 DEADLINE_FLOOR_S = 60.0  # ... but at least this long ...
 FIRST_DEADLINE_S = 300.0  # ... and, before one of its kind has succeeded, this long (or the learner's guess)
-_KEPT_DURATIONS = 64  # the median is over this many of the latest successes of a kind
+_KEPT_DURATIONS = 64  # ... of this many of the latest successes of a kind
 
 
 class Deadlines:
     """How long each invocation may run before the backend stops it (status ``timed_out``).
 
     The user's ``invocation_timeout_s`` where given; otherwise derived from what the run measured, per kind of
-    invocation (training, evaluation): :data:`DEADLINE_FACTOR` times the median duration of the latest successful
-    invocations of that kind, at least :data:`DEADLINE_FLOOR_S`, at most :data:`LIMIT_S`. Before any succeeded, the
-    learner's guess of a duration (:meth:`expect`) is taken the same way, else :data:`FIRST_DEADLINE_S`."""
+    invocation (training, evaluation): :data:`DEADLINE_FACTOR` times the longest of the latest successful
+    invocations of that kind, at least :data:`DEADLINE_FLOOR_S`, at most :data:`LIMIT_S`. The longest, not a median:
+    an evaluation's episodes grow as the policy learns (CartPole's from 20 steps to 500), and a deadline must not
+    cut a function that is only slower than the early ones. Before any succeeded, the learner's guess of a duration
+    (:meth:`expect`) is taken the same way, else :data:`FIRST_DEADLINE_S`."""
 
     def __init__(self, fixed_s: float | None = None) -> None:
         self.fixed_s = fixed_s
@@ -279,7 +281,7 @@ class Deadlines:
             return self.fixed_s
         seen = self._seen.get(kind)
         if seen:
-            typical = float(np.median(seen))
+            typical = max(seen)
         elif kind in self._expected:
             typical = self._expected[kind]
         else:
@@ -289,7 +291,7 @@ class Deadlines:
     def error(self, timeout_s: float, where: str = "") -> str:
         """The error of an invocation stopped at its deadline ``timeout_s``, and ``where`` it was (what hung)."""
         rule = ("--invocation-timeout-s" if self.fixed_s is not None else
-                f"the default deadline: {DEADLINE_FACTOR:g}x the median of its kind, at least {DEADLINE_FLOOR_S:g} s; "
+                f"the default deadline: {DEADLINE_FACTOR:g}x the longest of its kind, at least {DEADLINE_FLOOR_S:g} s; "
                 "set --invocation-timeout-s to change it")
         return f"timed out after {timeout_s:.3g} s ({rule})" + (f"; it was {where}" if where else "")
 

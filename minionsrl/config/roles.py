@@ -283,7 +283,7 @@ class FunctionsConfig(Role):
     server_wait_startup: bool = setting(False, "server backend: really wait the start-up delay of added hosts",
                                         learning=False, rare=True)
     invocation_timeout_s: float | None = setting(None, "stop (and retry) an invocation running longer than this; "
-                                                 "default: 10x the median of its kind so far, at least 60 s, at most "
+                                                 "default: 10x the longest of its kind so far, at least 60 s, at most "
                                                  "Lambda's 900 s (300 s before one has run)", positive=True,
                                                  learning=False)
     ray_address: str | None = setting(None, "ray backend: join the Ray cluster at this address (default: start a "
