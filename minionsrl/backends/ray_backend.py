@@ -17,6 +17,14 @@ node died) and is retried by the learner on the nodes that remain. The head is a
 Ray's driver waits a minute and then ends the process from C++. So while it waits for tasks the backend
 checks every ``HEAD_CHECK_S`` that the head's GCS still accepts connections, and stops the run with one
 line (:class:`~minionsrl.errors.ClusterLost`) when it does not; ``--resume`` continues once a head is back.
+The raylet on this machine (the private cluster's, or the joined cluster's node here) is checked every
+``RAYLET_CHECK_S`` meanwhile, and before every call that reaches it: Ray's driver talks to the raylet's object
+store over a socket, and when that breaks (the raylet killed) Ray ends the process from C++ at once
+(``QuickExit``: exit code 1, nothing printed, no Python cleanup). So a raylet that is gone, or exiting, stops
+the run with the same one line as a lost head before any ``ray.put`` or ``ray.get`` reaches for it; Ray's own
+report of the dead raylet (its log's last 20 lines, which its agents publish to the driver) is not printed.
+Only a raylet killed in the instant between that check and the call still takes the process with it; the
+watchdog then removes the token all the same, and writes the one line to stderr (:data:`_WATCHDOG`).
 The private cluster lives no longer than the learner. Ray ties its head processes (GCS, raylet, monitors) to
 the driver with ``PR_SET_PDEATHSIG``, but the raylet's own children, the dashboard and runtime-env agents,
 notice a dead raylet only after a minute (they report it to the dead GCS, with a 60 s timeout), holding their
@@ -63,17 +71,48 @@ LOOPBACK = "127.0.0.1"
 PROBE_TIMEOUT_S = 3.0  # how long a joined cluster's address may take to accept a TCP connection
 CLIENT_PORT = 10001  # Ray Client's default port (``ray://HOST``)
 HEAD_CHECK_S = 2.0  # while waiting for tasks, how often the head's GCS is checked (Ray's own wait is 60 s)
+RAYLET_CHECK_S = 0.25  # and how often this machine's raylet is (a look at its process)
 
 
-# The watchdog: reads JSON lists of [pid, start time] of the cluster's processes, one a line, until end of file
-# (the learner is gone), then kills those still running. psutil is Ray's own dependency.
+# The watchdog: reads JSON messages, one a line, until end of file (the learner is gone): lists of [pid, start
+# time] of the cluster's processes; {"token": FOLDER}, the token's folder; {"raylet": [pid, start time], "line":
+# LINE}, the raylet the learner's driver talks to and what to say should the learner die after it; {"quiet": 1},
+# the learner closes the backend or reports the lost raylet itself. At end of file it kills the processes still
+# running and removes the token's folder; where the raylet ended before the learner did, and the learner said
+# nothing (Ray's driver ends the process from C++ when its raylet dies under a call), it writes the line to stderr.
+# psutil is Ray's own dependency.
 _WATCHDOG = """
-import json, signal, sys
+import json, os, select, shutil, signal, sys
 import psutil
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-procs = {}
-for line in sys.stdin:
-    procs.update((int(pid), float(t)) for pid, t in json.loads(line))
+procs, token, line, quiet, raylet_gone = {}, None, "", False, False
+pidfd, buffer = None, b""
+fd = sys.stdin.fileno()
+while True:
+    ready = select.select([fd] + ([pidfd] if pidfd is not None else []), [], [])[0]
+    if pidfd is not None and pidfd in ready and fd not in ready:  # the raylet went first, not with the learner
+        raylet_gone, pidfd = True, os.close(pidfd)
+    if fd not in ready:
+        continue
+    chunk = os.read(fd, 65536)
+    if not chunk:
+        break
+    *lines, buffer = (buffer + chunk).split(b"\\n")
+    for text in lines:
+        msg = json.loads(text)
+        if isinstance(msg, list):
+            procs.update((int(pid), float(t)) for pid, t in msg)
+        else:
+            token = msg.get("token", token)
+            quiet = quiet or bool(msg.get("quiet"))
+            if "raylet" in msg and pidfd is None and not raylet_gone:
+                line = msg.get("line", "")
+                try:
+                    proc = psutil.Process(int(msg["raylet"][0]))
+                    if abs(proc.create_time() - float(msg["raylet"][1])) < 0.01:
+                        pidfd = os.pidfd_open(proc.pid)
+                except (psutil.Error, OSError, AttributeError):
+                    pass
 for pid, started in procs.items():
     try:
         proc = psutil.Process(pid)
@@ -81,6 +120,10 @@ for pid, started in procs.items():
             proc.kill()
     except psutil.Error:
         pass
+if token:
+    shutil.rmtree(token, ignore_errors=True)
+if raylet_gone and not quiet and line:
+    sys.stderr.write(line + "\\n")
 """
 
 
@@ -142,7 +185,11 @@ class RayBackend(RemoteBackend):
             self._gcs: tuple[str, int] | None = (host, int(port))  # the head's GCS
         except Exception:  # a Ray Client (ray://) connection: no GCS address to check; Ray Client reports loss
             self._gcs = None
-        self.lost: str | None = None  # why the head is gone, once it is
+        self.lost: str | None = None  # the one line saying what of the cluster is gone, once something is
+        self._raylet_lost = False  # what is gone is this machine's raylet (the head's GCS answers)
+        self._raylet = local_raylet()  # the raylet this driver talks to (None through Ray Client)
+        _quiet_raylet_death_reports()
+        self._tell_watchdog_raylet()
 
     def _connect(self, address: str | None, max_concurrency: int | None) -> None:
         ray = self._ray
@@ -202,20 +249,32 @@ class RayBackend(RemoteBackend):
         except OSError:  # no watchdog: the agents go by themselves, a minute later
             return
         self._tell_watchdog()
+        if self.token_path is not None:
+            self._send_watchdog({"token": str(self.token_path.parent)})
 
     def _tell_watchdog(self) -> None:
         """Send the watchdog the cluster's processes as they are now (the agents start with the raylet)."""
+        self._send_watchdog(process_trees(self._cluster_pids))
+
+    def _tell_watchdog_raylet(self) -> None:
+        """Send the watchdog the raylet to watch and the line to write should the learner die after it."""
+        if self._raylet is not None:
+            with contextlib.suppress(Exception):
+                line = f"minionsrl: cluster lost: {self._raylet_message()}"
+                self._send_watchdog({"raylet": [self._raylet.pid, self._raylet.create_time()], "line": line})
+
+    def _send_watchdog(self, message: Any) -> None:
         if self._watchdog is None or self._watchdog.stdin is None:
             return
-        procs = process_trees(self._cluster_pids)
-        with contextlib.suppress(OSError):
-            self._watchdog.stdin.write(json.dumps(procs).encode() + b"\n")
+        with contextlib.suppress(OSError, ValueError):
+            self._watchdog.stdin.write(json.dumps(message).encode() + b"\n")
             self._watchdog.stdin.flush()
 
     def _stop_watchdog(self) -> None:
         """Close the watchdog's pipe: it kills what is left of the cluster, and ends."""
         if self._watchdog is None:
             return
+        self._send_watchdog({"quiet": 1})
         with contextlib.suppress(OSError):
             self._watchdog.stdin.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -226,6 +285,7 @@ class RayBackend(RemoteBackend):
         """Stop the private cluster, then restore Ray's settings and remove its token."""
         if self._ray.is_initialized():
             self._ray.shutdown()
+        self._send_watchdog({"token": None})  # removed below, once Ray no longer reads it
         self._stop_watchdog()
         if self._saved_env is not None:
             for name, value in self._saved_env.items():
@@ -253,37 +313,70 @@ class RayBackend(RemoteBackend):
         return f"ray:{self._policy_ref.hex()}"
 
     def _start(self, payloads: list[bytes]) -> list[Any]:
+        self._check_raylet()  # a task sent to a dead raylet waits for ever
         return [self._task.remote(p, [self._policy_ref], self.key) for p in payloads]
 
     def _check_head(self) -> None:
-        """Raise :class:`ClusterLost` (one line) if the head's GCS no longer accepts a TCP connection."""
-        if self._gcs is None:
-            return
+        """Raise :class:`ClusterLost` (one line) if the head's GCS no longer accepts a TCP connection, or this
+        machine's raylet is gone (:meth:`_check_raylet`)."""
         if self.lost is None:
-            try:
-                with socket.create_connection(self._gcs, timeout=PROBE_TIMEOUT_S):
-                    return
-            except OSError as exc:
-                why = ("connection refused" if isinstance(exc, ConnectionRefusedError) else
-                       f"no answer within {PROBE_TIMEOUT_S:g} s" if isinstance(exc, TimeoutError) else
-                       exc.strerror or type(exc).__name__)
-                self.lost = f"{self._gcs[0]}:{self._gcs[1]}: {why}"
-        raise ClusterLost(f"the Ray cluster's head ({self._address}) is gone: its GCS at {self.lost}; the run stopped "
-                          "at its last checkpoint: start the cluster again, then continue with --resume")
+            self.lost = self._head_lost()
+        self._check_raylet()
+
+    def _head_lost(self) -> str | None:
+        """Why the head is gone (the one line to stop with), if its GCS does not accept a TCP connection."""
+        if self._gcs is None:
+            return None
+        try:
+            with socket.create_connection(self._gcs, timeout=PROBE_TIMEOUT_S):
+                return None
+        except OSError as exc:
+            why = ("connection refused" if isinstance(exc, ConnectionRefusedError) else
+                   f"no answer within {PROBE_TIMEOUT_S:g} s" if isinstance(exc, TimeoutError) else
+                   exc.strerror or type(exc).__name__)
+        return (f"the Ray cluster's head ({self._address}) is gone: its GCS at {self._gcs[0]}:{self._gcs[1]}: "
+                f"{why}; the run stopped at its last checkpoint: start the cluster again, then continue with --resume")
+
+    def _check_raylet(self) -> None:
+        """Raise :class:`ClusterLost` (one line) if something of the cluster was found gone, or this machine's
+        raylet has ended: Ray's driver would end the process at its next call that reaches the raylet's object
+        store (``ray.put``, ``ray.get`` of an object held there). A raylet that went with its head (the GCS gone
+        too) is a lost head."""
+        if self.lost is None and self._raylet is not None and not _running(self._raylet):
+            self.lost = self._head_lost()
+            if self.lost is None:
+                self.lost, self._raylet_lost = self._raylet_message(), True
+        if self.lost is not None:
+            self._send_watchdog({"quiet": 1})  # the learner says so itself
+            raise ClusterLost(self.lost)
+
+    def _raylet_message(self) -> str:
+        pid = self._raylet.pid if self._raylet is not None else "?"
+        again = "" if self.token_path is not None else "start Ray on this machine again, then "
+        return (f"the Ray cluster's raylet on this machine ({self._address}) is gone: its process {pid} ended "
+                f"(killed, or crashed); the run stopped at its last checkpoint: {again}continue with --resume")
 
     def _poll(self, handles: list[Any], timeout: float | None) -> list[tuple[Any, bytes | None, str]]:
         ray = self._ray
-        end = None if timeout is None else time.perf_counter() + timeout
-        while True:  # in slices, checking the head between them
-            left = None if end is None else max(0.0, end - time.perf_counter())
-            ready, _ = ray.wait(handles, num_returns=1, timeout=min(left, HEAD_CHECK_S) if left is not None
-                                else HEAD_CHECK_S)
+        self._check_raylet()
+        now = time.perf_counter()
+        end = None if timeout is None else now + timeout
+        head_checked = now
+        while True:  # in slices, checking the raylet between them, and the head every HEAD_CHECK_S
+            left = RAYLET_CHECK_S if end is None else max(0.0, min(end - time.perf_counter(), RAYLET_CHECK_S))
+            ready, _ = ray.wait(handles, num_returns=1, timeout=left)
             if ready:
                 break
-            self._check_head()
-            if end is not None and time.perf_counter() >= end:
+            now = time.perf_counter()
+            if now - head_checked >= HEAD_CHECK_S:
+                head_checked = now
+                self._check_head()
+            else:
+                self._check_raylet()
+            if end is not None and now >= end:
                 return []
         ready, _ = ray.wait(handles, num_returns=len(handles), timeout=0)  # and all others already done
+        self._check_raylet()  # a large reply is read from the raylet's object store
         try:
             return [(ref, data if isinstance(data, bytes) else None, "") for ref, data in zip(
                 ready, ray.get(ready), strict=True)]  # one call for all: the common case
@@ -304,6 +397,15 @@ class RayBackend(RemoteBackend):
             self._ray.cancel(ref, force=True)
 
     def close(self) -> None:
+        if self._raylet_lost:  # the head answers: Ray's driver disconnects from it, and the cluster stops
+            self._pending.clear()
+            self._refusals.take()
+            self._policy_ref = None
+            if self.token_path is not None:
+                self._stop_private()
+            elif self._owns_connection and self._ray.is_initialized():
+                self._ray.shutdown()
+            return
         if self.lost is not None:  # nothing to cancel or stop: what would try to reach the head waits for it
             self._pending.clear()
             self._refusals.take()
@@ -316,6 +418,69 @@ class RayBackend(RemoteBackend):
             self._stop_private()
         elif self._owns_connection and self._ray.is_initialized():
             self._ray.shutdown()
+
+
+def local_raylet() -> Any:
+    """The raylet process (``psutil.Process``) that this driver talks to, where it runs on this machine: the one
+    serving the driver's raylet socket; None through Ray Client, or where it cannot be seen."""
+    import psutil
+    from ray._private import worker
+
+    socket_name = getattr(getattr(worker, "_global_node", None), "raylet_socket_name", None)
+    if not socket_name:
+        return None
+    wanted = f"--raylet_socket_name={socket_name}"
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if proc.info["name"] == "raylet" and wanted in (proc.info["cmdline"] or ()):
+                return proc
+    return None
+
+
+def _running(proc: Any) -> bool:
+    """Whether ``proc`` (a ``psutil.Process``) still runs: not ended, not a zombie (the private cluster's raylet
+    is this process's child, which nobody reaps while the driver runs), and, where Linux says, not exiting: a
+    killed raylet takes some 10 ms to end (its memory is torn down before its sockets close), and a call that
+    reaches it meanwhile still takes the driver with it."""
+    import psutil
+
+    try:
+        if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+    except psutil.Error:
+        return False
+    try:
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return not int(fields[6]) & _PF_EXITING
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, IndexError):  # not Linux: what psutil said
+        return True
+
+
+_PF_EXITING = 0x4  # Linux's flag of a process that has begun to exit (field 9 of /proc/PID/stat)
+
+
+RAYLET_DIED_REPORT = "Raylet is terminated"  # how the report Ray's agents publish when their raylet dies begins
+
+
+def _quiet_raylet_death_reports() -> None:
+    """Keep Ray's report of a dead raylet off the terminal: its agents publish it to every driver, which prints it
+    (the raylet log's last 20 lines) on stdout; the run says what happened in its own one line. Other messages
+    Ray's driver prints are left alone. Installed once per process, in Ray's driver module."""
+    from ray._private import worker
+
+    shown = getattr(worker, "print_to_stdstream", None)
+    if shown is None or getattr(shown, "minionsrl_quiet", False):
+        return
+
+    def print_to_stdstream(data: dict[str, Any], ignore_prefix: bool) -> None:
+        if any(str(line).startswith(RAYLET_DIED_REPORT) for line in data.get("lines", ())):
+            return
+        shown(data, ignore_prefix)
+
+    print_to_stdstream.minionsrl_quiet = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = print_to_stdstream
 
 
 def probe_cluster(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
