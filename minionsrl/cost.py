@@ -341,14 +341,17 @@ class CostLedger:
         its share of the monthly IP and disk."""
         return self.learner_usd_s + hosts * self.actor_usd_s + (hosts + 1) * self.host_overhead_usd_s
 
-    def model_round(self, learner_s: float, function: InvocationRecord, n_actors: int) -> ModelledRound:
-        """A round of ``n_actors`` functions that each do what ``function`` records (own-instance times: a warm
-        invocation), and a learner part of ``learner_s``, billed as :meth:`bill_round` bills a measured one, without
-        touching the totals: the forecast (``minionsrl plan``) is this ledger's own rule, not a copy of it."""
-        projected = self.projected_s(RoundTimes(0.0, learner_s, [[function]] * n_actors))
-        serverless, _ = self.serverless_usd(projected, [function] * n_actors, projected - learner_s)
+    def model_round(self, learner_s: float, function: InvocationRecord, n_actors: int,
+                    slowest: InvocationRecord | None = None) -> ModelledRound:
+        """A round of ``n_actors`` functions that do what ``function`` records (own-instance times: a warm
+        invocation), the slowest of them what ``slowest`` records (``function`` where not given), and a learner part
+        of ``learner_s``, billed as :meth:`bill_round` bills a measured one, without touching the totals: the
+        forecast (``minionsrl plan``) is this ledger's own rule, not a copy of it."""
+        records = [function] * (n_actors - 1) + [slowest or function]
+        projected = self.projected_s(RoundTimes(0.0, learner_s, [[r] for r in records]))
+        serverless, _ = self.serverless_usd(projected, records, projected - learner_s)
         server = self.server_usd_s(hosts_for(n_actors, self.vcpus_per_host)) * projected
-        return ModelledRound(projected, serverless, server, learner_s, self.latency_s(function))
+        return ModelledRound(projected, serverless, server, learner_s, self.latency_s(slowest or function))
 
     def round_usd(self, times: RoundTimes, records: list[InvocationRecord]) -> float:
         """A round's serverless cost so far, without billing it (the budget check before its last steps)."""

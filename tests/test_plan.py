@@ -35,8 +35,14 @@ def test_a_modelled_round_is_billed_as_worked_by_hand():
     assert (got.learner_s, got.function_s, got.overhead_s) == pytest.approx((0.5, 1.01, 0.03))
 
 
-PROBE = Probe(sample_s=1e-3, init_s=0.01, busy_share=1.0, reply_bytes_per_sample=100.0, learner_a_s=0.05,
-              learner_b_s=1e-5, compile_s=2.0, local_cold_start_s=1.0, probe_s=0.0)
+def _probe(sample_s: float = 1e-3, quantiles: tuple[float, ...] | None = None) -> Probe:
+    """A probe's figures (a sample of ``sample_s`` every time, unless ``quantiles`` spread it)."""
+    return Probe(sample_s=sample_s, sample_quantiles=quantiles or (sample_s,) * 21, init_s=0.01, busy_share=1.0,
+                 reply_bytes_per_sample=100.0, learner_a_s=0.05, learner_b_s=1e-5, compile_s=2.0,
+                 local_cold_start_s=1.0, probe_s=0.0)
+
+
+PROBE = _probe()
 
 
 def _cfg(**kw) -> TrainConfig:
@@ -61,10 +67,20 @@ def test_the_forecast_rows_follow_the_model_and_the_picks_follow_the_rows():
             assert all(by_n[2 * n].run_s <= 0.9 * by_n[n].run_s for n in by_n if n < k.knee)
 
 
+def test_a_round_waits_for_the_slowest_of_its_functions_and_pays_for_each():
+    spread = _probe(1e-3, tuple(1e-3 * (1 + k / 20) for k in range(21)))  # the slowest sample twice the fastest
+    assert spread.slowest_sample_s(1) == pytest.approx(1.5e-3)  # one function: the median
+    assert spread.slowest_sample_s(19) == pytest.approx(1.95e-3) and spread.slowest_sample_s(10_000) < 2e-3
+    lam = {r.n: r for r in forecast(_cfg(), spread, cap=64) if r.platform == "lambda"}
+    flat = {r.n: r for r in forecast(_cfg(), PROBE, cap=64) if r.platform == "lambda"}
+    assert lam[64].functions_s == pytest.approx(0.01 + 128 * spread.slowest_sample_s(64))
+    assert lam[64].round_s - flat[64].round_s == pytest.approx(128 * (spread.slowest_sample_s(64) - 1e-3))
+
+
 def test_the_verdict_says_when_one_machine_does_the_job():
-    quick = Probe(**{**PROBE.__dict__, "sample_s": 3e-5})  # 30 µs a step: Lambda's half-second a round dominates
+    quick = _probe(3e-5)  # 30 µs a step: Lambda's half-second a round dominates
     assert verdict(forecast(_cfg(), quick, cap=64), quick).startswith("Serverless does not pay for this job")
-    slow = Probe(**{**PROBE.__dict__, "sample_s": 0.02})  # 20 ms of CPU a step: 2 cores take 22 min
+    slow = _probe(0.02)  # 20 ms of CPU a step: 2 cores take 22 min
     assert verdict(forecast(_cfg(), slow, cap=64), slow).startswith("Serverless pays")
 
 

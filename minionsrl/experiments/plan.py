@@ -34,7 +34,7 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,8 @@ SERVERS = ("server", "ray")  # platforms billed as servers; ``local`` is this ma
 class Probe:
     """What the probe measured on this machine (own-instance seconds: wall less the wait for a CPU here)."""
 
-    sample_s: float  # a function's seconds per sample (env step, its waits, inference)
+    sample_s: float  # a function's seconds per sample (env step, its waits, inference): the median
+    sample_quantiles: tuple[float, ...]  # the same at the 0th, 5th, … 100th percentiles of the probe's invocations
     init_s: float  # a warm invocation's init (the round's policy load, its env reset)
     busy_share: float  # of a function's own time, the share it keeps a CPU busy
     reply_bytes_per_sample: float
@@ -71,6 +72,12 @@ class Probe:
     def learner_s(self, batch: int) -> float:
         """The learner's own seconds for a round of ``batch`` samples."""
         return self.learner_a_s + self.learner_b_s * batch
+
+    def slowest_sample_s(self, n: int) -> float:
+        """Seconds per sample of the slowest of ``n`` functions, which a round waits for: the probe's quantile at
+        ``n / (n + 1)`` (the expected rank of the largest of ``n`` draws), its largest past the probe's range."""
+        q = np.linspace(0.0, 1.0, len(self.sample_quantiles))
+        return float(np.interp(n / (n + 1), q, self.sample_quantiles))
 
 
 def _probe_run(cfg: TrainConfig, actors: int, folder: Path) -> tuple[list[dict[str, str]], list[InvocationRecord]]:
@@ -120,7 +127,9 @@ def probe(cfg: TrainConfig) -> Probe:
         raise ConfigError("plan: the probe's functions never ran warm; check the env with `minionsrl train`")
     (b1, l1), (b2, l2) = learner[0], learner[-1]
     slope = max((l2 - l1) / (b2 - b1), 0.0) if b2 != b1 else 0.0
-    return Probe(sample_s=float(np.median(per_sample)), init_s=float(np.median(inits)),
+    return Probe(sample_s=float(np.median(per_sample)),
+                 sample_quantiles=tuple(float(x) for x in np.quantile(per_sample, np.linspace(0.0, 1.0, 21))),
+                 init_s=float(np.median(inits)),
                  busy_share=float(np.median(shares)), reply_bytes_per_sample=float(np.median(sizes)),
                  learner_a_s=max(l1 - slope * b1, 0.0), learner_b_s=slope, compile_s=float(np.median(compiles)),
                  local_cold_start_s=float(np.median(colds)) if colds else 0.0, probe_s=time.perf_counter() - t0)
@@ -148,7 +157,7 @@ def _local_round(p: Probe, n: int, samples: float, learner_s: float, cpus: int) 
     from minionsrl.backends.local import CONCURRENCY_CAP
 
     at_once = min(CONCURRENCY_CAP, max(cpus, round(cpus / max(p.busy_share, 1.0 / CONCURRENCY_CAP))))
-    one = p.init_s + samples * p.sample_s
+    one = p.init_s + samples * p.slowest_sample_s(min(n, at_once))
     return learner_s + max(math.ceil(n / at_once) * one, n * one * p.busy_share / cpus)
 
 
@@ -173,13 +182,15 @@ def forecast(cfg: TrainConfig, p: Probe, cap: int = DEFAULT_CAP, prices: dict[st
         function = InvocationRecord(invocation_id="model", kind="train", init_s=p.init_s, run_s=run_s,
                                     cpu_s=p.busy_share * (p.init_s + run_s),
                                     bytes_out=int(samples * p.reply_bytes_per_sample))
+        slowest = replace(function, run_s=samples * p.slowest_sample_s(n))
         rounds = math.ceil(total / batch) if total else 1
         for platform, ledger in ledgers.items():
-            modelled: ModelledRound = ledger.model_round(learner_s, function, n)
+            modelled: ModelledRound = ledger.model_round(learner_s, function, n, slowest)
             if platform == "local":
                 round_s = _local_round(p, n, samples, learner_s, cpus)
                 usd = ledger.learner_usd_s * round_s
-                split = (learner_s, p.init_s + run_s, max(round_s - learner_s - p.init_s - run_s, 0.0))
+                one = p.init_s + slowest.run_s
+                split = (learner_s, one, max(round_s - learner_s - one, 0.0))
             else:
                 round_s = modelled.round_s
                 usd = modelled.server_usd if platform in SERVERS else modelled.serverless_usd
