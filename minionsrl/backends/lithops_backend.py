@@ -27,11 +27,19 @@ here as a time-out; an injected ``throttle`` fault is refused at submission
 Lithops saw SIGKILLed (its handler reports a ``MemoryError``: "what the out-of-memory killer does"), or whose
 own allocation failed (``MemoryError`` in its error reply), is recorded ``oom``; functions learn their memory
 (``runtime_memory``) from ``MINIONSRL_FUNCTION_MEMORY_MB``.
+
+A policy object that storage lost or mangled (deleted, overwritten: anyone who can write the bucket can) would
+fail every retry of the round the same way. So a function checks the policy it reads (its HMAC, with the run
+key) and reports one it cannot read or verify as :class:`PolicyUnavailable`; the learner then writes that
+policy to its key again, once per publish, before the failed calls are retried. A storage that loses it again
+ends the run with the round's one line. Closing the backend stops Lithops' job monitor, whose thread would
+otherwise go on polling while the interpreter exits and print a traceback each time.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import sys
 import time
@@ -62,12 +70,36 @@ def lithops_rollout(request: str, reply_key: str, run_key: dict[str, str], stora
     for path in reversed(os.environ.get(_SYS_PATH_VAR, "").split(os.pathsep)):
         if path and path not in sys.path:  # localhost: see what the learner imports (custom env modules)
             sys.path.insert(0, path)
-    bucket = storage.bucket
-    reply = rollout.handle(request.encode(), lambda ref: storage.get_object(bucket, ref), function_run_key(run_key))
+    bucket, key = storage.bucket, function_run_key(run_key)
+    reply = rollout.handle(request.encode(), lambda ref: fetch_policy(storage, bucket, ref, key), key)
     storage.put_object(bucket, reply_key, reply)
     # then a marker: the learner lists markers, so it never reads a reply still being written (some
     # storages, Lithops' localhost one among them, make an object visible before it is complete)
     storage.put_object(bucket, reply_key + _DONE, b"")
+
+
+class PolicyUnavailable(RuntimeError):
+    """A function found the round's policy object missing from storage, or failing its check: lost or mangled by
+    the storage (or by someone who can write it), not a fault of the function. The learner writes it again."""
+
+
+def fetch_policy(storage: Any, bucket: str, ref: str, key: bytes) -> bytes:
+    """The policy object ``ref``, checked with the run key (its HMAC); :class:`PolicyUnavailable` where it cannot
+    be read or does not pass (the reply says so, and the learner re-publishes it)."""
+    try:
+        blob = storage.get_object(bucket, ref)
+    except Exception as exc:  # Lithops storage raises its own NoSuchKey per provider
+        raise PolicyUnavailable(f"the policy object {ref} cannot be read from storage ({type(exc).__name__})") from exc
+    try:
+        wire.decode(blob, key)
+    except wire.WireError as exc:
+        raise PolicyUnavailable(f"the policy object {ref} in storage fails its check ({exc})") from exc
+    return blob
+
+
+def policy_unavailable(error: str) -> bool:
+    """Whether a failed invocation's error is a function's report of a policy it could not read or verify."""
+    return error.startswith(f"{PolicyUnavailable.__name__}:")
 
 
 def function_run_key(where: dict[str, str]) -> bytes:
@@ -165,6 +197,9 @@ class LithopsBackend(RemoteBackend):
         self._bucket = self._storage.bucket
         self._prefix = f"minionsrl/{self._executor.executor_id}"
         self._policies: list[str] = []  # policy keys in storage, oldest first
+        self._blobs: dict[str, bytes] = {}  # what each of them holds, to write it again should storage lose it
+        self._republished: set[str] = set()  # the keys written again already (once each)
+        self.republishes = 0
         self._statuses = concurrent.futures.ThreadPoolExecutor(max_workers=16)  # a status read is a GET
 
     def publish(self, policy_blob: bytes) -> str:
@@ -173,16 +208,34 @@ class LithopsBackend(RemoteBackend):
         key = f"{self._prefix}/policy-{self.publishes}"
         self._storage.put_object(self._bucket, key, policy_blob)
         self._policies.append(key)
+        self._blobs[key] = policy_blob
         self._retire_policies()
         return key
 
     def collect(self, timeout: float | None = None) -> list[Reply]:
+        policies = {p.id: str(p.request.get("policy")) for p in self._pending.values()}
         replies = super().collect(timeout)
+        for reply in replies:
+            if not reply.ok and policy_unavailable(reply.record.error):
+                self._republish(policies.get(reply.record.invocation_id, ""), reply)
         self._retire_policies()
         return replies
 
+    def _republish(self, key: str, reply: Reply) -> None:
+        """Write policy ``key`` to storage again, the first time a function reports it lost or mangled, so that
+        the failed call's retry reads it; its error says so."""
+        if key not in self._blobs or key in self._republished:
+            return
+        self._storage.put_object(self._bucket, key, self._blobs[key])
+        self._republished.add(key)
+        self.republishes += 1
+        reply.record.error += "; the learner wrote the policy to storage again"
+
     def _retire_policies(self) -> None:
         retired = retire_policies(self._policies, {str(p.request.get("policy")) for p in self._pending.values()})
+        for key in retired:
+            self._blobs.pop(key, None)
+            self._republished.discard(key)
         if retired:
             self._storage.delete_objects(self._bucket, retired)
 
@@ -251,6 +304,7 @@ class LithopsBackend(RemoteBackend):
         try:
             self.cancel()
             self._statuses.shutdown(wait=False)
+            self._stop_monitor()
             keys = self._storage.list_keys(self._bucket, self._prefix + "/")
             if keys:
                 self._storage.delete_objects(self._bucket, keys)
@@ -258,6 +312,17 @@ class LithopsBackend(RemoteBackend):
         finally:
             if self._key_file is not None:
                 self._remove_key_file()
+
+    def _stop_monitor(self) -> None:
+        """Stop Lithops' job monitor and wait for it (briefly). This backend reads call statuses itself and never
+        waits on Lithops' futures, so nothing else stops it before the interpreter exits, and while it exits the
+        monitor's thread pool refuses work: each poll then logs a warning with a traceback."""
+        monitor = getattr(self._executor, "job_monitor", None)
+        if monitor is None:
+            return
+        with contextlib.suppress(Exception):  # what is left of it goes with the process
+            monitor.stop()
+            monitor.cleanup()
 
 
 def _own_lithops_session() -> None:
