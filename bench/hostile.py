@@ -489,7 +489,64 @@ def _namespace_case(root: Path) -> Outcome:
     return o
 
 
-def _issue41_cases(root: Path) -> list[Outcome]:
+def _raylet_case(root: Path) -> Outcome:
+    """The private Ray cluster's raylet SIGKILLed mid-run."""
+    import psutil
+
+    o = Outcome("lost raylet", "kill -9 of the private Ray cluster's raylet mid-run",
+                "exit 1 within 1 s, empty stderr, Ray's 22-line dump on stdout, the token folder left")
+    folder = root / "r41-raylet"
+    folder.mkdir()
+    run = folder / "RUN"
+    proc = subprocess.Popen([sys.executable, *PY, "minionsrl", *TRAIN, "--backend", "ray", "--actors", "2",
+                             "--max-rounds", "100000", "--env-step-latency-ms", "5", "--run-dir", str(run)],
+                            env=_env41(folder), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    if not _rounds(proc, run, 300):
+        os.killpg(proc.pid, signal.SIGKILL)
+        o.says = "the run did not start"
+        return o
+    family = psutil.Process(proc.pid).children(recursive=True)
+    cluster = [(p, p.create_time()) for p in family]
+    next(p for p in family if p.name() == "raylet").kill()
+    out, err = proc.communicate(timeout=120)
+    end = time.monotonic() + 15
+    while (left := [p for p, t in cluster if p.is_running() and p.create_time() == t
+                    and p.status() != psutil.STATUS_ZOMBIE]) and time.monotonic() < end:
+        time.sleep(0.2)
+    _judge(o, proc.returncode, err)
+    tokens = list(folder.glob("minionsrl-ray-token-*"))
+    o.left = "none" if not left and not tokens else f"YES: {len(left)} processes, {len(tokens)} token folders"
+    o.says += f" (stdout: {len(out.strip().splitlines())} lines)"
+    return o
+
+
+def _lithops_cases(root: Path) -> list[Outcome]:
+    """A real `train --backend lithops` whose storage loses round 2's policy object once (overwritten), or every
+    policy from round 2 on (deleted): tests/test_remote_platform_faults.py's storage wrapper and script."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from test_remote_platform_faults import _LOSING_TRAIN
+
+    out = []
+    for mode, times, case, before in (
+            ("garbage", 1, "round 2's `policy-N` object overwritten in storage once",
+             "never re-published: every retry reads the same bad object, the run ends; 287 stderr lines"),
+            ("delete", -1, "every policy object deleted from round 2 on",
+             "the run ends with 39 lines of Lithops tracebacks beside its line")):
+        folder = root / f"r41-lithops-{mode}"
+        folder.mkdir()
+        run = folder / "RUN"
+        proc = subprocess.run([sys.executable, "-c", _LOSING_TRAIN, mode, str(times), "1", *TRAIN, "--backend",
+                               "lithops", "--actors", "2", "--max-rounds", "3", "--run-dir", str(run)],
+                              env=_env41(folder), capture_output=True, text=True, timeout=300)
+        o = _judge(Outcome("lost storage object", case, before), proc.returncode, proc.stderr)
+        if proc.returncode == 0:
+            o.says = "ran: the policy re-published once, the round went on"
+        out.append(o)
+    return out
+
+
+def _issue41_cases(root: Path, ray: bool = True) -> list[Outcome]:
     hang_later = {"flag": "{DIR}/hang"}
     sim = {"pids": "{DIR}/pids", "hang": "{DIR}/hang"}
     rows = [_namespace_case(root)]
@@ -512,7 +569,9 @@ def _issue41_cases(root: Path) -> list[Outcome]:
                                                      "--max-retries", "0"), _touch("hang"))):
         rows.append(_case41(root, "nothing outlives the run", case, before, "hostile_envs:SimulatorEnv", sim, extra,
                             after_two_rounds=act, timeout=200))
-    return rows
+    if ray:
+        rows.append(_raylet_case(root))
+    return rows + _lithops_cases(root)
 
 
 def main() -> int:
@@ -525,7 +584,7 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="minionsrl-hostile-"))
     try:
         if args.rows == "41":
-            rows = _issue41_cases(root)
+            rows = _issue41_cases(root, ray=not args.no_ray)
             return _print(rows, args.markdown, t0)
         base = root / "base"
         code, err = _cli([*TRAIN, "--max-rounds", "1", "--run-dir", str(base)], root)
@@ -597,7 +656,7 @@ def main() -> int:
                               _write("dup.yaml", "seed: 1\nseed: 2\n")))
         rows += _shutdown_cases(root, ray=not args.no_ray)
         if args.rows == "all":
-            rows += _issue41_cases(root / "cases")
+            rows += _issue41_cases(root / "cases", ray=not args.no_ray)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return _print(rows, args.markdown, t0)
