@@ -154,11 +154,11 @@ class Row:
 def _local_round(p: Probe, n: int, samples: float, learner_s: float, cpus: int) -> float:
     """This machine's wall time for a round of ``n`` functions: the learner's part, then the functions in waves of
     what the local backend runs at once, no faster than their CPU seconds spread over the cores."""
-    from minionsrl.backends.local import CONCURRENCY_CAP
+    from minionsrl.backends.local import at_once
 
-    at_once = min(CONCURRENCY_CAP, max(cpus, round(cpus / max(p.busy_share, 1.0 / CONCURRENCY_CAP))))
-    one = p.init_s + samples * p.slowest_sample_s(min(n, at_once))
-    return learner_s + max(math.ceil(n / at_once) * one, n * one * p.busy_share / cpus)
+    together = at_once(cpus, p.busy_share)
+    one = p.init_s + samples * p.slowest_sample_s(min(n, together))
+    return learner_s + max(math.ceil(n / together) * one, n * one * p.busy_share / cpus)
 
 
 def forecast(cfg: TrainConfig, p: Probe, cap: int = DEFAULT_CAP, prices: dict[str, Any] | None = None,
