@@ -40,7 +40,8 @@ def test_killed_instances_leave_no_descriptors_zombies_or_policies(tmp_path):
             if trainer.round in (3, cfg.run.max_rounds):
                 samples.append((_fds(), [c for c in _children() if c[0] not in others]))
         backend = getattr(trainer.backend, "inner", trainer.backend)
-        policies = list(backend._dir.iterdir())
+        policies = list(backend._dir.glob("policy-*"))
+        stacks = list(backend._dir.glob("stack-*"))  # a live instance's file for its stack, should it hang
         started = backend.instances_started
         killed = sum(1 for line in (tmp_path / "run" / "invocations.csv").read_text().splitlines() if "died" in line)
     finally:
@@ -51,3 +52,4 @@ def test_killed_instances_leave_no_descriptors_zombies_or_policies(tmp_path):
     assert [c for c in children if c[1] == "Z"] == []  # and its process reaped
     assert len(children) <= cfg.functions.max_concurrency
     assert len(policies) <= 2  # only the policies still referred to stay published
+    assert len(stacks) <= cfg.functions.max_concurrency  # a killed instance's stack file goes with it
