@@ -283,6 +283,7 @@ class RayBackend(RemoteBackend):
 
     def _stop_private(self) -> None:
         """Stop the private cluster, then restore Ray's settings and remove its token."""
+        self._send_watchdog({"quiet": 1})  # a raylet that ends from now on is this stop's doing, not a loss to report
         if self._ray.is_initialized():
             self._ray.shutdown()
         self._send_watchdog({"token": None})  # removed below, once Ray no longer reads it
