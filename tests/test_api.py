@@ -18,6 +18,7 @@ import minionsrl
 from minionsrl import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.experiments.evaluate import evaluate_run
+from minionsrl.function import extras
 from minionsrl.function.numpy_policy import make_numpy_policy
 from minionsrl.loop import checkpoint
 
@@ -393,7 +394,7 @@ def test_track_without_wandb_is_refused_before_any_work(tmp_path, monkeypatch, c
 
     monkeypatch.setitem(sys.modules, "wandb", None)  # not installed
     assert cli.main(["train", "--track", "--max-rounds", "1", "--run-dir", str(tmp_path / "r")]) == 2
-    assert "pip install 'minionsrl[wandb]'" in capsys.readouterr().err
+    assert extras.install_hint("wandb") in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
     with pytest.raises(ConfigError, match="wandb"):
         minionsrl.train(TrainConfig(track=True, max_rounds=1, run_dir=str(tmp_path / "r")))

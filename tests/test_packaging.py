@@ -132,7 +132,7 @@ def test_env_without_its_extra_is_one_line_naming_it(monkeypatch, env_id, module
     _without(monkeypatch, module)
     with pytest.raises(ConfigError) as info:
         envs.check_env_id(env_id)
-    assert str(info.value) == f"env_id {env_id!r} needs the {extra} extra: pip install 'minionsrl[{extra}]'"
+    assert str(info.value) == f"env_id {env_id!r} needs the {extra} extra: {extras.install_hint(extra)}"
 
 
 def test_capture_video_without_the_video_extra_is_one_line(monkeypatch, tmp_path):
@@ -140,7 +140,8 @@ def test_capture_video_without_the_video_extra_is_one_line(monkeypatch, tmp_path
 
     (tmp_path / "config.yaml").write_text("env_id: CartPole-v1\n")
     _without(monkeypatch, "moviepy")
-    with pytest.raises(ConfigError, match=r"^--capture-video needs the video extra: pip install 'minionsrl\[video\]'$"):
+    hint = re.escape(extras.install_hint("video"))
+    with pytest.raises(ConfigError, match=f"^--capture-video needs the video extra: {hint}$"):
         evaluate_run(tmp_path, capture_video=True)
 
 
@@ -149,7 +150,7 @@ def test_tensorboard_without_tensorboardx_is_one_line(monkeypatch):
     from minionsrl.loop import tracking
 
     _without(monkeypatch, "tensorboardX")
-    with pytest.raises(ConfigError, match=r"^--tensorboard needs the tb extra: pip install 'minionsrl\[tb\]' "
+    with pytest.raises(ConfigError, match=f"^--tensorboard needs the tb extra: {re.escape(extras.install_hint('tb'))} "
                                           r"\(or pass --no-tensorboard\)$"):
         tracking.check(TrainConfig(env_id="CartPole-v1"))
     tracking.check(TrainConfig(env_id="CartPole-v1", tensorboard=False))  # no error
@@ -160,8 +161,8 @@ def test_a_backend_without_its_extra_is_one_line_naming_it(monkeypatch, backend)
     from minionsrl.config import TrainConfig, validate
 
     _without(monkeypatch, backend)
-    with pytest.raises(ConfigError, match=rf"^--backend {backend} needs the {backend} extra: "
-                                          rf"pip install 'minionsrl\[{backend}\]'$"):
+    with pytest.raises(ConfigError, match=f"^--backend {backend} needs the {backend} extra: "
+                                          f"{re.escape(extras.install_hint(backend))}$"):
         validate(TrainConfig(env_id="CartPole-v1", backend=backend, max_rounds=1))
 
 
@@ -195,7 +196,8 @@ def test_the_core_install_trains_cartpole_and_names_the_mujoco_extra(subprocess_
     lines = out.stdout.splitlines()
     assert "CARTPOLE 0" in lines and "HOPPER 2" in lines and "LOADED []" in lines, out.stdout[-2000:]
     errors = [line for line in out.stderr.splitlines() if "Hopper-v5" in line]
-    assert errors == ["minionsrl: error: env_id 'Hopper-v5' needs the mujoco extra: pip install 'minionsrl[mujoco]'"], \
+    hint = extras.install_hint("mujoco")
+    assert errors == [f"minionsrl: error: env_id 'Hopper-v5' needs the mujoco extra: {hint}"], \
         out.stderr[-2000:]
 
 

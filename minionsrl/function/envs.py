@@ -221,7 +221,8 @@ _REGISTERED_EXTRAS = (("gymnasium.envs.mujoco", "mujoco"), ("gymnasium.envs.box2
 
 def check_env_id(env_id: str) -> None:
     """Raise a one-line :class:`ConfigError` if the rollout functions could not build ``env_id``, suggesting close
-    matches; an id whose simulator is an extra not installed names the extra (``pip install 'minionsrl[mujoco]'``).
+    matches; an id whose simulator is an extra not installed names the extra and the command that installs it here
+    (:func:`~minionsrl.function.extras.install_hint`).
 
     A function builds its env in a process of its own (a worker, a Ray task, a cloud function), from the id
     alone: it has what Gymnasium and ale-py register and what the entry point's module defines or registers
