@@ -114,6 +114,42 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"minionsrl: error: {one_line(redact_text(message))}; see `{self.prog} --help`\n")
 
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        """argparse's, but flags it does not know are explained by the subcommand they were given to: another
+        library's name (CleanRL's ``--num-envs``: ``--actors`` here) or the closest flag of that subcommand."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = _subcommand(self, parsed)
+            parser.error(_unrecognized(extras, parser))
+        return parsed
+
+
+def _subcommand(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost subcommand's parser that ``parsed`` went through (``minionsrl scheduler train``'s)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and getattr(parsed, action.dest, None) in action.choices:
+            return _subcommand(action.choices[getattr(parsed, action.dest)], parsed)
+    return parser
+
+
+def _unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
+    """What is wrong with the arguments ``parser`` did not take, one clause each: a flag another library names so
+    (CleanRL's, Stable-Baselines3's) with ours, a mistyped flag with the closest of ``parser``'s; the values
+    after an unknown flag are not reported on their own."""
+    from minionsrl.words import did_you_mean, foreign_name
+
+    known = [o for o in parser._option_string_actions if o.startswith("--")]
+    clauses, stray = [], []
+    for arg in extras:
+        if not arg.startswith("-") or arg == "-":
+            if not clauses:  # a value of no flag: argparse's own words
+                stray.append(arg)
+            continue
+        name = arg.partition("=")[0]
+        clauses.append(foreign_name(name, as_flag=True, known=known)
+                       or f"unrecognized argument {name}{did_you_mean(name, known)}")
+    return "; ".join([*([f"unrecognized arguments: {' '.join(stray)}"] if stray else []), *clauses])
+
 
 class _HelpAll(argparse.Action):
     """``--help-all``: the help with the rarely used flags too (fault injection, Nitro's and the detectors' knobs,
