@@ -5,6 +5,7 @@ to write instead. An env without a ``render_mode`` argument builds from a regist
 from __future__ import annotations
 
 import json
+import sys
 
 import custom_env
 import gymnasium as gym
@@ -40,9 +41,10 @@ def _one_line(exc: pytest.ExceptionInfo) -> str:
     return message
 
 
-def test_id_registered_in_the_script_stops_before_any_work(registered, tmp_path):
+def test_id_registered_in_the_script_stops_before_any_work(registered, tmp_path, monkeypatch):
     """The issue's case: ``gym.register("Reach-v0", …)`` in the script passed, then every worker failed
-    (NameNotFound); now nothing starts and the message says what to write."""
+    (NameNotFound); now nothing starts and the message says what to write, named after the script."""
+    monkeypatch.setattr(sys.modules["__main__"], "__file__", str(tmp_path / "reach.py"), raising=False)
     script_class = type("ReachEnv", (custom_env.CounterEnv,), {"__module__": "__main__"})
     registered("Reach-v0", script_class)
     run_dir = tmp_path / "run"
@@ -50,7 +52,8 @@ def test_id_registered_in_the_script_stops_before_any_work(registered, tmp_path)
         train(TrainConfig(env_id="Reach-v0", run_dir=str(run_dir), **SMALL))
     message = _one_line(info)
     assert "registered in this process only" in message
-    assert "env_id='my_envs:ReachEnv'" in message and "'my_envs:Reach-v0'" in message
+    assert "(e.g. reach_envs.py beside reach.py)" in message
+    assert "env_id='reach_envs:ReachEnv'" in message and "'reach_envs:Reach-v0' where importing reach_envs" in message
     assert not run_dir.exists()
 
 
@@ -79,7 +82,8 @@ def test_a_gymnasium_instance_as_env_id_names_its_id():
     assert "write env_id='CartPole-v1'" in _one_line(info)
 
 
-def test_a_class_of_the_script_says_move_it_into_a_module():
+def test_a_class_of_the_script_says_move_it_into_a_module(monkeypatch):
+    monkeypatch.delattr(sys.modules["__main__"], "__file__", raising=False)  # no script file: python -c, a notebook
     script_class = type("MyWalker", (custom_env.CounterEnv,), {"__module__": "__main__"})
     with pytest.raises(ConfigError) as info:
         check_env_id(script_class)

@@ -111,8 +111,7 @@ def entry_point_target(env_id: str) -> type[gym.Env] | str:
         raise ConfigError(f"env_id {env_id!r}: write a custom env as package.module:ClassName")
     if module_name.partition(".")[0] == "__main__":
         raise ConfigError(f"env_id {env_id!r}: the rollout functions run in processes of their own, whose __main__ "
-                          f"is not your script; move {attr} into a module (e.g. my_envs.py beside the script) "
-                          f"and write env_id='my_envs:{attr}'")
+                          f"is not your script; {_move_into_module(attr)}")
     module = import_env_module(env_id, module_name)
     cls = getattr(module, attr, None)
     if cls is None:
@@ -278,13 +277,30 @@ def _registered_here_only(env_id: str) -> str:
     name = entry_point.partition(":")[2] if isinstance(entry_point, str) else getattr(entry_point, "__qualname__", "")
     name = name if name.isidentifier() else "MyEnv"
     if module and module.partition(".")[0] != "__main__" and isinstance(entry_point, str | type):
-        instead = f"env_id='{module}:{name}' (module:Class)"
+        instead, registrar = f"env_id='{module}:{name}' (module:Class)", module
     else:
-        instead = f"move {name} into a module (e.g. my_envs.py beside the script) and write env_id='my_envs:{name}'"
+        instead, registrar = _move_into_module(name), _script_module()[0]
     kwargs = f", env_kwargs={dict(spec.kwargs)!r}" if spec.kwargs else ""
     return (f"env_id {env_id!r} is registered in this process only (gym.register in the script, or by a module only "
             f"it imported): the rollout functions build their env in processes of their own and would not find it; "
-            f"{instead}{kwargs}, or 'my_envs:{env_id}' where importing my_envs registers the id")
+            f"{instead}{kwargs}, or '{registrar}:{env_id}' where importing {registrar} registers the id")
+
+
+def _script_module() -> tuple[str, str]:
+    """A module name to suggest for env code that now lives in the running script, and where to put it: named after
+    the script (``reach.py``: ``reach_envs.py`` beside it), or ``my_envs`` when there is no script file (a
+    notebook, ``python -c``)."""
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    stem = Path(script).stem if script else ""
+    if stem.isidentifier():
+        return f"{stem}_envs", f"beside {Path(script).name}"
+    return "my_envs", "beside the script"
+
+
+def _move_into_module(name: str) -> str:
+    """What to do with a class ``name`` defined in the script: put it in a module the rollout functions import."""
+    module, where = _script_module()
+    return f"move {name} into a module (e.g. {module}.py {where}) and write env_id='{module}:{name}'"
 
 
 def _not_an_id(value: Any) -> str:
@@ -303,7 +319,7 @@ def _not_an_id(value: Any) -> str:
         return f"env_id: {value!r} is not a string; write a Gymnasium id ('CartPole-v1') or 'package.module:ClassName'"
     name = cls.__qualname__ if cls.__qualname__.isidentifier() else "MyEnv"
     if cls.__module__.partition(".")[0] == "__main__" or not cls.__qualname__.isidentifier():
-        instead = f"move {name} into a module (e.g. my_envs.py beside the script) and write env_id='my_envs:{name}'"
+        instead = _move_into_module(name)
     else:
         instead = f"write env_id='{cls.__module__}:{name}'"
     return (f"env_id: {what} is not an env id; every rollout function builds its own env in a process of its own, "
