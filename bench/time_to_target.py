@@ -8,7 +8,8 @@ steps (its learning rate anneals over them, as in a 1M-step run) and a projected
 - arms: fixed 8/16/32/64/128 at a constant batch of 4,096 (``n`` buys a shorter round, not a larger batch),
   weak scaling (64 × 512 with the KL-adaptive rate, with the preset's 64-row minibatches and with rsl_rl's four
   minibatches of 5 epochs), ``--pipeline`` on fixed-64 and on critical (time), ``critical`` (time and cost),
-  nitro, kungfu, minions (its shipped scheduler) and fixed-16 on servers (the papers' baseline);
+  nitro, kungfu, minions (its shipped scheduler), ``auto`` (``--actors auto``: the round model's knee) and fixed-16
+  on servers (the papers' baseline);
 - ``nitro50``: Nitro's own claim at its published 50 rounds (T fixed, the batch growing with ``n``): nitro against
   fixed-16 on servers, under our MuJoCo preset and under ``--preset nitro``.
 
@@ -59,7 +60,7 @@ ENVS: dict[str, dict[str, Any]] = {
                 "target": 1000.0, "wall": True},
 }
 FIXED = ["fixed:8", "fixed:16", "fixed:32", "fixed:64", "fixed:128"]
-ADAPTIVE = ["critical:time", "critical:cost", "kungfu", "nitro", "minions"]
+ADAPTIVE = ["auto", "critical:time", "critical:cost", "kungfu", "nitro", "minions"]
 WEAK = "fixed:64+fragment_length=512+lr_schedule=adaptive"
 # weak scaling as rsl_rl runs it (``PPO`` defaults: 4 minibatches, 5 epochs, the adaptive rate from 1e-3): the
 # minibatches grow with the batch, so the larger batch takes fewer, cleaner steps, and the rate can rise

@@ -16,6 +16,7 @@ from minionsrl import config
 from minionsrl.config import LearnerConfig, TrainConfig
 from minionsrl.cost import CostLedger, actor_host, load_prices
 from minionsrl.errors import ConfigError
+from minionsrl.forecast import FunctionStats, model_round
 from minionsrl.function.envs import EnvInfo, EnvSpec, check_env_id, env_info
 from minionsrl.function.numpy_policy import PolicyArch
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from minionsrl.backends.base import Backend
     from minionsrl.learner.learners import Learner
     from minionsrl.loop.trainer import Trainer
+    from minionsrl.scaling.auto import RoundForecast
     from minionsrl.scaling.base import Scaler
 
 
@@ -231,6 +233,7 @@ def function_env_spec(cfg: TrainConfig) -> EnvSpec:
 def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
     """Build the scaler named by ``cfg.scaling.scaler`` (``family``: the env's, which picks the shipped scheduler)."""
     from minionsrl.scaling import rules
+    from minionsrl.scaling.auto import AutoScaler
 
     sc = cfg.scaling
     lo, hi = sc.n_min, sc.n_max
@@ -247,6 +250,8 @@ def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
         # under a batch size its model (batch n·T) does not hold: T is taken as the first round's steps per actor
         "critical": lambda: rules.CriticalScaler(lo, hi, _steps_per_actor(cfg), sc.objective, sc.initial_actors,
                                                  constant_batch=cfg.env.constant_batch),
+        "auto": lambda: AutoScaler(lo, hi, sc.initial_actors, round_forecast(cfg), sc.objective or "time",
+                                   cfg.run.total_timesteps, cfg.cost.budget_usd),
     }
     if sc.scaler == "minions":
         from minionsrl.scaling.minions import MinionsScaler, load_agent
@@ -257,6 +262,19 @@ def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
         return MinionsScaler(agent, lo, hi, target_return=cfg.run.target_return or float(meta["target_return"]),
                              horizon=int(rounds) if rounds else None, budget_usd=cfg.cost.budget_usd)
     return builders[sc.scaler]()
+
+
+def round_forecast(cfg: TrainConfig) -> RoundForecast:
+    """The round model priced on this run's platform (its own ledger's rule, on a ledger of its own): a round of
+    ``n`` functions, the learner's seconds and a function's stats in, its projected seconds and serverless dollars
+    out. What the ``auto`` scaler weighs, without knowing the backend."""
+    ledger, plan = make_ledger(cfg), cfg.env.step_plan()
+
+    def forecast(n: int, learner_s: float, stats: FunctionStats) -> tuple[float, float]:
+        modelled = model_round(ledger, learner_s, stats, n, plan.round_batch(n) / n)
+        return modelled.round_s, modelled.serverless_usd
+
+    return forecast
 
 
 def _steps_per_actor(cfg: TrainConfig) -> int:

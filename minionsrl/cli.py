@@ -185,7 +185,9 @@ def _add_config_flags(parser: argparse.ArgumentParser, roles: tuple[str, ...] = 
             kwargs.update(_FLAG_KINDS[kind])
             if "choices" in f.metadata:
                 kwargs["choices"] = f.metadata["choices"]
-            action = group.add_argument("--" + name.replace("_", "-"), **kwargs)
+            if "words" in f.metadata:  # a number, or one of these words (--actors auto)
+                kwargs["type"] = _or_words(kwargs["type"], f.metadata["words"])
+            action = group.add_argument("--" + name.replace("_", "-"), *f.metadata.get("aliases", ()), **kwargs)
             if f.metadata["rare"]:
                 hidden[action] = text
     if hidden:
@@ -194,6 +196,20 @@ def _add_config_flags(parser: argparse.ArgumentParser, roles: tuple[str, ...] = 
         parser.epilog = (f"{len(hidden)} rarely used options (fault injection, Nitro's and the detectors' knobs, "
                          "backend internals) are left out here: --help-all lists them. Every option can also be "
                          "set in a YAML file (--config), flat or in sections named as above.")
+
+
+def _or_words(parse: Any, words: tuple[str, ...]) -> Any:
+    """An argparse type that takes ``words`` as they are and anything else as ``parse`` does."""
+
+    def value(text: str) -> Any:
+        if text in words:
+            return text
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r} is neither a number nor {' or '.join(words)}") from exc
+
+    return value
 
 
 def _json_object(text: str) -> dict[str, Any]:

@@ -92,7 +92,9 @@ def test_plan_on_cartpole_writes_the_table_the_json_and_the_frontier(tmp_path):
     for row in data["rows"]:
         assert row["round_s"] > 0 and row["usd_per_round"] > 0 and math.isfinite(row["run_usd"])
     probe = data["probe"]
-    assert 0 < probe["sample_s"] < 0.05 and 0 < probe["busy_share"] <= 1 and probe["learner_a_s"] > 0
+    assert 0 < probe["sample_s"] < 0.05 and 0 < probe["busy_share"] <= 1
+    # the learner's seconds for a round, a + b·batch (its intercept alone may fit to 0 on a loaded machine)
+    assert probe["learner_a_s"] >= 0 and probe["learner_b_s"] >= 0 and probe["learner_a_s"] + probe["learner_b_s"] > 0
     assert (tmp_path / "plan" / "plan.png").stat().st_size > 0
     assert text.startswith("# plan: CartPole-v1, 50,000 steps") and data["verdict"] in text
     assert set(data["picks"]) == set(PLATFORMS)

@@ -55,10 +55,11 @@ _ACCEPTS: dict[str, tuple[type | tuple[type, ...], str]] = {
 }
 
 
-def coerce(name: str, kind: str, value: Any) -> Any:
-    """Check a YAML/CLI value against the field's type ``kind``; convert ints to floats where due."""
-    if value is None:
-        return None
+def coerce(name: str, kind: str, value: Any, words: tuple[str, ...] = ()) -> Any:
+    """Check a YAML/CLI value against the field's type ``kind``, or one of the ``words`` it also takes
+    (``actors: auto``); convert ints to floats where due."""
+    if value is None or value in words:
+        return value
     if kind == "float" and isinstance(value, str):  # YAML 1.1 reads 3e-4 (no dot) as a string
         try:
             return float(value)

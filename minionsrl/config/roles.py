@@ -42,8 +42,8 @@ DEVICES = ("auto", "cpu", "cuda")
 LEARNER_BUDGETS = ("per-sample", "per-round", "fixed-compute")
 LR_SCHEDULES = ("anneal", "constant", "adaptive")
 _MAX_HIDDEN = 16384
-SCALERS = ("fixed", "minions", "nitro", "critical", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
-OBJECTIVES = ("cost", "time")  # what the critical scaler minimises per unit of progress
+SCALERS = ("fixed", "auto", "minions", "nitro", "critical", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
+OBJECTIVES = ("cost", "time")  # what the critical and auto scalers minimise
 DETECTOR_PLACEMENTS = ("before", "after")  # where the detectors read a round's batch (learner/detectors.py)
 
 
@@ -232,12 +232,16 @@ class ScalingConfig(Role):
     """How many actors each round gets: the scaler, the bounds it chooses within, its knobs, its detectors."""
 
     scaler: str = setting("fixed", "how many actors each round gets", choices=SCALERS)
-    actors: int = setting(8, "number of actors per round (fixed scaler)", min=1, max=4096)
+    actors: int | str = setting(8, "number of actors per round (fixed scaler), or auto: the count the round model "
+                                "picks from the run's own rounds, within --n-min and --n-max, the batch kept at what "
+                                "8 actors sample (--scaler auto; see --objective)", min=1, max=4096, words=("auto",))
     n_min: int = setting(8, "fewest actors a scaler may choose", min=1, max=4096)
     n_max: int = setting(64, "most actors a scaler may choose", min=1, max=4096)
-    initial_actors: int = setting(16, "actors in round 1 for nitro and critical (n_0)", min=1, max=4096)
-    objective: str = setting("cost", "critical: minimise dollars (cost) or projected seconds (time) per unit of "
-                             "progress", choices=OBJECTIVES)
+    initial_actors: int = setting(16, "actors in round 1 for nitro, critical and auto (n_0)", min=1, max=4096)
+    objective: str | None = setting(None, "what critical and auto minimise: dollars (cost) or projected seconds "
+                                    "(time); default: time for auto (the knee: more actors stop paying past it), "
+                                    "cost for critical (per unit of progress)", choices=OBJECTIVES,
+                                    aliases=("--optimize",))
     nitro_window: int = setting(6, "nitro: window W of decayed convexity ratios", min=1, rare=True)
     nitro_decay: float = setting(0.96, "nitro: decay delta of the metric and the floor", positive=True, max=1.0,
                                  rare=True)

@@ -136,12 +136,14 @@ def flat_values(values: dict[str, Any]) -> dict[str, Any]:
 def build(values: dict[str, Any]) -> TrainConfig:
     """Make a config from field values, flat or sectioned (:func:`flat_values`), checking names and types
     (presets are applied later)."""
-    return TrainConfig(**{name: coerce(name, field_kind(name), value) for name, value in flat_values(values).items()})
+    return TrainConfig(**{name: coerce(name, field_kind(name), value, FIELDS[name].metadata.get("words", ()))
+                          for name, value in flat_values(values).items()})
 
 
 def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
     """Fill unset fields from the preset (``auto``: by env family, with the env's ``ENV_PRESETS`` row over it) and
     a default run dir; validate. The one place presets are applied."""
+    cfg = _auto_actors(cfg)
     validate(cfg, require_stop=False)  # the user's own values first, before a preset can hide a contradiction
     family = family if family in PRESETS else "classic"
     preset_name = family if cfg.run.preset in ("auto", "nitro") else cfg.run.preset
@@ -164,11 +166,27 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
     adaptive = cfg.learner.lr_schedule == "adaptive"
     cfg = cfg.replace(lr_schedule="adaptive" if adaptive else None,
                       desired_kl=(cfg.learner.desired_kl or DEFAULT_DESIRED_KL) if adaptive else None)
+    if cfg.scaling.scaler == "auto" and not cfg.env.constant_batch:
+        # the batch --actors functions would sample, whatever the count auto picks: more actors buy a shorter round,
+        # not fewer updates (a batch grown with n learned little on Hopper: docs/results/time-to-target-answer.md)
+        plan = cfg.env.step_plan()
+        cfg = cfg.replace(batch_size=plan.round_batch(int(cfg.scaling.actors)), fragment_length=None)
+    cfg = cfg.replace(objective=cfg.scaling.objective or ("time" if cfg.scaling.scaler == "auto" else "cost"))
     if cfg.run.run_dir is None:
         safe_env = cfg.env.env_id.replace("/", "_").replace(":", "_")
         cfg = cfg.replace(run_dir=f"runs/{safe_env}__{cfg.run.seed}__{time.strftime('%Y%m%d-%H%M%S')}")
     validate(cfg)
     return cfg
+
+
+def _auto_actors(cfg: TrainConfig) -> TrainConfig:
+    """``actors: auto`` is the ``auto`` scaler, its batch that of the default actor count."""
+    if cfg.scaling.actors != "auto":
+        return cfg
+    if cfg.scaling.scaler not in ("fixed", "auto"):
+        raise ConfigError(f"actors: auto picks the actor count itself; drop --scaler {cfg.scaling.scaler}, or give "
+                          "--actors a number")
+    return cfg.replace(scaler="auto", actors=default_of(FIELDS["actors"]))
 
 
 def validate(cfg: TrainConfig, require_stop: bool = True) -> None:

@@ -9,8 +9,8 @@ own-instance seconds for each batch (the least of a run's warm rounds), fitted a
 two runs: linear in the batch under each learner budget (SGD steps, or minibatch size, grow with it; or neither).
 
 **The forecast.** For each ``n`` (powers of two up to ``--cap``) and each platform, the cost ledger bills a modelled
-round of ``n`` such functions with :meth:`~minionsrl.cost.CostLedger.model_round` — the rule that bills a real round,
-not a copy of it:
+round of ``n`` such functions (:func:`minionsrl.forecast.model_round`, the model the ``auto`` scaler also uses, priced
+by the rule that bills a real round, not a copy of it):
 
 * ``lambda``: AWS Lambda through Lithops (its invoke-and-collect profile, S3 requests), the serverless bill;
 * ``server``: the server baseline, the learner host and ``ceil(n / vCPUs)`` actor hosts billed over the round;
@@ -28,13 +28,12 @@ same steps, which only a run (``compare``) can weigh.
 from __future__ import annotations
 
 import csv
-import itertools
 import json
 import math
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +41,23 @@ import numpy as np
 
 from minionsrl.backends.base import OK, InvocationRecord
 from minionsrl.config import TrainConfig
-from minionsrl.cost import CostLedger, ModelledRound, load_prices
+from minionsrl.cost import CostLedger, load_prices
 from minionsrl.errors import ConfigError
 from minionsrl.experiments.tables import markdown_table
+from minionsrl.forecast import (
+    KNEE_GAIN,
+    FunctionStats,
+    busy_share,
+    knee,
+    model_round,
+    own_init_s,
+    per_sample_s,
+    warm_train,
+)
 
 PROBE_ACTORS = (2, 8)  # the probe's two runs (one, at the second count, under a constant batch)
 PROBE_ROUNDS = 4  # a run's first round is cold (instances, compilation); the others are measured
 DEFAULT_CAP = 256
-KNEE_GAIN = 0.10  # the knee: the least n past which doubling n shortens the run by less than this
 PLATFORMS = {"lambda": "lithops", "server": "server", "ray": "ray", "local": "local"}  # platform -> its profile
 SERVERS = ("server", "ray")  # platforms billed as servers; ``local`` is this machine; any other, serverless
 
@@ -78,6 +86,11 @@ class Probe:
         ``n / (n + 1)`` (the expected rank of the largest of ``n`` draws), its largest past the probe's range."""
         q = np.linspace(0.0, 1.0, len(self.sample_quantiles))
         return float(np.interp(n / (n + 1), q, self.sample_quantiles))
+
+    def function(self, n: int) -> FunctionStats:
+        """A function of a round of ``n``, as the round model takes it."""
+        return FunctionStats(self.sample_s, self.slowest_sample_s(n), self.init_s, self.busy_share,
+                             self.reply_bytes_per_sample)
 
 
 def _probe_run(cfg: TrainConfig, actors: int, folder: Path) -> tuple[list[dict[str, str]], list[InvocationRecord]]:
@@ -113,15 +126,11 @@ def probe(cfg: TrainConfig) -> Probe:
             learner_warm = min(float(r["projected_learner_s"]) for r in rows[1:])
             learner.append((plan.round_batch(n), learner_warm))
             compiles.append(max(float(rows[0]["projected_learner_s"]) - learner_warm, 0.0))
-            for r in records:
-                run_own = max(r.run_s - r.run_wait_s, 0.0)
-                if r.cold:
-                    colds.append(r.init_s)
-                    continue
-                init_own = max(r.init_s - r.init_wait_s, 0.0) + r.reused_policy_s
-                per_sample.append(run_own / samples)
-                inits.append(init_own)
-                shares.append(min(r.cpu_s / max(init_own + run_own, 1e-9), 1.0))
+            colds += [r.init_s for r in records if r.cold]
+            for r in warm_train(records):
+                per_sample.append(per_sample_s(r, samples))
+                inits.append(own_init_s(r))
+                shares.append(busy_share(r))
                 sizes.append(r.bytes_out / samples)
     if not per_sample:
         raise ConfigError("plan: the probe's functions never ran warm; check the env with `minionsrl train`")
@@ -178,18 +187,13 @@ def forecast(cfg: TrainConfig, p: Probe, cap: int = DEFAULT_CAP, prices: dict[st
         batch = plan.round_batch(n)
         samples = batch / n
         learner_s = p.learner_s(batch)
-        run_s = samples * p.sample_s
-        function = InvocationRecord(invocation_id="model", kind="train", init_s=p.init_s, run_s=run_s,
-                                    cpu_s=p.busy_share * (p.init_s + run_s),
-                                    bytes_out=int(samples * p.reply_bytes_per_sample))
-        slowest = replace(function, run_s=samples * p.slowest_sample_s(n))
         rounds = math.ceil(total / batch) if total else 1
         for platform, ledger in ledgers.items():
-            modelled: ModelledRound = ledger.model_round(learner_s, function, n, slowest)
+            modelled = model_round(ledger, learner_s, p.function(n), n, samples)
             if platform == "local":
                 round_s = _local_round(p, n, samples, learner_s, cpus)
                 usd = ledger.learner_usd_s * round_s
-                one = p.init_s + slowest.run_s
+                one = p.init_s + samples * p.slowest_sample_s(n)
                 split = (learner_s, one, max(round_s - learner_s - one, 0.0))
             else:
                 round_s = modelled.round_s
@@ -211,8 +215,8 @@ class Picks:
 def picks(rows: list[Row], platform: str) -> Picks:
     """The ``n`` that finishes soonest, the cheapest, and the knee, on ``platform``."""
     mine = sorted((r for r in rows if r.platform == platform), key=lambda r: r.n)
-    knee = next((a.n for a, b in itertools.pairwise(mine) if b.run_s > (1 - KNEE_GAIN) * a.run_s), mine[-1].n)
-    return Picks(min(mine, key=lambda r: (r.run_s, r.n)).n, min(mine, key=lambda r: (r.run_usd, r.n)).n, knee)
+    return Picks(min(mine, key=lambda r: (r.run_s, r.n)).n, min(mine, key=lambda r: (r.run_usd, r.n)).n,
+                 knee([(r.n, r.run_s) for r in mine]))
 
 
 def verdict(rows: list[Row], p: Probe) -> str:

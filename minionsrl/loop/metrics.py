@@ -21,6 +21,7 @@ from typing import Any
 from minionsrl import files
 from minionsrl.backends.base import InvocationRecord
 from minionsrl.errors import ConfigError
+from minionsrl.forecast import FUNCTION_COLUMNS
 from minionsrl.function.extras import check_tensorboard
 from minionsrl.loop.gather import OK, Attempt, Gathered
 from minionsrl.loop.invocations import fragment_digest
@@ -34,6 +35,8 @@ METRIC_COLUMNS = [
     # of the projected round, the learner's own-instance part; of the serverless cost, the storage requests
     "projected_learner_s", "cost_storage_usd",
     "cold_starts",  # invocations that started an instance
+    # what one warm function did, per sample: the round model's input (minionsrl/forecast.py), as `plan` measures it
+    *FUNCTION_COLUMNS.values(),
     # the same bills with the hosts over this machine's wall time, where functions queue on a few cores
     "cost_serverless_wall_usd", "cost_server_wall_usd",
     "scaler_score", "convexity_ratio", "lambda_min", "lambda_max", "gns", "detector_s",

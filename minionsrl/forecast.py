@@ -1,0 +1,112 @@
+"""The round model: what a round of ``n`` rollout functions would take, in seconds and dollars, from what one
+function does. One place, shared by ``minionsrl plan`` (from its probe), the ``auto`` scaler (from the run's own
+rounds) and the ledger, whose billing rule prices the modelled round (:meth:`~minionsrl.cost.CostLedger.model_round`).
+
+A function is described by :class:`FunctionStats`: own-instance seconds (wall less the wait for a CPU of this
+machine) per sample of the median function and of the slowest, a warm invocation's init, the share of its time it
+keeps a CPU busy, and its reply's bytes per sample. The metrics row of every round carries them
+(``function_*`` columns), so a round's stats are the model's input as a user reads them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from minionsrl.backends.base import OK, InvocationRecord
+from minionsrl.cost import CostLedger, ModelledRound
+
+KNEE_GAIN = 0.10  # the knee: the least n past which doubling n saves less than this share of the time
+# FunctionStats' fields -> their metrics columns
+FUNCTION_COLUMNS = {"sample_s": "function_sample_s", "slowest_sample_s": "function_slowest_sample_s",
+                    "init_s": "function_init_s", "busy_share": "function_busy_share",
+                    "bytes_per_sample": "function_bytes_per_sample"}
+
+
+@dataclass(frozen=True)
+class FunctionStats:
+    """What one warm rollout function does, per sample (see the module's docstring)."""
+
+    sample_s: float  # own-instance seconds per sample (env step, its waits, inference): the median function's
+    slowest_sample_s: float  # the same, the slowest function's: a round waits for it
+    init_s: float  # a warm invocation's init (the round's policy load, its env reset)
+    busy_share: float  # of its own time, the share it keeps a CPU busy
+    bytes_per_sample: float  # reply bytes per sample
+
+    def columns(self) -> dict[str, float]:
+        """The stats as metrics columns (``function_sample_s``, …)."""
+        return {column: getattr(self, name) for name, column in FUNCTION_COLUMNS.items()}
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> FunctionStats | None:
+        """The stats a metrics row carries (None when its round had no warm function, or the row is an older
+        run's)."""
+        values = {name: row.get(column) for name, column in FUNCTION_COLUMNS.items()}
+        if any(v is None or v == "" for v in values.values()):
+            return None
+        return cls(**{name: float(v) for name, v in values.items()})
+
+    def blend(self, new: FunctionStats, weight: float) -> FunctionStats:
+        """An exponentially weighted average: ``weight`` on these stats, the rest on ``new``."""
+        return FunctionStats(**{name: weight * getattr(self, name) + (1 - weight) * getattr(new, name)
+                                for name in FUNCTION_COLUMNS})
+
+
+def warm_train(records: list[InvocationRecord]) -> list[InvocationRecord]:
+    """The records that measure a running function: successful training invocations of an instance already
+    started (a cold one's init is the instance's start)."""
+    return [r for r in records if r.kind == "train" and r.status == OK and not r.cold]
+
+
+def per_sample_s(record: InvocationRecord, samples: float) -> float:
+    """A function's own-instance seconds per sample (its stepping, less its wait for a CPU of this machine)."""
+    return max(record.run_s - record.run_wait_s, 0.0) / samples
+
+
+def own_init_s(record: InvocationRecord) -> float:
+    """A warm invocation's own-instance init, with the policy load its instance did for an earlier one."""
+    return max(record.init_s - record.init_wait_s, 0.0) + record.reused_policy_s
+
+
+def busy_share(record: InvocationRecord) -> float:
+    """Of a function's own-instance time, the share it kept a CPU busy."""
+    own = own_init_s(record) + max(record.run_s - record.run_wait_s, 0.0)
+    return min(record.cpu_s / max(own, 1e-9), 1.0)
+
+
+def function_stats(records: list[InvocationRecord], samples: float) -> FunctionStats | None:
+    """The stats of a round's warm training functions of ``samples`` samples each (None: none ran warm)."""
+    warm = warm_train(records)
+    if not warm or samples <= 0:
+        return None
+    rates = [per_sample_s(r, samples) for r in warm]
+    return FunctionStats(sample_s=float(np.median(rates)), slowest_sample_s=max(rates),
+                         init_s=float(np.median([own_init_s(r) for r in warm])),
+                         busy_share=float(np.median([busy_share(r) for r in warm])),
+                         bytes_per_sample=float(np.median([r.bytes_out for r in warm])) / samples)
+
+
+def model_round(ledger: CostLedger, learner_s: float, stats: FunctionStats, n: int, samples: float) -> ModelledRound:
+    """A round of ``n`` functions of ``samples`` samples each that do what ``stats`` says (the slowest of them
+    ``stats.slowest_sample_s``), after a learner part of ``learner_s``, as ``ledger`` would bill it."""
+    run_s = samples * stats.sample_s
+    function = InvocationRecord(invocation_id="model", kind="train", init_s=stats.init_s, run_s=run_s,
+                                cpu_s=stats.busy_share * (stats.init_s + run_s),
+                                bytes_out=int(samples * stats.bytes_per_sample))
+    slowest = replace(function, run_s=samples * stats.slowest_sample_s)
+    return ledger.model_round(learner_s, function, n, slowest)
+
+
+def knee(points: list[tuple[int, float]]) -> int:
+    """Of ``(n, seconds)`` points in increasing ``n`` (each about double the last), the least ``n`` past which the
+    next point saves less than :data:`KNEE_GAIN` of the time: where more functions stop paying."""
+    return next((a for (a, sa), (_, sb) in itertools.pairwise(points) if sb > (1 - KNEE_GAIN) * sa), points[-1][0])
+
+
+def doubling_counts(n_min: int, n_max: int) -> list[int]:
+    """The counts a forecast weighs between ``n_min`` and ``n_max``: the powers of two between them, and both."""
+    powers = {2**i for i in range(n_max.bit_length()) if n_min <= 2**i <= n_max}
+    return sorted(powers | {n_min, n_max})
