@@ -1,0 +1,158 @@
+"""``--actors auto`` (issue 42): the auto scaler on a hand-worked round model, its config, and a real run."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minionsrl import cli
+from minionsrl.build import make_scaler, round_forecast
+from minionsrl.config import TrainConfig, build, resolve
+from minionsrl.errors import ConfigError
+from minionsrl.forecast import FunctionStats, doubling_counts, knee
+from minionsrl.scaling.auto import AutoScaler
+
+STATS = FunctionStats(sample_s=1e-3, slowest_sample_s=1e-3, init_s=0.01, busy_share=1.0, bytes_per_sample=100.0)
+
+
+def _model(n: int, learner_s: float, stats: FunctionStats) -> tuple[float, float]:
+    """A hand-worked round: the learner, 0.01 s an invocation, and 8 s of stepping the functions share;
+    dollars 1e-5 a second of round plus 1e-6 an invocation."""
+    seconds = learner_s + 0.01 * n + 8000 * stats.sample_s / n
+    return seconds, 1e-5 * seconds + 1e-6 * n
+
+
+def _row(round_idx: int, n: int, cold: int = 0, scale: float = 1.0, **extra: float) -> dict:
+    seconds, usd = _model(n, 1.0, STATS)
+    return {"round": round_idx, "n_actors": n, "cold_starts": cold, "projected_learner_s": 1.0,
+            "projected_round_s": scale * seconds, "cost_serverless_usd": scale * usd, "env_steps": 4096 * round_idx,
+            "cum_cost_serverless_usd": scale * usd * round_idx, **STATS.columns(), **extra}
+
+
+def test_the_knee_and_the_counts_weighed_by_hand() -> None:
+    # D(8) = 1 + 0.08 + 1 = 2.08; D(16) = 1.66 (20% less); D(32) = 1.57 (5.4% less: not worth doubling); D(64) = 1.765
+    assert knee([(8, 2.08), (16, 1.66), (32, 1.57), (64, 1.765)]) == 16
+    assert knee([(8, 2.0), (16, 1.0), (32, 0.5)]) == 32  # still paying at the cap: the cap
+    assert doubling_counts(8, 64) == [8, 16, 32, 64] and doubling_counts(3, 40) == [3, 4, 8, 16, 32, 40]
+
+
+def test_auto_measures_a_warm_round_then_picks_the_knee() -> None:
+    auto = AutoScaler(8, 64, 8, _model)
+    assert auto.next_actors(None) == 8
+    assert auto.next_actors(_row(1, 8, cold=8)) == 8  # a cold round measures starting instances: not used
+    assert auto.stats is None
+    assert auto.next_actors(_row(2, 8)) == 16  # warm: D(16) 1.66 s, D(32) only 5% less
+    assert auto.score == 16.0 and auto.stats == STATS and auto.learner_s == 1.0
+    assert auto.next_actors(_row(3, 16, cold=8)) == 16  # the new instances' first round: stays to measure it
+    assert auto.next_actors(_row(4, 16)) == 16
+
+
+def test_auto_corrects_the_model_by_what_each_count_measured() -> None:
+    auto = AutoScaler(8, 64, 8, _model)
+    auto.next_actors(_row(1, 8, cold=8))
+    auto.next_actors(_row(2, 8, scale=2.0))  # the round took twice the model's seconds and dollars
+    assert auto.predicted(8) == pytest.approx(tuple(2 * x for x in _model(8, 1.0, STATS)))
+    assert auto.predicted(64) == pytest.approx(tuple(2 * x for x in _model(64, 1.0, STATS)))  # nearest measured: 8
+    # a round with an evaluation beside it runs long: the median of a count's latest rounds is its correction
+    for i, scale in enumerate([1.0, 1.0, 5.0, 1.0]):
+        auto.next_actors(_row(3 + i, 8, scale=scale))
+    assert auto.predicted(8)[0] == pytest.approx(_model(8, 1.0, STATS)[0])
+
+
+def test_auto_for_dollars_takes_the_cheapest_count() -> None:
+    auto = AutoScaler(8, 64, 16, _model, objective="cost")
+    auto.next_actors(_row(1, 16, cold=16))
+    # $ = 1e-5·D(n) + 1e-6·n: 2.88e-5 at 8, 3.26e-5 at 16, 4.77e-5 at 32: the fewest actors
+    assert auto.next_actors(_row(2, 16)) == 8
+
+
+def test_auto_keeps_to_a_dollar_budget() -> None:
+    rounds_left = 10  # 40,960 steps left at 4,096 a round
+    budget = 3.26e-5 * 2 + 1.7e-5 * rounds_left  # spent two rounds at 16; about $1.7e-5 a round left
+    auto = AutoScaler(8, 64, 16, _model, total_timesteps=4096 * (2 + rounds_left), budget_usd=budget)
+    auto.next_actors(_row(1, 16, cold=16))
+    assert auto.next_actors(_row(2, 16)) == 8  # no count fits: the cheapest
+    rich = AutoScaler(8, 64, 16, _model, total_timesteps=4096 * 12, budget_usd=1.0)
+    rich.next_actors(_row(1, 16, cold=16))
+    assert rich.next_actors(_row(2, 16)) == 16  # the knee fits: already there
+
+
+def test_auto_stays_when_the_pick_saves_under_five_percent() -> None:
+    auto = AutoScaler(8, 64, 32, _model)
+    auto.next_actors(_row(1, 32, cold=32))
+    # the knee is 16: 1.66 s vs 1.57 s at 32, slower; 3.26e-5 vs 4.77e-5 dollars, 32% cheaper: moves
+    assert auto.next_actors(_row(2, 32)) == 16
+    near = AutoScaler(8, 64, 32, lambda n, a, s: (1.0 + 8.0 / n, 1e-5 * (1.0 + 8.0 / n) + 1e-9 * n))
+    near.next_actors(_row(1, 32, cold=32))
+    # 8 → 16 saves 25%, 16 → 32 17%, 32 → 64 10% (not under it): the knee is 64, 10% faster than 32: moves
+    assert near.next_actors(_row(2, 32)) == 64
+    flat = AutoScaler(8, 64, 32, lambda n, a, s: (1.0 + 1.0 / n, 1e-5 * (1.0 + 1.0 / n)))
+    flat.next_actors(_row(1, 32, cold=32))
+    # the knee is 8 (16 saves 5.5%); 8 is 3% slower and 3% dearer than 32: not worth the change
+    assert flat.next_actors(_row(2, 32)) == 32 and flat.score == 8.0
+
+
+def test_auto_resumes_from_its_state() -> None:
+    auto = AutoScaler(8, 64, 8, _model)
+    for row in (_row(1, 8, cold=8), _row(2, 8, scale=1.5)):
+        auto.next_actors(row)
+    again = AutoScaler(8, 64, 8, _model)
+    again.load_state_dict(auto.state_dict())
+    assert again.predicted(32) == auto.predicted(32) and again.next_actors(_row(3, 16, cold=8)) == 16
+
+
+def _flags(*argv: str) -> TrainConfig:
+    return cli.train_config(cli.build_parser().parse_args(["train", *argv]))[0]
+
+
+def test_actors_auto_is_the_auto_scaler_with_the_default_count_s_batch() -> None:
+    cfg = _flags("--env-id", "CartPole-v1", "--actors", "auto", "--total-timesteps", "1000")
+    assert cfg.scaling.actors == "auto"
+    resolved = resolve(cfg, "classic")
+    # CartPole's row: 32 steps a function, 8 functions: a batch of 256 whatever auto picks
+    assert resolved.scaling.scaler == "auto" and resolved.scaling.actors == 8
+    assert resolved.env.batch_size == 256 and resolved.env.fragment_length is None
+    assert resolved.scaling.objective == "time"
+    cost = resolve(_flags("--actors", "auto", "--optimize", "cost", "--total-timesteps", "1000"), "classic")
+    assert cost.scaling.objective == "cost"
+    assert resolve(TrainConfig(scaler="critical", total_timesteps=1000), "classic").scaling.objective == "cost"
+    yaml_cfg = resolve(build({"actors": "auto", "total_timesteps": 1000}), "classic")
+    assert yaml_cfg.scaling.scaler == "auto"
+    with pytest.raises(ConfigError, match="actors: auto picks the actor count itself; drop --scaler nitro"):
+        resolve(TrainConfig(actors="auto", scaler="nitro", total_timesteps=1000), "classic")
+
+
+def test_actors_takes_a_number_or_auto_only() -> None:
+    out = subprocess.run([sys.executable, "-m", "minionsrl", "train", "--actors", "many"], capture_output=True,
+                         text=True)
+    assert out.returncode == 2 and "'many' is neither a number nor auto" in out.stderr
+
+
+def test_make_scaler_prices_the_model_on_the_run_s_ledger() -> None:
+    cfg = resolve(TrainConfig(env_id="CartPole-v1", actors="auto", total_timesteps=1000), "classic")
+    scaler = make_scaler(cfg)
+    assert isinstance(scaler, AutoScaler) and scaler.n0 == 16 and scaler.objective == "time"
+    s8, usd8 = round_forecast(cfg)(8, 0.05, STATS)
+    s16, usd16 = round_forecast(cfg)(16, 0.05, STATS)
+    # 256 samples a round: 32 ms a function at 8, 16 ms at 16, after the learner's 50 ms
+    assert s8 > 0.05 + 0.032 and s16 < s8 and usd8 > 0 and usd16 > 0
+
+
+def test_an_auto_run_logs_what_its_functions_did_and_moves_from_n0(tmp_path: Path) -> None:
+    from minionsrl import TrainConfig as Config
+    from minionsrl import train
+
+    run = tmp_path / "auto"
+    train(Config(env_id="CartPole-v1", actors="auto", max_rounds=5, run_dir=str(run), progress=False,
+                 tensorboard=False, hidden_sizes=[16]))
+    with open(run / "metrics.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["n_actors"] for r in rows[:2]] == ["16", "16"]  # n_0, cold then warm
+    assert all(float(r["function_sample_s"]) > 0 and float(r["function_slowest_sample_s"]) >= float(
+        r["function_sample_s"]) for r in rows[1:])
+    assert rows[2]["scaler_score"] != ""  # the model's pick, from round 2's row
+    assert all(8 <= int(r["n_actors"]) <= 64 for r in rows)
