@@ -109,10 +109,10 @@ def test_compare_writes_table_csv_and_plots_and_server_learns_the_same(tmp_path)
         sum(float(r["detector_s"]) for r in hydrozoa) / sum(float(r["projected_round_s"]) for r in hydrozoa))
     assert all(0 <= r["detector_share"] < 1 for r in results)
     assert "detector_share" in (tmp_path / "cmp" / "compare.md").read_text()
-    # a second call reuses the finished runs instead of training again
-    started = time.perf_counter()
+    # a second call reuses the finished runs instead of training again: not one of their files is written
+    written = {f: f.stat().st_mtime_ns for f in (tmp_path / "cmp" / "runs").rglob("*") if f.is_file()}
     run_compare(_cfg(tmp_path), arms, [1], tmp_path / "cmp")
-    assert time.perf_counter() - started < 10
+    assert {f: f.stat().st_mtime_ns for f in (tmp_path / "cmp" / "runs").rglob("*") if f.is_file()} == written
 
 
 def test_compare_cli_ends_runs_at_total_timesteps_or_rounds(tmp_path) -> None:
@@ -287,15 +287,13 @@ def test_server_backend_waits_for_new_hosts_only_when_asked(tmp_path) -> None:
         trainer.run()
         assert backend.hosts == 4 and backend.startup_waits == 0  # the first hosts start before the job
     with ServerBackend(b"s" * 32, vcpus_per_host=2, startup_s=0.4, wait_for_startup=True) as backend:
-        t0 = time.perf_counter()
         backend.invoke([])
         backend.hosts = 1
         assert backend.idle_timeout_s == float("inf")
         requests = [{"id": f"x{i}", "kind": "train"} for i in range(4)]
         backend.publish(b"x")
         backend.invoke(requests[:0])
-        elapsed_before = time.perf_counter() - t0
-        assert elapsed_before < 0.4
+        assert backend.startup_waits == 0  # no request: no host added, nothing waited for
         # 4 train requests need 2 hosts: one is added, so the backend waits 0.4 s (replies are errors: bad requests)
         t1 = time.perf_counter()
         replies = backend.invoke(requests)

@@ -125,7 +125,8 @@ def test_duplicate_deliveries_are_discarded_but_kept_for_billing():
 def test_round_deadline_cancels_stragglers_and_proceeds():
     t0 = time.perf_counter()
     got, _ = _gather(lambda s, a: "never" if s == 1 else "ok", deadline_s=0.3, min_fraction=0.5)
-    assert 0.3 <= time.perf_counter() - t0 < 10.0  # the straggler never answers: the deadline ended it
+    # the straggler never answers, so the round returned only because the deadline ended it, and not before it
+    assert time.perf_counter() - t0 >= 0.3
     assert sorted(got.results) == [0, 2, 3] and got.lost == [1]
     straggler = next(a for a in got.attempts if a.slot == 1)
     assert straggler.status == gather.CANCELLED and straggler.reply.record.error == "cancelled"
