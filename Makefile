@@ -34,11 +34,11 @@ $(VENV)/.bench: $(ALL)
 	$(PIP_INSTALL) -e ".[bench]"
 	touch $@
 
+# the run ends with its summary and the next steps, last on screen (the whole summary: runs/cartpole/summary.json)
 run: $(CORE)
 	rm -rf runs/cartpole
 	$(VENV)/bin/minionsrl train --env-id CartPole-v1 --actors 8 --total-timesteps 500000 --target-return 500 \
 		--run-dir runs/cartpole
-	cat runs/cartpole/summary.json | $(PY) -c "import json,sys; d=json.load(sys.stdin); d.pop('config'); print(json.dumps(d, indent=2))"
 
 test: $(ALL)
 	$(VENV)/bin/ruff check minionsrl tests bench examples

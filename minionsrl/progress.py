@@ -9,7 +9,9 @@ show the same figures (:func:`figures`). The run ends with a summary: outcome, b
 from __future__ import annotations
 
 import math
+import os
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -42,22 +44,51 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
+def _count(n: float) -> str:
+    """A limit as a user writes it: ``500k``, ``1M``, ``1,500``."""
+    n = int(n)
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    return f"{n // 1000}k" if n >= 10_000 and n % 1000 == 0 else f"{n:,}"
+
+
+def _nearest(cfg: TrainConfig, row: dict[str, Any], projected_s: float) -> tuple[float, str]:
+    """The spent fraction of the limit nearest its end (steps, rounds, dollar or projected-time budget), and that
+    limit in words (``500k steps``); ``(0.0, "")`` without limits."""
+    spent = [(row["env_steps"], cfg.run.total_timesteps, lambda n: f"{_count(n)} steps"),
+             (row["round"], cfg.run.max_rounds, lambda n: f"round {n}"),
+             (row.get("cum_cost_serverless_usd") or 0.0, cfg.cost.budget_usd, lambda n: f"${n:g}"),
+             (projected_s, cfg.cost.time_budget_s, lambda n: f"{n:g} projected s")]
+    return max(((used / limit, name(limit)) for used, limit, name in spent if limit), default=(0.0, ""))
+
+
 def eta_s(cfg: TrainConfig, row: dict[str, Any], projected_s: float) -> float | None:
     """Wall seconds left until the nearest limit the run has (steps, rounds, dollar or projected-time budget),
     extrapolated from the wall time so far; None when no limit gives one (a target return alone)."""
-    spent = [(row["env_steps"], cfg.run.total_timesteps), (row["round"], cfg.run.max_rounds),
-             (row.get("cum_cost_serverless_usd") or 0.0, cfg.cost.budget_usd), (projected_s, cfg.cost.time_budget_s)]
-    fraction = max((used / limit for used, limit in spent if limit), default=0.0)
+    fraction, _ = _nearest(cfg, row, projected_s)
     if not fraction > 0:
         return None
     return max(row["wall_s"] * (1.0 - fraction) / fraction, 0.0) if fraction < 1 else 0.0
 
 
-def figures(row: dict[str, Any], last_eval: Any, eta: float | None) -> str:
-    """The round's figures as one line: the bar's text and the log's line."""
+def eta_goal(cfg: TrainConfig, row: dict[str, Any], projected_s: float) -> str:
+    """What the ETA counts to: the nearest limit (``to 500k steps``), and the target return that may stop the run
+    sooner (``to 500k steps or return 500``; a target alone: ``until return 500``)."""
+    _, limit = _nearest(cfg, row, projected_s)
+    target = cfg.run.target_return
+    if target is None:
+        return f"to {limit}" if limit else ""
+    return f"to {limit} or return {target:g}" if limit else f"until return {target:g}"
+
+
+def figures(row: dict[str, Any], last_eval: Any, eta: float | None, goal: str = "") -> str:
+    """The round's figures as one line: the bar's text and the log's line. ``train`` is the mean return of the
+    training episodes that ended in this round; ``eval`` the latest evaluation (deterministic); ``goal`` what the
+    ETA counts to (:func:`eta_goal`)."""
     return (f"round {row['round']} · {row['env_steps']} steps · {_num(row['sps'], '.0f')} steps/s · "
             f"{row['n_actors']} actors · train {_num(row['train_return_mean'])} · eval {_num(last_eval)} · "
-            f"{_usd(row.get('cum_cost_serverless_usd') or 0.0)} · ETA {'-' if eta is None else _clock(eta)}")
+            f"{_usd(row.get('cum_cost_serverless_usd') or 0.0)} · ETA {'-' if eta is None else _clock(eta)}"
+            + (f" {goal}" if goal else ""))
 
 
 class TrainingDisplay:
@@ -98,7 +129,8 @@ class TrainingDisplay:
         """Show a metrics row (``on_round``)."""
         if row.get("eval_return_mean") is not None:
             self.last_eval = row["eval_return_mean"]
-        stats = figures(row, self.last_eval, eta_s(self.cfg, row, self.projected_s()))
+        projected = self.projected_s()
+        stats = figures(row, self.last_eval, eta_s(self.cfg, row, projected), eta_goal(self.cfg, row, projected))
         self.progress.update(self.task, completed=row["env_steps"] if self.by_steps else row["round"], stats=stats)
         if self.lines:
             self._unwritten = stats
@@ -117,38 +149,79 @@ def _is_terminal(stream: IO[str]) -> bool:
     return bool(isatty and isatty())
 
 
+def command(name: str) -> str | None:
+    """How to run the console script ``name`` as printed: its name where the shell finds it (on ``PATH``), else its
+    path beside this interpreter (a virtual environment that is not activated: ``.venv/bin/minionsrl``), relative to
+    the current folder where it lies under it; None where it is not installed beside this interpreter."""
+    if shutil.which(name):
+        return name
+    script = Path(sys.executable).absolute().parent / name
+    if not (script.is_file() and os.access(script, os.X_OK)):
+        return None
+    try:
+        return shlex.quote(str(script.relative_to(Path.cwd())))  # has a slash: the shell runs it, PATH or not
+    except ValueError:
+        return shlex.quote(str(script))
+
+
 def next_steps(summary: dict[str, Any], run_dir: Path) -> list[str]:
-    """The commands that use a finished run: its policy from Python, its evaluation, its TensorBoard events."""
-    quoted = shlex.quote(str(run_dir))
-    steps = [f'policy = minionsrl.load_policy("{run_dir}")  # the last round\'s policy']
-    if summary.get("best_round"):
-        steps.append(f'policy = minionsrl.load_policy("{run_dir}", which="best")  # round {summary["best_round"]}, '
+    """The commands that use a finished run, runnable as printed: its policy from Python, its evaluation (the
+    ``minionsrl`` script by the path that works here), its TensorBoard events (the viewer where it is installed,
+    else how to get it). When the last round's policy evaluated well below the best, the first line says so."""
+    from minionsrl.experiments.policy import well_below
+    from minionsrl.function.extras import installed, missing_extra_error
+
+    quoted, best_round = shlex.quote(str(run_dir)), summary.get("best_round")
+    last = "the last round's policy"
+    if best_round and well_below(summary.get("final_eval_return"), summary.get("best_eval_return")):
+        last += f": it evaluated {summary['final_eval_return']:.1f}, well below the best"
+    steps = [f'policy = minionsrl.load_policy("{run_dir}")  # {last}']
+    if best_round:
+        steps.append(f'policy = minionsrl.load_policy("{run_dir}", which="best")  # round {best_round}, '
                      'the best evaluation')
-    steps.append(f"minionsrl eval --run-dir {quoted}" + (" --which best" if summary.get("best_round") else ""))
+    minionsrl = command("minionsrl") or f"{shlex.quote(sys.executable)} -m minionsrl"
+    steps.append(f"{minionsrl} eval --run-dir {quoted}" + (" --which best" if best_round else ""))
     if summary["config"].get("tensorboard"):
-        steps.append(f"tensorboard --logdir {shlex.quote(str(run_dir / 'tensorboard'))}")
+        logdir = shlex.quote(str(run_dir / "tensorboard"))
+        viewer = command("tensorboard") if installed("tensorboard") else None
+        steps.append(f"{viewer} --logdir {logdir}" if viewer else
+                     f"# TensorBoard events are in {logdir}; {missing_extra_error('the viewer (tensorboard)', 'tb')}")
     return steps
+
+
+def _label(key: str, summary: dict[str, Any]) -> str:
+    """A summary field with what it measures, where the name alone leaves it open: the three returns are of
+    different policies and episodes, and need not agree."""
+    span = summary.get("train_return_last100_rounds")
+    labels = {
+        "final_eval_return": f"eval, last policy (round {summary.get('rounds')})",
+        "best_eval_return": f"eval, best policy (round {summary.get('best_round')})",
+        "train_return_last100": "train, last 100 episodes" + (f" (rounds {span[0]}-{span[1]})" if span else ""),
+    }
+    return labels.get(key, key)
 
 
 def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
     """The end of a run on stdout: outcome, both bills (serverless and server dollars, projected cloud seconds),
-    then next steps."""
+    where the functions ran, then the next steps, last."""
     table = Table(title=f"minionsrl · {summary['env_id']}", show_header=False)
     for key in ("stopped_by", "rounds", "env_steps", "wall_s", "final_eval_return", "best_eval_return",
-                "best_round", "train_return_last100"):
+                "train_return_last100"):
         value = summary.get(key)
-        table.add_row(key, _num(value, ".2f") if isinstance(value, float) else str(value))
+        table.add_row(_label(key, summary), _num(value, ".2f") if isinstance(value, float) else str(value))
     cost = summary["cost_usd"]
     table.add_row("cost (serverless)", _usd(cost["serverless"]))
     table.add_row("cost (server)", _usd(cost["server"]))
     table.add_row("projected_cloud_s", _num(summary.get("projected_cloud_s"), ".1f"))
+    if summary.get("functions_ran_on"):
+        table.add_row("functions ran on", summary["functions_ran_on"])
     table.add_row("run_dir", str(run_dir))
+    if summary.get("stopped_by") == "budget_usd":  # before the table: the next steps stay the last lines
+        spent, budget = cost["serverless"], summary["config"]["budget_usd"]
+        Console(stderr=True).print(f"minionsrl: stopped by the budget: ${spent:.4g} of budget_usd ${budget:g} "
+                                   "spent, and the next round would have exceeded it")
     console = Console()
     console.print(table)
     console.print("next steps:", highlight=False)
     for step in next_steps(summary, run_dir):
         console.print(f"  {step}", highlight=False, markup=False, soft_wrap=True)
-    if summary.get("stopped_by") == "budget_usd":
-        spent, budget = cost["serverless"], summary["config"]["budget_usd"]
-        Console(stderr=True).print(f"minionsrl: stopped by the budget: ${spent:.4g} of budget_usd ${budget:g} "
-                                   "spent, and the next round would have exceeded it")

@@ -346,6 +346,11 @@ def earliest(*timeouts: float | None) -> float | None:
     return max(0.0, min(given)) if given else None
 
 
+# what each backend's functions run on, for the summary (Backend.where)
+WHERE = {"local": "local worker processes (this machine)", "server": "long-lived worker processes (this machine: the "
+         "server-based baseline)", "ray": "Ray tasks", "lithops": "Lithops"}
+
+
 class Backend(ABC):
     """Runs rollout functions: ``local`` (embedded FaaS runtime), ``server``, ``ray`` and ``lithops``.
 
@@ -383,6 +388,11 @@ class Backend(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release every instance and resource."""
+
+    def where(self) -> str:
+        """Where the functions run, in words: the summary's "functions ran on" (a backend that knows more, such as
+        Lithops' compute backend and config, says more)."""
+        return WHERE.get(self.name, self.name)
 
     def prewarm(self, count: int) -> None:  # noqa: B027 - optional: most platforms cannot prewarm
         """Start up to ``count`` instances ahead of the first invocations, where the platform can (their first

@@ -60,6 +60,7 @@ from minionsrl.function.faults import DEFAULT_MEMORY_MB, MEMORY_ENV
 _SYS_PATH_VAR = "MINIONSRL_SYS_PATH"
 _DONE = ".done"
 FUNCTION_KEY_ENV = "MINIONSRL_FUNCTION_KEY"  # cloud: the secret a deployed function derives run keys from
+CONFIG_FILE = "minionsrl_config_file"  # lithops_config's note of the file it read (None: none)
 KEY_PREFIX = "minionsrl-lithops-key-"  # localhost: the run key's private folder under the system's temp folder
 
 
@@ -153,6 +154,7 @@ def lithops_config(path: str | None) -> dict[str, Any]:
         local.setdefault("version", 1)
     else:
         function_secret(os.environ.get(FUNCTION_KEY_ENV))  # missing or short: one line, before any work
+    config[CONFIG_FILE] = found  # for the summary (LithopsBackend.where); taken out before Lithops sees the config
     return config
 
 
@@ -170,7 +172,9 @@ class LithopsBackend(RemoteBackend):
             from lithops.constants import JOBS_DIR
         except ImportError as exc:
             raise missing_extra_error("--backend lithops", "lithops") from exc
+        self.config_file: str | None = config.pop(CONFIG_FILE, None)  # the Lithops config file read, if any
         self.localhost = config["lithops"]["backend"] == "localhost"
+        self._compute = str(config["lithops"]["backend"])
         self._jobs_dir = Path(JOBS_DIR)  # where Lithops' localhost runner marks finished jobs
         if self.localhost and max_concurrency:
             config.setdefault("localhost", {})["worker_processes"] = max_concurrency
@@ -201,6 +205,11 @@ class LithopsBackend(RemoteBackend):
         self._republished: set[str] = set()  # the keys written again already (once each)
         self.republishes = 0
         self._statuses = concurrent.futures.ThreadPoolExecutor(max_workers=16)  # a status read is a GET
+
+    def where(self) -> str:
+        """Lithops' compute backend and the config that chose it (``Lithops localhost (no Lithops config found)``)."""
+        source = f"config {self.config_file}" if self.config_file else "no Lithops config found"
+        return f"Lithops {self._compute} ({source})"
 
     def publish(self, policy_blob: bytes) -> str:
         """Write the round's policy to storage once; earlier ones are deleted once no call in flight uses them."""

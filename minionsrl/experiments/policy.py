@@ -14,6 +14,8 @@ load only runs you trust to name modules).
 
 from __future__ import annotations
 
+import math
+import warnings
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -46,13 +48,39 @@ class Prediction(NamedTuple):
 
 
 WHICH = {"latest": checkpoint.LATEST, "best": checkpoint.BEST}  # a run dir's policies, by name
+# How far below the best evaluation the last one may fall before loading the last round's policy says so: a tenth
+# of the best's size (CartPole: 450 of 500). Evaluations are a few deterministic episodes: closer is noise.
+WELL_BELOW = 0.1
+
+
+def well_below(last_eval: float | None, best_eval: float | None) -> bool:
+    """Whether the last evaluation fell well below the best (by more than :data:`WELL_BELOW` of the best's
+    size): then the last round's policy is not the run's good one, and ``which="best"`` is."""
+    if last_eval is None or best_eval is None or not (math.isfinite(last_eval) and math.isfinite(best_eval)):
+        return False
+    return best_eval - last_eval > WELL_BELOW * max(abs(best_eval), 1.0)
+
+
+def worse_than_best(last_eval: float, best_eval: float, best_round: int, last_round: int) -> str:
+    """What loading the last round's policy says when it is :func:`well_below` the best."""
+    return (f"the last round's policy (round {last_round}) evaluated {last_eval:.1f} in the run's last evaluation, "
+            f"well below the best evaluation, {best_eval:.1f} (round {best_round}): which=\"best\" (minionsrl eval "
+            "--which best) loads that one")
+
+
+class WorseThanBest(UserWarning):
+    """``load_policy(run_dir)`` loaded the last round's policy, whose evaluation fell well below the run's best."""
 
 
 def load_policy(path: str | Path, seed: int | None = None, what: str = "load_policy",
                 trust_run_code: bool = False, which: str = "latest") -> Policy:
     """The policy of a run directory or of one checkpoint file in it (``RUN_DIR/checkpoints/round-NNNNN.safetensors``).
-    Of a run directory, ``which`` policy: ``"latest"`` (the last round's) or ``"best"`` (the one with the best
-    evaluation return, ``checkpoints/best.safetensors``). ``seed`` seeds the draws of ``act(obs,
+    Of a run directory, ``which`` policy: ``"latest"`` (the default: the last round's, as Stable-Baselines3's and
+    CleanRL's saved models are) or ``"best"`` (the one with the best evaluation return,
+    ``checkpoints/best.safetensors``). When the last round's policy evaluated well below the best (by more than a
+    tenth of the best's return, :func:`well_below`), loading it warns (:class:`WorseThanBest`), naming both returns
+    and ``which="best"``. :meth:`Policy.predict`, :meth:`Policy.act` and ``minionsrl eval`` use the policy loaded
+    here, so the same default and warning hold for them. ``seed`` seeds the draws of ``act(obs,
     deterministic=False)``; ``what`` names the input in errors. A custom entry point in the run's config is
     imported from ``sys.path`` as it stands; ``trust_run_code`` also imports it from the run directory, then
     the current folder (code shipped with the run: trust it first).
@@ -79,7 +107,18 @@ def load_policy(path: str | Path, seed: int | None = None, what: str = "load_pol
         obs_mean, obs_var = rms.mean, rms.var
     snapshot = PolicySnapshot(_round(state, ckpt), arch, _weights(state.get("policy"), arch, ckpt), obs_mean,
                               obs_var, cfg.learner.clip_obs)
+    if ckpt.name == checkpoint.LATEST:
+        _warn_if_worse_than_best(state, snapshot.version)
     return Policy(snapshot, cfg, info, seed)
+
+
+def _warn_if_worse_than_best(state: dict[str, Any], last_round: int) -> None:
+    """Warn when the run's last evaluation (in the latest checkpoint) fell well below its best one."""
+    last, best, best_round = state.get("last_eval"), state.get("best_eval"), state.get("best_round")
+    numbers = all(isinstance(x, int | float) and not isinstance(x, bool) for x in (last, best, best_round))
+    if numbers and well_below(float(last), float(best)):
+        warnings.warn(worse_than_best(float(last), float(best), int(best_round), last_round), WorseThanBest,
+                      stacklevel=3)
 
 
 _INFOS: weakref.WeakKeyDictionary[Any, EnvInfo] = weakref.WeakKeyDictionary()  # a trainer's env, built once

@@ -12,6 +12,7 @@ import fcntl
 import json
 import math
 import os
+import sys
 import threading
 import time
 import weakref
@@ -41,6 +42,7 @@ class Progress:
     best_round: int = 0  # the round whose policy evaluated to best_eval (checkpoints/best.safetensors); 0: none
     last_eval: float = float("nan")
     recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
+    recent_rounds: deque[int] = field(default_factory=lambda: deque(maxlen=100))  # the round each of them ended in
     recent_costs: deque[float] = field(default_factory=lambda: deque(maxlen=10))  # serverless $ of the last rounds
     recent_projected: deque[float] = field(default_factory=lambda: deque(maxlen=10))  # their projected seconds
     last_row: dict[str, Any] | None = None
@@ -60,6 +62,7 @@ class Progress:
     def state_dict(self) -> dict[str, Any]:
         return {"round": self.round, "env_steps": self.env_steps, "wall_s": self.wall(), "best_eval": self.best_eval,
                 "best_round": self.best_round, "last_eval": self.last_eval, "recent_returns": list(self.recent_returns),
+                "recent_rounds": list(self.recent_rounds),
                 "recent_costs": list(self.recent_costs), "recent_projected": list(self.recent_projected),
                 "last_row": json.dumps(self.last_row),
                 "stop": json.dumps({"stopped_by": self.stopped_by, "budget": self.stop_budget}),
@@ -71,6 +74,8 @@ class Progress:
         self.best_eval, self.last_eval = float(state["best_eval"]), float(state["last_eval"])
         self.best_round = int(state.get("best_round", 0))  # checkpoints older than best.safetensors
         self.recent_returns.extend(state["recent_returns"])
+        rounds = state.get("recent_rounds", [])  # checkpoints older than the summary's span: none
+        self.recent_rounds.extend(rounds if len(rounds) == len(self.recent_returns) else [])
         self.recent_costs.extend(state["recent_costs"])
         self.recent_projected.extend(state.get("recent_projected", []))  # checkpoints older than time budgets
         self.last_row = json.loads(state["last_row"])
@@ -79,6 +84,46 @@ class Progress:
         pending = json.loads(state.get("pending_eval", "null"))
         self.pending_eval = tuple(pending) if pending else None
         self.anneal = json.loads(state.get("anneal", "null"))  # checkpoints older than the kept schedule: None
+
+
+def budgets(cfg: TrainConfig) -> dict[str, float | None]:
+    """The run's budgets, by the stop reason each gives."""
+    return {"budget_usd": cfg.cost.budget_usd, "time_budget_s": cfg.cost.time_budget_s}
+
+
+def reached(cfg: TrainConfig, p: Progress) -> str | None:
+    """The stop condition other than a budget that holds for the run as ``p`` stands, if any: a target return
+    met by the last evaluation, the step limit, the round limit."""
+    reasons = {
+        "target_return": cfg.run.target_return is not None and math.isfinite(p.last_eval)
+        and p.last_eval >= cfg.run.target_return,
+        "total_timesteps": cfg.run.total_timesteps is not None and p.env_steps >= cfg.run.total_timesteps,
+        "max_rounds": cfg.run.max_rounds is not None and p.round >= cfg.run.max_rounds,
+    }
+    return next((name for name, hit in reasons.items() if hit), None)
+
+
+def resumed_stop(cfg: TrainConfig, p: Progress) -> str | None:
+    """Why a resumed run is already over, if it is. A budget is not re-checked here: the run decided that before
+    its last round's evaluation (with the round's cost so far), and re-checking with the whole bill could stop
+    it a round earlier than the uninterrupted run; the decision is kept unless that budget was raised since."""
+    budget = budgets(cfg).get(p.stopped_by or "")
+    if budget is not None and p.stop_budget is not None and budget <= p.stop_budget:
+        return p.stopped_by
+    return reached(cfg, p)
+
+
+def nothing_to_do(cfg: TrainConfig, p: Progress, reason: str) -> str:
+    """The line a resumed run that is already over prints before any work: what stopped it, and the flag to raise."""
+    limit = {"total_timesteps": (cfg.run.total_timesteps, f"{p.env_steps:,} steps"),
+             "max_rounds": (cfg.run.max_rounds, ""),
+             "target_return": (cfg.run.target_return, f"an evaluation returned {p.last_eval:.1f}"),
+             "budget_usd": (cfg.cost.budget_usd, "the next round would exceed it"),
+             "time_budget_s": (cfg.cost.time_budget_s, "the next round would exceed it")}
+    value, how = limit[reason]
+    verb = "spent its" if reason in budgets(cfg) else "reached"
+    return (f"minionsrl: nothing to do: the run {verb} {reason} ({value:g}{': ' + how if how else ''}); raise "
+            f"--{reason.replace('_', '-')} to continue (the summary below is the finished run's)")
 
 
 class Session:
@@ -123,7 +168,23 @@ class Session:
         if changed:
             raise ConfigError(f"--resume: run_dir belongs to another config ({', '.join(changed)} differ); "
                               "resume with the same settings or choose another --run-dir")
-        return checkpoint.load(checkpoint.dir_of(self.run_dir))
+        state = checkpoint.load(checkpoint.dir_of(self.run_dir))
+        self._say_if_over(state)
+        return state
+
+    def _say_if_over(self, state: dict[str, Any] | None) -> None:
+        """One line on stderr, before any work, when the resumed run is already over (it would only write its
+        summary again). A checkpoint that does not read is left to the trainer, which says what is wrong."""
+        if state is None:
+            return
+        progress = Progress()
+        try:
+            progress.load_state_dict(state)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+            return
+        reason = resumed_stop(self.cfg, progress)
+        if reason is not None:
+            print(nothing_to_do(self.cfg, progress, reason), file=sys.stderr, flush=True)
 
     def create(self) -> None:
         """Make the run dir (a fresh run) and write ``config.yaml`` into it."""
@@ -197,11 +258,18 @@ class Session:
             raise error
 
     def write_summary(self, progress: Progress, cost_usd: dict[str, float], projected_cloud_s: float,
-                      learner_host: str | None = None) -> dict[str, Any]:
+                      learner_host: str | None = None, functions_ran_on: str | None = None) -> dict[str, Any]:
         """``summary.json``: the run's outcome, the stop condition that ended it, what it cost (and the server the
-        learner was billed as: a GPU host for a GPU learner), and its config. Numbers that do not exist (no
-        evaluation yet) are ``null``: JSON has no NaN."""
+        learner was billed as: a GPU host for a GPU learner), where its functions ran, and its config. Numbers that
+        do not exist (no evaluation yet) are ``null``: JSON has no NaN.
+
+        Three returns, each of a different thing: ``final_eval_return`` is the last round's policy, evaluated
+        (deterministic); ``best_eval_return`` the best evaluated policy (round ``best_round``,
+        ``checkpoints/best.safetensors``); ``train_return_last100`` the mean of the last 100 training episodes
+        (CleanRL's figure, sampled with the stochastic policies of rounds ``train_return_last100_rounds``: long
+        episodes make that window reach far back)."""
         recent = list(progress.recent_returns)
+        span = [progress.recent_rounds[0], progress.recent_rounds[-1]] if progress.recent_rounds else None
         # a target is met by an evaluated policy (the best one); the other conditions stop the run as it stands
         stop_checkpoint = checkpoint.BEST if progress.stopped_by == "target_return" else checkpoint.LATEST
         summary = {
@@ -213,6 +281,8 @@ class Session:
             "best_eval_return": progress.best_eval if math.isfinite(progress.best_eval) else None,
             "best_round": progress.best_round or None,
             "train_return_last100": float(np.mean(recent)) if recent else None,
+            "train_return_last100_rounds": span,
+            "functions_ran_on": functions_ran_on,
             "cost_usd": cost_usd, "projected_cloud_s": projected_cloud_s, "learner_host": learner_host,
             "config": self.cfg.to_dict(),
         }

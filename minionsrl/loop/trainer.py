@@ -11,7 +11,6 @@ bills, and a :class:`~minionsrl.loop.session.Session` keeps the run directory. T
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from minionsrl.loop.gather import Gathered, TooFewReplies, fault_counts, slot_ch
 from minionsrl.loop.invocations import Publisher, invocation_seed
 from minionsrl.loop.metrics import RunLog, invocation_rows
 from minionsrl.loop.sampler import Evaluation, Sampled, Sampler
-from minionsrl.loop.session import Progress, Session
+from minionsrl.loop.session import Progress, Session, budgets, reached, resumed_stop
 from minionsrl.scaling.base import Scaler
 
 
@@ -125,7 +124,7 @@ class Trainer:
                 {"serverless": self.ledger.total_serverless_usd, "server": self.ledger.total_server_usd,
                  "serverless_wall": self.ledger.total_serverless_wall_usd,
                  "server_wall": self.ledger.total_server_wall_usd},
-                self.ledger.total_projected_s, self.ledger.learner_host["name"])
+                self.ledger.total_projected_s, self.ledger.learner_host["name"], self.backend.where())
         finally:
             self.close()
 
@@ -165,6 +164,7 @@ class Trainer:
         p.env_steps += len(learned.batch)
         for frag in sampled.fragments:
             p.recent_returns.extend(frag.episode_returns.tolist())
+            p.recent_rounds.extend([p.round] * len(frag.episode_returns))
         learned_at = time.perf_counter()
         gathered = list(sampled.gathered)
         # a wave sent ahead ran beside the previous update: its head start is that update's own seconds
@@ -333,31 +333,19 @@ class Trainer:
 
     def _budgets(self) -> dict[str, float | None]:
         """The run's budgets, by the stop reason each gives."""
-        return {"budget_usd": self.cfg.cost.budget_usd, "time_budget_s": self.cfg.cost.time_budget_s}
+        return budgets(self.cfg)
 
     def _stop_reason(self, pending_usd: float = 0.0, pending_s: float = 0.0, check_budget: bool = True) -> str | None:
         """The stop condition that holds, if any; ``pending_usd``/``pending_s``: what the current round has cost
         so far in dollars and projected seconds (not yet in the ledger)."""
-        cfg, p = self.cfg, self.progress
-        reasons = {
-            "target_return": cfg.run.target_return is not None and math.isfinite(p.last_eval)
-            and p.last_eval >= cfg.run.target_return,
-            "total_timesteps": cfg.run.total_timesteps is not None and p.env_steps >= cfg.run.total_timesteps,
-            "max_rounds": cfg.run.max_rounds is not None and p.round >= cfg.run.max_rounds,
-        }
-        reason = next((name for name, hit in reasons.items() if hit), None)
+        reason = reached(self.cfg, self.progress)
         if reason is None and check_budget:
             reason = self._over_budget(pending_usd, pending_s)
         return reason
 
     def _resumed_stop(self) -> str | None:
-        """Why a resumed run is already over, if it is. A budget is not re-checked here: the run decided that before
-        its last round's evaluation (with the round's cost so far), and re-checking with the whole bill could stop
-        it a round earlier than the uninterrupted run; the decision is kept unless that budget was raised since."""
-        p, budget = self.progress, self._budgets().get(self.progress.stopped_by or "")
-        if budget is not None and p.stop_budget is not None and budget <= p.stop_budget:
-            return p.stopped_by
-        return self._stop_reason(check_budget=False)
+        """Why a resumed run is already over, if it is (:func:`minionsrl.loop.session.resumed_stop`)."""
+        return resumed_stop(self.cfg, self.progress)
 
     def _over_budget(self, pending_usd: float, pending_s: float) -> str | None:
         """The budget the next round would exceed, if any, estimating its cost and its projected seconds as the
