@@ -16,6 +16,7 @@ from minionsrl.config import FIELDS
 from minionsrl.function import extras
 from minionsrl.words import ALIKE, FOREIGN, foreign_name
 
+ROOT = Path(__file__).resolve().parent.parent
 SOURCE = Path(extras.__file__).resolve().parents[2]  # the checkout minionsrl is imported from
 
 
@@ -102,3 +103,51 @@ def test_install_hint_from_an_index_or_a_local_folder(monkeypatch, tmp_path) -> 
     monkeypatch.setattr(extras, "_source_tree", lambda: None)
     monkeypatch.setattr(extras.importlib.metadata, "distribution", lambda name: Dist())
     assert shlex.split(extras.install_hint("atari"))[1:] == ["-m", "pip", "install", f"{folder}[atari]"]
+
+
+def _rows(arm: str, returns: list[float]) -> list[dict]:
+    from minionsrl.experiments.compare import RUN_COLUMNS
+
+    return [{**dict.fromkeys(RUN_COLUMNS, 1.0), "arm": arm, "seed": i + 1, "final_eval_return": r,
+             "time_to_target_s": None, "projected_time_to_target_s": None, "usd_to_target": None,
+             "rounds_to_target": None} for i, r in enumerate(returns)]
+
+
+def test_compare_gives_an_interval_only_where_the_seeds_allow_one() -> None:
+    from minionsrl.experiments.compare import MIN_SEEDS_FOR_INTERVAL, Arm, legend, markdown_table
+
+    few, many = Arm("fixed", 2), Arm("fixed", 4)
+    results = _rows("fixed-2", [100.0, 300.0]) + _rows("fixed-4", [float(v) for v in range(10, 10 + 10 * 6, 10)])
+    table = markdown_table(results, [few, many], target=None, dollar_budget=0.0001045).splitlines()
+    head = table[0]
+    assert "| final eval return |" in head and "| return at $0.0001045 |" in head and "final_eval_return" not in head
+    cells = dict(zip([c.strip() for c in head.split("|")], [c.strip() for c in table[2].split("|")], strict=True))
+    assert cells["final eval return"] == "200 (100–300)"  # two seeds: the mean and both values, no interval
+    cells = dict(zip([c.strip() for c in head.split("|")], [c.strip() for c in table[3].split("|")], strict=True))
+    mean, interval = cells["final eval return"].split(" ", 1)
+    assert MIN_SEEDS_FOR_INTERVAL <= 6 and mean == "35" and interval.startswith("[")
+    text = legend(["final_eval_return", "return_at_budget"], None, 0.0001045)
+    assert "- **return at $0.0001045** (`return_at_budget`): the run's latest evaluation return when its bill " \
+           "reached $0.0001045" in text
+    assert f"with {MIN_SEEDS_FOR_INTERVAL} values or more, the mean [bootstrap 95% interval]" in text
+
+
+def test_the_readmes_run_dir_is_named_as_a_default_run_dir_is() -> None:
+    import re
+
+    from minionsrl.config import TrainConfig, resolve
+
+    pattern = r"runs/Hopper-v5__2__\d{8}-\d{6}"
+    assert re.fullmatch(pattern, resolve(TrainConfig(env_id="Hopper-v5", seed=2), "mujoco").run.run_dir)
+    named = re.findall(r"runs/Hopper-v5__2__[\d-]+", (ROOT / "README.md").read_text())
+    assert named and all(re.fullmatch(pattern, n) for n in named), named
+
+
+def test_deploy_says_what_the_all_extra_brings() -> None:
+    """DEPLOY.md once said ``[all]`` brings SB3: it does not (``bench`` does)."""
+    import tomllib
+
+    extras_ = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert not any("stable-baselines3" in r for r in extras_["all"])
+    paragraph = next(p for p in (ROOT / "docs" / "DEPLOY.md").read_text().split("\n\n") if "'.[all]'" in p)
+    assert "not `bench` (Stable-Baselines3 and torch" in paragraph

@@ -8,10 +8,12 @@ pipelined rounds and ``fixed:64+fragment_length=512+lr_schedule=adaptive`` a bat
 Each (arm, seed) is one ordinary run in ``OUT/runs/<arm>__s<seed>``; finished runs are reused and
 interrupted ones resumed, so a cut comparison continues where it stopped (across sessions too).
 
-Per arm it reports the mean over seeds with a bootstrap 95% interval, the dollars to reach the target
+Per arm it reports the mean over seeds, with a bootstrap 95% interval where there are enough seeds for one
+(:data:`MIN_SEEDS_FOR_INTERVAL`; fewer: the lowest and highest value), the dollars to reach the target
 return, the return at a fixed dollar budget (the cheapest arm's total unless given), and which arms are
 on the Pareto front of (dollars, final return); curves of return vs round, env steps, dollars and
-projected cloud time.
+projected cloud time. compare.csv keeps a column per figure under its field name; compare.md titles them in
+words and says what each is (:data:`COLUMNS`).
 """
 
 from __future__ import annotations
@@ -232,12 +234,41 @@ def diff_bootstrap_ci(a: list[float], b: list[float], level: float = 0.95, draws
     return float(lo), float(hi)
 
 
-def _mean_ci(values: list[Any]) -> str:
+# below this many seeds a percentile bootstrap of the mean resamples too few values to be an interval one can
+# trust (over 2 seeds it can only say "between the two"): the cell shows the lowest and highest value instead
+MIN_SEEDS_FOR_INTERVAL = 5
+
+# compare.md's columns: compare.csv's field name -> (the title a user reads, what it is); "{budget}" is the dollars
+COLUMNS: dict[str, tuple[str, str]] = {
+    "final_eval_return": ("final eval return", "the evaluation return after the last round"),
+    "best_eval_return": ("best eval return", "the best evaluation return of the run"),
+    "wall_s": ("wall s", "seconds the run took on this machine"),
+    "projected_cloud_s": ("projected cloud s", "seconds the run would take in the cloud (docs/COST.md)"),
+    "cost_serverless_usd": ("$ as functions", "the bill as serverless functions"),
+    "cost_server_usd": ("$ on servers", "the bill on servers"),
+    "cost_usd": ("$ paid", "what the arm pays: $ on servers for an @server arm, $ as functions otherwise"),
+    "mean_actors": ("actors a round", "the mean actor count over rounds"),
+    "detector_share": ("detectors' share", "the share of the projected rounds the scaler's detectors took"),
+    "time_to_target_s": ("wall s to target", "seconds on this machine until an evaluation reached the target"),
+    "projected_time_to_target_s": ("projected s to target", "projected cloud seconds until then"),
+    "usd_to_target": ("$ to target", "dollars paid until then"),
+    "rounds_to_target": ("rounds to target", "the round whose policy's evaluation first reached it"),
+    "return_at_budget": ("return at ${budget}", "the run's latest evaluation return when its bill reached ${budget}: "
+                         "the cheapest run's whole bill unless --dollar-budget says otherwise, so that every arm is "
+                         "compared at a spend each reached"),
+}
+
+
+def _summary_cell(values: list[Any]) -> str:
+    """A column's values over an arm's seeds: the mean [bootstrap 95% interval] with enough seeds for one, the mean
+    (lowest–highest) with fewer, a single value as it is, ``–`` for none."""
     vals = [float(v) for v in values if v is not None]
     if not vals:
         return "–"
     if len(vals) == 1:
         return f"{vals[0]:.4g}"
+    if len(vals) < MIN_SEEDS_FOR_INTERVAL:
+        return f"{np.mean(vals):.4g} ({min(vals):.4g}–{max(vals):.4g})"
     lo, hi = bootstrap_ci(vals)
     return f"{np.mean(vals):.4g} [{lo:.4g}, {hi:.4g}]"
 
@@ -261,27 +292,65 @@ def target_front(results: list[dict[str, Any]], arms: list[Arm]) -> list[str]:
     return pareto_front(points)
 
 
-def markdown_table(results: list[dict[str, Any]], arms: list[Arm], target: float | None,
-                   dollar_budget: float | None = None) -> str:
-    """Per arm, over seeds: the mean with a bootstrap 95% interval; the Pareto front of (dollars, return)."""
+def _shown_columns(target: float | None, dollar_budget: float | None) -> list[str]:
+    """compare.csv's columns that compare.md summarises per arm."""
     cols = ["final_eval_return", "best_eval_return", "wall_s", "projected_cloud_s", "cost_serverless_usd",
             "cost_server_usd", "cost_usd", "mean_actors", "detector_share"]
     if target is not None:
         cols += ["time_to_target_s", "projected_time_to_target_s", "usd_to_target", "rounds_to_target"]
     if dollar_budget is not None:
         cols += ["return_at_budget"]
+    return cols
+
+
+def markdown_table(results: list[dict[str, Any]], arms: list[Arm], target: float | None,
+                   dollar_budget: float | None = None) -> str:
+    """Per arm, over seeds: the mean with its spread (:func:`_summary_cell`), columns titled as :data:`COLUMNS`
+    says; the Pareto front of (dollars, return)."""
+    cols = _shown_columns(target, dollar_budget)
     front = pareto_front(_arm_points(results, arms))
     to_target = target_front(results, arms) if target is not None else []
     table = []
     for arm in arms:
         rows = [r for r in results if r["arm"] == arm.label]
         reached = [f"{sum(r['usd_to_target'] is not None for r in rows)}/{len(rows)}"] if target is not None else []
-        table.append([arm.label, len(rows), *reached, *(_mean_ci([r[c] for r in rows]) for c in cols),
+        table.append([arm.label, len(rows), *reached, *(_summary_cell([r[c] for r in rows]) for c in cols),
                       "yes" if arm.label in front else "",
                       *(["yes" if arm.label in to_target else ""] if target is not None else [])])
-    head = ["arm", "seeds", *(["reached"] if target is not None else []), *cols, "Pareto",
+    titles = [_title(c, dollar_budget) for c in cols]
+    head = ["arm", "seeds", *(["reached"] if target is not None else []), *titles, "Pareto",
             *(["Pareto to target"] if target is not None else [])]
     return tables.markdown_table(head, table)
+
+
+def _dollars(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4g}"
+
+
+def _title(column: str, dollar_budget: float | None) -> str:
+    """A column's title in compare.md."""
+    return COLUMNS[column][0].format(budget=_dollars(dollar_budget))
+
+
+def legend(columns: list[str], target: float | None, dollar_budget: float | None) -> str:
+    """What compare.md's cells and columns are, one line each (``columns``: compare.csv's names shown)."""
+    budget = _dollars(dollar_budget)
+    lines = [f"Each cell is over the arm's seeds: with {MIN_SEEDS_FOR_INTERVAL} values or more, the mean [bootstrap "
+             f"95% interval]; with 2 to {MIN_SEEDS_FOR_INTERVAL - 1}, the mean (lowest–highest), as a bootstrap over "
+             "so few seeds understates the spread; one value, as it is; –, none. compare.csv has every run's values "
+             "under the names in parentheses below.", ""]
+    if target is not None:
+        lines.append(f"- **reached**: the seeds whose evaluation got to the target {target:g}; the cells to the "
+                     "target are over those seeds")
+    for column in columns:
+        title, meaning = COLUMNS[column]
+        lines.append(f"- **{title.format(budget=budget)}** (`{column}`): {meaning.format(budget=budget)}")
+    lines.append("- **Pareto**: no other arm is as cheap and as good (mean $ paid, mean final eval return; "
+                 "`pareto.png`)")
+    if target is not None:
+        lines.append("- **Pareto to target**: among arms whose every seed reached the target, none is both faster "
+                     "(projected seconds) and cheaper")
+    return "\n".join(lines)
 
 
 def _arm_points(results: list[dict[str, Any]], arms: list[Arm]) -> dict[str, tuple[float, float]]:
@@ -302,14 +371,8 @@ def _write_outputs(results: list[dict[str, Any]], arms: list[Arm], out_dir: Path
         writer.writeheader()
         writer.writerows(results)
     table = markdown_table(results, arms, target, dollar_budget)
-    (out_dir / "compare.md").write_text(
-        f"# compare: {env_id}\n\nMean over seeds [bootstrap 95% interval]; `return_at_budget`: the return known "
-        f"at ${dollar_budget:.4g}; Pareto: no other arm is as cheap and as good (`pareto.png`)."
-        + ("" if target is None else
-           f" To the target {target:g}: `reached` counts the seeds whose evaluation got there (the intervals of "
-           "the times and dollars to it are over those seeds); `Pareto to target`: among arms whose every seed "
-           "reached it, none is both faster (projected seconds) and cheaper.")
-        + f"\n\n{table}\n")
+    (out_dir / "compare.md").write_text(f"# compare: {env_id}\n\n{table}\n\n"
+                                        f"{legend(_shown_columns(target, dollar_budget), target, dollar_budget)}\n")
     points = _arm_points(results, arms)
     front = pareto_front(points)
     scatter_plot([c for c, _ in points.values()], [r for _, r in points.values()], "mean cost (USD)",
