@@ -1,0 +1,121 @@
+"""CartPole-v1 over many seeds: does the policy a run hands back hold its return? (issue 43, row 1)
+
+For each variant, step budget and seed: ``train(TrainConfig(env_id="CartPole-v1", total_timesteps=N, seed=s))``
+(``--preset auto``: the classic preset plus CartPole's ``ENV_PRESETS`` row; 8 local actors), then the last
+round's policy as ``load_policy(run, which="latest")`` and the best evaluated one (``which="best"``), each
+through ``evaluate`` (10 deterministic episodes, the seeds ``minionsrl eval`` uses). The variants are the
+preset as it stands (``preset``) and the preset with the value loss unclipped (``no-value-clip``: SB3, which the
+zoo's row was tuned on, does not clip it). Each finished run is appended to bench/out/cartpole_seeds.jsonl at
+once and a rerun skips what is there, so a cut session resumes; the table is printed and written to
+docs/results/cartpole-seeds.md.
+
+    .venv/bin/python bench/cartpole_seeds.py [--seeds 1 ... 10] [--steps 50000 100000] [--variants preset ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from common import OUT, ROOT, append_jsonl, fmt, load_jsonl, markdown_table, provenance
+
+import minionsrl
+from minionsrl import TrainConfig, train
+from minionsrl.config import ENV_PRESETS
+
+# What each variant sets over --preset auto: nothing (the preset as it stands), or SB3's unclipped value loss.
+VARIANTS: dict[str, dict[str, Any]] = {"preset": {}, "no-value-clip": {"clip_vloss": False}}
+OUT_FILE = OUT / "cartpole_seeds.jsonl"
+DOC = ROOT / "docs" / "results" / "cartpole-seeds.md"
+EVAL_EPISODES = 10
+
+
+def run_one(variant: str, steps: int, seed: int) -> dict[str, Any]:
+    """Train one run in a temporary run dir and evaluate its last and best policies."""
+    run_dir = Path(tempfile.mkdtemp(prefix="cartpole-seeds-")) / "run"
+    try:
+        started = time.perf_counter()
+        summary = train(TrainConfig(env_id="CartPole-v1", total_timesteps=steps, seed=seed, run_dir=str(run_dir),
+                                    progress=False, tensorboard=False, **VARIANTS[variant]), plots=False)
+        train_s = time.perf_counter() - started
+        last, _ = minionsrl.evaluate(minionsrl.load_policy(run_dir, which="latest"), n_episodes=EVAL_EPISODES)
+        best, _ = minionsrl.evaluate(minionsrl.load_policy(run_dir, which="best"), n_episodes=EVAL_EPISODES)
+    finally:
+        shutil.rmtree(run_dir.parent, ignore_errors=True)
+    return {"variant": variant, "steps": steps, "seed": seed, "last_return": last, "best_return": best,
+            "best_round": summary["best_round"], "rounds": summary["rounds"],
+            "final_eval_return": summary["final_eval_return"], "best_eval_return": summary["best_eval_return"],
+            "train_s": train_s}
+
+
+def table(rows: list[dict[str, Any]], variants: list[str], steps: list[int], seeds: list[int]) -> str:
+    """One Markdown table per step budget: seeds down, each variant's last and best policy across."""
+    by = {(r["variant"], r["steps"], r["seed"]): r for r in rows}
+    out = []
+    for n in steps:
+        headers = ["seed"] + [f"{v}: {kind}" for v in variants for kind in ("last", "best")]
+        body = []
+        for seed in seeds:
+            cells: list[Any] = [seed]
+            for v in variants:
+                r = by.get((v, n, seed))
+                cells += [r["last_return"], r["best_return"]] if r else [None, None]
+            body.append(cells)
+        means: list[Any] = ["mean"]
+        for v in variants:
+            for key in ("last_return", "best_return"):
+                got = [by[(v, n, s)][key] for s in seeds if (v, n, s) in by]
+                means.append(statistics.mean(got) if got else None)
+        body.append(means)
+        lows: list[Any] = ["seeds below 475"]
+        for v in variants:
+            for key in ("last_return", "best_return"):
+                got = [by[(v, n, s)][key] for s in seeds if (v, n, s) in by]
+                lows.append(f"{sum(x < 475 for x in got)} of {len(got)}" if got else None)
+        body.append(lows)
+        out.append(f"### {n:,} steps\n\n" + markdown_table(headers, body))
+    return "\n\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(1, 11)))
+    parser.add_argument("--steps", type=int, nargs="+", default=[50_000, 100_000])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--render-only", action="store_true", help="write the table from what is measured")
+    args = parser.parse_args()
+    started = time.time()
+    done = {(r["variant"], r["steps"], r["seed"]) for r in load_jsonl(OUT_FILE)}
+    if not args.render_only:
+        for n in args.steps:
+            for variant in args.variants:
+                for seed in args.seeds:
+                    if (variant, n, seed) in done:
+                        continue
+                    row = run_one(variant, n, seed)
+                    append_jsonl(OUT_FILE, row)
+                    print(f"{variant} {n} seed {seed}: last {fmt(row['last_return'])}, best "
+                          f"{fmt(row['best_return'])} (round {row['best_round']} of {row['rounds']}), "
+                          f"{row['train_s']:.0f} s", flush=True)
+    rows = [r for r in load_jsonl(OUT_FILE) if r["variant"] in args.variants and r["steps"] in args.steps
+            and r["seed"] in args.seeds]
+    body = table(rows, args.variants, args.steps, args.seeds)
+    print(body)
+    row = ", ".join(f"{k}={v}" for k, v in ENV_PRESETS["CartPole-v1"].items())
+    DOC.write_text(
+        "# CartPole-v1 over seeds: the last policy and the best one\n\n"
+        "`train(TrainConfig(env_id=\"CartPole-v1\", total_timesteps=N, seed=s))` (`--preset auto`, 8 local actors), "
+        f"then `evaluate(load_policy(run, which=...), n_episodes={EVAL_EPISODES})` of the last round's policy "
+        "(`last`) and of the best evaluated one (`best`). `preset` is CartPole's preset row as it stands "
+        f"({row}); `no-value-clip` the same with {VARIANTS['no-value-clip']}.\n\n"
+        f"{body}\n\n{provenance(started)}\n")
+    print(f"wrote {DOC.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
