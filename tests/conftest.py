@@ -139,3 +139,22 @@ def ray_address():
                 os.environ[name] = value
         reload_ray_auth()
         remove_private_file(token_path)
+
+
+@pytest.fixture
+def make_backend():
+    """``make(**kwargs)``: a local backend (two instances at once unless told), closed after the test."""
+    from backend_helpers import KEY
+
+    from minionsrl.backends.local import LocalBackend
+
+    backends: list[LocalBackend] = []
+
+    def make(**kwargs) -> LocalBackend:
+        backend = LocalBackend(KEY, **{"max_concurrency": 2, **kwargs})
+        backends.append(backend)
+        return backend
+
+    yield make
+    for backend in backends:
+        backend.close()

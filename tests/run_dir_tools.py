@@ -1,10 +1,32 @@
-"""Helpers that read or tamper with a run directory's files, shared by the tests and ``bench/hostile.py``."""
+"""Helpers that start a training process, read or tamper with a run directory's files, shared by the tests and
+``bench/hostile.py``."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+
+def train_process(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """``minionsrl train ARGS`` in a session of its own (so that a test can signal its group), its output piped."""
+    return subprocess.Popen([sys.executable, "-m", "minionsrl.cli", "train", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def wait_rounds(run_dir: Path, n: int, proc: subprocess.Popen, timeout_s: float = 180) -> None:
+    """Wait until the run has written ``n`` metrics rows; fail with its stderr if it ended first (``timeout_s``: a
+    run that hangs fails the test rather than holding the suite)."""
+    from minionsrl.loop.metrics import read_rows
+
+    deadline = time.monotonic() + timeout_s
+    while len(read_rows(run_dir / "metrics.csv", missing_ok=True)) < n:
+        assert proc.poll() is None, proc.communicate()[1].decode()
+        assert time.monotonic() < deadline, f"no round {n} within {timeout_s} s"
+        time.sleep(0.05)
 
 
 def set_at(path: str, value: Any) -> Callable[[dict], None]:

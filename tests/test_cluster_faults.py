@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from run_dir_tools import train_process, wait_rounds
 
 from minionsrl.backends.local import LocalBackend
 from minionsrl.build import make_trainer
@@ -218,19 +219,6 @@ SLOW = ["--env-id", "custom_env:CounterEnv", "--env-kwargs", '{"length": 8, "sle
         "16", "--eval-every", "100", "--eval-episodes", "1", "--no-progress", "--no-tensorboard", "--seed", "1"]
 
 
-def _train(args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "minionsrl.cli", "train", *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-
-
-def _wait_rounds(run_dir: Path, n: int, proc: subprocess.Popen, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while len(read_rows(run_dir / "metrics.csv", missing_ok=True)) < n:
-        assert proc.poll() is None, proc.stderr.read().decode()
-        assert time.monotonic() < deadline, f"no round {n} within {timeout_s} s"
-        time.sleep(0.05)
-
-
 @pytest.mark.slow
 def test_ray_worker_node_stopped_mid_run_the_run_goes_on(cluster, tmp_path):
     """A head with 1 CPU and a worker node with 2; 3 functions a round. The worker node is SIGKILLed while round
@@ -239,9 +227,9 @@ def test_ray_worker_node_stopped_mid_run_the_run_goes_on(cluster, tmp_path):
     cluster.start("head", cpus=1, head=True)
     cluster.start("worker", cpus=2)
     run = tmp_path / "run"
-    proc = _train([*SLOW, "--backend", "ray", "--ray-address", cluster.address, "--actors", "3", "--max-rounds", "5",
-                   "--run-dir", str(run)], cluster.env)
-    _wait_rounds(run, 1, proc)
+    proc = train_process([*SLOW, "--backend", "ray", "--ray-address", cluster.address, "--actors", "3",
+                          "--max-rounds", "5", "--run-dir", str(run)], cluster.env)
+    wait_rounds(run, 1, proc)
     time.sleep(0.6)  # round 2's functions are running, two of them on the worker node
     cluster.kill("worker")
     _, err = proc.communicate(timeout=240)
@@ -260,9 +248,9 @@ def test_ray_head_lost_is_one_line_and_resume_continues(cluster, tmp_path):
     (not Ray's own exit a minute later); with a head back, `--resume` runs the remaining rounds."""
     cluster.start("head", cpus=2, head=True)
     run = tmp_path / "run"
-    proc = _train([*SLOW, "--backend", "ray", "--ray-address", cluster.address, "--actors", "2", "--max-rounds", "4",
-                   "--run-dir", str(run)], cluster.env)
-    _wait_rounds(run, 2, proc)
+    proc = train_process([*SLOW, "--backend", "ray", "--ray-address", cluster.address, "--actors", "2",
+                          "--max-rounds", "4", "--run-dir", str(run)], cluster.env)
+    wait_rounds(run, 2, proc)
     time.sleep(0.5)
     killed = time.monotonic()
     cluster.kill("head")
@@ -273,7 +261,8 @@ def test_ray_head_lost_is_one_line_and_resume_continues(cluster, tmp_path):
     assert lines[0].startswith("minionsrl: cluster lost: the Ray cluster's head") and "--resume" in lines[0]
     assert f"--run-dir {run}" in lines[0] and took < 50, (took, lines)  # not Ray's own 60 s wait for its GCS
     cluster.start("head", cpus=2, head=True)  # a new head, at a new address
-    proc = _train(["--resume", "--run-dir", str(run), "--no-progress", "--ray-address", cluster.address], cluster.env)
+    proc = train_process(["--resume", "--run-dir", str(run), "--no-progress", "--ray-address", cluster.address],
+                         cluster.env)
     _, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err.decode()
     assert [int(r["round"]) for r in read_metrics(run)] == [1, 2, 3, 4]

@@ -64,20 +64,6 @@ def own_tmp(tmp_path, monkeypatch) -> Path:
     return tmp_path
 
 
-@pytest.fixture
-def make_backend():
-    backends: list[LocalBackend] = []
-
-    def make(**kwargs) -> LocalBackend:
-        backend = LocalBackend(KEY, **{"max_concurrency": 2, **kwargs})
-        backends.append(backend)
-        return backend
-
-    yield make
-    for backend in backends:
-        backend.close()
-
-
 # -- temp folders: owned by lock ------------------------------------------------------------------------------------
 _HOLD = textwrap.dedent("""
     import sys, time

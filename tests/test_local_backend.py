@@ -5,27 +5,12 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import pytest
 from backend_helpers import CART, COUNTER, KEY, STEPS, requests_for, snapshot
 
 from minionsrl.backends import local_worker
 from minionsrl.backends.local import LocalBackend
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.fragment import Fragment
-
-
-@pytest.fixture
-def make_backend():
-    backends: list[LocalBackend] = []
-
-    def make(**kwargs) -> LocalBackend:
-        backend = LocalBackend(KEY, **{"max_concurrency": 2, **kwargs})
-        backends.append(backend)
-        return backend
-
-    yield make
-    for backend in backends:
-        backend.close()
 
 
 def test_cold_then_warm(make_backend):

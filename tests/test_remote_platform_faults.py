@@ -13,24 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+from run_dir_tools import train_process, wait_rounds
 
 from minionsrl.loop.metrics import read_metrics, read_rows
 
 CART = ["--env-id", "CartPole-v1", "--fragment-length", "64", "--eval-every", "1000", "--eval-episodes", "1",
         "--no-progress", "--no-tensorboard", "--seed", "1"]
-
-
-def _train(args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "minionsrl.cli", "train", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-
-
-def _wait_rounds(run_dir: Path, n: int, proc: subprocess.Popen, timeout_s: float = 180) -> None:
-    deadline = time.monotonic() + timeout_s
-    while len(read_rows(run_dir / "metrics.csv", missing_ok=True)) < n:
-        assert proc.poll() is None, proc.communicate()[1].decode()
-        assert time.monotonic() < deadline, f"no round {n} within {timeout_s} s"
-        time.sleep(0.05)
 
 
 # -- Ray: a private cluster's raylet or head killed mid-run ------------------------------------------------
@@ -44,10 +32,10 @@ def test_private_ray_cluster_process_killed_is_one_line_and_leaves_nothing(tmp_p
     psutil = pytest.importorskip("psutil")
     pytest.importorskip("ray")
     run = tmp_path / "run"
-    proc = _train([*CART, "--backend", "ray", "--actors", "2", "--max-rounds", "100000", "--run-dir", str(run)],
-                  subprocess_env)
+    proc = train_process([*CART, "--backend", "ray", "--actors", "2", "--max-rounds", "100000", "--run-dir", str(run)],
+                         subprocess_env)
     try:
-        _wait_rounds(run, 3, proc)
+        wait_rounds(run, 3, proc)
         family = psutil.Process(proc.pid).children(recursive=True)
         cluster = [(p, p.create_time()) for p in family]
         target = [p for p in family if p.name() == victim]
@@ -72,8 +60,8 @@ def test_private_ray_cluster_process_killed_is_one_line_and_leaves_nothing(tmp_p
         time.sleep(0.2)
 
     done = len(read_metrics(run))  # rounds that the checkpoint kept
-    resumed = _train(["--resume", "--run-dir", str(run), "--max-rounds", str(done + 2), "--no-progress"],
-                     subprocess_env)
+    resumed = train_process(["--resume", "--run-dir", str(run), "--max-rounds", str(done + 2), "--no-progress"],
+                            subprocess_env)
     _, err = resumed.communicate(timeout=240)
     assert resumed.returncode == 0, err.decode()
     assert [int(r["round"]) for r in read_metrics(run)] == list(range(1, done + 3))
