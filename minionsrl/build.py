@@ -18,6 +18,7 @@ from minionsrl.cost import CostLedger, actor_host, load_prices
 from minionsrl.errors import ConfigError
 from minionsrl.forecast import FunctionStats, model_round
 from minionsrl.function.envs import EnvInfo, EnvSpec, check_env_id, env_info
+from minionsrl.function.extras import install_hint
 from minionsrl.function.numpy_policy import PolicyArch
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ def learner_device(lc: LearnerConfig) -> str:
             pass
     if lc.device == "cuda":
         raise ConfigError("device: 'cuda' was asked for but JAX sees no CUDA device on this machine (a GPU learner "
-                          "needs an NVIDIA driver and the `cuda` extra: pip install 'minionsrl[cuda]'); use --device "
+                          f"needs an NVIDIA driver and the `cuda` extra: {install_hint('cuda')}); use --device "
                           "cpu (or auto)")
     return "cpu"
 

@@ -64,7 +64,8 @@ class EnvConfig(Role):
                                           "actors; exclusive with batch_size", min=1, max=1_000_000)
     batch_size: int | None = setting(None, "samples per round whatever the actor count: each function steps about "
                                      "batch_size / (actors x envs_per_function), so more actors buy a shorter round, "
-                                     "not a larger batch; exclusive with fragment_length", min=1, max=100_000_000)
+                                     "not a larger batch; exclusive with fragment_length; not SB3's batch_size, "
+                                     "which is a minibatch (minibatch_size here)", min=1, max=100_000_000)
     env_step_latency_ms: float = setting(0.0, "wait this long in every env step (a remote simulator, game server or "
                                          "model-judged reward), sleeping, not burning CPU; training and in-run "
                                          "evaluation (0: off)", min=0.0, max=10_000.0, learning=False)

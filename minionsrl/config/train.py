@@ -26,6 +26,7 @@ from minionsrl.config.presets import (
 from minionsrl.config.roles import ROLES
 from minionsrl.errors import ConfigError
 from minionsrl.redact import check_config_secrets
+from minionsrl.words import foreign_name
 
 # every field by its flat name (unique across the roles), and the role that owns it
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for cls in ROLES.values() for f in dataclasses.fields(cls)}
@@ -115,8 +116,9 @@ def flat_values(values: dict[str, Any]) -> dict[str, Any]:
         if name in ROLES:
             example = f"{name}: {{{FIELDS_OF[name][0]}: ...}}"
             raise ConfigError(f"{name}: a role's section holds its fields (e.g. {example}); write a mapping there")
-        if name not in FIELDS:
-            raise ConfigError(f"unknown config field {name!r}{_did_you_mean(name)}")
+        if name not in FIELDS:  # CleanRL's and SB3's names get ours (n_steps: fragment_length)
+            raise ConfigError(foreign_name(str(name), as_flag=False, known=FIELDS)
+                              or f"unknown config field {name!r}{_did_you_mean(name)}")
         if section is not None and ROLE_OF[name] != section:
             raise ConfigError(f"{name}: a field of {ROLE_OF[name]}, not of {section}; move it there (or write it "
                               "flat, outside any section)")
