@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     """Check the env id, inspect its spaces and resolve the presets: all before any work starts."""
+    cfg = config.auto_actors(cfg)  # --actors auto is the auto scaler: every check below reads the scaler
     config.validate(cfg, require_stop=False)  # the preset may still supply total_timesteps
     learner_device(cfg.learner)  # cuda where there is none fails here; the config keeps what was asked for
     _check_detectors(cfg, cfg.scaling.scaler, _RULE_NEEDS.get(cfg.scaling.scaler, frozenset()))

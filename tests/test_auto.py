@@ -156,3 +156,13 @@ def test_an_auto_run_logs_what_its_functions_did_and_moves_from_n0(tmp_path: Pat
         r["function_sample_s"]) for r in rows[1:])
     assert rows[2]["scaler_score"] != ""  # the model's pick, from round 2's row
     assert all(8 <= int(r["n_actors"]) <= 64 for r in rows)
+
+
+def test_actors_auto_with_a_batch_size_and_a_budget_is_checked_as_the_auto_scaler() -> None:
+    from minionsrl.build import prepare_config
+
+    cfg, _ = prepare_config(TrainConfig(env_id="CartPole-v1", actors="auto", batch_size=512, budget_usd=1.0,
+                                        total_timesteps=1000))
+    assert cfg.scaling.scaler == "auto" and cfg.env.batch_size == 512  # the user's batch, not 8 actors' one
+    with pytest.raises(ConfigError, match="batch_size: 32 steps cannot be split over up to 64 functions"):
+        prepare_config(TrainConfig(env_id="CartPole-v1", actors="auto", batch_size=32, total_timesteps=1000))

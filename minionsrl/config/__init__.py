@@ -52,6 +52,7 @@ from minionsrl.config.train import (
     ROLE_OF,
     STOPS,
     TrainConfig,
+    auto_actors,
     build,
     dump,
     field_kind,
@@ -67,7 +68,7 @@ __all__ = [
     "ALGOS", "ALGO_PRESETS", "BACKENDS", "DEFAULT_DESIRED_KL", "DETECTOR_PLACEMENTS", "DEVICES", "ENV_PRESETS",
     "FIELDS", "LEARNER_BUDGETS", "LR_SCHEDULES", "NITRO_PRESET", "OBJECTIVES", "PRESETS",
     "PRESET_NAMES", "ROLES", "ROLE_OF", "SCALERS", "STOPS", "CostConfig", "EnvConfig", "EvalConfig", "FaultsConfig",
-    "FunctionsConfig", "LearnerConfig", "RunConfig", "ScalingConfig", "StepPlan", "TrainConfig", "build",
+    "FunctionsConfig", "LearnerConfig", "RunConfig", "ScalingConfig", "StepPlan", "TrainConfig", "auto_actors", "build",
     "check_path", "dump", "field_kind", "fields_of", "flat_values", "help_text", "load_yaml", "preset_flags",
     "preset_values", "resolve", "validate",
 ]

@@ -145,7 +145,7 @@ def build(values: dict[str, Any]) -> TrainConfig:
 def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
     """Fill unset fields from the preset (``auto``: by env family, with the env's ``ENV_PRESETS`` row over it) and
     a default run dir; validate. The one place presets are applied."""
-    cfg = _auto_actors(cfg)
+    cfg = auto_actors(cfg)
     validate(cfg, require_stop=False)  # the user's own values first, before a preset can hide a contradiction
     family = family if family in PRESETS else "classic"
     preset_name = family if cfg.run.preset in ("auto", "nitro") else cfg.run.preset
@@ -181,7 +181,7 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
     return cfg
 
 
-def _auto_actors(cfg: TrainConfig) -> TrainConfig:
+def auto_actors(cfg: TrainConfig) -> TrainConfig:
     """``actors: auto`` is the ``auto`` scaler, its batch that of the default actor count."""
     if cfg.scaling.actors != "auto":
         return cfg
