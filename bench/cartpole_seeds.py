@@ -50,7 +50,7 @@ def run_one(variant: str, steps: int, seed: int) -> dict[str, Any]:
     return {"variant": variant, "steps": steps, "seed": seed, "last_return": last, "best_return": best,
             "best_round": summary["best_round"], "rounds": summary["rounds"],
             "final_eval_return": summary["final_eval_return"], "best_eval_return": summary["best_eval_return"],
-            "train_s": train_s}
+            "train_s": train_s, "ended_at": time.time()}
 
 
 def table(rows: list[dict[str, Any]], variants: list[str], steps: list[int], seeds: list[int]) -> str:
@@ -80,6 +80,19 @@ def table(rows: list[dict[str, Any]], variants: list[str], steps: list[int], see
         body.append(lows)
         out.append(f"### {n:,} steps\n\n" + markdown_table(headers, body))
     return "\n\n".join(out)
+
+
+def measured(rows: list[dict[str, Any]], now: float) -> tuple[float, float]:
+    """When the measurements in ``rows`` ended (rows without a stamp: now), and a start that many training seconds
+    before (the runs are sequential)."""
+    ended = max((r.get("ended_at", now) for r in rows), default=now)
+    return ended - sum(r.get("train_s", 0.0) for r in rows), ended
+
+
+def command(args: argparse.Namespace) -> str:
+    """The command that measures what the doc shows (a rerun skips what bench/out holds already)."""
+    return (f".venv/bin/python bench/cartpole_seeds.py --seeds {' '.join(map(str, args.seeds))} --steps "
+            f"{' '.join(map(str, args.steps))} --variants {' '.join(args.variants)}")
 
 
 def main() -> None:
@@ -113,7 +126,7 @@ def main() -> None:
         f"then `evaluate(load_policy(run, which=...), n_episodes={EVAL_EPISODES})` of the last round's policy "
         "(`last`) and of the best evaluated one (`best`). `preset` is CartPole's preset row as it stands "
         f"({row}); `no-value-clip` the same with {VARIANTS['no-value-clip']}.\n\n"
-        f"{body}\n\n{provenance(started)}\n")
+        f"{body}\n\n{provenance(*measured(rows, started), command=command(args))}\n")
     print(f"wrote {DOC.relative_to(ROOT)}")
 
 
