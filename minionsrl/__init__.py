@@ -8,7 +8,8 @@ pay for the learner's framework. The Python API is loaded on first use:
 - ``minionsrl.TrainConfig``: the run configuration (:mod:`minionsrl.config`);
 - ``minionsrl.load_policy(run_dir_or_checkpoint, which="latest") -> Policy``: a trained policy (``which="best"``:
   the one with the best evaluation) whose ``act(obs)`` (and SB3's ``action, _ = predict(obs)``) runs on NumPy
-  alone (:mod:`minionsrl.experiments.policy`);
+  alone (:mod:`minionsrl.experiments.policy`); the last round's warns (``minionsrl.WorseThanBest``) when it
+  evaluated well below the best;
 - ``minionsrl.evaluate(policy, env_or_id=None, n_episodes=10, deterministic=True, seed=10_000) -> (mean, std)``:
   SB3's ``evaluate_policy`` shape;
 - ``minionsrl.Callback``: SB3's ``BaseCallback``, small: ``on_round(row, trainer)`` after each round (False stops the
@@ -31,9 +32,11 @@ _LAZY = {
     "Policy": "minionsrl.experiments.policy",
     "evaluate": "minionsrl.experiments.policy",
     "current_policy": "minionsrl.experiments.policy",
+    "WorseThanBest": "minionsrl.experiments.policy",
     "Callback": "minionsrl.experiments.training",
 }
-__all__ = ["Callback", "Policy", "TrainConfig", "__version__", "current_policy", "evaluate", "load_policy", "train"]
+__all__ = ["Callback", "Policy", "TrainConfig", "WorseThanBest", "__version__", "current_policy", "evaluate",
+           "load_policy", "train"]
 
 
 def __getattr__(name: str) -> Any:

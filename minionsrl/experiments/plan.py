@@ -261,7 +261,9 @@ def report(cfg: TrainConfig, p: Probe, rows: list[Row]) -> str:
              f"{_duration(p.init_s)} warm init, CPU busy {p.busy_share:.0%} of its time; the learner "
              f"{_duration(p.learner_a_s)} + {_duration(p.learner_b_s * 1000)} per 1,000 samples a round "
              f"(+{_duration(p.compile_s)} compiling, once per batch shape); an instance starts here in "
-             f"{_duration(p.local_cold_start_s)}.", "", verdict(rows, p), ""]
+             f"{_duration(p.local_cold_start_s)}.", "", verdict(rows, p), "",
+             "To have a run pick its count from this model, measured on its own rounds: `minionsrl train "
+             "--actors auto` (the knee, at the batch of `--actors`; `--optimize cost`: the cheapest).", ""]
     pick_rows = []
     for platform in PLATFORMS:
         k = picks(rows, platform)
