@@ -6,7 +6,9 @@ against the forecast for the same ``n`` with the same profile (the local backend
     .venv/bin/python bench/forecast.py [--envs cartpole,hopper,...] [--rounds 5] [--out docs/results/forecast.md]
 
 Results are kept per env in ``bench/out/forecast/ENV.json`` (an env done is not run again: delete its file to
-redo it), and the table is written after each env. Goal: every error within ±15%.
+redo it), and the table is written after each env. Goal: every error within ±15%. Each env's plan, as ``minionsrl
+plan`` prints it for the probe kept there (1 to 256 actors, the env's preset step budget), goes to
+``docs/results/plan/ENV.md`` with its time-vs-dollars frontier ``ENV.png``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from minionsrl.config import TrainConfig  # noqa: E402
-from minionsrl.experiments.plan import forecast, picks, probe  # noqa: E402
+from minionsrl.experiments.plan import Probe, forecast, frontier_plot, picks, probe, report  # noqa: E402
 
 ENVS = {  # name -> (config fields, other counts run beside the knee)
     "cartpole": ({"env_id": "CartPole-v1"}, (8, 32)),
@@ -36,6 +38,7 @@ ENVS = {  # name -> (config fields, other counts run beside the knee)
 }
 CAP = 64  # the counts this 2-core machine can run in a few minutes an env
 OUT = REPO / "bench" / "out" / "forecast"
+PLANS = REPO / "docs" / "results" / "plan"
 
 
 def measured(cfg: TrainConfig, n: int, rounds: int, folder: Path) -> dict[str, float]:
@@ -76,6 +79,20 @@ def run_env(name: str, rounds: int) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
+def write_plan(res: dict) -> None:
+    """The env's plan from its kept probe, for its preset's step budget: ``docs/results/plan/ENV.md`` and ``.png``."""
+    from minionsrl.build import prepare_config
+
+    cfg, _ = prepare_config(TrainConfig(**res["fields"], seed=1))
+    p = Probe(**{**res["probe"], "sample_quantiles": tuple(res["probe"]["sample_quantiles"])})
+    rows = forecast(cfg, p)
+    PLANS.mkdir(parents=True, exist_ok=True)
+    flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in res["fields"].items())
+    (PLANS / f"{res['env']}.md").write_text(
+        report(cfg, p, rows) + f"\nThe probe kept by `bench/forecast.py` (`minionsrl plan {flags}` probes afresh).\n")
+    frontier_plot(rows, PLANS / f"{res['env']}.png", f"plan: {res['env']}")
+
+
 def table(results: list[dict]) -> str:
     lines = ["| env | n | forecast round (s) | ledger round (s) | error | forecast $ a round | ledger $ a round | "
              "error |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -105,10 +122,13 @@ def main() -> int:
             print(f"{name}: probing and running …", flush=True)
             path.write_text(json.dumps(run_env(name, args.rounds), indent=1))
         results.append(json.loads(path.read_text()))
+        write_plan(results[-1])
         text = ("# Do plan's forecasts hold?\n\nPer env, `minionsrl plan`'s probe, then real runs at Lambda's knee and "
                 "two other counts on this machine's local backend; each run's warm rounds (the median, not its first "
                 "nor its last) as the ledger billed them, against the forecast for the same count and profile.\n\n"
-                + table(results) + "\nReproduce: `.venv/bin/python bench/forecast.py` (results kept in "
+                + table(results) + "\nEach env's plan (every count and platform, the picks, the verdict): "
+                + ", ".join(f"[{r['env']}](plan/{r['env']}.md)" for r in results)
+                + ".\n\nReproduce: `.venv/bin/python bench/forecast.py` (results kept in "
                 "bench/out/forecast/; delete an env's file to run it again).\n")
         Path(args.out).write_text(text)
         print(table(results), flush=True)
