@@ -111,7 +111,9 @@ def _check_detectors(cfg: TrainConfig, scaler: str, needs: frozenset[str]) -> No
 
 def _first_actors(cfg: TrainConfig) -> int:
     """The fewest actors round 1 can have."""
-    return {"fixed": cfg.scaling.actors, "minions": 1}.get(cfg.scaling.scaler, cfg.scaling.n_min)
+    sc = cfg.scaling
+    first = {"fixed": sc.actors, "minions": 1, "auto": max(sc.n_min, min(sc.initial_actors, sc.n_max))}
+    return first.get(sc.scaler, sc.n_min)
 
 
 def learner_device(lc: LearnerConfig) -> str:
@@ -239,6 +241,7 @@ def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
 
     sc = cfg.scaling
     lo, hi = sc.n_min, sc.n_max
+    steps = cfg.run.total_timesteps if (cfg.run.total_timesteps or 0) < config.UNBOUNDED_STEPS else None
     builders = {
         "fixed": lambda: rules.FixedScaler(sc.actors),
         "min": lambda: rules.MinScaler(lo, hi),
@@ -252,8 +255,8 @@ def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
         # under a batch size its model (batch n·T) does not hold: T is taken as the first round's steps per actor
         "critical": lambda: rules.CriticalScaler(lo, hi, _steps_per_actor(cfg), sc.objective, sc.initial_actors,
                                                  constant_batch=cfg.env.constant_batch),
-        "auto": lambda: AutoScaler(lo, hi, sc.initial_actors, round_forecast(cfg), sc.objective or "time",
-                                   cfg.run.total_timesteps, cfg.cost.budget_usd),
+        "auto": lambda: AutoScaler(lo, hi, sc.initial_actors, round_forecast(cfg), sc.objective, steps,
+                                   cfg.cost.budget_usd),
     }
     if sc.scaler == "minions":
         from minionsrl.scaling.minions import MinionsScaler, load_agent

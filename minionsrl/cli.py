@@ -245,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--scalers", required=True,
                      help="comma-separated arms scaler[:n][@backend][/learner-budget][+field=value...][*seeds], "
                      "e.g. fixed:16@server,fixed:16,nitro,fixed:64/per-round,kungfu*5,fixed:64+pipeline; "
-                     "critical:time or critical:cost sets critical's objective; +field=value sets a config field "
+                     "critical:time, critical:cost or auto:cost sets the objective; +field=value sets a config field "
                      "for that arm (+field alone: true); *K runs seeds 1..K for that arm")
     cmp.add_argument("--seeds", type=int, default=3, help="seeds 1..K per arm")
     cmp.add_argument("--rounds", type=int, default=None,
@@ -531,6 +531,8 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
             raise ConfigError(f"--scheduler-gamma: {args.scheduler_gamma:g} is not in (0, 1]; use e.g. 0.9")
         hyper = dataclasses.replace(hyper, gamma=args.scheduler_gamma)
     base, _ = train_config(args)
+    if base.scaling.actors == "auto":
+        raise ConfigError("--actors auto: the scheduler's training jobs run the counts it chooses; drop --actors auto")
     base = base.replace(max_rounds=args.rounds, total_timesteps=None, scaler="fixed")
     prepare_config(base.replace(run_dir="unused", target_return=args.target))
     path = train_scheduler(base, args.jobs, args.target, args.out, n_max=base.scaling.n_max,
@@ -538,9 +540,6 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
                            on_job=lambda row: print(json.dumps(row), file=sys.stderr))
     print(f"scheduler saved to {path} (learning curve: {path.with_suffix('.curve.csv')})")
     return 0
-
-
-UNBOUNDED_STEPS = 10**12  # "no step budget": the preset's would otherwise stop a run before its target or cap
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -558,6 +557,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.dollar_budget is not None and not args.dollar_budget > 0:
         raise ConfigError("--dollar-budget must be > 0")
     base, _ = train_config(args)
+    base = config.auto_actors(base)  # --actors auto: the base's scaler is auto (an arm's own scaler replaces it)
     if args.until == "target":
         if args.target is None:
             raise ConfigError("--until target: name the return to reach with --target")
@@ -566,7 +566,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                               "seconds) or --budget-usd")
         # no step budget of the preset's: the target or the cap ends a run, and the learning rate anneals over the cap
         base = base.replace(target_return=args.target, max_rounds=args.rounds,
-                            total_timesteps=base.run.total_timesteps or UNBOUNDED_STEPS)
+                            total_timesteps=base.run.total_timesteps or config.UNBOUNDED_STEPS)
     elif args.rounds is None:
         raise ConfigError("--rounds: give the rounds per run (or --until target with a cap)")
     else:

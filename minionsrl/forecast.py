@@ -11,6 +11,7 @@ keeps a CPU busy, and its reply's bytes per sample. The metrics row of every rou
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -55,10 +56,15 @@ class FunctionStats:
                                 for name in FUNCTION_COLUMNS})
 
 
-def warm_train(records: list[InvocationRecord]) -> list[InvocationRecord]:
-    """The records that measure a running function: successful training invocations of an instance already
+def is_warm_train(record: InvocationRecord) -> bool:
+    """Whether a record measures a running function: a successful training invocation of an instance already
     started (a cold one's init is the instance's start)."""
-    return [r for r in records if r.kind == "train" and r.status == OK and not r.cold]
+    return record.kind == "train" and record.status == OK and not record.cold
+
+
+def warm_train(records: list[InvocationRecord]) -> list[InvocationRecord]:
+    """The records that measure a running function (:func:`is_warm_train`)."""
+    return [r for r in records if is_warm_train(r)]
 
 
 def per_sample_s(record: InvocationRecord, samples: float) -> float:
@@ -77,16 +83,18 @@ def busy_share(record: InvocationRecord) -> float:
     return min(record.cpu_s / max(own, 1e-9), 1.0)
 
 
-def function_stats(records: list[InvocationRecord], samples: float) -> FunctionStats | None:
-    """The stats of a round's warm training functions of ``samples`` samples each (None: none ran warm)."""
-    warm = warm_train(records)
-    if not warm or samples <= 0:
+def function_stats(records: list[tuple[InvocationRecord, float]]) -> FunctionStats | None:
+    """The stats of a round's warm training functions, each record with the samples it took (None: none ran
+    warm). Its own samples, not the round's batch over its count: an asynchronous round collects replies sent
+    when the count was another."""
+    warm = [(r, samples) for r, samples in records if samples > 0 and is_warm_train(r)]
+    if not warm:
         return None
-    rates = [per_sample_s(r, samples) for r in warm]
+    rates = [per_sample_s(r, samples) for r, samples in warm]
     return FunctionStats(sample_s=float(np.median(rates)), slowest_sample_s=max(rates),
-                         init_s=float(np.median([own_init_s(r) for r in warm])),
-                         busy_share=float(np.median([busy_share(r) for r in warm])),
-                         bytes_per_sample=float(np.median([r.bytes_out for r in warm])) / samples)
+                         init_s=float(np.median([own_init_s(r) for r, _ in warm])),
+                         busy_share=float(np.median([busy_share(r) for r, _ in warm])),
+                         bytes_per_sample=float(np.median([r.bytes_out / samples for r, samples in warm])))
 
 
 def model_round(ledger: CostLedger, learner_s: float, stats: FunctionStats, n: int, samples: float) -> ModelledRound:
@@ -101,9 +109,11 @@ def model_round(ledger: CostLedger, learner_s: float, stats: FunctionStats, n: i
 
 
 def knee(points: list[tuple[int, float]]) -> int:
-    """Of ``(n, seconds)`` points in increasing ``n`` (each about double the last), the least ``n`` past which the
-    next point saves less than :data:`KNEE_GAIN` of the time: where more functions stop paying."""
-    return next((a for (a, sa), (_, sb) in itertools.pairwise(points) if sb > (1 - KNEE_GAIN) * sa), points[-1][0])
+    """Of ``(n, seconds)`` points in increasing ``n``, the least ``n`` past which the next point saves less than
+    :data:`KNEE_GAIN` of the time per doubling of ``n`` (a step of 32 to 48 is held to the 6% that compounds to 10%
+    over a doubling): where more functions stop paying."""
+    return next((a for (a, sa), (b, sb) in itertools.pairwise(points)
+                 if sb > (1 - KNEE_GAIN) ** math.log2(b / a) * sa), points[-1][0])
 
 
 def doubling_counts(n_min: int, n_max: int) -> list[int]:

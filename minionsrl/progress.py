@@ -195,7 +195,8 @@ def _label(key: str, summary: dict[str, Any]) -> str:
     span = summary.get("train_return_last100_rounds")
     labels = {
         "final_eval_return": f"eval, last policy (round {summary.get('rounds')})",
-        "best_eval_return": f"eval, best policy (round {summary.get('best_round')})",
+        "best_eval_return": f"eval, best policy (round {summary.get('best_round')})" if summary.get("best_round")
+        else "eval, best policy",
         "train_return_last100": "train, last 100 episodes" + (f" (rounds {span[0]}-{span[1]})" if span else ""),
     }
     return labels.get(key, key)

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 
-def train_process(args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    """``minionsrl train ARGS`` in a session of its own (so that a test can signal its group), its output piped."""
-    return subprocess.Popen([sys.executable, "-m", "minionsrl.cli", "train", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+def train_process(args: list[str], env: dict[str, str], stdout: int = subprocess.DEVNULL) -> subprocess.Popen:
+    """``minionsrl train ARGS`` in a session of its own (so that a test can signal its group), its stderr piped
+    (and its stdout where a test reads it: ``stdout=subprocess.PIPE``)."""
+    return subprocess.Popen([sys.executable, "-m", "minionsrl.cli", "train", *args], env=env, stdout=stdout,
+                            stderr=subprocess.PIPE, start_new_session=True)
 
 
 def wait_rounds(run_dir: Path, n: int, proc: subprocess.Popen, timeout_s: float = 180) -> None:

@@ -38,6 +38,8 @@ def test_the_knee_and_the_counts_weighed_by_hand() -> None:
     assert knee([(8, 2.08), (16, 1.66), (32, 1.57), (64, 1.765)]) == 16
     assert knee([(8, 2.0), (16, 1.0), (32, 0.5)]) == 32  # still paying at the cap: the cap
     assert doubling_counts(8, 64) == [8, 16, 32, 64] and doubling_counts(3, 40) == [3, 4, 8, 16, 32, 40]
+    # a step short of a doubling is held to its share of the 10%: 32 → 48 must save 1 - 0.9**0.585 = 6.0%
+    assert knee([(32, 1.0), (48, 0.93)]) == 48 and knee([(32, 1.0), (48, 0.95)]) == 32
 
 
 def test_auto_measures_a_warm_round_then_picks_the_knee() -> None:
@@ -102,7 +104,10 @@ def test_auto_resumes_from_its_state() -> None:
         auto.next_actors(row)
     again = AutoScaler(8, 64, 8, _model)
     again.load_state_dict(auto.state_dict())
-    assert again.predicted(32) == auto.predicted(32) and again.next_actors(_row(3, 16, cold=8)) == 16
+    assert (again.stats, again.learner_s, again.ratios, again.previous) == (
+        auto.stats, auto.learner_s, auto.ratios, auto.previous) and auto.previous == 8
+    assert again.next_actors(_row(3, 8, scale=1.5)) == auto.next_actors(_row(3, 8, scale=1.5))
+    assert again.predicted(32) == auto.predicted(32)
 
 
 def _flags(*argv: str) -> TrainConfig:
@@ -154,8 +159,10 @@ def test_an_auto_run_logs_what_its_functions_did_and_moves_from_n0(tmp_path: Pat
     assert [r["n_actors"] for r in rows[:2]] == ["16", "16"]  # n_0, cold then warm
     assert all(float(r["function_sample_s"]) > 0 and float(r["function_slowest_sample_s"]) >= float(
         r["function_sample_s"]) for r in rows[1:])
-    assert rows[2]["scaler_score"] != ""  # the model's pick, from round 2's row
-    assert all(8 <= int(r["n_actors"]) <= 64 for r in rows)
+    # round 3 runs what the model picked from round 2's row (a count within the bounds, or n_0 kept when the
+    # pick saves under 5%)
+    pick = int(float(rows[2]["scaler_score"]))
+    assert 8 <= pick <= 64 and int(rows[2]["n_actors"]) in (pick, 16)
 
 
 def test_actors_auto_with_a_batch_size_and_a_budget_is_checked_as_the_auto_scaler() -> None:
@@ -166,3 +173,25 @@ def test_actors_auto_with_a_batch_size_and_a_budget_is_checked_as_the_auto_scale
     assert cfg.scaling.scaler == "auto" and cfg.env.batch_size == 512  # the user's batch, not 8 actors' one
     with pytest.raises(ConfigError, match="batch_size: 32 steps cannot be split over up to 64 functions"):
         prepare_config(TrainConfig(env_id="CartPole-v1", actors="auto", batch_size=32, total_timesteps=1000))
+
+
+def test_auto_refuses_rounds_it_does_not_model_and_is_an_arm_of_compare() -> None:
+    from minionsrl.experiments.compare import Arm
+
+    for flags in ({"algo": "appo"}, {"pipeline": True}):
+        with pytest.raises(ConfigError, match="scaler: auto models a synchronous round"):
+            resolve(TrainConfig(actors="auto", total_timesteps=1000, **flags), "classic")
+    arm = Arm.parse("auto:cost")
+    assert (arm.scaler, arm.objective, arm.label) == ("auto", "cost", "auto-cost")
+    with pytest.raises(ConfigError, match="or an objective"):
+        Arm.parse("auto:fast")
+
+
+def test_compare_takes_actors_auto_as_its_base(tmp_path: Path) -> None:
+    """An arm's own scaler and count replace the base's auto (they crashed the learner's batch before)."""
+    assert cli.main(["compare", "--env-id", "CartPole-v1", "--actors", "auto", "--scalers", "fixed:16", "--seeds", "1",
+                     "--rounds", "2", "--eval-every", "0", "--out", str(tmp_path / "cmp"), "--no-progress",
+                     "--no-tensorboard", "--hidden-sizes", "16"]) == 0
+    with open(tmp_path / "cmp" / "runs" / "fixed-16__s1" / "metrics.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["n_actors"], r["env_steps"]) for r in rows] == [("16", "512"), ("16", "1024")]  # 16 x 32 steps

@@ -74,7 +74,7 @@ def test_the_package_has_no_import_cycle():
 LAYERS = [
     ("minionsrl.errors", "minionsrl.files", "minionsrl.numbers", "minionsrl.redact", "minionsrl.function"),
     ("minionsrl.backends",),
-    ("minionsrl.cost", "minionsrl.config"),
+    ("minionsrl.cost", "minionsrl.forecast", "minionsrl.config"),
     ("minionsrl.learner",),
     ("minionsrl.scaling",),
     ("minionsrl.loop",),

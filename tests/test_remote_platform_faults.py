@@ -33,7 +33,7 @@ def test_private_ray_cluster_process_killed_is_one_line_and_leaves_nothing(tmp_p
     pytest.importorskip("ray")
     run = tmp_path / "run"
     proc = train_process([*CART, "--backend", "ray", "--actors", "2", "--max-rounds", "100000", "--run-dir", str(run)],
-                         subprocess_env)
+                         subprocess_env, stdout=subprocess.PIPE)
     try:
         wait_rounds(run, 3, proc)
         family = psutil.Process(proc.pid).children(recursive=True)

@@ -51,6 +51,7 @@ from minionsrl.config.train import (
     FIELDS,
     ROLE_OF,
     STOPS,
+    UNBOUNDED_STEPS,
     TrainConfig,
     auto_actors,
     build,
@@ -66,9 +67,9 @@ from minionsrl.config.train import (
 
 __all__ = [
     "ALGOS", "ALGO_PRESETS", "BACKENDS", "DEFAULT_DESIRED_KL", "DETECTOR_PLACEMENTS", "DEVICES", "ENV_PRESETS",
-    "FIELDS", "LEARNER_BUDGETS", "LR_SCHEDULES", "NITRO_PRESET", "OBJECTIVES", "PRESETS",
-    "PRESET_NAMES", "ROLES", "ROLE_OF", "SCALERS", "STOPS", "CostConfig", "EnvConfig", "EvalConfig", "FaultsConfig",
-    "FunctionsConfig", "LearnerConfig", "RunConfig", "ScalingConfig", "StepPlan", "TrainConfig", "auto_actors", "build",
-    "check_path", "dump", "field_kind", "fields_of", "flat_values", "help_text", "load_yaml", "preset_flags",
+    "FIELDS", "LEARNER_BUDGETS", "LR_SCHEDULES", "NITRO_PRESET", "OBJECTIVES", "PRESETS", "PRESET_NAMES", "ROLES",
+    "ROLE_OF", "SCALERS", "STOPS", "UNBOUNDED_STEPS", "CostConfig", "EnvConfig", "EvalConfig", "FaultsConfig",
+    "FunctionsConfig", "LearnerConfig", "RunConfig", "ScalingConfig", "StepPlan", "TrainConfig", "auto_actors",
+    "build", "check_path", "dump", "field_kind", "fields_of", "flat_values", "help_text", "load_yaml", "preset_flags",
     "preset_values", "resolve", "validate",
 ]

@@ -235,7 +235,8 @@ class ScalingConfig(Role):
     scaler: str = setting("fixed", "how many actors each round gets", choices=SCALERS)
     actors: int | str = setting(8, "number of actors per round (fixed scaler), or auto: the count the round model "
                                 "picks from the run's own rounds, within --n-min and --n-max, the batch kept at what "
-                                "8 actors sample (--scaler auto; see --objective)", min=1, max=4096, words=("auto",))
+                                "the default 8 sample (--scaler auto --actors N: N's batch; see --objective)",
+                                min=1, max=4096, words=("auto",))
     n_min: int = setting(8, "fewest actors a scaler may choose", min=1, max=4096)
     n_max: int = setting(64, "most actors a scaler may choose", min=1, max=4096)
     initial_actors: int = setting(16, "actors in round 1 for nitro, critical and auto (n_0)", min=1, max=4096)

@@ -34,6 +34,7 @@ ROLE_OF: dict[str, str] = {f.name: role for role, cls in ROLES.items() for f in 
 FIELDS_OF: dict[str, list[str]] = {role: [n for n, r in ROLE_OF.items() if r == role] for role in ROLES}
 assert len(FIELDS) == sum(len(dataclasses.fields(cls)) for cls in ROLES.values()), "a field name in two roles"
 STOPS = ("total_timesteps", "max_rounds", "target_return", "budget_usd", "time_budget_s")
+UNBOUNDED_STEPS = 10**12  # "no step budget" (compare --until target): the preset's would stop a run before its target
 
 
 
@@ -205,6 +206,9 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
         env.step_plan().check(cfg.scaling.most_actors)
     if faults.fault_hang > 0 and functions.invocation_timeout_s is None and faults.round_deadline_s is None:
         raise ConfigError("fault_hang: injected hangs need a deadline; set invocation_timeout_s or round_deadline_s")
+    if cfg.scaling.scaler == "auto" and (learner.algo != "ppo" or learner.pipeline):
+        raise ConfigError("scaler: auto models a synchronous round (the update, then the functions); run it with "
+                          "--algo ppo and without --pipeline")
     if learner.algo != "ppo" and faults.round_deadline_s is not None:
         raise ConfigError(f"round_deadline_s: {learner.algo} has no round barrier (it updates once async_fragments "
                           "have arrived); unset it, or bound each function with invocation_timeout_s")

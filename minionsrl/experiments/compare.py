@@ -43,6 +43,8 @@ RUN_COLUMNS = ["arm", "scaler", "backend", "learner_budget", "seed", "rounds", "
                "projected_time_to_target_s", "usd_to_target", "rounds_to_target", "return_at_budget"]
 
 
+OBJECTIVE_SCALERS = ("critical", "auto")  # the scalers an arm may give an objective: critical:time, auto:cost
+
 @dataclass(frozen=True)
 class Arm:
     """One configuration under comparison."""
@@ -87,11 +89,12 @@ class Arm:
             raise ConfigError(f"--scalers: {scaler!r} is not one of {', '.join(config.SCALERS)}")
         if backend and backend not in config.BACKENDS:
             raise ConfigError(f"--scalers: backend {backend!r} in {text!r} is not one of {', '.join(config.BACKENDS)}")
-        if scaler == "critical" and n in config.OBJECTIVES:
+        weighs = scaler in OBJECTIVE_SCALERS
+        if weighs and n in config.OBJECTIVES:
             return cls(scaler, None, backend or "local", budget or None, objective=n)
         if n and not n.isdigit():
             raise ConfigError(f"--scalers: {text!r}: the actor count after ':' must be a positive integer"
-                              + (f" or an objective ({', '.join(config.OBJECTIVES)})" if scaler == "critical" else ""))
+                              + (f" or an objective ({', '.join(config.OBJECTIVES)})" if weighs else ""))
         return cls(scaler, int(n) if n else None, backend or "local", budget or None)
 
     def apply(self, cfg: TrainConfig) -> TrainConfig:

@@ -263,7 +263,8 @@ def report(cfg: TrainConfig, p: Probe, rows: list[Row]) -> str:
              f"(+{_duration(p.compile_s)} compiling, once per batch shape); an instance starts here in "
              f"{_duration(p.local_cold_start_s)}.", "", verdict(rows, p), "",
              "To have a run pick its count from this model, measured on its own rounds: `minionsrl train "
-             "--actors auto` (the knee, at the batch of `--actors`; `--optimize cost`: the cheapest).", ""]
+             "--actors auto` (the knee; `--optimize cost`: the cheapest). It keeps the batch of `--actors` whatever "
+             "the count: `minionsrl plan --actors auto` forecasts at that batch.", ""]
     pick_rows = []
     for platform in PLATFORMS:
         k = picks(rows, platform)

@@ -18,17 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from minionsrl.backends.base import Backend, InvocationRecord
+from minionsrl.backends.base import Backend
 from minionsrl.config import TrainConfig
 from minionsrl.cost import CostLedger, RoundTimes
 from minionsrl.errors import ConfigError, Diverged
-from minionsrl.forecast import function_stats
+from minionsrl.forecast import FUNCTION_COLUMNS, function_stats
 from minionsrl.function import clock, fragment, wire
 from minionsrl.learner import runtime
 from minionsrl.learner.detectors import DetectorPlan
 from minionsrl.learner.learners import Learned, Learner
 from minionsrl.loop import checkpoint, schedule
-from minionsrl.loop.gather import Gathered, TooFewReplies, fault_counts, slot_chains
+from minionsrl.loop.gather import Attempt, Gathered, TooFewReplies, fault_counts, slot_chains
 from minionsrl.loop.invocations import Publisher, invocation_seed
 from minionsrl.loop.metrics import RunLog, invocation_rows
 from minionsrl.loop.sampler import Evaluation, Sampled, Sampler
@@ -271,7 +271,7 @@ class Trainer:
             "cum_cost_server_usd": self.ledger.total_server_usd, "projected_round_s": bill.projected_round_s,
             "projected_learner_s": r.learner_s, "cost_storage_usd": bill.storage_usd,
             "cold_starts": sum(a.reply.record.cold for a in attempts),
-            **self._function_columns([a.reply.record for a in attempts], r.n_actors),
+            **self._function_columns(attempts),
             "scaler_score": self.scaler.score, **r.learned.detected, **fault_counts(attempts, lost), **r.sampled.extra,
         }
         self.progress.recent_costs.append(bill.cost_serverless_usd)
@@ -284,10 +284,11 @@ class Trainer:
         self.progress.last_row = row
         return row
 
-    def _function_columns(self, records: list[InvocationRecord], n: int) -> dict[str, float]:
-        """What the round's warm training functions did, per sample (empty when none ran warm)."""
-        stats = function_stats(records, self.cfg.env.step_plan().round_batch(n) / n)
-        return stats.columns() if stats else {}
+    def _function_columns(self, attempts: list[Attempt]) -> dict[str, float | None]:
+        """What the round's warm training functions did, per sample (empty cells when none ran warm)."""
+        envs = self.cfg.env.envs_per_function
+        stats = function_stats([(a.reply.record, int(a.request.get("steps", 0)) * envs) for a in attempts])
+        return stats.columns() if stats else dict.fromkeys(FUNCTION_COLUMNS.values())
 
     def _log_held_row(self, eval_return: float | None) -> None:
         """The previous round's row, written now that its evaluation (run beside this round's functions) is

@@ -48,20 +48,16 @@ class AutoScaler(Scaler):
         self.stats: FunctionStats | None = None  # smoothed over the warm rounds
         self.learner_s: float | None = None  # smoothed over the warm rounds (the batch is constant)
         self.ratios: dict[int, list[tuple[float, float]]] = {}  # n -> its latest (measured / forecast) s and $
-        self.previous: int | None = None  # the count of the round before the last one
 
     def next_actors(self, last_round: dict[str, Any] | None) -> int:
         if last_round is None:
             return self.clip(self.n0)
         n = int(last_round["n_actors"])
-        warm = n == self.previous and not as_finite(last_round.get("cold_starts"))
-        self.previous = n
+        warm = self.warm(last_round)  # a count's first round measures starting it, not running it
         stats = FunctionStats.from_row(last_round)
         learner_s = as_finite(last_round.get("projected_learner_s"))
         seconds = as_finite(last_round.get("projected_round_s"))
         usd = as_finite(last_round.get("cost_serverless_usd"))
-        # a count's first round measures what starting it costs (instances, the learner's compilation), not what
-        # it costs once running: such a round would stand for its count
         if warm and None not in (stats, learner_s, seconds, usd):
             self._measure(n, stats, learner_s, seconds, usd)  # type: ignore[arg-type]
         if self.stats is None:

@@ -22,6 +22,7 @@ class Scaler(ABC):
     def __init__(self, n_min: int, n_max: int) -> None:
         self.n_min, self.n_max = n_min, n_max
         self.score: float | None = None  # the rule's last score, logged beside n_actors
+        self.previous: int | None = None  # the count of the round before the last one (:meth:`warm`)
 
     @abstractmethod
     def next_actors(self, last_round: dict[str, Any] | None) -> int:
@@ -29,6 +30,15 @@ class Scaler(ABC):
 
     def clip(self, n: float) -> int:
         return int(min(max(n, self.n_min), self.n_max))
+
+    def warm(self, last_round: dict[str, Any]) -> bool:
+        """Whether the previous round measured its count running, not starting: the count's second round or later
+        (remembered here), without cold starts. A count's first round starts instances and compiles the learner's
+        programs for its batch's shapes (seconds on a CPU): kept, it would stand for its count for the whole run."""
+        n = int(last_round["n_actors"])
+        warm = n == self.previous and not as_finite(last_round.get("cold_starts"))
+        self.previous = n
+        return warm
 
     def state_dict(self) -> dict[str, Any]:
         return {"score": self.score}

@@ -209,19 +209,13 @@ class CriticalScaler(Scaler):
         self.constant_batch = constant_batch
         self.noise: float | None = None  # smoothed B_noise (samples)
         self.measured: dict[int, float] = {}  # n -> its warm rounds' cost or seconds, smoothed
-        self.previous: int | None = None  # the count of the round before the last one
 
     def next_actors(self, last_round: dict[str, Any] | None) -> int:
         if last_round is None:
             return self.clip(self.n0)
         n = int(last_round["n_actors"])
         measure = as_finite(last_round.get("cost_serverless_usd" if self.objective == "cost" else "projected_round_s"))
-        # A count's first round measures what starting it costs, not what it costs once running: instances it
-        # started (their cold starts) and the learner's programs for its batch's shapes, compiled (seconds on a
-        # CPU); kept, such a round would stand for its count for the whole run
-        warm = n == self.previous and not as_finite(last_round.get("cold_starts"))
-        self.previous = n
-        if measure is not None and warm:
+        if self.warm(last_round) and measure is not None:
             self.measured[n] = self._smooth(self.measured.get(n), measure)
         gns = as_finite(last_round.get("gns"))
         if gns is not None:
