@@ -143,6 +143,10 @@ class LearnerConfig(Role):
     # at most what the learner's float32 holds (beyond, it would be infinite)
     learning_rate: float | None = setting(None, "Adam learning rate", positive=True, max=3.4e38)
     anneal_lr: bool | None = setting(None, "anneal the learning rate linearly to 0 over total_timesteps")
+    # rl-baselines3-zoo's rows anneal both (clip_range: lin_0.2); one schedule, the learning rate's, drives the two.
+    # Unset is off, and no family preset sets it: a run dir saved before the field existed resumes as the same run
+    anneal_clip: bool | None = setting(None, "anneal the clipping coefficient (--clip-coef) linearly to 0 with the "
+                                       "learning rate's schedule (the zoo's lin_ clip_range) (default: off)")
     lr_schedule: str | None = setting(None, "learning rate per round: anneal (--anneal-lr), constant (--no-anneal-lr) "
                                       "or adaptive (steered by the KL, towards --desired-kl; rsl_rl's and rl_games' "
                                       "rule) (default: the preset's --anneal-lr)", choices=LR_SCHEDULES)

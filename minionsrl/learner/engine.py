@@ -80,11 +80,13 @@ STAT_NAMES = ("policy_loss", "value_loss", "entropy", "old_approx_kl", "approx_k
 @partial(jax.jit, static_argnames=("arch", "p", "loss"))
 def _update_program(arch: PolicyArch, p: PPOParams, loss: LossFn, weights: Params, opt_state: Any,
                     data: dict[str, jax.Array], idx: jax.Array, w: jax.Array, epoch_end: jax.Array,
-                    n_steps: jax.Array, lr: jax.Array, kl_coef: jax.Array,
-                    target_kl: jax.Array) -> tuple[Params, Any, dict[str, jax.Array], jax.Array, jax.Array, jax.Array]:
+                    n_steps: jax.Array, lr: jax.Array, kl_coef: jax.Array, target_kl: jax.Array,
+                    clip_coef: jax.Array) -> tuple[Params, Any, dict[str, jax.Array], jax.Array, jax.Array, jax.Array]:
     """Every SGD step of an update as one program: step ``i`` trains on rows ``idx[i]`` weighted ``w[i]``; the
     loop stops after ``n_steps`` steps, or at an epoch's end whose last minibatch's KL exceeds ``target_kl``.
-    With ``p.desired_kl`` the learning rate adapts at every epoch's end (:func:`adapt_learning_rate`).
+    With ``p.desired_kl`` the learning rate adapts at every epoch's end (:func:`adapt_learning_rate`). The rate and
+    the clipping coefficient are traced values, not part of the static ``p``: annealed every round, they would
+    otherwise compile a program per round.
     Returns the weights, the optimiser state, each step's statistics, the number of steps taken, the rate, and
     whether every weight and optimiser value is finite (checked here: one program, not one per array)."""
     tx = make_optimizer(p)
@@ -100,7 +102,7 @@ def _update_program(arch: PolicyArch, p: PPOParams, loss: LossFn, weights: Param
         mb = {name: value[rows] for name, value in data.items()}
 
         def objective(params: Params) -> tuple[jax.Array, LossTerms]:
-            out = loss(arch, params, mb, wi, p, kl_coef)
+            out = loss(arch, params, mb, wi, p, kl_coef, clip_coef)
             return out.loss, out
 
         (_, out), grads = jax.value_and_grad(objective, has_aux=True)(weights)
@@ -109,7 +111,7 @@ def _update_program(arch: PolicyArch, p: PPOParams, loss: LossFn, weights: Param
         kl = approx_kl(out.ratio, out.logratio, wi)
         step = {"policy_loss": out.pg_loss, "value_loss": out.v_loss, "entropy": out.entropy,
                 "old_approx_kl": weighted_mean(-out.logratio, wi), "approx_kl": kl,
-                "clipfrac": weighted_mean((jnp.abs(out.ratio - 1.0) > p.clip_coef).astype(jnp.float32), wi)}
+                "clipfrac": weighted_mean((jnp.abs(out.ratio - 1.0) > clip_coef).astype(jnp.float32), wi)}
         stats = {name: stats[name].at[i].set(step[name]) for name in STAT_NAMES}
         if p.desired_kl is not None:  # the epoch's mean KL steers the next epoch's rate
             kl_sum, kl_steps = kl_sum + kl, kl_steps + 1.0
@@ -143,6 +145,7 @@ class SGDEngine:
         self.finite = True  # the weights and optimiser state after the last update are all finite
         self.kl_coef = params.kl_coef  # adapted after every update when params.kl_target is set
         self.learning_rate = params.learning_rate
+        self.clip_coef = params.clip_coef  # the round's (annealed with anneal_clip), set before each update
         # padded shapes only grow (in powers of two): a round with fewer actors than an earlier one reuses its program
         self._rows_cap = self._steps_cap = 0
 
@@ -156,6 +159,10 @@ class SGDEngine:
     def set_learning_rate(self, lr: float) -> None:
         """The rate of the next update (the anneal's, or the KL-adaptive rule's)."""
         self.learning_rate = lr
+
+    def set_clip_coef(self, clip_coef: float) -> None:
+        """The surrogate's clipping coefficient for the next update (annealed with ``anneal_clip``)."""
+        self.clip_coef = clip_coef
 
     def numpy_weights(self) -> dict[str, np.ndarray]:
         """The weights as NumPy arrays (published and checkpointed as they are)."""
@@ -182,7 +189,8 @@ class SGDEngine:
         target_kl = np.inf if p.target_kl is None else p.target_kl
         self.weights, self.opt_state, stats, done, lr, finite = _update_program(
             self.arch, p, self.loss, self.weights, self.opt_state, put(data), put(idx), put(w), put(epoch_end),
-            np.int32(len(steps)), np.float32(self.learning_rate), np.float32(self.kl_coef), np.float32(target_kl))
+            np.int32(len(steps)), np.float32(self.learning_rate), np.float32(self.kl_coef), np.float32(target_kl),
+            np.float32(self.clip_coef))
         done, self.finite = int(done), bool(finite)
         if p.desired_kl is not None:  # kept across rounds (and in the checkpoint)
             self.learning_rate = float(lr)

@@ -64,9 +64,10 @@ def vtrace_batch(fragments: list[Fragment], arch: PolicyArch, weights: Params, p
 
 
 def impala_loss(arch: PolicyArch, weights: Params, mb: dict[str, jax.Array], w: jax.Array, p: PPOParams,
-                kl_coef: jax.Array | float) -> LossTerms:
+                kl_coef: jax.Array | float, clip_coef: jax.Array | float | None = None) -> LossTerms:
     """IMPALA's loss on a V-trace (mini)batch: policy gradient with the V-trace advantages (normalised
-    per minibatch if ``norm_adv``), entropy bonus and squared error to the targets ``v_s``."""
+    per minibatch if ``norm_adv``), entropy bonus and squared error to the targets ``v_s``; nothing is clipped
+    (``kl_coef`` and ``clip_coef`` are :data:`~minionsrl.learner.ppo.LossFn`'s, unused)."""
     newlogprob, entropy, newvalue = networks.evaluate(arch, weights, mb["obs"], mb["actions"])
     adv = normalize_advantages(mb["advantages"], w) if p.norm_adv else mb["advantages"]
     pg_loss = -weighted_mean(adv * newlogprob, w)

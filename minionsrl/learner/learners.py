@@ -72,6 +72,11 @@ class Learner(ABC):
         adaptive rate (``params.desired_kl``) ignores it: the update steers its own, kept across rounds."""
         self.lr = lr
 
+    def set_clip_coef(self, clip_coef: float) -> None:
+        """The round's clipping coefficient (annealed with ``anneal_clip`` on the learning rate's schedule); a
+        traced value of the compiled update, so a new one each round compiles nothing."""
+        self.engine.set_clip_coef(clip_coef)
+
     def snapshot(self, version: int) -> PolicySnapshot:
         """The policy as rollout functions receive it."""
         return snapshot_of(self.arch, self.engine.weights, self.obs_rms, version, self.norm.clip_obs)

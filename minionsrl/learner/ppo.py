@@ -105,7 +105,7 @@ def normalize_advantages_np(adv: np.ndarray) -> np.ndarray:
     return (adv - adv.mean()) / (adv.std(ddof=1) + ADV_EPS)
 
 
-def clipped_surrogate(adv: jax.Array, ratio: jax.Array, clip_coef: float, w: jax.Array | None = None,
+def clipped_surrogate(adv: jax.Array, ratio: jax.Array, clip_coef: jax.Array | float, w: jax.Array | None = None,
                       behaviour_weights: jax.Array | None = None) -> jax.Array:
     """PPO's clipped policy loss: the mean of ``max(−A·r, −A·clip(r, 1 − c, 1 + c))`` (over rows weighing 1); with
     ``behaviour_weights`` (π_anchor/π_behaviour, ``r`` then taken against π_anchor), each row's term times its
@@ -124,9 +124,11 @@ def approx_kl(ratio: jax.Array, logratio: jax.Array, w: jax.Array) -> jax.Array:
 
 
 def ppo_loss(arch: PolicyArch, params: Params, mb: dict[str, jax.Array], w: jax.Array, p: PPOParams,
-             kl_coef: jax.Array | float) -> LossTerms:
+             kl_coef: jax.Array | float, clip_coef: jax.Array | float | None = None) -> LossTerms:
     """CleanRL's PPO loss on a (mini)batch: clipped surrogate, (clipped) value loss, entropy bonus; RLlib's
     clipped squared value error and KL penalty where ``p`` asks. ``w`` weighs the rows (0: padding).
+    ``clip_coef`` (None: ``p.clip_coef``) clips both the ratio and the value change, as OpenAI baselines' ppo2
+    does with its annealed ``cliprange``.
 
     Used by the update and by the detectors, which differentiate it twice.
     """
@@ -134,11 +136,12 @@ def ppo_loss(arch: PolicyArch, params: Params, mb: dict[str, jax.Array], w: jax.
     logratio = newlogprob - mb["logprobs"]
     ratio = jnp.exp(logratio)
     adv = normalize_advantages(mb["advantages"], w) if p.norm_adv else mb["advantages"]
-    pg_loss = clipped_surrogate(adv, ratio, p.clip_coef, w, mb.get("behaviour_weights"))
+    clip = p.clip_coef if clip_coef is None else clip_coef
+    pg_loss = clipped_surrogate(adv, ratio, clip, w, mb.get("behaviour_weights"))
     if p.vf_clip is not None:  # RLlib: the squared error itself is clipped (and not halved)
         v_loss = weighted_mean(jnp.minimum((newvalue - mb["returns"]) ** 2, p.vf_clip), w)
     elif p.clip_vloss:
-        v_clipped = mb["values"] + jnp.clip(newvalue - mb["values"], -p.clip_coef, p.clip_coef)
+        v_clipped = mb["values"] + jnp.clip(newvalue - mb["values"], -clip, clip)
         v_loss = 0.5 * weighted_mean(jnp.maximum((newvalue - mb["returns"]) ** 2, (v_clipped - mb["returns"]) ** 2), w)
     else:
         v_loss = 0.5 * weighted_mean((newvalue - mb["returns"]) ** 2, w)
@@ -149,7 +152,8 @@ def ppo_loss(arch: PolicyArch, params: Params, mb: dict[str, jax.Array], w: jax.
     return LossTerms(loss, pg_loss, v_loss, entropy_loss, logratio, ratio)
 
 
-LossFn = Callable[[PolicyArch, Params, dict[str, jax.Array], jax.Array, PPOParams, Any], LossTerms]
+# (arch, weights, minibatch, row weights, params, KL coefficient, clipping coefficient): the last two traced
+LossFn = Callable[[PolicyArch, Params, dict[str, jax.Array], jax.Array, PPOParams, Any, Any], LossTerms]
 
 
 def adapt_kl_coef(coef: float, kl: float, target: float) -> float:

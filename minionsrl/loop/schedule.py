@@ -7,6 +7,9 @@ conditions, which a resumed run may change: raised, ``f`` fell and the rate jump
 uninterrupted run's; with changed ones the rate goes on from the last round's and falls linearly to 0 at the
 new nearest limit. The factor that does it travels with the checkpoint (:class:`~minionsrl.loop.session.Progress`
 ``anneal``), so a second resume keeps it too.
+
+With ``anneal_clip`` the surrogate's clipping coefficient follows the same fraction (:func:`annealed`): one
+schedule, the rate's and the clip's (rl-baselines3-zoo's ``lin_`` learning rate and clip range).
 """
 
 from __future__ import annotations
@@ -32,6 +35,14 @@ def remaining(spent: list[float], limit: list[float | None]) -> float:
     return max(1.0 - max(fractions), 0.0) if fractions else 1.0
 
 
+def annealed(cfg: TrainConfig, fraction: float) -> tuple[float, float]:
+    """The round's learning rate and clipping coefficient at the schedule's ``fraction`` (the scale times
+    :func:`remaining`): each the config's, times ``fraction`` where ``anneal_lr`` / ``anneal_clip`` asks."""
+    lc = cfg.learner
+    return (lc.learning_rate * (fraction if lc.anneal_lr else 1.0),
+            lc.clip_coef * (fraction if lc.anneal_clip else 1.0))
+
+
 def keep_on_resume(cfg: TrainConfig, anneal: dict[str, Any] | None, spent: list[float]) -> dict[str, Any]:
     """The schedule of this session: ``{"limits", "scale", "spent"}``, ``scale`` multiplying the config's rate.
 
@@ -43,8 +54,8 @@ def keep_on_resume(cfg: TrainConfig, anneal: dict[str, Any] | None, spent: list[
     if anneal is None:
         return {"limits": now, "scale": 1.0, "spent": None}
     scale, before, last = float(anneal["scale"]), anneal["limits"], anneal.get("spent")
-    if cfg.learner.anneal_lr and before != now and last is not None:
-        rate = scale * remaining(last, before)  # the last round's, in units of the config's rate
+    if (cfg.learner.anneal_lr or cfg.learner.anneal_clip) and before != now and last is not None:
+        rate = scale * remaining(last, before)  # the last round's fraction of the config's rate (and clip)
         left = remaining(spent, now)
         if left > 0.0:
             scale = rate / left  # rate at the next round, falling to 0 at the new nearest limit

@@ -144,8 +144,9 @@ class Trainer:
         self.written = []
         ahead = self.sampler.sent_actors(p.round)
         n = ahead if ahead is not None else self.scaler.next_actors(p.last_row)
-        lr = self._learning_rate()
+        lr, clip = schedule.annealed(cfg, self._schedule_fraction())
         self.learner.set_learning_rate(lr)
+        self.learner.set_clip_coef(clip)
 
         held = Evaluation(*p.pending_eval) if p.pending_eval else None  # of the policy this round samples with
         sampled = self._logging_failures([], lambda: self.sampler.sample(p.round, n, held))
@@ -314,15 +315,14 @@ class Trainer:
         """What the learning rate anneals over, spent so far: env steps, serverless dollars, projected seconds."""
         return [self.env_steps, self.ledger.total_serverless_usd, self.ledger.total_projected_s]
 
-    def _learning_rate(self) -> float:
-        """The round's rate: with ``anneal_lr``, linearly to 0 over the run's spent fraction of whichever limit is
-        nearest its end — total_timesteps (CleanRL's schedule), the dollar budget, or the projected-time budget —
-        times the scale a resumed run with changed limits keeps (:mod:`minionsrl.loop.schedule`)."""
+    def _schedule_fraction(self) -> float:
+        """The round's fraction of the configured rate (``anneal_lr``) and clip (``anneal_clip``): linearly to 0
+        over the run's spent fraction of whichever limit is nearest its end — total_timesteps (CleanRL's schedule),
+        the dollar budget, or the projected-time budget — times the scale a resumed run with changed limits keeps
+        (:mod:`minionsrl.loop.schedule`)."""
         cfg, anneal = self.cfg, self.progress.anneal
         anneal["spent"] = self._spent()  # checkpointed with the round: where its rate stood
-        if not cfg.learner.anneal_lr:
-            return cfg.learner.learning_rate
-        return cfg.learner.learning_rate * anneal["scale"] * schedule.remaining(anneal["spent"], schedule.limits(cfg))
+        return anneal["scale"] * schedule.remaining(anneal["spent"], schedule.limits(cfg))
 
     def _abandon_in_flight(self) -> None:
         """Cancel what still runs after the last round (a wave sent ahead, asynchronous invocations) and bill it: its
