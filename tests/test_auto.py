@@ -147,23 +147,26 @@ def test_make_scaler_prices_the_model_on_the_run_s_ledger() -> None:
     assert s8 > 0.05 + 0.032 and s16 < s8 and usd8 > 0 and usd16 > 0
 
 
-def test_an_auto_run_logs_what_its_functions_did_and_moves_from_n0(tmp_path: Path) -> None:
+def test_an_auto_run_logs_what_its_functions_did_and_runs_its_pick(tmp_path: Path) -> None:
     from minionsrl import TrainConfig as Config
     from minionsrl import train
 
     run = tmp_path / "auto"
-    train(Config(env_id="CartPole-v1", actors="auto", max_rounds=5, run_dir=str(run), progress=False,
+    train(Config(env_id="CartPole-v1", actors="auto", max_rounds=6, run_dir=str(run), progress=False,
                  tensorboard=False, hidden_sizes=[16]))
     with open(run / "metrics.csv") as fh:
         rows = list(csv.DictReader(fh))
-    assert [r["n_actors"] for r in rows[:2]] == ["16", "16"]  # n_0, cold then warm
-    assert all(float(r["function_sample_s"]) > 0 and float(r["function_slowest_sample_s"]) >= float(
-        r["function_sample_s"]) for r in rows[1:])
-    # round 3 runs what the model picked from round 2's row (a count within the bounds, or n_0 kept when the
-    # pick saves under 5%)
-    pick = int(float(rows[2]["scaler_score"]))
-    assert 8 <= pick <= 64 and int(rows[2]["n_actors"]) in (pick, 16)
-
+    assert [r["n_actors"] for r in rows[:2]] == ["16", "16"]  # n_0, cold then (at least) measured
+    # a round whose functions all started instances has no warm one to measure (on a busy machine, more than
+    # round 1 may start some): its cells are empty; the others hold what a function did per sample
+    warm = [r for r in rows if r["function_sample_s"] != ""]
+    assert warm and all(0 < float(r["function_sample_s"]) <= float(r["function_slowest_sample_s"]) for r in warm)
+    # a row's score is the pick that decided its count: that count, or the one before when it saved under 5%
+    picked = [i for i, r in enumerate(rows) if r["scaler_score"] != ""]
+    assert picked, "the model never picked"
+    i = picked[0]
+    pick = int(float(rows[i]["scaler_score"]))
+    assert 8 <= pick <= 64 and int(rows[i]["n_actors"]) in (pick, int(rows[i - 1]["n_actors"]))
 
 def test_actors_auto_with_a_batch_size_and_a_budget_is_checked_as_the_auto_scaler() -> None:
     from minionsrl.build import prepare_config
