@@ -12,7 +12,6 @@ import fcntl
 import json
 import math
 import os
-import sys
 import threading
 import time
 import weakref
@@ -168,23 +167,7 @@ class Session:
         if changed:
             raise ConfigError(f"--resume: run_dir belongs to another config ({', '.join(changed)} differ); "
                               "resume with the same settings or choose another --run-dir")
-        state = checkpoint.load(checkpoint.dir_of(self.run_dir))
-        self._say_if_over(state)
-        return state
-
-    def _say_if_over(self, state: dict[str, Any] | None) -> None:
-        """One line on stderr, before any work, when the resumed run is already over (it would only write its
-        summary again). A checkpoint that does not read is left to the trainer, which says what is wrong."""
-        if state is None:
-            return
-        progress = Progress()
-        try:
-            progress.load_state_dict(state)
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-            return
-        reason = resumed_stop(self.cfg, progress)
-        if reason is not None:
-            print(nothing_to_do(self.cfg, progress, reason), file=sys.stderr, flush=True)
+        return checkpoint.load(checkpoint.dir_of(self.run_dir))
 
     def create(self) -> None:
         """Make the run dir (a fresh run) and write ``config.yaml`` into it."""

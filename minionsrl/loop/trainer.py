@@ -11,6 +11,7 @@ bills, and a :class:`~minionsrl.loop.session.Session` keeps the run directory. T
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from minionsrl.loop.gather import Attempt, Gathered, TooFewReplies, fault_counts
 from minionsrl.loop.invocations import Publisher, invocation_seed
 from minionsrl.loop.metrics import RunLog, invocation_rows
 from minionsrl.loop.sampler import Evaluation, Sampled, Sampler
-from minionsrl.loop.session import Progress, Session, budgets, reached, resumed_stop
+from minionsrl.loop.session import Progress, Session, budgets, nothing_to_do, reached, resumed_stop
 from minionsrl.scaling.base import Scaler
 
 
@@ -100,7 +101,12 @@ class Trainer:
         self.progress.started = time.perf_counter()
         try:
             p = self.progress
-            p.stopped_by = self._resumed_stop() if self.session.resume_state is not None else self._stop_reason()
+            if self.session.resume_state is not None:
+                p.stopped_by = self._resumed_stop()
+                if p.stopped_by is not None:  # the checkpoint passed its checks: the run is over, nothing runs
+                    print(nothing_to_do(self.cfg, p, p.stopped_by), file=sys.stderr, flush=True)
+            else:
+                p.stopped_by = self._stop_reason()
             if p.stopped_by is None:
                 self.log.log_config(self.session.cfg.to_dict(), self.env_steps)  # TensorBoard's Text tab
             while p.stopped_by is None:
