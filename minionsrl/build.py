@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from minionsrl.backends.base import Backend
     from minionsrl.learner.learners import Learner
     from minionsrl.loop.trainer import Trainer
-    from minionsrl.scaling.auto import RoundForecast
     from minionsrl.scaling.base import Scaler
+    from minionsrl.scaling.round_model import RoundForecast
 
 
 def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
@@ -252,9 +252,8 @@ def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
         "gns-boost": lambda: rules.GnsBoostScaler(lo, hi),
         "nitro": lambda: rules.NitroScaler(lo, hi, sc.initial_actors, sc.nitro_window, sc.nitro_decay, sc.nitro_floor,
                                            sc.nitro_window_mode),
-        # under a batch size its model (batch n·T) does not hold: T is taken as the first round's steps per actor
-        "critical": lambda: rules.CriticalScaler(lo, hi, _steps_per_actor(cfg), sc.objective, sc.initial_actors,
-                                                 constant_batch=cfg.env.constant_batch),
+        "critical": lambda: rules.CriticalScaler(lo, hi, _steps_per_actor(cfg), round_forecast(cfg), sc.objective,
+                                                 sc.initial_actors, constant_batch=cfg.env.constant_batch),
         "auto": lambda: AutoScaler(lo, hi, sc.initial_actors, round_forecast(cfg), sc.objective, steps,
                                    cfg.cost.budget_usd),
     }

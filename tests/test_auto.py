@@ -46,9 +46,9 @@ def test_auto_measures_a_warm_round_then_picks_the_knee() -> None:
     auto = AutoScaler(8, 64, 8, _model)
     assert auto.next_actors(None) == 8
     assert auto.next_actors(_row(1, 8, cold=8)) == 8  # a cold round measures starting instances: not used
-    assert auto.stats is None
+    assert auto.model.stats is None
     assert auto.next_actors(_row(2, 8)) == 16  # warm: D(16) 1.66 s, D(32) only 5% less
-    assert auto.score == 16.0 and auto.stats == STATS and auto.learner_s == 1.0
+    assert auto.score == 16.0 and auto.model.stats == STATS and auto.model.learner_s == 1.0
     assert auto.next_actors(_row(3, 16, cold=8)) == 16  # the new instances' first round: stays to measure it
     assert auto.next_actors(_row(4, 16)) == 16
 
@@ -57,12 +57,13 @@ def test_auto_corrects_the_model_by_what_each_count_measured() -> None:
     auto = AutoScaler(8, 64, 8, _model)
     auto.next_actors(_row(1, 8, cold=8))
     auto.next_actors(_row(2, 8, scale=2.0))  # the round took twice the model's seconds and dollars
-    assert auto.predicted(8) == pytest.approx(tuple(2 * x for x in _model(8, 1.0, STATS)))
-    assert auto.predicted(64) == pytest.approx(tuple(2 * x for x in _model(64, 1.0, STATS)))  # nearest measured: 8
+    assert auto.model.predicted(8) == pytest.approx(tuple(2 * x for x in _model(8, 1.0, STATS)))
+    # 64's nearest measured count: 8
+    assert auto.model.predicted(64) == pytest.approx(tuple(2 * x for x in _model(64, 1.0, STATS)))
     # a round with an evaluation beside it runs long: the median of a count's latest rounds is its correction
     for i, scale in enumerate([1.0, 1.0, 5.0, 1.0]):
         auto.next_actors(_row(3 + i, 8, scale=scale))
-    assert auto.predicted(8)[0] == pytest.approx(_model(8, 1.0, STATS)[0])
+    assert auto.model.predicted(8)[0] == pytest.approx(_model(8, 1.0, STATS)[0])
 
 
 def test_auto_for_dollars_takes_the_cheapest_count() -> None:
@@ -104,10 +105,10 @@ def test_auto_resumes_from_its_state() -> None:
         auto.next_actors(row)
     again = AutoScaler(8, 64, 8, _model)
     again.load_state_dict(auto.state_dict())
-    assert (again.stats, again.learner_s, again.ratios, again.previous) == (
-        auto.stats, auto.learner_s, auto.ratios, auto.previous) and auto.previous == 8
+    assert (again.model.stats, again.model.learner_s, again.model.ratios, again.previous) == (
+        auto.model.stats, auto.model.learner_s, auto.model.ratios, auto.previous) and auto.previous == 8
     assert again.next_actors(_row(3, 8, scale=1.5)) == auto.next_actors(_row(3, 8, scale=1.5))
-    assert again.predicted(32) == auto.predicted(32)
+    assert again.model.predicted(32) == auto.model.predicted(32)
 
 
 def _flags(*argv: str) -> TrainConfig:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 
 from minionsrl.build import make_scaler
 from minionsrl.config import TrainConfig
+from minionsrl.forecast import FunctionStats
 from minionsrl.scaling.rules import (
     CriticalScaler,
     FixedScaler,
@@ -118,99 +120,99 @@ def test_make_scaler_builds_every_name() -> None:
         assert not math.isnan(n)
 
 
-def _crow(r: int, n: int, cost: float, gns: float, seconds: float = 1.0) -> dict:
-    return {"round": r, "n_actors": n, "cost_serverless_usd": cost, "projected_round_s": seconds, "gns": gns}
+STATS = FunctionStats(sample_s=1e-3, slowest_sample_s=1e-3, init_s=0.01, busy_share=1.0, bytes_per_sample=100.0)
+Forecast = Callable[[int, float, FunctionStats], tuple[float, float]]
+
+
+def _linear(a: float, b: float, seconds_a: float = 1.0, seconds_b: float = 0.0) -> Forecast:
+    """A hand-given round model: dollars ``a + b·n``, projected seconds ``seconds_a + seconds_b·n``."""
+    return lambda n, learner_s, stats: (seconds_a + seconds_b * n, a + b * n)
+
+
+def _crow(r: int, n: int, forecast: Forecast, gns: float, cold: int = 0, scale: float = 1.0) -> dict:
+    """Round ``r``'s metrics row at ``n`` functions: what ``forecast`` says (times ``scale``)."""
+    seconds, usd = forecast(n, 0.1, STATS)
+    return {"round": r, "n_actors": n, "cold_starts": cold, "projected_learner_s": 0.1,
+            "projected_round_s": scale * seconds, "cost_serverless_usd": scale * usd, "gns": gns, **STATS.columns()}
+
+
+def _critical(forecast: Forecast, gns: float, n_min: int = 1, n_max: int = 256, steps: int = 100,
+              **kwargs: object) -> tuple[CriticalScaler, int]:
+    """A critical scaler after two rounds of its first count, the first of them cold; and its pick."""
+    scaler = CriticalScaler(n_min, n_max, steps, forecast, **kwargs)  # type: ignore[arg-type]
+    n = scaler.next_actors(None)
+    for r in (1, 2):
+        n = scaler.next_actors(_crow(r, n, forecast, gns, cold=n if r == 1 else 0))
+    return scaler, n
 
 
 def test_critical_minimises_cost_per_unit_of_progress_on_a_worked_example() -> None:
-    """D(n) = a + b·n with a = 0.01, b = 0.001, T = 100, B_noise = 10,000: n* = √(a·B/(b·T)) = √1000 ≈ 31.6."""
-    scaler = CriticalScaler(1, 256, fragment_steps=100, n0=8)
+    """D(n) = a + b·n with a = 0.01, b = 0.001, T = 100, B_noise = 10,000: the least of D(n)·(1 + B/(nT)) is at
+    n* = √(a·B/(b·T)) = √1000 ≈ 31.6; of the integers, 32."""
     a, b = 0.01, 0.001
+    scaler = CriticalScaler(1, 256, 100, _linear(a, b), n0=8)
     assert scaler.next_actors(None) == 8
-    assert scaler.next_actors(_crow(1, 8, a + b * 8, 10_000.0)) == 8  # a count's first round measures its start
-    assert scaler.next_actors(_crow(2, 8, a + b * 8, 10_000.0)) == 16  # one count seen: try another
-    assert scaler.next_actors(_crow(3, 16, a + b * 16, 10_000.0)) == 16
-    n = scaler.next_actors(_crow(4, 16, a + b * 16, 10_000.0))
-    assert scaler.fit() == pytest.approx((a, b))
-    assert scaler.score == pytest.approx(math.sqrt(1000.0)) and n == 32
-    # the choice is the minimum of D(n)·(1 + B/(nT)) over the integers
+    assert scaler.next_actors(_crow(1, 8, _linear(a, b), 10_000.0, cold=8)) == 8  # a cold round: not measured
+    assert not scaler.model.ready
+    n = scaler.next_actors(_crow(2, 8, _linear(a, b), 10_000.0))  # the first warm round feeds the round model
     costs = {k: (a + b * k) * (1 + 10_000.0 / (k * 100)) for k in range(1, 257)}
-    assert costs[n] <= min(costs.values()) * 1.001
+    assert n == 32 == min(costs, key=costs.__getitem__) and scaler.score == 32.0
+    assert scaler.cost_per_progress(32) == pytest.approx(costs[32])
 
 
 def test_critical_small_noise_picks_n_min_large_noise_n_max_and_dearer_actors_fewer() -> None:
     def choice(noise: float, b: float, a: float = 0.01) -> int:
-        scaler = CriticalScaler(4, 64, fragment_steps=512, n0=8)
-        scaler.next_actors(None)
-        for r, n in enumerate((8, 8, 16), start=1):
-            scaler.next_actors(_crow(r, n, a + b * n, noise))
-        return scaler.next_actors(_crow(4, 16, a + b * 16, noise))
+        return _critical(_linear(a, b), noise, n_min=4, n_max=64, steps=512, n0=8)[1]
 
     assert choice(noise=10.0, b=1e-4) == 4  # a batch of 4·512 is already far above B_noise
     assert choice(noise=1e9, b=1e-4) == 64
     assert choice(noise=-5.0, b=1e-4) == 4  # a negative estimate: noise too small to measure
-    cheap, dear = choice(noise=2e3, b=1e-5), choice(noise=2e3, b=1e-4)  # n* 62.5 and 19.8
-    assert 4 < dear < cheap <= 64  # dearer functions: the cost optimum moves down
+    # n* = √(a·B/(b·T)): 57.1 and 19.8; dearer functions move the cost optimum down
+    assert (choice(noise=2e3, b=1.2e-5), choice(noise=2e3, b=1e-4)) == (57, 20)
     assert choice(noise=2e5, b=0.0) == 64  # actors that cost nothing extra: as many as allowed
 
 
 def test_critical_time_objective_reads_projected_seconds_and_resumes() -> None:
-    scaler = CriticalScaler(1, 64, fragment_steps=100, objective="time", n0=8)
-    scaler.next_actors(None)
-    for r, m in enumerate((8, 8, 16), start=1):
-        scaler.next_actors(_crow(r, m, 99.0, 2_000.0, seconds=1.0 + 0.01 * m))
-    n = scaler.next_actors(_crow(4, 16, 99.0, 2_000.0, seconds=1.0 + 0.01 * 16))
-    assert scaler.fit() == pytest.approx((1.0, 0.01)) and n == round(math.sqrt(1.0 * 2_000 / (0.01 * 100)))
-    again = CriticalScaler(1, 64, fragment_steps=100, objective="time", n0=8)
+    # seconds 1 + 0.01·n, dollars flat: by dollars n_max; by seconds √(1·2000 / (0.01·100)) = 44.7
+    forecast = _linear(0.01, 0.0, seconds_a=1.0, seconds_b=0.01)
+    assert _critical(forecast, 2_000.0, n_max=64, n0=8)[1] == 64
+    scaler, n = _critical(forecast, 2_000.0, n_max=64, n0=8, objective="time")
+    assert n == 45
+    again = CriticalScaler(1, 64, 100, forecast, objective="time", n0=8)
     again.load_state_dict(scaler.state_dict())
-    row = _crow(5, n, 99.0, 2_000.0, seconds=1.0 + 0.01 * n)
-    assert again.next_actors(row) == scaler.next_actors(row)
+    row = _crow(3, n, forecast, 2_000.0)
+    assert again.next_actors(row) == scaler.next_actors(row) == 45
 
 
 def test_critical_with_a_constant_batch_finds_where_the_overhead_meets_the_shrinking_fragment() -> None:
-    """--batch-size: a round of n functions costs a + b·n + c/n (per-invocation overhead against a fragment n
-    functions share); after trying n_0, 2·n_0 and n_0/2 the scaler picks n* = √(c/b) whatever the noise scale."""
-    def seconds(n: int, before: int | None) -> float:
-        compiled = 2.0 if n != before else 0.0  # a count's first round compiles the learner's programs
-        return 0.1 + 0.002 * n + 0.8 / n + compiled  # least at √(0.8 / 0.002) = 20
+    """--batch-size: a round of n functions takes a + b·n + c/n (per-invocation overhead against a fragment n
+    functions share); from its first warm round the scaler picks the least, n* = √(c/b) = 20, whatever the noise
+    scale, and stays there; a count's first round (cold, compiling: 2 s more) is not measured."""
+    def forecast(n: int, learner_s: float, stats: FunctionStats) -> tuple[float, float]:
+        return 0.1 + 0.002 * n + 0.8 / n, 1.0
 
-    scaler = CriticalScaler(1, 64, fragment_steps=512, objective="time", n0=8, constant_batch=True)
-    n, picked = scaler.next_actors(None), []
-    for r in range(1, 61):
-        n = scaler.next_actors(_crow(r, n, 99.0, 5e5 if r % 2 else -3e3,
-                                     seconds=seconds(n, picked[-1] if picked else None)))
-        picked.append(n)
-    # two rounds of each count tried, the first not measured; then it stays at n* however long it runs: the counts
-    # tried at the start are not forgotten and re-tried
-    assert picked[:5] == [8, 16, 16, 4, 4] and picked[5:] == [20] * 55
-    cheap = CriticalScaler(1, 64, fragment_steps=512, objective="time", n0=8, constant_batch=True)
-    cheap.next_actors(None)
-    for r, m in enumerate((8, 8, 16, 16, 4, 4), start=1):  # no per-invocation cost: as many functions as allowed
-        last = cheap.next_actors(_crow(r, m, 99.0, 1e3, seconds=0.1 + 0.8 / m))
-    assert last == 64
+    scaler = CriticalScaler(1, 64, 512, forecast, objective="time", n0=8, constant_batch=True)
+    n, picked = scaler.next_actors(None), [0]
+    for r in range(1, 41):
+        cold = n if n != picked[-1] else 0
+        row = _crow(r, n, forecast, 5e5 if r % 2 else -3e3, cold=cold)
+        row["projected_round_s"] += 2.0 * bool(cold)
+        picked.append(n := scaler.next_actors(row))
+    assert picked[1:3] == [8, 20] and picked[3:] == [20] * 38
 
 
-def test_critical_fits_only_rounds_without_cold_starts() -> None:
-    """A round that started instances measures their cold starts (1 s each in the model), not what its count
-    costs once warm: the scaler stays at a count until a warm round has measured it, and fits warm rounds only."""
-    scaler = CriticalScaler(1, 64, fragment_steps=100, objective="time", n0=8)
-    scaler.next_actors(None)
-    assert scaler.next_actors({**_crow(1, 8, 99.0, 2_000.0, seconds=2.5), "cold_starts": 8}) == 8
-    assert scaler.next_actors({**_crow(2, 8, 99.0, 2_000.0, seconds=1.08), "cold_starts": 0}) == 16
-    assert scaler.next_actors({**_crow(3, 16, 99.0, 2_000.0, seconds=3.0), "cold_starts": 8}) == 16
-    n = scaler.next_actors({**_crow(4, 16, 99.0, 2_000.0, seconds=1.16), "cold_starts": 0})
-    assert scaler.fit() == pytest.approx((1.0, 0.01)) and n == round(math.sqrt(1.0 * 2_000 / (0.01 * 100)))
+def test_critical_corrects_the_model_by_the_rounds_it_measures() -> None:
+    """A count's measured rounds correct the forecast near it: with seconds 0.5 + 8/n, 16's warm round (as
+    forecast) sends the scaler to n_max, 64; once 64's warm round measures twice its forecast (1.25 s), 32 (0.75 s,
+    corrected by 16's rounds, as near as 64's) is the fastest."""
+    def forecast(n: int, learner_s: float, stats: FunctionStats) -> tuple[float, float]:
+        return 0.5 + 8.0 / n, 1.0
 
-
-def test_critical_with_a_constant_batch_fits_no_negative_cost_from_noisy_rounds() -> None:
-    """A measured Hopper run (time objective): one warm round each gave 0.29 s at 16, 0.20 s at 32 and 0.31 s at 8
-    actors. Fitted freely, a + b·n + c/n came out with c < 0 ("splitting the fragment saves nothing") and the run
-    stayed at n_min for 100 rounds, where 64 actors were the fastest; no term of a round's cost is negative, and the
-    fit that keeps them so sends it up."""
-    scaler = CriticalScaler(8, 64, fragment_steps=256, objective="time", n0=16, constant_batch=True)
+    scaler = CriticalScaler(8, 64, 100, forecast, objective="time", n0=16, constant_batch=True)
     n = scaler.next_actors(None)
-    trace = [(16, 1.24, 16), (16, 0.29, 0), (32, 0.21, 16), (32, 0.20, 0), (8, 0.35, 0), (8, 0.31, 0)]
-    for r, (count, seconds, cold) in enumerate(trace, start=1):
-        assert n == count
-        n = scaler.next_actors({**_crow(r, n, 99.0, 2_000.0, seconds=seconds), "cold_starts": cold})
-    assert n == 64
+    picked = []
+    for r in range(1, 6):
+        cold = n if r in (1, 3) else 0
+        picked.append(n := scaler.next_actors(_crow(r, n, forecast, 1e3, cold=cold, scale=2.0 if n == 64 else 1.0)))
+    assert picked == [16, 64, 64, 32, 32]
+    assert scaler.model.predicted(64)[0] == pytest.approx(1.25) and scaler.model.predicted(32)[0] == pytest.approx(0.75)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from typing import Any
 
 import numpy as np
 
 from minionsrl.scaling.base import Scaler, as_finite, ewma
+from minionsrl.scaling.round_model import MeasuredRoundModel, RoundForecast
 
 
 class FixedScaler(Scaler):
@@ -179,121 +179,61 @@ class CriticalScaler(Scaler):
     noise scale (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training"; docs/SCALING.md).
 
     With ``B = n·T`` samples a round and ``B_noise`` the noise scale, a round makes progress ∝
-    ``1 / (1 + B_noise / B)``. A round's cost is fitted as ``D(n) = a + b·n`` by least squares over the
-    counts measured so far, ``a, b ≥ 0`` (``a``: what does not grow with n, the learner host and its fixed work;
-    ``b``: what an actor adds), so the cost per unit of progress ``D(n)·(1 + B_noise/(n·T))`` is least at
-    ``n* = √(a·B_noise / (b·T))``, clipped to ``[n_min, n_max]``. ``objective="cost"`` fits the serverless
-    dollars of a round, ``"time"`` its projected cloud seconds. ``B_noise`` is smoothed (EWMA) over rounds;
-    until two different counts have been seen the fit has nothing to go on, so the first rounds run
-    ``n_0`` and then a second count (twice or half of it). Each count's cost is kept for the whole run,
-    smoothed (EWMA) over its own warm rounds (not a count's first, which starts instances and compiles the
-    learner's programs for its batch's shapes): a window of recent rounds forgot the counts not chosen lately
-    and, once it held one count only, sent the scaler back to exploring (to ``n_0/2`` under a constant batch,
-    for a window's length).
+    ``1 / (1 + B_noise / B)``, so the cost per unit of progress is ``D(n)·(1 + B_noise / (n·T))``, with ``D(n)``
+    a round of ``n`` functions' serverless dollars (``objective="cost"``) or projected seconds (``"time"``). ``D``
+    is the round model ``minionsrl plan`` and ``--actors auto`` use, fed by the run's warm rounds and corrected by
+    each count it measures (:class:`~minionsrl.scaling.round_model.MeasuredRoundModel`); ``B_noise`` is smoothed
+    (EWMA) over rounds. The pick is the least of that product over every count in ``[n_min, n_max]``.
 
     With a constant batch (``constant_batch``: ``--batch-size``), ``n`` buys a shorter round, not more samples:
-    progress per round does not depend on ``n``, and a round's cost is ``D(n) = a + b·n + c/n`` — ``a`` the
-    learner and what no actor changes, ``b`` what each invocation adds (its dispatch, init and request), ``c``
-    the fragment's time or dollars that ``n`` functions share (``τ·B``: the slowest function's stepping, or the
-    learner host waiting for it). Its least is at ``n* = √(c / b)``, where the per-invocation overhead meets
-    the shrinking fragment; fitted once three counts have been seen (``n_0``, twice it, half of it).
+    progress per round does not depend on ``n``, and the pick is the count of the least ``D(n)``, where the
+    per-invocation overhead meets the shrinking fragment.
+
+    The first count, ``n_0``, runs until a warm round (its second, without cold starts) has measured it: a count's
+    first round starts instances and compiles the learner's programs for its batch's shapes.
     """
 
     name = "critical"
     needs = frozenset({"gns"})
 
-    def __init__(self, n_min: int, n_max: int, fragment_steps: int, objective: str = "cost", n0: int = 16,
-                 ewma: float = 0.9, constant_batch: bool = False) -> None:
+    def __init__(self, n_min: int, n_max: int, fragment_steps: int, forecast: RoundForecast, objective: str = "cost",
+                 n0: int = 16, ewma: float = 0.9, constant_batch: bool = False) -> None:
         super().__init__(n_min, n_max)
         self.steps, self.objective, self.n0, self.ewma = fragment_steps, objective, n0, ewma
         self.constant_batch = constant_batch
+        self.model = MeasuredRoundModel(forecast)
         self.noise: float | None = None  # smoothed B_noise (samples)
-        self.measured: dict[int, float] = {}  # n -> its warm rounds' cost or seconds, smoothed
 
     def next_actors(self, last_round: dict[str, Any] | None) -> int:
         if last_round is None:
             return self.clip(self.n0)
         n = int(last_round["n_actors"])
-        measure = as_finite(last_round.get("cost_serverless_usd" if self.objective == "cost" else "projected_round_s"))
-        if self.warm(last_round) and measure is not None:
-            self.measured[n] = self._smooth(self.measured.get(n), measure)
+        if self.warm(last_round):
+            self.model.measure(last_round)
         gns = as_finite(last_round.get("gns"))
         if gns is not None:
-            self.noise = self._smooth(self.noise, gns)
-        if self.constant_batch:
-            return self._least_round(n)
-        fit = self.fit()
-        if fit is None:  # one count measured so far: try another, to learn what an actor adds
-            return self._explore(n, (2 * n, n // 2))
-        if self.noise is None:
+            self.noise = gns if self.noise is None else ewma(self.noise, gns, self.ewma)
+        if not self.model.ready or (self.noise is None and not self.constant_batch):
             return n
-        return self.best(*fit, self.noise)
+        best = min(range(self.n_min, self.n_max + 1), key=self.cost_per_progress)
+        self.score = float(best)
+        return best
 
-    def _explore(self, n: int, candidates: tuple[int, ...]) -> int:
-        """While learning the cost model: stay at ``n`` until a warm round (its second, without cold starts)
-        measured it, then the first candidate count not measured yet (``n`` when the bounds leave none)."""
-        counts = self._counts()
-        if n not in counts:
-            return n
-        return next((c for c in map(self.clip, candidates) if c not in counts), n)
-
-    def _smooth(self, old: float | None, new: float) -> float:
-        return new if old is None else ewma(old, new, self.ewma)
-
-    def _counts(self) -> list[int]:
-        return sorted(self.measured)
-
-    def fit(self) -> tuple[float, float] | None:
-        """``(a, b)`` of ``D(n) = a + b·n`` by least squares over the counts measured (None: one count seen)."""
-        if len(self.measured) < 2:
-            return None
-        a, b = self._fit_terms(0, 1)
-        return float(a), float(b)
-
-    def _fit_terms(self, *powers: int) -> np.ndarray:
-        """Least squares of the measured costs over the terms ``n**p`` for ``p`` in ``powers``, each coefficient
-        kept ≥ 0: every term is a cost. Fitted freely through three noisy rounds (Hopper, constant
-        batch, time: 0.29 s at 16, 0.20 at 32, 0.31 at 8) the fragment's term came out negative, and the run stayed
-        at n_min where 64 was fastest."""
-        from scipy.optimize import nnls  # here: importing this module (load_policy does) must not load SciPy's BLAS
-
-        ns = np.array(list(self.measured), dtype=np.float64)
-        coef, _ = nnls(np.stack([ns**p for p in powers], axis=1), np.array(list(self.measured.values())))
-        return coef
-
-    def _least_round(self, n: int) -> int:
-        """Constant batch: measure ``n_0``, twice it and half of it, then the ``n`` of the least fitted round cost."""
-        if len(self._counts()) < 3:  # (fewer when the bounds leave fewer: n stays)
-            return self._explore(n, (2 * self.n0, self.n0 // 2))
-        _, b, c = self._fit_terms(0, 1, -1)
-        if c <= 0:  # splitting the fragment saves nothing: the fewest invocations
-            self.score = 0.0
-            return self.n_min
-        if b <= 0:  # an invocation costs nothing extra: as many as allowed
-            self.score = float(self.n_max)
-            return self.n_max
-        self.score = math.sqrt(c / b)
-        return self.clip(round(self.score))
-
-    def best(self, a: float, b: float, noise: float) -> int:
-        """``n*`` for round cost ``a + b·n`` and noise scale ``noise``: ``n_min`` when the noise is small (a
-        small batch already gives a full step's progress), ``n_max`` when an actor costs nothing extra."""
-        if noise <= 0:
-            self.score = 0.0
-            return self.n_min
-        if b <= 0:
-            self.score = float(self.n_max)
-            return self.n_max
-        n_star = math.sqrt(max(a, 0.0) * noise / (b * self.steps))
-        self.score = n_star
-        return self.clip(round(n_star))
+    def cost_per_progress(self, n: int) -> float:
+        """A round of ``n``'s dollars (or seconds) over its progress, ``D(n)·(1 + B_noise / (n·T))`` (``D(n)``
+        under a constant batch, whose progress a round does not depend on ``n``; a noise scale ≤ 0 is too small
+        to measure: a round's progress is whole)."""
+        seconds, usd = self.model.predicted(n)
+        cost = usd if self.objective == "cost" else seconds
+        if self.constant_batch or self.noise is None:
+            return cost
+        return cost * (1 + max(self.noise, 0.0) / (n * self.steps))
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "noise": self.noise, "measured": [[n, d] for n, d in self.measured.items()],
-                "previous": self.previous}
+        return {**super().state_dict(), **self.model.state_dict(), "noise": self.noise, "previous": self.previous}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
+        self.model.load_state_dict(state)
         self.noise = state["noise"]
-        self.measured = {int(n): float(d) for n, d in state["measured"]}
         self.previous = state["previous"]
