@@ -79,12 +79,21 @@ def run_env(name: str, rounds: int) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
+def _probe(kept: dict) -> Probe:
+    """A kept probe (one kept before the learner's points: its ``a + b·batch`` as the line through two)."""
+    kept = dict(kept)
+    if "learner_a_s" in kept:
+        a, b = kept.pop("learner_a_s"), kept.pop("learner_b_s")
+        kept["learner_batches"], kept["learner_seconds"] = (0, 1), (a, a + b)
+    return Probe(**{**kept, **{k: tuple(kept[k]) for k in ("sample_quantiles", "learner_batches", "learner_seconds")}})
+
+
 def write_plan(res: dict) -> None:
     """The env's plan from its kept probe, for its preset's step budget: ``docs/results/plan/ENV.md`` and ``.png``."""
     from minionsrl.build import prepare_config
 
     cfg, _ = prepare_config(TrainConfig(**res["fields"], seed=1))
-    p = Probe(**{**res["probe"], "sample_quantiles": tuple(res["probe"]["sample_quantiles"])})
+    p = _probe(res["probe"])
     rows = forecast(cfg, p)
     PLANS.mkdir(parents=True, exist_ok=True)
     flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in res["fields"].items())

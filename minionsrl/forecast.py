@@ -3,9 +3,10 @@ function does. One place, shared by ``minionsrl plan`` (from its probe), the ``a
 rounds) and the ledger, whose billing rule prices the modelled round (:meth:`~minionsrl.cost.CostLedger.model_round`).
 
 A function is described by :class:`FunctionStats`: own-instance seconds (wall less the wait for a CPU of this
-machine) per sample of the median function and of the slowest, a warm invocation's init, the share of its time it
-keeps a CPU busy, and its reply's bytes per sample. The metrics row of every round carries them
-(``function_*`` columns), so a round's stats are the model's input as a user reads them.
+machine) per sample of the mean function (what ``n`` of them bill) and of the slowest (what a round waits for), a
+warm invocation's init, the share of its time it keeps a CPU busy, and its reply's bytes per sample. The metrics
+row of every round carries them (``function_*`` columns), so a round's stats are the model's input as a user reads
+them.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ FUNCTION_COLUMNS = {"sample_s": "function_sample_s", "slowest_sample_s": "functi
 class FunctionStats:
     """What one warm rollout function does, per sample (see the module's docstring)."""
 
-    sample_s: float  # own-instance seconds per sample (env step, its waits, inference): the median function's
+    sample_s: float  # own-instance seconds per sample (env step, its waits, inference): the mean function's: n
+    # functions bill n times the mean, whatever the spread
     slowest_sample_s: float  # the same, the slowest function's: a round waits for it
     init_s: float  # a warm invocation's init (the round's policy load, its env reset)
     busy_share: float  # of its own time, the share it keeps a CPU busy
@@ -91,7 +93,7 @@ def function_stats(records: list[tuple[InvocationRecord, float]]) -> FunctionSta
     if not warm:
         return None
     rates = [per_sample_s(r, samples) for r, samples in warm]
-    return FunctionStats(sample_s=float(np.median(rates)), slowest_sample_s=max(rates),
+    return FunctionStats(sample_s=float(np.mean(rates)), slowest_sample_s=max(rates),
                          init_s=float(np.median([own_init_s(r) for r, _ in warm])),
                          busy_share=float(np.median([busy_share(r) for r, _ in warm])),
                          bytes_per_sample=float(np.median([r.bytes_out / samples for r, samples in warm])))
@@ -99,8 +101,11 @@ def function_stats(records: list[tuple[InvocationRecord, float]]) -> FunctionSta
 
 def model_round(ledger: CostLedger, learner_s: float, stats: FunctionStats, n: int, samples: float) -> ModelledRound:
     """A round of ``n`` functions of ``samples`` samples each that do what ``stats`` says (the slowest of them
-    ``stats.slowest_sample_s``), after a learner part of ``learner_s``, as ``ledger`` would bill it."""
-    run_s = samples * stats.sample_s
+    ``stats.slowest_sample_s``), after a learner part of ``learner_s``, as ``ledger`` would bill it: the others
+    share what is left of ``n`` times the mean, so that the ``n`` bill ``n`` times the mean (not ``n - 1`` means
+    and the slowest on top)."""
+    others = (n * stats.sample_s - stats.slowest_sample_s) / (n - 1) if n > 1 else stats.sample_s
+    run_s = samples * max(others, 0.0)
     function = InvocationRecord(invocation_id="model", kind="train", init_s=stats.init_s, run_s=run_s,
                                 cpu_s=stats.busy_share * (stats.init_s + run_s),
                                 bytes_out=int(samples * stats.bytes_per_sample))

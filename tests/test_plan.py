@@ -7,14 +7,16 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from importlib import resources
 
 import pytest
 
 from minionsrl.backends.base import InvocationRecord
 from minionsrl.config import TrainConfig
-from minionsrl.cost import CostLedger, load_prices
+from minionsrl.cost import CostLedger, RoundTimes, load_prices
 from minionsrl.experiments.plan import PLATFORMS, Probe, forecast, picks, run_plan, verdict
+from minionsrl.forecast import function_stats, model_round
 
 
 def test_a_modelled_round_is_billed_as_worked_by_hand():
@@ -38,8 +40,8 @@ def test_a_modelled_round_is_billed_as_worked_by_hand():
 def _probe(sample_s: float = 1e-3, quantiles: tuple[float, ...] | None = None) -> Probe:
     """A probe's figures (a sample of ``sample_s`` every time, unless ``quantiles`` spread it)."""
     return Probe(sample_s=sample_s, sample_quantiles=quantiles or (sample_s,) * 21, init_s=0.01, busy_share=1.0,
-                 reply_bytes_per_sample=100.0, learner_a_s=0.05, learner_b_s=1e-5, compile_s=2.0,
-                 local_cold_start_s=1.0, probe_s=0.0)
+                 reply_bytes_per_sample=100.0, learner_batches=(0, 1), learner_seconds=(0.05, 0.05 + 1e-5),
+                 compile_s=2.0, local_cold_start_s=1.0, probe_s=0.0)  # the learner 50 ms + 10 µs a sample
 
 
 PROBE = _probe()
@@ -77,6 +79,40 @@ def test_a_round_waits_for_the_slowest_of_its_functions_and_pays_for_each():
     assert lam[64].round_s - flat[64].round_s == pytest.approx(128 * (spread.slowest_sample_s(64) - 1e-3))
 
 
+def test_the_learner_follows_its_measured_points_not_a_line_through_the_first_two():
+    """CartPole's learner: 20 SGD steps at 64 and at 256 samples (one minibatch), then one more step per 256
+    samples; measured 10 ms, 15 ms and 40 ms at 64, 256 and 1,024 samples."""
+    steps = replace(PROBE, learner_batches=(64, 256, 1024), learner_seconds=(0.010, 0.015, 0.040))
+    assert steps.learner_s(640) == pytest.approx(0.0275)  # between points: on the segment
+    assert steps.learner_s(2048) == pytest.approx(0.040 + 0.025 / 768 * 1024)  # past them: the last segment
+    assert steps.learner_s(0) == pytest.approx(0.010 - 0.005 / 192 * 64)  # before them: the first
+    assert replace(steps, learner_seconds=(0.01, 0.05, 0.06)).learner_s(0) == 0.0  # never below 0
+    assert replace(steps, learner_batches=(256,), learner_seconds=(0.02,)).learner_s(4096) == 0.02  # one: constant
+    # a round of 64 functions of 32 steps: 2,048 samples, the last segment's 73 ms (a line through 64 and 256
+    # samples would say 62 ms)
+    rows = forecast(TrainConfig(env_id="CartPole-v1", fragment_length=32, total_timesteps=65_536), steps,
+                    platforms={"lambda": "local"}, counts=[64])
+    assert rows[0].learner_s == pytest.approx(0.040 + 0.025 / 768 * 1024)
+
+
+def test_the_functions_of_a_modelled_round_bill_n_times_the_mean_and_it_waits_for_the_slowest():
+    """Three warm functions of 100 samples and 10 ms init, at 1, 1 and 4 ms a sample: the round's stats are the
+    mean (2 ms) and the slowest (4 ms), and a round modelled from them bills 2 x 110 ms + 410 ms, as the three did
+    (not 2 means and the slowest on top: 2 x 210 ms + 410 ms), and waits 410 ms for the slowest."""
+    ledger = CostLedger(load_prices(), "aws_lambda_x86", 1769, 1.0, "cpu", "local")
+    records = [InvocationRecord(invocation_id=str(i), kind="train", init_s=0.01, run_s=run, cpu_s=run)
+               for i, run in enumerate((0.1, 0.1, 0.4))]
+    stats = function_stats([(r, 100) for r in records])
+    assert (stats.sample_s, stats.slowest_sample_s) == pytest.approx((2e-3, 4e-3))
+    modelled = model_round(ledger, 0.5, stats, 3, 100)
+    projected = ledger.projected_s(RoundTimes(0.0, 0.5, [[r] for r in records]))
+    assert modelled.round_s == pytest.approx(projected) == pytest.approx(0.5 + 0.03 + 0.41)
+    assert modelled.serverless_usd == pytest.approx(ledger.serverless_usd(projected, records, projected - 0.5)[0])
+    gb_s = 1769 / 1024 * load_prices()["aws_lambda"]["x86_usd_per_gb_s"]
+    assert modelled.serverless_usd - ledger.learner_usd_s * projected == pytest.approx(
+        (2 * 0.11 + 0.41) * gb_s + 3 * 2e-7)
+
+
 def test_the_verdict_says_when_one_machine_does_the_job():
     quick = _probe(3e-5)  # 30 µs a step: Lambda's half-second a round dominates
     assert verdict(forecast(_cfg(), quick, cap=64), quick).startswith("Serverless does not pay for this job")
@@ -93,8 +129,10 @@ def test_plan_on_cartpole_writes_the_table_the_json_and_the_frontier(tmp_path):
         assert row["round_s"] > 0 and row["usd_per_round"] > 0 and math.isfinite(row["run_usd"])
     probe = data["probe"]
     assert 0 < probe["sample_s"] < 0.05 and 0 < probe["busy_share"] <= 1
-    # the learner's seconds for a round, a + b·batch (its intercept alone may fit to 0 on a loaded machine)
-    assert probe["learner_a_s"] >= 0 and probe["learner_b_s"] >= 0 and probe["learner_a_s"] + probe["learner_b_s"] > 0
+    # the learner's seconds a round at the two runs' batches (2 and 8 actors of the preset's 32 steps), and, its
+    # update being cheap, at four times the larger one, carried on by the replays' slope (never down)
+    assert probe["learner_batches"] == [64, 256, 1024] and all(s >= 0 for s in probe["learner_seconds"])
+    assert probe["learner_seconds"][2] >= probe["learner_seconds"][1]
     assert (tmp_path / "plan" / "plan.png").stat().st_size > 0
     assert text.startswith("# plan: CartPole-v1, 50,000 steps") and data["verdict"] in text
     assert set(data["picks"]) == set(PLATFORMS)

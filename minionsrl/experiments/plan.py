@@ -5,8 +5,14 @@ under a constant batch), four rounds each, evaluation cut to a step — measure 
 warm rounds (the first round starts instances and compiles the learner's programs, reported apart): a function's
 own-instance seconds per sample (the env's CPU, its waits, the policy's inference), a warm invocation's init
 (policy load), the share of its time it keeps a CPU busy, its reply's bytes per sample, and the learner's
-own-instance seconds for each batch (the least of a run's warm rounds), fitted as ``a + b·batch`` through the
-two runs: linear in the batch under each learner budget (SGD steps, or minibatch size, grow with it; or neither).
+own-instance seconds a round at each run's batch (the median of its warm rounds, as a run's rounds are read). The
+learner's time is linear in the batch only within one regime of its update: a batch under one minibatch takes the
+same SGD steps at any size (CartPole's 64 and 256 samples: 20 steps each), a larger one steps once more per
+minibatch, so a line through the two runs' batches misses the slope at the batches a forecast weighs (CartPole's
+2,048: the line's 0.093 s against 0.064 s measured). So the update of the larger run is also replayed on its own
+fragments, as they are and tiled to :data:`LEARNER_REACH` times the batch, and the replays' slope carries the
+learner's seconds on past the runs (when that update is cheap enough to replay). The learner's seconds are the
+line through these points, extended at either end by its end segments.
 
 **The forecast.** For each ``n`` (powers of two up to ``--cap``) and each platform, the cost ledger bills a modelled
 round of ``n`` such functions (:func:`minionsrl.forecast.model_round`, the model the ``auto`` scaler also uses, priced
@@ -57,6 +63,9 @@ from minionsrl.forecast import (
 
 PROBE_ACTORS = (2, 8)  # the probe's two runs (one, at the second count, under a constant batch)
 PROBE_ROUNDS = 4  # a run's first round is cold (instances, compilation); the others are measured
+LEARNER_REACH = 4  # the larger run's update is replayed at this many times its batch ...
+LEARNER_REPLAYS = 5  # ... this many times at each size (after one that compiles), their median
+REPLAY_MAX_S = 1.0  # ... where the runs' line says such an update takes less than this
 DEFAULT_CAP = 256
 PLATFORMS = {"lambda": "lithops", "server": "server", "ray": "ray", "local": "local"}  # platform -> its profile
 SERVERS = ("server", "ray")  # platforms billed as servers; ``local`` is this machine; any other, serverless
@@ -71,15 +80,16 @@ class Probe:
     init_s: float  # a warm invocation's init (the round's policy load, its env reset)
     busy_share: float  # of a function's own time, the share it keeps a CPU busy
     reply_bytes_per_sample: float
-    learner_a_s: float  # the learner's seconds a round: a + b·batch
-    learner_b_s: float
+    learner_batches: tuple[int, ...]  # the batches the learner's seconds a round were measured at, increasing
+    learner_seconds: tuple[float, ...]  # its seconds a round at each
     compile_s: float  # the learner's first round beyond a warm one (its programs compiled)
     local_cold_start_s: float  # an instance's start on this machine
     probe_s: float  # how long the probe took
 
     def learner_s(self, batch: int) -> float:
-        """The learner's own seconds for a round of ``batch`` samples."""
-        return self.learner_a_s + self.learner_b_s * batch
+        """The learner's own seconds for a round of ``batch`` samples: the line through the measured points,
+        extended past them by its end segments (at least 0)."""
+        return learner_line(self.learner_batches, self.learner_seconds, batch)
 
     def slowest_sample_s(self, n: int) -> float:
         """Seconds per sample of the slowest of ``n`` functions, which a round waits for: the probe's quantile at
@@ -93,8 +103,31 @@ class Probe:
                              self.reply_bytes_per_sample)
 
 
-def _probe_run(cfg: TrainConfig, actors: int, folder: Path) -> tuple[list[dict[str, str]], list[InvocationRecord]]:
-    """Three rounds of the job at ``actors`` actors on the local backend; its metrics rows and train invocations."""
+def learner_line(batches: tuple[int, ...], seconds: tuple[float, ...], batch: float) -> float:
+    """Piecewise-linear through ``(batches, seconds)`` (increasing batches), its end segments extended past them;
+    one point is a constant. At least 0."""
+    if len(batches) == 1:
+        return max(seconds[0], 0.0)
+    i = min(max(int(np.searchsorted(batches, batch)), 1), len(batches) - 1)
+    (b0, s0), (b1, s1) = (batches[i - 1], seconds[i - 1]), (batches[i], seconds[i])
+    return max(s0 + (s1 - s0) * (batch - b0) / (b1 - b0), 0.0)
+
+
+@dataclass
+class _ProbeRun:
+    """What a probe run left: its metrics rows, its successful training invocations (those of its warm rounds
+    apart: the first round's warm calls ran beside instances starting), and its learner with the fragments of its
+    last update (to replay it)."""
+
+    rows: list[dict[str, str]]
+    records: list[InvocationRecord]
+    warm_rounds: list[InvocationRecord]
+    learner: Any
+    fragments: list[Any]
+
+
+def _probe_run(cfg: TrainConfig, actors: int, folder: Path) -> _ProbeRun:
+    """Three rounds of the job at ``actors`` actors on the local backend (see :class:`_ProbeRun`)."""
     from minionsrl.build import make_trainer
     from minionsrl.experiments.training import run_trainer
 
@@ -102,12 +135,36 @@ def _probe_run(cfg: TrainConfig, actors: int, folder: Path) -> tuple[list[dict[s
     probe = cfg.replace(run_dir=str(run_dir), backend="local", scaler="fixed", actors=actors, max_rounds=PROBE_ROUNDS,
                         target_return=None, budget_usd=None, time_budget_s=None, eval_every=0, eval_episodes=1,
                         eval_max_steps=1, progress=False, tensorboard=False, track=False)
-    run_trainer(make_trainer(probe), plots=False)
+    trainer = make_trainer(probe)
+    learn, last = trainer.learner.learn, []
+
+    def keep(fragments: list[Any], *args: Any) -> Any:
+        last[:] = fragments
+        return learn(fragments, *args)
+
+    trainer.learner.learn = keep
+    run_trainer(trainer, plots=False)
+    trainer.learner.learn = learn
     with open(run_dir / "metrics.csv") as fh:
         rows = list(csv.DictReader(fh))
     with open(run_dir / "invocations.csv") as fh:
-        records = [InvocationRecord.from_row(r) for r in csv.DictReader(fh)]
-    return rows, [r for r in records if r.kind == "train" and r.status == OK]
+        records = [(r["round"], InvocationRecord.from_row(r)) for r in csv.DictReader(fh)]
+    train = [(rnd, r) for rnd, r in records if r.kind == "train" and r.status == OK]
+    return _ProbeRun(rows, [r for _, r in train], [r for rnd, r in train if rnd != "1"], trainer.learner, last)
+
+
+def _replayed_s(run: _ProbeRun, copies: int) -> float:
+    """The median own-instance seconds of the run's last update replayed on ``copies`` copies of its fragments."""
+    from minionsrl.function import clock
+    from minionsrl.learner import runtime
+
+    fragments = run.fragments * copies
+    times = []
+    for i in range(LEARNER_REPLAYS + 1):  # the first compiles the batch's programs
+        started, waited = time.perf_counter(), runtime.wait_s()
+        run.learner.learn(fragments, np.random.default_rng(i))
+        times.append(clock.own_s(time.perf_counter() - started, runtime.wait_s() - waited))
+    return float(np.median(times[1:]))
 
 
 def probe(cfg: TrainConfig) -> Probe:
@@ -115,33 +172,45 @@ def probe(cfg: TrainConfig) -> Probe:
     t0 = time.perf_counter()
     plan = cfg.env.step_plan()
     counts = PROBE_ACTORS[-1:] if plan.constant_batch else PROBE_ACTORS
-    learner: list[tuple[int, float]] = []
+    learner: dict[int, float] = {}
     per_sample, inits, shares, sizes, colds, compiles = [], [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="minionsrl-plan-") as tmp:
         for n in counts:
-            rows, records = _probe_run(cfg, n, Path(tmp))
+            run = _probe_run(cfg, n, Path(tmp))
+            rows = run.rows
             samples = plan.round_batch(n) / n  # per function
-            # the least of the warm rounds: the learner's threads wait on each other when this machine is busy, a
-            # wait its own-instance seconds do not take out (the functions' single thread has none)
-            learner_warm = min(float(r["projected_learner_s"]) for r in rows[1:])
-            learner.append((plan.round_batch(n), learner_warm))
+            # the median of the warm rounds, as a run's are read: on a busy machine a round's own-instance seconds
+            # come out high or low (its threads' waits overlap), and the least of them is the lowest reading
+            learner_warm = float(np.median([float(r["projected_learner_s"]) for r in rows[1:]]))
+            learner[plan.round_batch(n)] = learner_warm
             compiles.append(max(float(rows[0]["projected_learner_s"]) - learner_warm, 0.0))
-            colds += [r.init_s for r in records if r.cold]
-            for r in warm_train(records):
+            colds += [r.init_s for r in run.records if r.cold]
+            for r in warm_train(run.warm_rounds):
                 per_sample.append(per_sample_s(r, samples))
                 inits.append(own_init_s(r))
                 shares.append(busy_share(r))
                 sizes.append(r.bytes_out / samples)
+        batch = plan.round_batch(counts[-1])
+        if not plan.constant_batch and run.fragments and learner_line(
+                *_points(learner), LEARNER_REACH * batch) < REPLAY_MAX_S:
+            # the replays' slope past the larger run, from its measured level
+            slope = (_replayed_s(run, LEARNER_REACH) - _replayed_s(run, 1)) / ((LEARNER_REACH - 1) * batch)
+            learner[LEARNER_REACH * batch] = learner[batch] + max(slope, 0.0) * (LEARNER_REACH - 1) * batch
     if not per_sample:
         raise ConfigError("plan: the probe's functions never ran warm; check the env with `minionsrl train`")
-    (b1, l1), (b2, l2) = learner[0], learner[-1]
-    slope = max((l2 - l1) / (b2 - b1), 0.0) if b2 != b1 else 0.0
-    return Probe(sample_s=float(np.median(per_sample)),
+    batches, seconds = _points(learner)
+    return Probe(sample_s=float(np.mean(per_sample)),
                  sample_quantiles=tuple(float(x) for x in np.quantile(per_sample, np.linspace(0.0, 1.0, 21))),
                  init_s=float(np.median(inits)),
                  busy_share=float(np.median(shares)), reply_bytes_per_sample=float(np.median(sizes)),
-                 learner_a_s=max(l1 - slope * b1, 0.0), learner_b_s=slope, compile_s=float(np.median(compiles)),
+                 learner_batches=batches, learner_seconds=seconds, compile_s=float(np.median(compiles)),
                  local_cold_start_s=float(np.median(colds)) if colds else 0.0, probe_s=time.perf_counter() - t0)
+
+
+def _points(learner: dict[int, float]) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """Measured (batch -> seconds) as increasing batches and their seconds."""
+    ordered = sorted(learner.items())
+    return tuple(b for b, _ in ordered), tuple(s for _, s in ordered)
 
 
 @dataclass(frozen=True)
@@ -257,10 +326,11 @@ def _duration(seconds: float) -> str:
 def report(cfg: TrainConfig, p: Probe, rows: list[Row]) -> str:
     """The forecast as Markdown: the probe, the verdict, each platform's picks, and the table."""
     lines = [f"# plan: {cfg.env.env_id}, {cfg.run.total_timesteps:,} steps", "",
-             f"Probe ({p.probe_s:.0f} s on this machine): a function's {_duration(p.sample_s)} a sample, "
+             f"Probe ({p.probe_s:.0f} s on this machine): a function's {_duration(p.sample_s)} a sample (mean), "
              f"{_duration(p.init_s)} warm init, CPU busy {p.busy_share:.0%} of its time; the learner "
-             f"{_duration(p.learner_a_s)} + {_duration(p.learner_b_s * 1000)} per 1,000 samples a round "
-             f"(+{_duration(p.compile_s)} compiling, once per batch shape); an instance starts here in "
+             + ", ".join(f"{_duration(s)} for {b:,} samples" for b, s in zip(p.learner_batches, p.learner_seconds,
+                                                                             strict=True))
+             + f" a round (+{_duration(p.compile_s)} compiling, once per batch shape); an instance starts here in "
              f"{_duration(p.local_cold_start_s)}.", "", verdict(rows, p), "",
              "To have a run pick its count from this model, measured on its own rounds: `minionsrl train "
              "--actors auto` (the knee; `--optimize cost`: the cheapest). It keeps the batch of `--actors` whatever "
