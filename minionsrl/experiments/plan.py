@@ -155,15 +155,14 @@ def _probe_run(cfg: TrainConfig, actors: int, folder: Path) -> _ProbeRun:
 
 def _replayed_s(run: _ProbeRun, copies: int) -> float:
     """The median own-instance seconds of the run's last update replayed on ``copies`` copies of its fragments."""
-    from minionsrl.function import clock
     from minionsrl.learner import runtime
 
     fragments = run.fragments * copies
     times = []
     for i in range(LEARNER_REPLAYS + 1):  # the first compiles the batch's programs
-        started, waited = time.perf_counter(), runtime.wait_s()
+        started = runtime.mark()
         run.learner.learn(fragments, np.random.default_rng(i))
-        times.append(clock.own_s(time.perf_counter() - started, runtime.wait_s() - waited))
+        times.append(runtime.own_s(started))
     return float(np.median(times[1:]))
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ MATMUL_PRECISION = "float32"
 def configure(threads: int, gpu: bool = False) -> None:
     """One XLA:CPU thread and one BLAS thread when ``threads`` is 1 (their thread pools only add overhead at
     these sizes, and rollout functions need the other cores), so the update is one chain of work whose wait for
-    a CPU is measurable (:func:`wait_s`); for a learner on a GPU (``gpu``), JAX's clients made with every core (the
+    a CPU is measurable (:func:`own_s`); for a learner on a GPU (``gpu``), JAX's clients made with every core (the
     GPU's compiler sizes its threads by them); compiled programs kept in a per-user cache
     (``$XDG_CACHE_HOME/minionsrl/jax``, or JAX's own ``JAX_COMPILATION_CACHE_DIR``), so a new run of a
     known shape starts without compiling; float32 matmuls at full precision (:data:`MATMUL_PRECISION`); on a GPU,
@@ -44,9 +46,9 @@ def configure(threads: int, gpu: bool = False) -> None:
         _one_compute_thread(jax)
         if len(compute := _compute_threads()) > 1:
             # the client was made before this set-up (the flags and the affinity came too late): each of its compute
-            # threads waits for a CPU on its own, and :func:`wait_s` would count the update's wait several times
+            # threads waits for a CPU on its own, and :func:`own_s` would count the update's wait several times
             warnings.warn(f"JAX ran before the learner was set up, so its CPU client has {len(compute)} compute "
-                          "threads and the learner's measured seconds (projected_learner_s) may come out low under "
+                          "threads and the learner's measured seconds (projected_learner_s) may come out off under "
                           "load; start the run (minionsrl.train) before any other JAX computation in this process, "
                           "or set XLA_FLAGS=--xla_cpu_multi_thread_eigen=false before it", RuntimeWarning,
                           stacklevel=2)
@@ -78,11 +80,34 @@ def _one_compute_thread(jax: Any) -> None:
                 os.sched_setaffinity(int(tid), cores)
 
 
-def wait_s() -> float:
-    """Seconds the learner has waited for a CPU of this machine (a counter: take differences): its main thread and
-    XLA's compute thread, which take turns on one update (:func:`configure`); other threads (checkpoint and log
-    writers, a backend's) run beside it and are not on its critical path. See :mod:`minionsrl.function.clock`."""
-    return clock.thread_wait_s() + sum(clock.wait_s(f"/proc/self/task/{tid}/schedstat") for tid in _compute_threads())
+@dataclass(frozen=True)
+class Mark:
+    """The learner's clocks at a moment (:func:`mark`): wall time, and per thread on its update (the calling thread
+    and XLA's compute threads) its wait for a CPU and its time on one, in seconds."""
+
+    wall: float
+    waited: dict[str, float]
+    ran: dict[str, float]
+
+
+def mark() -> Mark:
+    """The learner's clocks now; :func:`own_s` takes the difference. Called from the thread that runs the update."""
+    files = {"self": "/proc/thread-self/schedstat",
+             **{tid: f"/proc/self/task/{tid}/schedstat" for tid in _compute_threads()}}
+    return Mark(time.perf_counter(), {t: clock.wait_s(f) for t, f in files.items()},
+                {t: clock.run_s(f) for t, f in files.items()})
+
+
+def own_s(since: Mark) -> float:
+    """The learner's seconds since ``since`` on a host of its own: wall time less its threads' wait for a CPU of
+    this machine (summed, as they take turns on one update; :func:`configure`), but at least the longest any one
+    of them ran since: when both wait at once (JAX dispatches asynchronously, so the calling thread may be runnable
+    while the compute thread is), the sum counts one stretch twice, and at a load of 50 on 2 cores it had read a
+    Hopper update of ~1 s as 0. See :mod:`minionsrl.function.clock`."""
+    now = mark()
+    waited = sum(w - since.waited.get(t, 0.0) for t, w in now.waited.items())
+    ran = max((r - since.ran.get(t, 0.0) for t, r in now.ran.items()), default=0.0)
+    return clock.own_s(now.wall - since.wall, waited, ran)
 
 
 def _compute_threads() -> list[str]:

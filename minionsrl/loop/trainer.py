@@ -24,7 +24,7 @@ from minionsrl.config import TrainConfig
 from minionsrl.cost import CostLedger, RoundTimes
 from minionsrl.errors import ConfigError, Diverged
 from minionsrl.forecast import FUNCTION_COLUMNS, function_stats
-from minionsrl.function import clock, fragment, wire
+from minionsrl.function import fragment, wire
 from minionsrl.learner import runtime
 from minionsrl.learner.detectors import DetectorPlan
 from minionsrl.learner.learners import Learned, Learner
@@ -156,7 +156,8 @@ class Trainer:
 
         held = Evaluation(*p.pending_eval) if p.pending_eval else None  # of the policy this round samples with
         sampled = self._logging_failures([], lambda: self.sampler.sample(p.round, n, held))
-        sampled_at, waited = time.perf_counter(), runtime.wait_s()
+        learning = runtime.mark()
+        sampled_at = learning.wall
         if held is not None:
             self._log_held_row(sampled.eval_return)
         if cfg.learner.pipeline and not self._last_by_count(sum(len(f.rewards) for f in sampled.fragments)):
@@ -178,14 +179,14 @@ class Trainer:
         head_start = float(p.last_row["projected_learner_s"]) if ahead is not None and p.last_row else 0.0
         # Whether this is the last round is decided once, here, with what the round has cost so far: a later
         # check could find the budget spent after the round and skip the final evaluation it promised.
-        so_far = self._times(time.perf_counter() - started, self._own_s(sampled_at, waited), sampled, head_start)
+        so_far = self._times(time.perf_counter() - started, runtime.own_s(learning), sampled, head_start)
         p.stopped_by = self._stop_reason(self.ledger.round_usd(so_far, [a.reply.record for g in gathered
                                                                          for a in g.attempts]),
                                          self.ledger.projected_s(so_far))
         if p.stopped_by:  # abandon what is still in flight, a wave sent ahead too (billed for the time it ran)
             gathered.append(self.sampler.finish())
 
-        decided_at, learner_s = time.perf_counter(), self._own_s(sampled_at, waited)
+        decided_at, learner_s = time.perf_counter(), runtime.own_s(learning)
         eval_return, evaluated_after = None, []
         due = bool(cfg.eval.eval_every) and p.round % cfg.eval.eval_every == 0
         # pipelined, an evaluation waits for the next round: the functions sent ahead hold the backend meanwhile
@@ -236,12 +237,6 @@ class Trainer:
                 named = str(exc).replace(fragment.ENV_FAULT, f"the env {self.cfg.env.env_id!r} returned", 1)
                 raise TooFewReplies(named, exc.gathered) from None
             raise
-
-    @staticmethod
-    def _own_s(since: float, waited: float) -> float:
-        """The learner's time since ``since`` on a host of its own: wall time less its wait for a CPU of this
-        machine since then (``waited``: the wait counter at ``since``; :func:`minionsrl.learner.runtime.wait_s`)."""
-        return clock.own_s(time.perf_counter() - since, runtime.wait_s() - waited)
 
     def _detector_plan(self, fragments: int) -> DetectorPlan | None:
         """What the learner's detectors compute this round: what the scaler reads (``detectors=auto``), everything
