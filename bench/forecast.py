@@ -1,7 +1,8 @@
 """Do ``minionsrl plan``'s forecasts hold (issue 42)? Per env: the probe, then real runs at the recommended ``n``
 (Lambda's knee) and at two other counts; each run's warm rounds (not its first, which starts instances and
-compiles, nor its last, which evaluates) billed by the ledger — projected seconds and serverless dollars a round —
-against the forecast for the same ``n`` with the same profile (the local backend's: a Lambda Invoke).
+compiles, nor its last, which evaluates, nor one that started instances) billed by the ledger — projected seconds
+and serverless dollars a round — against the forecast for the same ``n`` with the same profile (the local
+backend's: a Lambda Invoke).
 
     .venv/bin/python bench/forecast.py [--envs cartpole,hopper,...] [--rounds 5] [--out docs/results/forecast.md]
 
@@ -51,7 +52,11 @@ def measured(cfg: TrainConfig, n: int, rounds: int, folder: Path) -> dict[str, f
                       eval_episodes=1, eval_max_steps=1, progress=False, tensorboard=False)
     run_trainer(make_trainer(run), plots=False)
     with open(run_dir / "metrics.csv") as fh:
-        warm = list(csv.DictReader(fh))[1:-1]
+        # not its first round nor its last, nor one that started instances (the local backend may start more as it
+        # learns how much its functions wait): the forecast is of a warm round
+        warm = [r for r in list(csv.DictReader(fh))[1:-1] if not float(r["cold_starts"] or 0)]
+    if not warm:
+        raise SystemExit(f"forecast: the run at {n} actors had no warm round to compare; raise --rounds")
     return {name: statistics.median(float(r[column]) for r in warm)
             for name, column in (("round_s", "projected_round_s"), ("usd", "cost_serverless_usd"))}
 
