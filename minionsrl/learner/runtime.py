@@ -48,7 +48,7 @@ def configure(threads: int, gpu: bool = False) -> None:
             # the client was made before this set-up (the flags and the affinity came too late): each of its compute
             # threads waits for a CPU on its own, and :func:`own_s` would count the update's wait several times
             warnings.warn(f"JAX ran before the learner was set up, so its CPU client has {len(compute)} compute "
-                          "threads and the learner's measured seconds (projected_learner_s) may come out off under "
+                          "threads and the learner's measured seconds (projected_learner_s) may be off under "
                           "load; start the run (minionsrl.train) before any other JAX computation in this process, "
                           "or set XLA_FLAGS=--xla_cpu_multi_thread_eigen=false before it", RuntimeWarning,
                           stacklevel=2)
