@@ -78,9 +78,8 @@ class AutoScaler(Scaler):
         return fits or [min(counts, key=lambda c: (table[c][1], c))]
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), **self.model.state_dict(), "previous": self.previous}
+        return {**super().state_dict(), **self.model.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.model.load_state_dict(state)
-        self.previous = state["previous"]

@@ -41,10 +41,11 @@ class Scaler(ABC):
         return warm
 
     def state_dict(self) -> dict[str, Any]:
-        return {"score": self.score}
+        return {"score": self.score, "previous": self.previous}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.score = state.get("score")
+        self.previous = state.get("previous")
 
 
 def ewma(old: float, new: float, weight: float) -> float:

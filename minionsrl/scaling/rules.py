@@ -230,10 +230,9 @@ class CriticalScaler(Scaler):
         return cost * (1 + max(self.noise, 0.0) / (n * self.steps))
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), **self.model.state_dict(), "noise": self.noise, "previous": self.previous}
+        return {**super().state_dict(), **self.model.state_dict(), "noise": self.noise}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.model.load_state_dict(state)
         self.noise = state["noise"]
-        self.previous = state["previous"]
