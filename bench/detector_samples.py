@@ -134,8 +134,8 @@ feeds each series to Nitro's rule (published window and floor) and counts the ro
 On HalfCheetah the looser early stop takes a quarter less time than 1e-3 and agrees with the 4,096-row ratio as
 well as 1e-3 does (on the 2026-11-24 run: Spearman 0.57 against 0.58, Nitro's `n` the same in 16 against 17 of 40
 rounds; a second 4,096-row draw: 0.72 and 22); 512 rows agree clearly less (0.35). So the defaults are now
-1,024 rows and `--lanczos-tol 1e-2` (RESULTS.md measures them in Nitro's own runs). The Hopper table predates
-the 512-row and 1e-2 rows.
+1,024 rows and `--lanczos-tol 1e-2` (docs/archive/RESULTS-2026-11.md measures them in Nitro's own runs). The
+Hopper table predates the 512-row and 1e-2 rows.
 """
     publish_section("detector_samples", section, started, results_path(args.env))
 

@@ -4,7 +4,8 @@ One process steps Hopper-v5 (built by the rollout functions' ``make_env``) with 
 ``--steps`` steps with no step latency and with ``--latency-ms`` (``StepLatency``: a sleep), alternating
 ``--repeats`` times, and reports the CPU milliseconds (process time) and wall milliseconds per step. A sleep
 should cost no CPU; what it costs on a VM (waking, cold caches) multiplies by the 4,096 steps of a round, which the
-functions of a round need whatever their number (RESULTS.md, 2026-11-26). Run it on a quiet machine.
+functions of a round need whatever their number (docs/archive/RESULTS-2026-11.md, 2026-11-26). Run it on a quiet
+machine.
 
     .venv/bin/python bench/step_latency_cpu.py [--steps 400] [--repeats 3] [--latency-ms 5]
 """

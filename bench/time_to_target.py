@@ -82,9 +82,9 @@ def label(arm: str) -> str:
 # The answer to the user's question on today's code (``--answer``): per env, the published comparisons
 # (docs/results/time-to-target-NAME/ENV/compare.csv) and the arms each contributes. Every comparison ran fixed-8
 # beside its arms, and each arm is read against that fixed-8 seed by seed: a fixed arm's learning repeats per seed
-# (on the latency env not quite: RESULTS.md, 2026-11-27; nor across CPUs: the -hc-fixed and -lat-adaptive
-# comparisons ran on an AMD EPYC, the others on an Intel Xeon), while the host's speed, which every projected
-# second carries, moved 1.6x between comparisons on one CPU and 2.4x across the two (RESULTS.md).
+# (on the latency env not quite: docs/archive/RESULTS-2026-11.md, 2026-11-27; nor across CPUs: the -hc-fixed and
+# -lat-adaptive comparisons ran on an AMD EPYC, the others on an Intel Xeon), while the host's speed, which every
+# projected second carries, moved 1.6x between comparisons on one CPU and 2.4x across the two (the same file).
 ANSWER: dict[str, list[tuple[str, list[str]]]] = {
     "hopper": [("2026-11-26", ["fixed-64", "minions"]), ("2026-11-26-nnls", ["critical-time"]),
                ("2026-11-26-fixed", ["fixed-16", "fixed-32"]),

@@ -155,7 +155,7 @@ class PPOLearner(Learner):
     policy being updated rather than the one that sampled them, and each row weighs π_anchor/π_behaviour — the
     decoupled PPO objective of Hilton et al. 2021 ("Batch size-invariance for policy optimization"). Anchored at a
     behaviour policy one update old, the ratio starts off 1 and the clip spends its trust region on the lag
-    (docs/RESULTS.md: pipelined Hopper learned less per round that way)."""
+    (docs/archive/RESULTS-2026-11.md: pipelined Hopper learned less per round that way)."""
 
     def __init__(self, *args: Any, anchor_current: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
