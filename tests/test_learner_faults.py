@@ -39,9 +39,13 @@ def _wait_for(condition, proc: subprocess.Popen, what: str, timeout: float = 120
         time.sleep(0.01)
 
 
-def _start(run_dir: Path, env: dict[str, str], resume: bool) -> subprocess.Popen:
+def _start(run_dir: Path, env: dict[str, str], resume: bool, pause: tuple[int, Path] | None = None) -> subprocess.Popen:
+    """``minionsrl train`` in a process of its own; ``pause``: (round, marker) to stop that round's checkpoint
+    half-written (tests/pause_in_checkpoint.py)."""
     args = ["--resume", "--run-dir", str(run_dir), "--no-progress"] if resume else [*FLAGS, "--run-dir", str(run_dir)]
-    return subprocess.Popen([sys.executable, "-m", "minionsrl.cli", "train", *args], env=env,
+    launcher = ([str(Path(__file__).with_name("pause_in_checkpoint.py")), str(pause[0]), str(pause[1])] if pause
+                else ["-m", "minionsrl.cli"])
+    return subprocess.Popen([sys.executable, *launcher, "train", *args], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
 
 
@@ -62,9 +66,9 @@ def test_three_sigkills_one_mid_checkpoint_then_resume_matches_an_uninterrupted_
     metrics = run / "metrics.csv"
     kills = []
 
-    # 1. in the middle of writing round 3's checkpoint (a test hook stops it half-written)
+    # 1. in the middle of writing round 3's checkpoint (stopped half-written by tests/pause_in_checkpoint.py)
     marker = tmp_path / "paused"
-    proc = _start(run, {**subprocess_env, checkpoint.PAUSE_ENV: f"3:{marker}"}, resume=False)
+    proc = _start(run, subprocess_env, resume=False, pause=(3, marker))
     _wait_for(marker.exists, proc, "the pause in round 3's checkpoint")
     _kill(proc)
     tmp = run / "checkpoints" / f".{checkpoint.LATEST}.tmp"

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +28,6 @@ LATEST = "latest.safetensors"
 BEST = "best.safetensors"  # the policy of the best evaluation so far (its weights and normaliser only)
 KEPT = "round-*.safetensors"  # the checkpoints kept every ``--keep-checkpoints-every`` rounds (:func:`kept_name`)
 POLICY_KEYS = ("policy", "obs_rms")  # what a policy needs of a learner's state (load_policy reads these)
-# Test hook: "ROUND:MARKER" makes the checkpoint of round ROUND stop half-written, touch MARKER and wait (to be
-# killed there), so tests can kill a learner in the middle of writing a checkpoint.
-PAUSE_ENV = "MINIONSRL_TEST_PAUSE_IN_CHECKPOINT"
 
 # what to do about a checkpoint that cannot be resumed from, in every error that says so
 RESTORE = f"restore a kept {files.CHECKPOINTS}/round-NNNNN.safetensors as {LATEST}, or start a new run"
@@ -76,9 +71,7 @@ def save(directory: str | Path, state: dict[str, Any], name: str = LATEST) -> Pa
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with files.replacing(path, "wb", durable=True) as fh:  # never through a planted link
-            fh.write(data[: len(data) // 2])
-            _test_pause(state)
-            fh.write(data[len(data) // 2 :])
+            fh.write(data)
     except OSError as exc:  # a full disk, a run dir made read-only: one line, and the last checkpoint stands
         raise ConfigError(f"checkpoint: cannot write {str(path)!r} ({exc.strerror or exc}); the previous checkpoint "
                           "is intact: free space (or make the run dir writable), then continue with --resume "
@@ -90,16 +83,6 @@ def policy_state(state: dict[str, Any], round_idx: int, eval_return: float) -> d
     """The part of a learner's ``state`` that a policy is (weights, observation statistics), as a checkpoint of
     round ``round_idx`` that evaluated to ``eval_return``: what :data:`BEST` holds; it resumes nothing."""
     return {"round": round_idx, "eval_return": eval_return, **{k: state[k] for k in POLICY_KEYS if k in state}}
-
-
-def _test_pause(state: dict[str, Any]) -> None:
-    hook = os.environ.get(PAUSE_ENV)
-    if not hook:
-        return
-    round_idx, marker = hook.split(":", 1)
-    if int(state.get("round", -1)) == int(round_idx):
-        Path(marker).touch()
-        time.sleep(600)
 
 
 def load(directory: str | Path, name: str = LATEST) -> dict[str, Any] | None:
