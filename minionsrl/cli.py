@@ -20,7 +20,7 @@ from typing import Any
 
 from minionsrl import config, files
 from minionsrl.config import FIELDS
-from minionsrl.errors import ClusterLost, ConfigError, InvocationError, Resumable, one_line
+from minionsrl.errors import ClusterLost, ConfigError, InvocationError, NotStarted, Resumable, one_line
 from minionsrl.redact import redact_text
 
 
@@ -612,6 +612,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except InvocationError as exc:
         print(f"minionsrl: invocation failed: {one_line(redact_text(str(exc)))}", file=sys.stderr)
+        return 1
+    except NotStarted as exc:
+        print(f"minionsrl: not started: {one_line(redact_text(str(exc)))}", file=sys.stderr)
         return 1
     except Interrupted as exc:
         print(f"minionsrl: {exc.what}; {one_line(str(exc))}", file=sys.stderr)

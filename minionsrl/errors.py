@@ -5,6 +5,10 @@ class ConfigError(ValueError):
     """Bad input (config field, env id, file): raised before any work starts."""
 
 
+class NotStarted(RuntimeError):
+    """The platform the functions run on did not start (a private Ray cluster on a machine too busy): no round ran."""
+
+
 class InvocationError(RuntimeError):
     """A rollout function failed and the backend could not recover the invocation."""
 

@@ -220,12 +220,9 @@ def test_a_served_instance_is_reused_before_one_that_only_became_ready_later(mak
 def test_invocation_timeout_kills_a_hung_instance(make_backend):
     backend = make_backend(invocation_timeout_s=1.0)
     ref = backend.publish(snapshot(COUNTER))
-    hang = EnvSpec("custom_env:CounterEnv", {"sleep_s": 30.0})
+    hang = EnvSpec("custom_env:CounterEnv", {"sleep_s": 3600.0})  # were it waited for, the test would time out
     fine = EnvSpec("custom_env:CounterEnv", {"length": 5})
-    t0 = time.perf_counter()
     replies = backend.invoke(requests_for(ref, 1, spec=hang) + requests_for(ref, 1, round_idx=2, spec=fine))
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 30.0  # the hung env sleeps 30 s: the timeout stopped it, however loaded the machine
     hung, ok = replies
     assert hung.record.status == "timed_out" and "timed out" in hung.record.error
     assert hung.record.invocation_id == "r1-train-0"

@@ -56,7 +56,7 @@ from typing import Any
 
 from minionsrl.backends.base import concurrency, learner_path
 from minionsrl.backends.remote import RemoteBackend, private_file, remove_private_file
-from minionsrl.errors import ClusterLost, ConfigError
+from minionsrl.errors import ClusterLost, ConfigError, NotStarted
 from minionsrl.function import rollout
 from minionsrl.function.extras import missing_extra_error
 
@@ -72,6 +72,9 @@ PROBE_TIMEOUT_S = 3.0  # how long a joined cluster's address may take to accept 
 CLIENT_PORT = 10001  # Ray Client's default port (``ray://HOST``)
 HEAD_CHECK_S = 2.0  # while waiting for tasks, how often the head's GCS is checked (Ray's own wait is 60 s)
 RAYLET_CHECK_S = 0.25  # and how often this machine's raylet is (a look at its process)
+# Ray gives a starting node 30 s to register (hard-coded in ray._private.node); a busy machine can miss that once
+PRIVATE_START_TRIES = 2
+_START_TIMED_OUT = "timed out during startup"  # what Ray's exception then says
 
 
 # The watchdog: reads JSON messages, one a line, until end of file (the learner is gone): lists of [pid, start
@@ -206,7 +209,18 @@ class RayBackend(RemoteBackend):
                 raise ConfigError(f"ray_address: cannot join the Ray cluster at {address!r} ({exc}); start it "
                                   "with `ray start --head` or leave --ray-address empty for a local one") from exc
             return
-        self._start_private(max_concurrency)
+        for attempt in range(1, PRIVATE_START_TRIES + 1):
+            try:
+                self._start_private(max_concurrency)
+                return
+            except Exception as exc:  # Ray raises a bare Exception for it
+                if _START_TIMED_OUT not in str(exc):
+                    raise
+                if attempt == PRIVATE_START_TRIES:
+                    raise NotStarted(
+                        f"backend 'ray': the private Ray cluster did not start, {PRIVATE_START_TRIES} tries (Ray: "
+                        f"{exc}); this machine is too busy for Ray's 30 s start: run it again when it is quieter, "
+                        "or pass --ray-address of a running cluster") from exc
 
     def _start_private(self, max_concurrency: int | None) -> None:
         """A single-node cluster for this run: on loopback, with a fresh authentication token. Its workers see
