@@ -89,11 +89,14 @@ ANSWER: dict[str, list[tuple[str, list[str]]]] = {
     "hopper": [("2026-11-26", ["fixed-64", "minions"]), ("2026-11-26-nnls", ["critical-time"]),
                ("2026-11-26-fixed", ["fixed-16", "fixed-32"]),
                ("2026-11-27", ["fixed-8", "fixed-128", "fixed-64+pipeline", "critical-time", "critical-time+pipeline",
-                               "critical-cost", "kungfu", "nitro", "minions", "fixed-16@server", label(WEAK_RSL)])],
+                               "critical-cost", "kungfu", "nitro", "minions", "fixed-16@server", label(WEAK_RSL)]),
+               # --actors auto beside every fixed count, on the code of 2026-11-28
+               ("2026-11-28-auto", ["fixed-8", "fixed-16", "fixed-32", "fixed-64", "fixed-128", "auto"])],
     "halfcheetah": [("2026-11-26-hc", ["fixed-8", "fixed-64", "critical-time", "critical-cost", "minions"]),
                     ("2026-11-27-hc", ["fixed-8", "fixed-64", "fixed-64+pipeline", "kungfu", "nitro",
                                        "fixed-16@server"]),
-                    ("2026-11-27-hc-fixed", ["fixed-8", "fixed-16", "fixed-32", "fixed-128", label(WEAK_RSL)])],
+                    ("2026-11-27-hc-fixed", ["fixed-8", "fixed-16", "fixed-32", "fixed-128", label(WEAK_RSL)]),
+                    ("2026-11-28-auto", ["fixed-8", "fixed-16", "fixed-32", "fixed-64", "fixed-128", "auto"])],
     "latency": [("2026-11-26-wall", ["fixed-8", "fixed-64"]),
                 ("2026-11-26", ["fixed-64", "critical-time", "critical-cost", "minions"]),
                 ("2026-11-27-lat", ["fixed-8", "fixed-16", "fixed-32", "fixed-64", "fixed-128", "fixed-64+pipeline",
@@ -105,7 +108,8 @@ ANSWER: dict[str, list[tuple[str, list[str]]]] = {
                 ("2026-11-27-lat-critical10", ["fixed-8", "fixed-64", "critical-time"]),
                 # the runs of -lat-minions10 (fixed-8, minions) and -lat-critical20 (fixed-64, critical time),
                 # seeds 1-20, with fixed-8 and minions run for seeds 11-20 (same CPU, learning bit for bit)
-                ("2026-11-27-lat-20", ["fixed-8", "fixed-64", "critical-time", "minions"])],
+                ("2026-11-27-lat-20", ["fixed-8", "fixed-64", "critical-time", "minions"]),
+                ("2026-11-28-auto", ["fixed-8", "fixed-16", "fixed-32", "fixed-64", "fixed-128", "auto"])],
 }
 
 

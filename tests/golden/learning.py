@@ -1,0 +1,98 @@
+"""The golden runs (issue 44): short PPO, APPO and pipelined runs on CartPole and Hopper whose learning must not
+change while the code is reorganised. What a run learned is kept as its metrics rows' learning columns (every
+float as the CSV writes it, in full) and the digests of its final policy's arrays (weights and observation
+statistics, sorted, so that a renamed key does not count as a change).
+
+    .venv/bin/python tests/golden/learning.py        # record them (only when learning is meant to change)
+
+The record is exact only on the machine kind it was made on: XLA compiles for the host's vector instructions and
+MuJoCo's wheels dispatch on them too, so the record names that signature (:func:`signature`), and the test
+compares on a machine whose signature matches and says why it skips elsewhere."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RECORD = Path(__file__).with_name("learning.json")
+COMMON = ["--seed", "7", "--max-rounds", "3", "--eval-every", "3", "--eval-episodes", "2", "--no-progress",
+          "--no-tensorboard", "--max-concurrency", "2"]
+CARTPOLE = ["--env-id", "CartPole-v1", "--actors", "4", "--fragment-length", "64"]
+HOPPER = ["--env-id", "Hopper-v5", "--actors", "2", "--fragment-length", "256", "--eval-max-steps", "200"]
+RUNS = {
+    "cartpole-ppo": [*CARTPOLE],
+    # one function in flight: each update learns on the one fragment that arrives, whatever the machine's timing (with
+    # more, which fragments make up an update depends on arrival order: asynchronous runs are not reproducible)
+    "cartpole-appo": [*CARTPOLE, "--algo", "appo", "--actors", "1"],
+    "cartpole-ppo-pipeline": [*CARTPOLE, "--pipeline"],
+    "hopper-ppo": [*HOPPER],
+    "hopper-appo": [*HOPPER, "--algo", "appo", "--actors", "1"],
+    "hopper-ppo-pipeline": [*HOPPER, "--pipeline"],
+}
+_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512_bf16")
+_PACKAGES = ("jax", "jaxlib", "numpy", "gymnasium", "mujoco")
+
+
+def signature() -> dict[str, Any]:
+    """What the exact numbers depend on beyond the code: the CPU's vector instructions and the numeric packages."""
+    flags: set[str] = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    return {"machine": platform.machine(), "cpu_flags": sorted(f for f in _FLAGS if f in flags),
+            "packages": {p: metadata.version(p) for p in _PACKAGES}}
+
+
+def _digests(tree: Any) -> list[str]:
+    if isinstance(tree, dict):
+        return [d for v in tree.values() for d in _digests(v)]
+    if isinstance(tree, (list, tuple)):
+        return [d for v in tree for d in _digests(v)]
+    a = np.ascontiguousarray(np.asarray(tree))
+    if a.dtype == object:  # None (a run without observation statistics): its repr, not its pointer's bytes
+        return [repr(tree)]
+    return [f"{a.dtype}{list(a.shape)}:{hashlib.sha256(a.tobytes()).hexdigest()[:16]}"]
+
+
+def learned(run_dir: Path) -> dict[str, Any]:
+    """What a finished run learned: its rows' learning columns, and its final policy's array digests."""
+    from minionsrl.loop import checkpoint
+    from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics
+
+    state = checkpoint.load(checkpoint.dir_of(run_dir))
+    return {"rows": [{k: r[k] for k in LEARNING_COLUMNS} for r in read_metrics(run_dir)],
+            "policy": sorted(_digests({k: state[k] for k in checkpoint.POLICY_KEYS if k in state}))}
+
+
+def run(name: str, folder: Path) -> dict[str, Any]:
+    """Train the golden run ``name`` into ``folder / name`` through the command line; what it learned."""
+    from minionsrl import cli
+
+    run_dir = folder / name
+    if cli.main(["train", *RUNS[name], *COMMON, "--run-dir", str(run_dir)]) != 0:
+        raise RuntimeError(f"the golden run {name} failed")
+    return learned(run_dir)
+
+
+def record() -> None:
+    with tempfile.TemporaryDirectory(prefix="minionsrl-golden-") as tmp:
+        runs = {name: run(name, Path(tmp)) for name in RUNS}
+    RECORD.write_text(json.dumps({"signature": signature(), "runs": runs}, indent=1) + "\n")
+    print(f"recorded {len(runs)} runs in {RECORD}")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    record()
