@@ -260,6 +260,7 @@ def test_a_private_ray_cluster_that_does_not_start_is_tried_again_then_one_line(
         raise Exception("The current node timed out during startup. This could happen because some of the raylet "
                         "failed to startup or the GCS has become overloaded.")
 
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as in a fresh process, whatever ran before
     monkeypatch.setattr(ray, "init", busy_init)
     env = {name: os.environ.get(name) for name in ray_backend._PRIVATE_ENV}
     held = set(_HELD)
@@ -283,6 +284,7 @@ def test_another_error_of_a_private_ray_cluster_is_not_tried_again(monkeypatch):
         calls.append(kwargs)
         raise RuntimeError("no space left for the object store")
 
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as in a fresh process, whatever ran before
     monkeypatch.setattr(ray, "init", broken_init)
     with pytest.raises(RuntimeError, match="no space left"):
         ray_backend.RayBackend(b"k" * 32)
@@ -296,6 +298,7 @@ def test_the_cli_says_a_backend_that_did_not_start_in_one_line(monkeypatch, caps
     def busy_init(*args, **kwargs):
         raise Exception("The current node timed out during startup.")
 
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as in a fresh process, whatever ran before
     monkeypatch.setattr(ray, "init", busy_init)
     assert cli.main(["train", *FAST, "--backend", "ray", "--run-dir", str(tmp_path / "run")]) == 1
     lines = capsys.readouterr().err.strip().splitlines()
