@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import load_bench
+from oracles import gae_step_loop as step_loop  # the step-by-step loop compute_gae ran until 2026-11-27
 
 from minionsrl.learner.advantages import compute_gae
-
-step_loop = load_bench("gae_placement").step_loop  # the step-by-step loop compute_gae ran until 2026-11-27
 
 GAMMA, LAM = 0.9, 0.8  # gamma * lambda = 0.72
 

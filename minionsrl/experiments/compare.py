@@ -412,3 +412,36 @@ def _write_outputs(results: list[dict[str, Any]], arms: list[Arm], out_dir: Path
               out_dir / "return_vs_steps.png")
     line_plot(curves["projected"], "projected cloud time (s)", "eval return", f"{env_id}: return vs projected time",
               out_dir / "return_vs_projected_time.png")
+
+
+# -- comparison specs -------------------------------------------------------------------------------------------
+# A spec is one comparison in a YAML file (bench/specs/): ``compare:`` holds ``minionsrl compare``'s options,
+# ``base:`` names a config file the runs share (e.g. docs/results/hopper.yaml) and ``config:`` config fields over it.
+SPEC_OPTIONS = ("scalers", "seeds", "rounds", "until", "target", "dollar_budget", "out")
+
+
+def read_spec(path: str | Path) -> tuple[list[str], dict[str, Any]]:
+    """A spec as ``minionsrl compare``'s options (all but ``--config``) and the config fields its runs share (the
+    base file's, then ``config:``'s), both checked: every arm parses and every field is a config field. A relative
+    ``base:`` is read from the repository root, where the spec runs. ConfigError, naming the spec, otherwise."""
+    path = Path(path)
+    spec = files.read_yaml(path, "comparison spec") or {}
+    if not isinstance(spec, dict) or set(spec) - {"compare", "base", "config"}:
+        raise ConfigError(f"{path}: a spec holds compare:, base: and config: only")
+    options, fields = spec.get("compare") or {}, config.flat_values(spec.get("config") or {})
+    unknown = set(options) - set(SPEC_OPTIONS) if isinstance(options, dict) else {"(not a mapping)"}
+    if unknown or "scalers" not in options:
+        raise ConfigError(f"{path}: compare: takes {', '.join(SPEC_OPTIONS)} (scalers needed); not {sorted(unknown)}")
+    scalers = options["scalers"]
+    scalers = ",".join(scalers) if isinstance(scalers, list) else str(scalers)
+    for arm in scalers.split(","):
+        Arm.parse(arm)
+    if spec.get("base"):
+        fields = {**config.load_yaml(spec["base"]), **fields}
+    config.build(fields)  # unknown fields and bad values are refused here, before any run
+    argv = []
+    for name in SPEC_OPTIONS:
+        value = scalers if name == "scalers" else options.get(name)
+        if value is not None:
+            argv += ["--" + name.replace("_", "-"), str(value)]
+    return argv, fields

@@ -1,0 +1,58 @@
+"""The comparison specs of bench/specs/: each reads (arms parse, fields are config fields) and every arm's config
+passes the checks `minionsrl compare` makes before its first run; one spec runs end to end, tiny."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from minionsrl import config
+from minionsrl.build import prepare_config
+from minionsrl.errors import ConfigError
+from minionsrl.experiments.compare import Arm, read_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = sorted((ROOT / "bench" / "specs").glob("*.yaml"))
+
+
+def test_there_are_specs():
+    assert len(SPECS) >= 5
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.stem)
+def test_every_arm_of_a_spec_is_a_config_compare_accepts(spec, monkeypatch):
+    monkeypatch.chdir(ROOT)  # a spec's base: is read from the repository root
+    argv, fields = read_spec(spec)
+    base = config.build(fields)
+    for arm in argv[argv.index("--scalers") + 1].split(","):
+        prepare_config(Arm.parse(arm).apply(base).replace(run_dir="unused"))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("compare: {seeds: 2}\n", "scalers needed"),
+    ("compare: {scalers: [fixed:2], sedes: 2}\n", "sedes"),
+    ("compare: {scalers: [fixed:2]}\nconfig: {env_idd: CartPole-v1}\n", "env_idd"),
+    ("compare: {scalers: [fixd:2]}\n", "fixd"),
+    ("compare: {scalers: [fixed:2]}\nextra: 1\n", "compare:, base: and config: only"),
+])
+def test_a_bad_spec_is_refused_naming_what(tmp_path, text, message):
+    (tmp_path / "s.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        read_spec(tmp_path / "s.yaml")
+
+
+def test_a_spec_runs_through_the_harness(tmp_path):
+    spec = {"compare": {"scalers": ["fixed:2", "fixed:2+eval_overlap=false"], "seeds": 1, "rounds": 2,
+                        "out": str(tmp_path / "out")},
+            "config": {"env_id": "CartPole-v1", "fragment_length": 16, "eval_every": 1, "eval_episodes": 1,
+                       "tensorboard": False}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    proc = subprocess.run([sys.executable, "bench/experiment.py", str(tmp_path / "s.yaml")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "| fixed-2+eval_overlap=False |" in (tmp_path / "out" / "compare.md").read_text()
+    assert yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())["fragment_length"] == 16
