@@ -56,7 +56,7 @@ bench: $(VENV)/.bench
 	$(PY) bench/hopper.py
 	$(PY) bench/backends.py
 	$(PY) bench/cnn_runtime.py
-	$(PY) bench/async_algos.py
+	$(PY) bench/experiment.py bench/specs/async-algos-cartpole.yaml bench/specs/async-algos-hopper.yaml
 	$(PY) bench/pong.py
 
 clean:

@@ -3,7 +3,8 @@ JSON-lines result files, and the two timed child processes (a minionsrl run and 
 
 Every benchmark starts what it times in a fresh subprocess, so the number includes what a user
 waits for (interpreter start, imports, process pools) and one run cannot warm up the next.
-This file is also the child's entry point: ``python bench/common.py {minionsrl,sb3} JSON``.
+This file is also the child's entry point (``python bench/common.py {minionsrl,sb3} JSON``) and makes docs/BENCHMARKS.md
+from docs/benchmarks/ (``python bench/common.py doc``; ``doc --check`` only says whether it is up to date).
 """
 
 from __future__ import annotations
@@ -30,22 +31,27 @@ from minionsrl.experiments import tables
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 DOC = ROOT / "docs" / "BENCHMARKS.md"
+SECTIONS_DIR = ROOT / "docs" / "benchmarks"  # one file a section, NN-name.md: BENCHMARKS.md is made from them
 PYTHON = sys.executable
-# the doc's sections, in order
-SECTIONS = ("cartpole", "hopper", "sampling", "cnn_runtime", "async_algos", "pong", "backends", "learner_round",
-            "gpu")
 
 _DOC_INTRO = """# Benchmarks
 
-What `minionsrl` costs and gives against Stable-Baselines3 PPO, measured by the scripts in `bench/`
-(`cartpole.py`, `hopper.py`, `sampling.py`, `backends.py`, `cnn_runtime.py`, `async_algos.py`, `pong.py`; each
-rewrites only its own section below, between its
-`bench:NAME` markers, and names the machine, date, versions, commit and the command that reproduces
-it). The machine is small (2 cores) and is shared, so absolute times are noisy; every comparison is
-measured side by side in one script run: read the **ratios**, and read them as ranges. SB3 runs with
-one torch thread, as our learner does (section 1 says why). Raw results, one JSON object per
-measurement written as it finishes, go to `bench/out/` (not committed). Section 14 (`gpu.py`) was measured on a
+<!-- Generated: do not edit. Edit docs/benchmarks/NN-name.md (a benchmark rewrites its own, between its markers)
+and run `.venv/bin/python bench/common.py doc`. -->
+
+What `minionsrl` costs and gives, against Stable-Baselines3 PPO where there is a peer, measured by the scripts in
+`bench/`. Each benchmark writes its own section (`docs/benchmarks/NN-name.md`, numbered here in that order) and
+names the machine, date, versions, commit and the command that reproduces it; this page is assembled from those
+files by `.venv/bin/python bench/common.py doc` (every benchmark run does it too). The experiments that compare
+arms over seeds are `bench/specs/*.yaml`, run by `.venv/bin/python bench/experiment.py SPEC` (`minionsrl compare`).
+The machine is small (2 cores) and is shared, so absolute times are noisy; every comparison is measured side by
+side in one script run: read the **ratios**, and read them as ranges. SB3 runs with one torch thread, as our
+learner does (section 1 says why). Raw results go to `bench/out/` (not committed). Section 14 was measured on a
 lent GPU machine and names it.
+
+Kept elsewhere: the torch era's learner benchmarks ([archive/benchmarks-torch-era.md](archive/benchmarks-torch-era.md)),
+how some numbers came to be ([archive/benchmarks-history.md](archive/benchmarks-history.md)) and the one-off studies'
+scripts ([archive/bench/](archive/bench/README.md)).
 """
 
 # -- machine and versions ------------------------------------------------------------------------
@@ -171,24 +177,52 @@ def publish_section(name: str, body: str, started: float, results: Path) -> None
     write_section(name, section)
 
 
-def write_section(name: str, markdown: str, doc: Path = DOC) -> None:
-    """Replace the section ``name`` of docs/BENCHMARKS.md (between its markers), or append it."""
+def write_section(name: str, markdown: str, doc: Path | None = None) -> None:
+    """Replace the section ``name`` (between its markers) of ``doc``, or append it there. Without ``doc``: the
+    BENCHMARKS section, in its file under docs/benchmarks/ (a new one is numbered last), then BENCHMARKS.md is
+    made again (:func:`write_doc`)."""
+    if doc is None:
+        start = f"<!-- bench:{name} start -->"
+        found = [p for p in sorted(SECTIONS_DIR.glob("*.md")) if start in p.read_text()]
+        doc = found[0] if found else SECTIONS_DIR / f"{len(list(SECTIONS_DIR.glob('*.md'))) + 1:02d}-{name}.md"
+        _replace_section(doc, name, markdown)
+        write_doc()
+    else:
+        _replace_section(doc, name, markdown)
+
+
+def _replace_section(doc: Path, name: str, markdown: str) -> None:
     start, end = f"<!-- bench:{name} start -->", f"<!-- bench:{name} end -->"
     block = f"{start}\n{markdown.strip()}\n{end}"
-    if doc.exists():
-        text = doc.read_text()
-    else:  # a new doc gets every section's markers, in order, so sections keep their order whoever runs first
-        text = _DOC_INTRO + "".join(f"\n<!-- bench:{s} start -->\n_Not run yet: `.venv/bin/python bench/{s}.py`._"
-                                    f"\n<!-- bench:{s} end -->\n" for s in SECTIONS)
+    text = doc.read_text() if doc.exists() else ""
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
     if pattern.search(text):
         text = pattern.sub(lambda _: block, text, count=1)
     else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    tmp = doc.with_suffix(".md.tmp")
+        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + block + "\n"
+    _write(doc, text)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text)
-    tmp.replace(doc)
+    tmp.replace(path)
+
+
+def render_doc(sections: Path = SECTIONS_DIR) -> str:
+    """docs/BENCHMARKS.md as made from the section files, in their order, each heading numbered by its place."""
+    parts = [_DOC_INTRO]
+    for number, path in enumerate(sorted(sections.glob("*.md")), 1):
+        text = re.sub(r"^<!-- bench:\S+ (start|end) -->\n", "", path.read_text(), flags=re.M)
+        text = re.sub(r"^## (\d+\. )?", f"## {number}. ", text.strip(), count=1, flags=re.M)
+        parts.append(text + "\n")
+    return "\n".join(parts)
+
+
+def write_doc() -> None:
+    """Make docs/BENCHMARKS.md again from docs/benchmarks/."""
+    _write(DOC, render_doc())
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -423,6 +457,12 @@ def _sb3_layout_evals(layout: dict[str, Any], episodes: int) -> Any:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] in (["doc"], ["doc", "--check"]):  # BENCHMARKS.md from docs/benchmarks/, or whether it is so
+        if sys.argv[2:] and DOC.read_text() != render_doc():
+            sys.exit("docs/BENCHMARKS.md is not what docs/benchmarks/ makes: run .venv/bin/python bench/common.py doc")
+        if not sys.argv[2:]:
+            write_doc()
+        sys.exit(0)
     mode, payload = sys.argv[1], json.loads(sys.argv[2])
     child = {"minionsrl": _child_minionsrl, "sb3": _child_sb3}[mode]
     print(json.dumps(child(payload)), flush=True)

@@ -13,7 +13,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import load_bench
 
 import minionsrl
 from minionsrl import cli, progress
@@ -49,16 +48,6 @@ def _fall_behind_best(run_dir: Path, last: float, best: float) -> None:
 
 
 # -- row 1: the policy a run hands back ------------------------------------------------------------------------
-def test_the_cartpole_seeds_table_counts_the_seeds_whose_policy_fell():
-    bench = load_bench("cartpole_seeds")
-    rows = [{"variant": "preset", "steps": 50_000, "seed": s, "last_return": last, "best_return": 500.0}
-            for s, last in ((1, 500.0), (2, 114.8))]
-    text = bench.table(rows, ["preset"], [50_000], [1, 2])
-    assert "### 50,000 steps" in text
-    assert re.search(r"\| mean +\| +307\.4 \| +500\.0 \|", text), text
-    assert re.search(r"\| seeds below 475 +\| +1 of 2 \| +0 of 2 \|", text), text
-
-
 @pytest.mark.parametrize(("last", "best", "below"), [
     (112.8, 500.0, True),  # the seed 1
     (460.0, 500.0, False),  # within a tenth: evaluation noise

@@ -1,4 +1,4 @@
-"""Resources over many rounds (the short form of bench/soak.py): instances that die mid-invocation are
+"""Resources over many rounds (the short form of docs/archive/bench/soak.py): instances that die mid-invocation are
 replaced without leaving descriptors, zombie processes or published policies behind."""
 
 from __future__ import annotations
