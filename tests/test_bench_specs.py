@@ -56,3 +56,9 @@ def test_a_spec_runs_through_the_harness(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "| fixed-2+eval_overlap=False |" in (tmp_path / "out" / "compare.md").read_text()
     assert yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())["fragment_length"] == 16
+
+
+def test_benchmarks_md_is_what_its_section_files_make():
+    proc = subprocess.run([sys.executable, "bench/common.py", "doc", "--check"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
