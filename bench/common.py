@@ -9,7 +9,6 @@ from docs/benchmarks/ (``python bench/common.py doc``; ``doc --check`` only says
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import importlib.metadata
 import importlib.util
@@ -22,7 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -169,14 +168,6 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], digits
     return tables.markdown_table(headers, rows, [lambda c, d=d: fmt(c, d) for d in per_col], right=numeric)
 
 
-def publish_section(name: str, body: str, started: float, results: Path) -> None:
-    """Print section ``name`` (``body`` and the provenance of the measurements in ``results``) and write it to
-    docs/BENCHMARKS.md."""
-    section = f"{body.strip()}\n\n{provenance(started, results.stat().st_mtime)}\n"
-    print(section)
-    write_section(name, section)
-
-
 def write_section(name: str, markdown: str, doc: Path | None = None) -> None:
     """Replace the section ``name`` (between its markers) of ``doc``, or append it there. Without ``doc``: the
     BENCHMARKS section, in its file under docs/benchmarks/ (a new one is numbered last), then BENCHMARKS.md is
@@ -228,21 +219,6 @@ def write_doc() -> None:
 # -- results -------------------------------------------------------------------------------------
 
 
-def repeated_bench_args(doc: str, repeats: int, results: Path,
-                        extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
-    """The options of a benchmark measured in repeated pairs (``--repeats``, ``--reuse``, and what ``extra``
-    adds), parsed; a new measurement (not ``--reuse``) starts from an empty ``results`` file."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=repeats)
-    parser.add_argument("--reuse", action="store_true", help="render the section from the results already measured")
-    if extra is not None:
-        extra(parser)
-    args = parser.parse_args()
-    if not args.reuse:
-        results.unlink(missing_ok=True)
-    return args
-
-
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:
     """Append one result and flush it to disk at once, so a cut session still leaves data."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -250,26 +226,6 @@ def append_jsonl(path: Path, record: dict[str, Any]) -> None:
         f.write(json.dumps(record) + "\n")
         f.flush()
         os.fsync(f.fileno())
-
-
-def run_all(todo: Sequence[tuple[Any, ...]], train: Callable[..., dict[str, Any]], name: Callable[..., str],
-            results: Path, jobs: int) -> None:
-    """``train(*key)`` for every key of ``todo``, ``jobs`` at a time, each finished run's record appended to
-    ``results`` as it comes (so a cut session keeps what finished); a run that fails is logged and the others go
-    on. ``name(*key)`` names a run in the log."""
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
-    with ThreadPoolExecutor(jobs) as pool:
-        futures = {pool.submit(train, *key): key for key in todo}
-        for future in as_completed(futures):
-            key = futures[future]
-            try:
-                rec = future.result()
-            except Exception as exc:  # one failed run must not lose the others
-                log(f"{name(*key)}: {exc}")
-                continue
-            append_jsonl(results, rec)
-            log(f"{name(*key)}: final eval {rec['final_eval']:.0f}, wall {rec['wall_s']:.0f} s")
 
 
 def load_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -329,7 +285,7 @@ def run_minionsrl(config: dict[str, Any], timeout_s: float | None = None) -> dic
 
 
 def run_sb3(env_id: str, seed: int, steps: int, eval_episodes: int = 0, threads: int | None = 1,
-            timeout_s: float | None = None, layout: dict[str, Any] | None = None) -> dict[str, Any]:
+            timeout_s: float | None = None) -> dict[str, Any]:
     """SB3 PPO with its defaults, ``PPO("MlpPolicy", env_id, seed=seed).learn(steps)`` in a fresh process.
 
     ``threads``: ``torch.set_num_threads`` before anything runs (None: torch's default, one per core).
@@ -338,18 +294,12 @@ def run_sb3(env_id: str, seed: int, steps: int, eval_episodes: int = 0, threads:
     Returns ``learn_s`` (learn() alone), ``setup_s`` (imports + constructing PPO), ``eval_return`` (mean of
     ``evaluate_policy`` over ``eval_episodes`` deterministic episodes, timed apart in ``eval_s``) and
     ``process_wall_s``; ``train_s`` = setup + learn is what a user waits for to get the trained policy.
-
-    ``layout`` replaces SB3's defaults with a given run (bench/layouts.py): ``n_envs`` (a DummyVecEnv),
-    ``ppo`` (PPO's keyword arguments), ``anneal_lr`` (the rate falls linearly to 0, as CleanRL anneals it),
-    ``normalize`` (VecNormalize on observations and rewards, both clipped at ``clip``) and ``eval_every``
-    (rollouts): then ``evals`` maps each ``eval_every``-th rollout, and the last, to the mean raw return of
-    ``eval_episodes`` deterministic episodes on a fresh env that normalizes with the training statistics, frozen.
     """
     if importlib.util.find_spec("stable_baselines3") is None:
         raise SystemExit("Stable-Baselines3 (the baseline) is not installed in this venv: `make .venv/.bench` "
                          "installs it and torch==2.13.0 (`make bench` does too, then runs every benchmark)")
     return _run_child("sb3", {"env_id": env_id, "seed": seed, "steps": steps, "eval_episodes": eval_episodes,
-                              "threads": threads, "layout": layout}, timeout_s)
+                              "threads": threads}, timeout_s)
 
 
 def _child_minionsrl(config: dict[str, Any]) -> dict[str, Any]:
@@ -380,80 +330,17 @@ def _child_sb3(args: dict[str, Any]) -> dict[str, Any]:
     from stable_baselines3 import PPO
     from stable_baselines3.common.evaluation import evaluate_policy
 
-    layout = args.get("layout")
-    if layout is None:
-        model = PPO("MlpPolicy", args["env_id"], seed=args["seed"])
-    else:
-        model = _sb3_layout_model(args["env_id"], args["seed"], layout)
-    evals = None if layout is None else _sb3_layout_evals(layout, args["eval_episodes"])
+    model = PPO("MlpPolicy", args["env_id"], seed=args["seed"])
     t1 = time.perf_counter()
-    model.learn(args["steps"], callback=evals)
+    model.learn(args["steps"])
     t2 = time.perf_counter()
     result: dict[str, Any] = {"setup_s": t1 - t0, "learn_s": t2 - t1, "train_s": t2 - t0, "steps": args["steps"],
                               "torch_threads": torch.get_num_threads()}
-    if evals is not None:
-        result.update(evals=evals.evals, rounds=evals.rounds, env_steps=model.num_timesteps)
-    elif args["eval_episodes"]:
+    if args["eval_episodes"]:
         mean_ret, std_ret = evaluate_policy(model, model.get_env(), n_eval_episodes=args["eval_episodes"],
                                             deterministic=True)
         result.update(eval_return=float(mean_ret), eval_return_std=float(std_ret), eval_s=time.perf_counter() - t2)
     return result
-
-
-def _sb3_layout_model(env_id: str, seed: int, layout: dict[str, Any]) -> Any:
-    """PPO on ``layout["n_envs"]`` envs with the layout's keyword arguments (see :func:`run_sb3`)."""
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import VecNormalize
-
-    env = make_vec_env(env_id, n_envs=layout["n_envs"], seed=seed)
-    if layout.get("normalize"):
-        env = VecNormalize(env, norm_obs=True, norm_reward=True, clip_obs=layout["clip"], clip_reward=layout["clip"],
-                           gamma=layout["ppo"]["gamma"])
-    kwargs = dict(layout["ppo"])
-    if layout.get("anneal_lr"):
-        rate = kwargs.pop("learning_rate")
-        kwargs["learning_rate"] = lambda remaining: rate * remaining
-    return PPO("MlpPolicy", env, seed=seed, **kwargs)
-
-
-def _sb3_layout_evals(layout: dict[str, Any], episodes: int) -> Any:
-    """A callback that evaluates after every ``eval_every``-th update and after the last one (see :func:`run_sb3`)."""
-    from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.evaluation import evaluate_policy
-    from stable_baselines3.common.vec_env import VecNormalize
-
-    class Evals(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.evals: dict[str, float] = {}
-            self.rounds = 0
-
-        def _evaluate(self) -> None:
-            train_env = self.model.get_env()
-            env = make_vec_env(train_env.get_attr("spec")[0].id, n_envs=1, seed=10_000 + self.rounds)
-            if isinstance(train_env, VecNormalize):  # the training statistics, frozen; raw rewards
-                env = VecNormalize(env, training=False, norm_reward=False, clip_obs=layout["clip"])
-                env.obs_rms = train_env.obs_rms.copy()
-            mean_ret, _ = evaluate_policy(self.model, env, n_eval_episodes=episodes, deterministic=True)
-            self.evals[str(self.rounds)] = float(mean_ret)
-
-        def _on_rollout_start(self) -> None:  # round k's update is done when round k+1's rollout starts
-            if self.rounds and self.rounds % layout["eval_every"] == 0:
-                self._evaluate()
-
-        def _on_rollout_end(self) -> None:
-            self.rounds += 1
-
-        def _on_step(self) -> bool:
-            return True
-
-        def _on_training_end(self) -> None:  # after the last update
-            if str(self.rounds) not in self.evals:
-                self._evaluate()
-
-    return Evals()
 
 
 if __name__ == "__main__":

@@ -211,8 +211,8 @@ def _reply_cases() -> list[Outcome]:
     from minionsrl.function.envs import EnvSpec
     from minionsrl.function.faults import FaultPlan
     from minionsrl.function.numpy_policy import PolicyArch
-    from minionsrl.loop.gather import Tracker
-    from minionsrl.loop.invocations import Requests, eval_returns
+    from minionsrl.loop.requests import Requests, eval_returns
+    from minionsrl.loop.retry import Tracker
 
     key = wire.new_key()
     out = []
@@ -225,11 +225,11 @@ def _reply_cases() -> list[Outcome]:
                            says=f"{reply.record.status}: {reply.record.error}"))
     arch = PolicyArch(4, 2, True, (8,))
     requests = Requests(EnvSpec("CartPole-v1"), 1, 0.99, FaultPlan({}, 0), arch)
-    request = requests.make("train", "p", 1, 0, 0, steps=16, carry=None)
+    request = requests.make("train", "p", 1, 0, 0, steps=16, )
     t0 = time.perf_counter()
-    big = wire.encode({"obs": np.zeros(50 << 20, np.float32)}, {"id": request["id"]},
-                      wire.invocation_key(key, request["id"]))
-    reply = make_reply(InvocationRecord(request["id"], "train"), big, key, max_bytes=request["max_reply_bytes"])
+    big = wire.encode({"obs": np.zeros(50 << 20, np.float32)}, {"id": request.id},
+                      wire.invocation_key(key, request.id))
+    reply = make_reply(InvocationRecord(request.id, "train"), big, key, max_bytes=request.max_reply_bytes)
     out.append(Outcome("quirks: reply size", "a 200 MB reply to a 16-step CartPole request", "decoded (200 MB) "
                        "before refusal", says=f"{reply.record.status} in {time.perf_counter() - t0:.2f} s (encoding "
                        f"included): {reply.record.error}"))
@@ -237,10 +237,10 @@ def _reply_cases() -> list[Outcome]:
     for case, arrays in (("an extra array", {"extra": np.zeros(3)}),
                          ("a negative length", {"episode_lengths": np.array([5, -3], np.int64)})):
         full = {"episode_returns": np.array([1.0, 2.0]), "episode_lengths": np.array([5, 3], np.int64), **arrays}
-        data = wire.encode(full, {"id": eval_req["id"], "type": "eval"}, wire.invocation_key(key, eval_req["id"]))
-        reply = make_reply(InvocationRecord(eval_req["id"], "eval"), data, key, max_bytes=eval_req["max_reply_bytes"])
+        data = wire.encode(full, {"id": eval_req.id, "type": "eval"}, wire.invocation_key(key, eval_req.id))
+        reply = make_reply(InvocationRecord(eval_req.id, "eval"), data, key, max_bytes=eval_req.max_reply_bytes)
         tracker = Tracker(None)  # type: ignore[arg-type]
-        tracker.flying[eval_req["id"]] = (0, 0, eval_req)
+        tracker.flying[eval_req.id] = (0, 0, eval_req)
         attempt = tracker.receive(reply, eval_returns)
         out.append(Outcome("quirks: eval replies", f"an eval reply with {case}", "accepted",
                            says=f"{attempt.status} (retried): {attempt.reply.record.error}"))

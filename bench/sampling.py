@@ -58,12 +58,13 @@ class Learner:
         self.version += 1
         return snapshot_of(self.arch, self.params, self.obs_rms, self.version, 10.0)
 
-    def requests(self, round_idx: int, ref: str, n: int) -> list[dict[str, Any]]:
-        from minionsrl.loop.invocations import invocation_seed
+    def requests(self, round_idx: int, ref: str, n: int) -> list[Any]:
+        from minionsrl.function.request import Request
+        from minionsrl.loop.requests import invocation_seed
 
-        return [{"id": f"r{round_idx}-train-{slot}", "kind": "train", "policy": ref, "env": self.spec.to_json(),
-                 "seed": invocation_seed(SEED, round_idx, slot, 0), "gamma": GAMMA, "steps": self.steps,
-                 "carry": self.carries.get(slot)} for slot in range(n)]
+        return [Request(id=f"r{round_idx}-train-{slot}", kind="train", policy=ref, env=self.spec,
+                        seed=invocation_seed(SEED, round_idx, slot, 0), gamma=GAMMA, steps=self.steps,
+                        carries=(self.carries.get(slot),)) for slot in range(n)]
 
     def round(self, backend: Any, key: bytes, round_idx: int, n: int) -> dict[str, Any]:
         from minionsrl.function.fragment import Fragment

@@ -20,6 +20,7 @@ from minionsrl.forecast import FunctionStats, model_round
 from minionsrl.function.envs import EnvInfo, EnvSpec, check_env_id, env_info
 from minionsrl.function.extras import install_hint
 from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.scaling.registry import SCALERS, Needs, first_actors
 
 if TYPE_CHECKING:
     from minionsrl.backends.base import Backend
@@ -34,10 +35,10 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     cfg = config.auto_actors(cfg)  # --actors auto is the auto scaler: every check below reads the scaler
     config.validate(cfg, require_stop=False)  # the preset may still supply total_timesteps
     learner_device(cfg.learner)  # cuda where there is none fails here; the config keeps what was asked for
-    _check_detectors(cfg, cfg.scaling.scaler, _RULE_NEEDS.get(cfg.scaling.scaler, frozenset()))
+    _check_detectors(cfg, cfg.scaling.scaler, SCALERS[cfg.scaling.scaler].needs)
     prices = load_prices(cfg.cost.prices)  # a bad catalogue fails here, before any work
     if cfg.cost.budget_usd is not None:
-        first = _first_actors(cfg)
+        first = first_actors(cfg.scaling)
         least = make_ledger(cfg, prices).least_round_usd(first)
         if cfg.cost.budget_usd < least:
             raise ConfigError(f"budget_usd: ${cfg.cost.budget_usd:g} is less than the least a first round of {first} "
@@ -92,28 +93,11 @@ def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
     raise ConfigError(f"backend: {fn.backend!r} is not available")
 
 
-def _rule_needs() -> dict[str, frozenset[str]]:
-    from minionsrl.scaling import rules
-
-    return {cls.name: cls.needs for cls in vars(rules).values()
-            if isinstance(cls, type) and issubclass(cls, rules.Scaler) and cls.needs}
-
-
-_RULE_NEEDS = _rule_needs()
-
-
 def _check_detectors(cfg: TrainConfig, scaler: str, needs: frozenset[str]) -> None:
     """One clear line, before any work, when the detectors are off but the scaler reads them every round."""
     if cfg.scaling.detectors == "off" and needs:
         raise ConfigError(f"detectors: the {scaler} scaler reads the {' and '.join(sorted(needs))} detector(s) "
                           "every round; use --detectors auto (or on)")
-
-
-def _first_actors(cfg: TrainConfig) -> int:
-    """The fewest actors round 1 can have."""
-    sc = cfg.scaling
-    first = {"fixed": sc.actors, "minions": 1, "auto": max(sc.n_min, min(sc.initial_actors, sc.n_max))}
-    return first.get(sc.scaler, sc.n_min)
 
 
 def learner_device(lc: LearnerConfig) -> str:
@@ -173,7 +157,7 @@ def _expect_durations(backend: Backend, cfg: TrainConfig, info: EnvInfo) -> None
     the env (its build, and its random steps with the functions' added latency), before one has run."""
     deadlines = getattr(backend, "deadlines", None)
     if deadlines is not None:
-        steps = max(cfg.env.step_plan().steps(_first_actors(cfg))) * cfg.env.envs_per_function
+        steps = max(cfg.env.step_plan().steps(first_actors(cfg.scaling))) * cfg.env.envs_per_function
         deadlines.expect("train", info.build_s + steps * (info.step_s + cfg.env.env_step_latency_ms / 1000))
 
 
@@ -192,7 +176,7 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
         try:
             backend = made = make_backend(cfg, wire.new_key())
             _expect_durations(backend, cfg, info)
-            backend.prewarm(_first_actors(cfg))
+            backend.prewarm(first_actors(cfg.scaling))
         except BaseException:
             if made is not None:
                 made.close()
@@ -203,8 +187,8 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
     try:
         session.create()  # only once the backend is up: one that cannot start leaves no half-made run dir
         from minionsrl.function.faults import FaultPlan
-        from minionsrl.loop.gather import RetryPolicy
-        from minionsrl.loop.invocations import Publisher, Requests
+        from minionsrl.loop.requests import Publisher, Requests
+        from minionsrl.loop.retry import RetryPolicy
         from minionsrl.loop.sampler import AsyncSampler, SyncSampler
         from minionsrl.loop.trainer import Trainer
 
@@ -236,36 +220,7 @@ def function_env_spec(cfg: TrainConfig) -> EnvSpec:
 
 def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
     """Build the scaler named by ``cfg.scaling.scaler`` (``family``: the env's, which picks the shipped scheduler)."""
-    from minionsrl.scaling import rules
-    from minionsrl.scaling.auto import AutoScaler
-
-    sc = cfg.scaling
-    lo, hi = sc.n_min, sc.n_max
-    steps = cfg.run.total_timesteps if (cfg.run.total_timesteps or 0) < config.UNBOUNDED_STEPS else None
-    builders = {
-        "fixed": lambda: rules.FixedScaler(sc.actors),
-        "min": lambda: rules.MinScaler(lo, hi),
-        "max": lambda: rules.MaxScaler(lo, hi),
-        "random": lambda: rules.RandomScaler(lo, hi, cfg.run.seed),
-        "hydrozoa": lambda: rules.HydrozoaScaler(lo, hi),
-        "kungfu": lambda: rules.KungFuScaler(lo, hi),
-        "gns-boost": lambda: rules.GnsBoostScaler(lo, hi),
-        "nitro": lambda: rules.NitroScaler(lo, hi, sc.initial_actors, sc.nitro_window, sc.nitro_decay, sc.nitro_floor,
-                                           sc.nitro_window_mode),
-        "critical": lambda: rules.CriticalScaler(lo, hi, _steps_per_actor(cfg), round_forecast(cfg), sc.objective,
-                                                 sc.initial_actors, constant_batch=cfg.env.constant_batch),
-        "auto": lambda: AutoScaler(lo, hi, sc.initial_actors, round_forecast(cfg), sc.objective, steps,
-                                   cfg.cost.budget_usd),
-    }
-    if sc.scaler == "minions":
-        from minionsrl.scaling.minions import MinionsScaler, load_agent
-
-        agent, meta = load_agent(sc.scheduler, family, constant_batch=cfg.env.constant_batch)
-        # the round feature in the units it was trained in: rounds over the training jobs' length
-        rounds = meta.get("max_rounds") or cfg.run.max_rounds
-        return MinionsScaler(agent, lo, hi, target_return=cfg.run.target_return or float(meta["target_return"]),
-                             horizon=int(rounds) if rounds else None, budget_usd=cfg.cost.budget_usd)
-    return builders[sc.scaler]()
+    return SCALERS[cfg.scaling.scaler].build(cfg, Needs(family, lambda: round_forecast(cfg)))
 
 
 def round_forecast(cfg: TrainConfig) -> RoundForecast:
@@ -280,8 +235,3 @@ def round_forecast(cfg: TrainConfig) -> RoundForecast:
 
     return forecast
 
-
-def _steps_per_actor(cfg: TrainConfig) -> int:
-    """Samples one actor adds to a round (``T·E``); under a batch size, one of a round of ``initial_actors``."""
-    n = max(cfg.scaling.n_min, min(cfg.scaling.initial_actors, cfg.scaling.n_max))
-    return max(1, cfg.env.step_plan().round_batch(n) // n)

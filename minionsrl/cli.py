@@ -594,6 +594,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+# a run that fails: the line's label and the exit status, by the first kind the error is (bad input is 2)
+FAILURES: list[tuple[type[Exception], str, int]] = [
+    (ConfigError, "error", 2), (ClusterLost, "cluster lost", 1), (Resumable, "stopped", 1),
+    (InvocationError, "invocation failed", 1), (NotStarted, "not started", 1)]
+FAILURE_TYPES = tuple(kind for kind, _, _ in FAILURES)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv``; the exit status (2 with one line for bad input, before any work)."""
     args = build_parser().parse_args(argv)
@@ -601,21 +608,10 @@ def main(argv: list[str] | None = None) -> int:
         commands = {"train": cmd_train, "eval": cmd_eval, "compare": cmd_compare, "plot": cmd_plot, "plan": cmd_plan,
                     "scale": cmd_scale, "motivate": cmd_motivate, "scheduler": cmd_scheduler}
         return commands[args.command](args)
-    except ConfigError as exc:
-        print(f"minionsrl: error: {one_line(redact_text(str(exc)))}", file=sys.stderr)
-        return 2
-    except ClusterLost as exc:
-        print(f"minionsrl: cluster lost: {one_line(redact_text(str(exc)))}", file=sys.stderr)
-        return 1
-    except Resumable as exc:
-        print(f"minionsrl: stopped: {one_line(redact_text(str(exc)))}", file=sys.stderr)
-        return 1
-    except InvocationError as exc:
-        print(f"minionsrl: invocation failed: {one_line(redact_text(str(exc)))}", file=sys.stderr)
-        return 1
-    except NotStarted as exc:
-        print(f"minionsrl: not started: {one_line(redact_text(str(exc)))}", file=sys.stderr)
-        return 1
+    except FAILURE_TYPES as exc:
+        label, code = next((label, code) for kind, label, code in FAILURES if isinstance(exc, kind))
+        print(f"minionsrl: {label}: {one_line(redact_text(str(exc)))}", file=sys.stderr)
+        return code
     except Interrupted as exc:
         print(f"minionsrl: {exc.what}; {one_line(str(exc))}", file=sys.stderr)
         return exc.code

@@ -135,6 +135,7 @@ def test_pendulum_applies_the_saved_normalisation_and_clips(pendulum_run):
     assert _returns(policy, 2, 900) == evaluate_run(pendulum_run, episodes=2, seed=900)["returns"]
 
 
+@pytest.mark.integration
 def test_atari_frame_stacks_from_the_env_wrapper(tmp_path):
     """A CNN policy on the uint8 frame stacks of the env that Policy.make_env builds (as rollout functions build
     it). Its weights are random, in the learner's layout (names and shapes checked against the JAX network)."""
@@ -349,6 +350,7 @@ def wandb_offline(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
 
 
+@pytest.mark.integration
 def test_track_logs_scalars_config_and_plots_to_wandb_offline(tmp_path, wandb_offline):
     from minionsrl import cli
     from minionsrl.loop.metrics import TENSORBOARD_TAGS, read_metrics

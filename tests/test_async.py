@@ -19,8 +19,9 @@ from minionsrl.config import SCALERS, TrainConfig
 from minionsrl.errors import ConfigError, InvocationError
 from minionsrl.function import rollout as rollout_mod
 from minionsrl.function.fragment import PolicySnapshot
-from minionsrl.loop.invocations import invocation_seed
+from minionsrl.function.request import Request
 from minionsrl.loop.metrics import read_metrics
+from minionsrl.loop.requests import invocation_seed
 from minionsrl.loop.sampler import AsyncSampler
 
 KEY = b"a" * 32
@@ -36,7 +37,7 @@ class ScriptedBackend(Backend):
         self.key = KEY
         self.policies: dict[str, bytes] = {}
         self.queue: deque[dict[str, Any]] = deque()
-        self.submitted: list[dict[str, Any]] = []
+        self.submitted: list[Request] = []
         self.drop_old_policies, self.fail_train = drop_old_policies, fail_train
         self.max_in_flight = 0
 
@@ -47,29 +48,29 @@ class ScriptedBackend(Backend):
         self.policies[ref] = policy_blob
         return ref
 
-    def submit(self, requests: list[dict[str, Any]]) -> None:
+    def submit(self, requests: list[Request]) -> None:
         self.queue.extend(requests)
         self.submitted.extend(requests)
-        self.max_in_flight = max(self.max_in_flight, sum(r["kind"] == "train" for r in self.queue))
+        self.max_in_flight = max(self.max_in_flight, sum(r.kind == "train" for r in self.queue))
 
     def collect(self, timeout: float | None = None) -> list[Reply]:
         if not self.queue:
             return []
         req = self.queue.popleft()
-        record = InvocationRecord(invocation_id=req["id"], kind=req["kind"])
-        if self.fail_train and req["kind"] == "train":
+        record = InvocationRecord(invocation_id=req.id, kind=req.kind)
+        if self.fail_train and req.kind == "train":
             record.status, record.error = "failed", "injected failure"
             return [Reply(record)]
         if self.drop_old_policies:
             rollout_mod._POLICY.clear()  # a fresh instance: nothing cached, the policy is fetched
-        data = rollout_mod.handle(json.dumps(req).encode(), self.policies.__getitem__, self.key)
+        data = rollout_mod.handle(req.encode(), self.policies.__getitem__, self.key)
         return [make_reply(record, data, self.key)]
 
     def cancel(self, ids: Iterable[str] | None = None) -> list[Reply]:
         wanted = None if ids is None else set(ids)
-        chosen = [r for r in self.queue if wanted is None or r["id"] in wanted]
+        chosen = [r for r in self.queue if wanted is None or r.id in wanted]
         self.queue = deque(r for r in self.queue if r not in chosen)
-        return [Reply(InvocationRecord(r["id"], r["kind"], status="cancelled", error="cancelled")) for r in chosen]
+        return [Reply(InvocationRecord(r.id, r.kind, status="cancelled", error="cancelled")) for r in chosen]
 
     @property
     def in_flight(self) -> int:
@@ -100,8 +101,8 @@ def test_policy_lag_bookkeeping_with_fifo_arrivals(tmp_path):
     assert [int(r["env_steps"]) for r in rows] == [64 * i for i in range(1, 7)]
     assert backend.max_in_flight == 4
     # each request carried the newest policy when it was submitted, and fragments report that version
-    versions = [PolicySnapshot.decode(backend.policies[r["policy"]], KEY).version
-                for r in backend.submitted if r["kind"] == "train"]
+    versions = [PolicySnapshot.decode(backend.policies[r.policy], KEY).version
+                for r in backend.submitted if r.kind == "train"]
     assert versions[:6] == [0, 0, 0, 0, 0, 0]  # the 4 first + 2 resubmitted before update 1
     assert versions == sorted(versions) and versions[-1] >= 4
 
@@ -110,12 +111,12 @@ def test_async_seeds_are_a_function_of_run_seed_slot_and_call(tmp_path):
     backend = ScriptedBackend()
     make_trainer(_cfg(tmp_path, max_rounds=3), backend=backend).run()
     calls: dict[int, int] = {}
-    for req in (r for r in backend.submitted if r["kind"] == "train"):
-        slot = int(req["id"].rsplit("-", 1)[1])
+    for req in (r for r in backend.submitted if r.kind == "train"):
+        slot = int(req.id.rsplit("-", 1)[1])
         calls[slot] = calls.get(slot, 0) + 1
-        assert req["seed"] == invocation_seed(5, calls[slot], slot, 0)
-        assert req["id"] == f"r{calls[slot]}-train-{slot}"
-    assert len({r["id"] for r in backend.submitted}) == len(backend.submitted)  # ids are unique
+        assert req.seed == invocation_seed(5, calls[slot], slot, 0)
+        assert req.id == f"r{calls[slot]}-train-{slot}"
+    assert len({r.id for r in backend.submitted}) == len(backend.submitted)  # ids are unique
 
 
 def test_stale_policy_failures_are_resubmitted_with_the_newest_policy(tmp_path):
@@ -144,6 +145,7 @@ def test_a_slot_failing_repeatedly_fails_the_run(tmp_path):
         make_trainer(_cfg(tmp_path), backend=ScriptedBackend(fail_train=True)).run()
 
 
+@pytest.mark.integration
 def test_evaluation_runs_while_training_stays_in_flight(tmp_path):
     backend = ScriptedBackend()
     summary = make_trainer(_cfg(tmp_path, max_rounds=4, eval_every=2, algo="impala"), backend=backend).run()
@@ -151,8 +153,8 @@ def test_evaluation_runs_while_training_stays_in_flight(tmp_path):
     assert [bool(r["eval_return_mean"]) for r in rows] == [False, True, False, True]
     assert summary["final_eval_return"] == float(rows[-1]["eval_return_mean"]) > 0
     assert backend.in_flight == 0  # the last update cancelled what was still in flight
-    evals = [r for r in backend.submitted if r["kind"] == "eval"]
-    assert len(evals) == 4 and all(r["seed"] == invocation_seed(5, int(r["id"][1]), int(r["id"][-1]), 1)
+    evals = [r for r in backend.submitted if r.kind == "eval"]
+    assert len(evals) == 4 and all(r.seed == invocation_seed(5, int(r.id[1]), int(r.id[-1]), 1)
                                    for r in evals)
 
 
@@ -178,9 +180,9 @@ def test_resume_keeps_the_per_slot_call_counters(tmp_path):
     assert trainer.round == 2 and sum(trainer.sampler.slot_calls.values()) >= 4
     before = dict(trainer.sampler.slot_calls)
     trainer.run()
-    first = next(r for r in backend.submitted if r["kind"] == "train")
-    slot = int(first["id"].rsplit("-", 1)[1])
-    assert first["id"] == f"r{before[slot] + 1}-train-{slot}"  # no seed of the first run is reused
+    first = next(r for r in backend.submitted if r.kind == "train")
+    slot = int(first.id.rsplit("-", 1)[1])
+    assert first.id == f"r{before[slot] + 1}-train-{slot}"  # no seed of the first run is reused
 
 
 @pytest.mark.slow

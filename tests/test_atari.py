@@ -86,6 +86,7 @@ def test_rewards_clipped_and_lives_end_the_learning_episode_but_not_the_game():
         env.close()
 
 
+@pytest.mark.integration
 def test_rollout_reports_full_games_of_raw_rewards_and_carries_them_across_fragments(pong):
     snap = _snapshot()
     policy = snap.numpy_policy()
@@ -101,6 +102,7 @@ def test_rollout_reports_full_games_of_raw_rewards_and_carries_them_across_fragm
     assert frag.episode_lengths[0] > 256  # the game spanned several fragments
 
 
+@pytest.mark.integration
 def test_carried_ale_episode_is_reproducible_on_another_instance(pong):
     snap = _snapshot(1)
     first = rollout(pong, snap, snap.numpy_policy(), 64, 5, 0.99)
@@ -127,6 +129,7 @@ def test_restore_rejects_a_foreign_frame_stack(pong):
         restore_episode(pong, state)
 
 
+@pytest.mark.integration
 def test_evaluate_plays_full_games(pong):
     snap = _snapshot(2)
     returns, lengths = evaluate(pong, snap, snap.numpy_policy(), 1, 0)
@@ -145,6 +148,7 @@ def _random_cnn_params(seed: int) -> dict[str, np.ndarray]:
     return out
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("which", ["init", "perturbed"])
 def test_numpy_cnn_matches_jax(which):
     params = init_params(ARCH, 0) if which == "init" else _random_cnn_params(1)

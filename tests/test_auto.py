@@ -15,6 +15,7 @@ from minionsrl.config import TrainConfig, build, resolve
 from minionsrl.errors import ConfigError
 from minionsrl.forecast import FunctionStats, doubling_counts, knee
 from minionsrl.scaling.auto import AutoScaler
+from minionsrl.stats import RoundStats
 
 STATS = FunctionStats(sample_s=1e-3, slowest_sample_s=1e-3, init_s=0.01, busy_share=1.0, bytes_per_sample=100.0)
 
@@ -26,11 +27,11 @@ def _model(n: int, learner_s: float, stats: FunctionStats) -> tuple[float, float
     return seconds, 1e-5 * seconds + 1e-6 * n
 
 
-def _row(round_idx: int, n: int, cold: int = 0, scale: float = 1.0, **extra: float) -> dict:
+def _row(round_idx: int, n: int, cold: int = 0, scale: float = 1.0, **extra: float) -> RoundStats:
     seconds, usd = _model(n, 1.0, STATS)
-    return {"round": round_idx, "n_actors": n, "cold_starts": cold, "projected_learner_s": 1.0,
+    return RoundStats.from_row({"round": round_idx, "n_actors": n, "cold_starts": cold, "projected_learner_s": 1.0,
             "projected_round_s": scale * seconds, "cost_serverless_usd": scale * usd, "env_steps": 4096 * round_idx,
-            "cum_cost_serverless_usd": scale * usd * round_idx, **STATS.columns(), **extra}
+            "cum_cost_serverless_usd": scale * usd * round_idx, **STATS.columns(), **extra})
 
 
 def test_the_knee_and_the_counts_weighed_by_hand() -> None:
@@ -148,6 +149,7 @@ def test_make_scaler_prices_the_model_on_the_run_s_ledger() -> None:
     assert s8 > 0.05 + 0.032 and s16 < s8 and usd8 > 0 and usd16 > 0
 
 
+@pytest.mark.integration
 def test_an_auto_run_logs_what_its_functions_did_and_runs_its_pick(tmp_path: Path) -> None:
     from minionsrl import TrainConfig as Config
     from minionsrl import train
@@ -191,6 +193,7 @@ def test_auto_refuses_rounds_it_does_not_model_and_is_an_arm_of_compare() -> Non
         Arm.parse("auto:fast")
 
 
+@pytest.mark.integration
 def test_compare_takes_actors_auto_as_its_base(tmp_path: Path) -> None:
     """An arm's own scaler and count replace the base's auto (they crashed the learner's batch before)."""
     assert cli.main(["compare", "--env-id", "CartPole-v1", "--actors", "auto", "--scalers", "fixed:16", "--seeds", "1",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,6 +18,8 @@ from minionsrl.config import TrainConfig
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.fragment import Fragment
 from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics
+
+pytestmark = pytest.mark.integration  # a two-node Ray cluster, Lithops localhost, worker processes
 
 BACKENDS = ["local", "ray", "lithops"]
 SLOW_COUNTER = EnvSpec("custom_env:CounterEnv", {"length": 1000, "sleep_s": 0.05})
@@ -60,7 +63,7 @@ def test_invoke_many_gives_valid_fragments_in_request_order(make_backend):
     ref = backend.publish(snapshot())
     requests = requests_for(ref, 12)
     replies = backend.invoke(requests)
-    assert _ids(replies) == [r["id"] for r in requests]
+    assert _ids(replies) == [r.id for r in requests]
     assert all(r.ok for r in replies), [r.record.error for r in replies if not r.ok]
     for reply in replies:
         fragment = Fragment.from_wire(reply.arrays, reply.meta, STEPS, CART)
@@ -144,7 +147,7 @@ def test_round_deadline_cancels_stragglers_and_bills_them(make_backend):
     slow = requests_for(ref, 1, round_idx=2, spec=SLOW_COUNTER, steps=1000)
     # the slow one runs 50 s; the deadline leaves the fast one time to start a worker on a loaded machine
     replies = backend.invoke(fast + slow, deadline_s=15.0)
-    assert _ids(replies) == [fast[0]["id"], slow[0]["id"]]
+    assert _ids(replies) == [fast[0].id, slow[0].id]
     assert replies[0].ok
     assert replies[1].record.error == "cancelled" and replies[1].record.duration_s > 3.0  # billed from dispatch
     assert backend.in_flight == 0
@@ -207,7 +210,7 @@ def test_lithops_call_lost_with_its_worker_process_is_surfaced(request):
     try:
         ref = backend.publish(snapshot(COUNTER))
         requests = requests_for(ref, 3, spec=EnvSpec("custom_env:CounterEnv"))
-        requests[1]["env"] = EnvSpec("custom_env:CounterEnv", {"kill_parent": True}).to_json()  # only here!
+        requests[1] = replace(requests[1], env=EnvSpec("custom_env:CounterEnv", {"kill_parent": True}))  # only here!
         replies = backend.invoke(requests, deadline_s=60)
     finally:
         backend.close()

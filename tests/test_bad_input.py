@@ -1,14 +1,12 @@
-"""Every bad input of bench/bad_input.py (the table in docs/RELIABILITY.md): exit code 2, one line on stderr
-naming the field, nothing started."""
+"""Every bad input of tests/bad_inputs.py (tabled in docs/RELIABILITY.md by bench/bad_input.py): exit code 2, one
+line on stderr naming the field, nothing started."""
 
 from __future__ import annotations
 
 import re
 
+import bad_inputs as bad_input
 import pytest
-from conftest import load_bench
-
-bad_input = load_bench("bad_input")
 
 
 @pytest.fixture(scope="module")

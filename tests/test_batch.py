@@ -119,6 +119,7 @@ def test_unequal_fragments_each_get_their_own_gae_and_vtrace():
                                    rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("algo", ["ppo", "appo"])
 def test_a_batch_size_learns_from_unequal_fragments_with_carried_episodes(tmp_path, algo):
     cfg = TrainConfig(env_id="CartPole-v1", algo=algo, actors=3, batch_size=100, max_rounds=3, eval_every=0,
@@ -174,6 +175,7 @@ def test_the_update_adapts_its_rate_per_epoch_and_a_checkpoint_keeps_it(start, d
     assert fixed.learning_rate == start  # without a desired KL the rate is the schedule's
 
 
+@pytest.mark.integration
 def test_an_adaptive_run_logs_the_rate_of_each_round_and_resumes_it(tmp_path):
     cfg = TrainConfig(env_id="CartPole-v1", actors=2, fragment_length=32, max_rounds=2, eval_every=0,
                       eval_episodes=1, hidden_sizes=[8], lr_schedule="adaptive", learning_rate=1e-2,
@@ -221,6 +223,7 @@ def test_latency_travels_in_the_spec_only_when_set():
         StepLatency(make_env(EnvSpec("CartPole-v1")), float("nan"))
 
 
+@pytest.mark.integration
 def test_a_run_dir_from_before_these_fields_still_resumes(tmp_path):
     cfg = TrainConfig(env_id="CartPole-v1", actors=2, fragment_length=16, max_rounds=1, eval_every=0,
                       eval_episodes=1, hidden_sizes=[8], progress=False, tensorboard=False, run_dir=str(tmp_path / "r"))

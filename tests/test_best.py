@@ -58,6 +58,7 @@ def test_load_policy_and_eval_take_which(run, capsys):
         minionsrl.load_policy(run_dir, which="bset")
 
 
+@pytest.mark.integration
 def test_a_run_stopped_by_its_target_names_the_best_policy(tmp_path):
     summary = minionsrl.train(_tiny(tmp_path / "r", max_rounds=4, target_return=5.0), plots=False)
     assert summary["stopped_by"] == "target_return"

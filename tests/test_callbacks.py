@@ -22,6 +22,7 @@ def _rates(run_dir) -> list[float]:
         return [float(r["learning_rate"]) for r in csv.DictReader(f)]
 
 
+@pytest.mark.integration
 def test_raising_total_timesteps_on_resume_keeps_the_annealing(tmp_path):
     run_dir = str(tmp_path / "run")
     train(TrainConfig(**BASE, eval_every=100, total_timesteps=512, run_dir=run_dir), plots=False)  # 4 rounds
@@ -37,6 +38,7 @@ def test_raising_total_timesteps_on_resume_keeps_the_annealing(tmp_path):
     np.testing.assert_allclose(rates[4:], [2.5e-4, 1.875e-4, 1.25e-4, 6.25e-5], rtol=1e-6)
 
 
+@pytest.mark.integration
 def test_resuming_with_the_same_limits_is_the_uninterrupted_schedule(tmp_path):
     run_dir = str(tmp_path / "run")
     train(TrainConfig(**BASE, eval_every=100, total_timesteps=512, max_rounds=2, run_dir=run_dir), plots=False)
@@ -58,6 +60,7 @@ class StopAfter(Callback):
         self.summary = summary
 
 
+@pytest.mark.integration
 def test_a_callback_sees_the_trainer_and_stops_the_run(tmp_path):
     """Evaluated every round beside the next one: row 1 comes during round 2, and stopping there leaves round 2's
     row waiting for its evaluation; it is written without one, the round checkpointed, and --resume continues."""

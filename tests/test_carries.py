@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from typing import Any
 
 import pytest
 
@@ -14,9 +12,10 @@ from minionsrl.function import rollout
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.faults import FaultPlan
 from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.function.request import Request
 from minionsrl.learner.networks import init_params, snapshot_of
-from minionsrl.loop.gather import RetryPolicy
-from minionsrl.loop.invocations import Publisher, Requests
+from minionsrl.loop.requests import Publisher, Requests
+from minionsrl.loop.retry import RetryPolicy
 from minionsrl.loop.sampler import SyncSampler
 
 CART = PolicyArch(4, 2, True, (8,))
@@ -38,10 +37,10 @@ class InProcessBackend(Backend):
         self.policies[ref] = policy_blob
         return ref
 
-    def submit(self, requests: list[dict[str, Any]]) -> None:
+    def submit(self, requests: list[Request]) -> None:
         for req in requests:
-            data = rollout.handle(json.dumps(req).encode(), self.policies.__getitem__, KEY)
-            self.ready.append(make_reply(InvocationRecord(str(req["id"]), str(req["kind"])), data, KEY))
+            data = rollout.handle(req.encode(), self.policies.__getitem__, KEY)
+            self.ready.append(make_reply(InvocationRecord(req.id, req.kind), data, KEY))
 
     def collect(self, timeout: float | None = None) -> list[Reply]:
         out, self.ready = self.ready, []

@@ -11,9 +11,10 @@ from minionsrl.cli import build_parser
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner.batch import Batch
 from minionsrl.learner.engine import SGDEngine, _update_program
+from minionsrl.learner.learners import Normalization, PPOLearner
 from minionsrl.learner.networks import init_params
 from minionsrl.learner.ppo import PPOParams, ppo_loss
-from minionsrl.loop import schedule
+from minionsrl.loop import anneal
 
 ARCH = PolicyArch(4, 2, True, (8,))
 BASE = {"env_id": "CartPole-v1", "actors": 2, "fragment_length": 64, "eval_episodes": 1, "eval_every": 100,
@@ -29,11 +30,18 @@ def _batch(n: int, seed: int = 0) -> Batch:
                  r.standard_normal(n).astype(f32), r.standard_normal(n).astype(f32))
 
 
+def _annealed(params: PPOParams, fraction: float) -> tuple[float, float]:
+    """The rate and clip a learner with ``params`` takes for a run with ``fraction`` of it left."""
+    learner = PPOLearner(ARCH, params, Normalization())
+    learner.set_remaining(fraction)
+    return learner.lr, learner.engine.clip_coef
+
+
 @pytest.mark.parametrize(("anneal_lr", "anneal_clip"), [(True, True), (True, False), (False, True), (False, False)])
 def test_rate_and_clip_follow_one_fraction_each_where_asked(anneal_lr, anneal_clip):
-    cfg = TrainConfig(**BASE, anneal_lr=anneal_lr, anneal_clip=anneal_clip)
+    params = PPOParams(learning_rate=1e-3, clip_coef=0.2, anneal_lr=anneal_lr, anneal_clip=anneal_clip)
     for fraction in (1.0, 0.5, 0.0):
-        lr, clip = schedule.annealed(cfg, fraction)
+        lr, clip = _annealed(params, fraction)
         assert lr == pytest.approx(1e-3 * (fraction if anneal_lr else 1.0))
         assert clip == pytest.approx(0.2 * (fraction if anneal_clip else 1.0))
 
@@ -69,6 +77,7 @@ class Clips(Callback):
         return True
 
 
+@pytest.mark.integration
 def test_a_run_anneals_the_clip_with_the_rate_and_a_resume_keeps_the_schedule(tmp_path):
     run_dir = str(tmp_path / "run")
     first = Clips()
@@ -90,11 +99,12 @@ def test_a_resume_keeps_the_clip_schedule_with_the_rate_constant():
     """With the clip annealed alone the kept scale is the clip's: 0.25 of it left at 384 of 512 steps, then half of
     1,024 left at 512 steps: the clip goes on at twice the fraction left."""
     cfg = TrainConfig(**BASE, anneal_lr=False, anneal_clip=True, total_timesteps=1024)
-    kept = schedule.keep_on_resume(cfg, {"limits": [512, None, None], "scale": 1.0, "spent": [384, 0.0, 0.0]},
-                                   [512, 0.0, 0.0])
+    kept = anneal.keep_on_resume(cfg, {"limits": [512, None, None], "scale": 1.0, "spent": [384, 0.0, 0.0]},
+                                 [512, 0.0, 0.0])
     assert kept["scale"] == pytest.approx(0.5)
-    assert schedule.annealed(cfg, kept["scale"] * schedule.remaining([512, 0.0, 0.0], schedule.limits(cfg))) == \
-        pytest.approx((1e-3, 0.05))
+    fraction = kept["scale"] * anneal.remaining([512, 0.0, 0.0], anneal.limits(cfg))
+    params = PPOParams(learning_rate=1e-3, clip_coef=0.2, anneal_lr=False, anneal_clip=True)
+    assert _annealed(params, fraction) == pytest.approx((1e-3, 0.05))
 
 
 def test_anneal_clip_is_in_train_help_with_its_default():
@@ -102,5 +112,5 @@ def test_anneal_clip_is_in_train_help_with_its_default():
     text = " ".join(train_parser.format_help().split())
     assert "--anneal-clip, --no-anneal-clip" in text
     assert "with the learning rate's schedule (the zoo's lin_ clip_range) (default: off)" in text
-    assert TrainConfig().learner.anneal_clip is None and schedule.annealed(
-        TrainConfig(learning_rate=1e-3, clip_coef=0.2, anneal_lr=True), 0.5) == pytest.approx((5e-4, 0.2))
+    params = PPOParams(learning_rate=1e-3, clip_coef=0.2, anneal_lr=True, anneal_clip=None)
+    assert TrainConfig().learner.anneal_clip is None and _annealed(params, 0.5) == pytest.approx((5e-4, 0.2))

@@ -39,6 +39,7 @@ def _total(rows: list[dict], column: str) -> int:
 
 
 # -- throttling -------------------------------------------------------------------------------------
+@pytest.mark.integration
 def test_throttled_calls_back_off_and_retry_without_using_up_retries(tmp_path):
     """Half the calls refused by the platform, no retries allowed for failures: every slot still gets its
     fragment after backing off, the refusals are counted `throttled`, and learning is the clean run's."""
@@ -52,6 +53,7 @@ def test_throttled_calls_back_off_and_retry_without_using_up_retries(tmp_path):
     assert [{k: r[k] for k in LEARNING_COLUMNS} for r in rows] == [{k: r[k] for k in LEARNING_COLUMNS} for r in clean]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("algo", ["appo", "impala"])
 def test_asynchronous_runs_back_off_throttled_calls_without_using_up_retries(tmp_path, algo):
     """APPO and IMPALA keep functions in flight: a refused call is resubmitted after a back-off (not at once)
@@ -64,7 +66,7 @@ def test_asynchronous_runs_back_off_throttled_calls_without_using_up_retries(tmp
 
 
 def test_back_off_grows_exponentially_with_full_jitter():
-    from minionsrl.loop.gather import RetryPolicy, backoff_s
+    from minionsrl.loop.retry import RetryPolicy, backoff_s
 
     policy = RetryPolicy(backoff_base_s=0.1, backoff_cap_s=1.0)
     for refusals, bound in ((1, 0.1), (2, 0.2), (3, 0.4), (4, 0.8), (5, 1.0), (30, 1.0)):
@@ -75,7 +77,7 @@ def test_back_off_grows_exponentially_with_full_jitter():
 def test_a_slot_throttled_past_max_throttled_is_lost(tmp_path):
     """A platform that refuses every call: the round gives up after max_throttled refusals, with one line."""
     from minionsrl.backends.base import OK
-    from minionsrl.loop.gather import RetryPolicy, TooFewReplies, gather
+    from minionsrl.loop.retry import RetryPolicy, TooFewReplies, gather
 
     with LocalBackend(wire.new_key(), max_concurrency=1) as backend:
         def request(slot: int, attempt: int) -> dict:
@@ -102,6 +104,7 @@ def test_throttling_on_lithops_localhost(tmp_path):
 
 
 # -- out of memory ----------------------------------------------------------------------------------
+@pytest.mark.integration
 def test_function_past_its_memory_is_killed_recorded_oom_and_retried(tmp_path):
     """The local backend enforces a function's memory as platforms do: an instance that allocates past it is
     killed, the attempt is recorded `oom` (counted failed) and retried; nothing is lost."""

@@ -181,6 +181,7 @@ def yaml_run(tmp_path_factory):
     return rc, run_dir
 
 
+@pytest.mark.integration
 def test_yaml_applied_and_flags_override(yaml_run):
     rc, run_dir = yaml_run
     assert rc == 0
@@ -201,6 +202,7 @@ def test_yaml_applied_and_flags_override(yaml_run):
     assert build(load_yaml(run_dir / "config.yaml")).run.seed == 5
 
 
+@pytest.mark.integration
 def test_fresh_run_into_dir_that_holds_a_run(yaml_run, capsys):
     _, run_dir = yaml_run
     before = (run_dir / "metrics.csv").read_text()
@@ -211,6 +213,7 @@ def test_fresh_run_into_dir_that_holds_a_run(yaml_run, capsys):
     assert (run_dir / "metrics.csv").read_text() == before  # untouched
 
 
+@pytest.mark.integration
 def test_resume_with_a_changed_learning_field(yaml_run, capsys):
     _, run_dir = yaml_run
     rc = cli.main(["train", "--resume", "--run-dir", str(run_dir), "--learning-rate", "0.5", "--max-rounds", "2"])
@@ -218,6 +221,7 @@ def test_resume_with_a_changed_learning_field(yaml_run, capsys):
     assert "learning_rate" in _error_line(capsys)
 
 
+@pytest.mark.integration
 def test_a_run_dir_with_a_flat_config_yaml_resumes(yaml_run):
     """Run dirs written before the config had roles hold a flat config.yaml: they resume as written."""
     _, run_dir = yaml_run
@@ -386,6 +390,7 @@ def test_every_subcommand_shows_its_defaults_and_abbreviates_nothing():
     assert "(default: 10)" in " ".join(evaluate.format_help().split())  # --episodes: `eval --help` showed none
 
 
+@pytest.mark.integration
 def test_version_and_python_dash_m(capsys, subprocess_env):
     from minionsrl import __version__
 

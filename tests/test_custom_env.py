@@ -63,6 +63,7 @@ def _summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 
 
+@pytest.mark.integration
 def test_module_in_the_current_folder_trains_on_local_workers(env_folder, tmp_path):
     """As ``minionsrl train`` runs it: the current folder is not on ``sys.path`` (the command's own folder is);
     the learner imports the module from there and the local backend's worker processes do too."""
@@ -107,6 +108,7 @@ def test_module_whose_own_import_fails_says_so(env_folder):
     assert "no_such_dependency_xyz" in message and "fix the module" in message and "\n" not in message
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("backend", ["ray", "lithops"])
 def test_module_in_the_current_folder_trains_with_the_minionsrl_command(backend, env_folder, tmp_path,
                                                                        subprocess_env):

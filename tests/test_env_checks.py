@@ -107,6 +107,7 @@ def test_env_without_render_mode_builds_from_a_registered_id(registered):
     assert env_info(EnvSpec("custom_env:NoRender-v0")).obs_shape == (1,)
 
 
+@pytest.mark.integration
 def test_a_module_that_registers_the_id_trains_on_the_functions(tmp_path):
     """``module:Env-v0``: the module registers the id on import, in the learner and in every worker process
     (which would not know the id otherwise); the registration's time limit holds."""

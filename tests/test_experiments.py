@@ -19,6 +19,8 @@ from minionsrl.experiments.compare import Arm, run_compare
 from minionsrl.experiments.motivate import run_motivate
 from minionsrl.experiments.scale import run_scale
 from minionsrl.experiments.scheduler import train_scheduler
+from minionsrl.function.envs import EnvSpec
+from minionsrl.function.request import Request
 from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics
 from minionsrl.scaling.minions import load_agent
 
@@ -82,6 +84,7 @@ def test_an_arms_learner_budget_is_relative_to_the_base_configs_actors() -> None
         assert update_plan(64 * 512, learner.engine.params)[0] == chunks, budget
 
 
+@pytest.mark.integration
 def test_compare_writes_table_csv_and_plots_and_server_learns_the_same(tmp_path) -> None:
     arms = [Arm("fixed", 4, "server"), Arm("fixed", 4), Arm.parse("hydrozoa*2")]
     results = run_compare(_cfg(tmp_path), arms, [1], tmp_path / "cmp", target_return=1.0)
@@ -115,6 +118,7 @@ def test_compare_writes_table_csv_and_plots_and_server_learns_the_same(tmp_path)
     assert {f: f.stat().st_mtime_ns for f in (tmp_path / "cmp" / "runs").rglob("*") if f.is_file()} == written
 
 
+@pytest.mark.integration
 def test_compare_cli_ends_runs_at_total_timesteps_or_rounds(tmp_path) -> None:
     """--total-timesteps is honoured (it was silently replaced by the preset's 500k): 2 actors x 128 steps x 3
     rounds reach 768 steps, so a 700-step budget ends each run after 3 of its 10 rounds."""
@@ -128,6 +132,7 @@ def test_compare_cli_ends_runs_at_total_timesteps_or_rounds(tmp_path) -> None:
     assert (summary["rounds"], summary["env_steps"], summary["stopped_by"]) == (3, 768, "total_timesteps")
 
 
+@pytest.mark.integration
 def test_ledger_totals_equal_the_sum_of_rows_and_budget_stops_early(tmp_path) -> None:
     summary = make_trainer(_cfg(tmp_path, max_rounds=5, cold_start_s=0.0)).run()
     rows = read_metrics(tmp_path / "run")
@@ -144,6 +149,7 @@ def test_ledger_totals_equal_the_sum_of_rows_and_budget_stops_early(tmp_path) ->
     assert overshoot < max(float(r["cost_serverless_usd"]) for r in capped_rows)
 
 
+@pytest.mark.integration
 def test_a_budget_stop_still_evaluates_the_last_round(tmp_path) -> None:
     """The round that exhausts the budget is the last, and the last round always evaluates: the stop is
     decided before its evaluation, with the round's cost so far, not after its bill."""
@@ -173,6 +179,7 @@ def _steady_round_usd(tmp_path) -> float:
         return float(list(csv.DictReader(f))[-1]["cost_serverless_usd"])
 
 
+@pytest.mark.integration
 def test_a_budget_stop_is_kept_on_resume_unless_the_budget_is_raised(tmp_path) -> None:
     """The run decided its budget stop before its last evaluation; a resume keeps that decision instead of
     re-checking with the whole bill (which could stop a resumed run a round earlier than an uninterrupted one)."""
@@ -186,6 +193,7 @@ def test_a_budget_stop_is_kept_on_resume_unless_the_budget_is_raised(tmp_path) -
     assert raised["rounds"] > capped["rounds"]
 
 
+@pytest.mark.integration
 def test_a_time_budget_stops_before_the_round_that_would_cross_it_and_anneals_the_rate(tmp_path) -> None:
     """--time-budget-s counts projected cloud seconds: the run stops before a round that would take it past the
     budget (at most one round over: the next round's time is an estimate), the stop is kept on resume, and the
@@ -223,6 +231,7 @@ def test_compare_until_target_bad_input_is_one_line(tmp_path, capsys, flags, mes
     assert not (tmp_path / "cmp").exists()
 
 
+@pytest.mark.integration
 def test_compare_until_target_runs_each_arm_to_the_target_or_its_cap(tmp_path) -> None:
     """Each run goes on until its evaluation reaches the target (CartPole: 40, a few rounds) or the projected-time
     cap; the table says how many seeds reached it, with the projected seconds and dollars to it."""
@@ -250,6 +259,7 @@ def test_compare_until_target_runs_each_arm_to_the_target_or_its_cap(tmp_path) -
     assert "Pareto to target" in table
 
 
+@pytest.mark.integration
 def test_summary_says_why_the_run_stopped_and_is_valid_json(tmp_path) -> None:
     from minionsrl.loop.session import Progress, Session
 
@@ -280,6 +290,7 @@ def test_pareto_front_return_at_budget_and_bootstrap_interval() -> None:
     assert 1.0 <= lo < 2.5 < hi <= 4.0 and bootstrap_ci([5.0]) == (5.0, 5.0)
 
 
+@pytest.mark.integration
 def test_server_backend_waits_for_new_hosts_only_when_asked(tmp_path) -> None:
     cfg = _cfg(tmp_path)
     with ServerBackend(b"s" * 32, vcpus_per_host=2, startup_s=0.4, wait_for_startup=True) as backend:
@@ -290,17 +301,19 @@ def test_server_backend_waits_for_new_hosts_only_when_asked(tmp_path) -> None:
         backend.invoke([])
         backend.hosts = 1
         assert backend.idle_timeout_s == float("inf")
-        requests = [{"id": f"x{i}", "kind": "train"} for i in range(4)]
+        requests = [Request(id=f"x{i}", kind="train", policy="none", env=EnvSpec("CartPole-v1"), seed=i, gamma=0.99,
+                            steps=1) for i in range(4)]
         backend.publish(b"x")
         backend.invoke(requests[:0])
         assert backend.startup_waits == 0  # no request: no host added, nothing waited for
-        # 4 train requests need 2 hosts: one is added, so the backend waits 0.4 s (replies are errors: bad requests)
+        # 4 train requests need 2 hosts: one is added, so the backend waits 0.4 s (replies are errors: no such policy)
         t1 = time.perf_counter()
         replies = backend.invoke(requests)
         assert time.perf_counter() - t1 >= 0.4
         assert backend.startup_waits == 1 and len(replies) == 4 and not any(r.ok for r in replies)
 
 
+@pytest.mark.integration
 def test_scale_measures_every_count(tmp_path) -> None:
     rows = run_scale(_cfg(tmp_path), max_actors=4, steps=1, repeats=2, out_dir=tmp_path / "scale")
     assert [r["actors"] for r in rows] == [1, 2, 4]
@@ -310,6 +323,7 @@ def test_scale_measures_every_count(tmp_path) -> None:
         assert len(list(csv.DictReader(fh))) == 3
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("algo", ["ppo", "appo"])
 def test_motivate_correlates_gain_with_the_ratio(tmp_path, algo) -> None:
     make_trainer(_cfg(tmp_path, max_rounds=6, keep_checkpoints_every=2, algo=algo)).run()
@@ -332,6 +346,7 @@ def test_motivate_correlates_gain_with_the_ratio(tmp_path, algo) -> None:
         run_motivate(tmp_path / "mot", 2, 8, 2, tmp_path / "mot2")
 
 
+@pytest.mark.integration
 def test_scheduler_training_runs_jobs_and_the_trained_one_drives_a_run(tmp_path) -> None:
     # the scheduler's own tests (artefacts, the shipped one, sampling, training steps) are in test_scheduler
     out = train_scheduler(_cfg(tmp_path, max_rounds=3), jobs=2, target=500.0, out=tmp_path / "sched.safetensors",

@@ -20,8 +20,8 @@ from minionsrl.function.fragment import Fragment
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import handle
 from minionsrl.learner.networks import init_params, snapshot_of
-from minionsrl.loop.invocations import invocation_seed
 from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics
+from minionsrl.loop.requests import invocation_seed
 
 KEY = b"f" * 32
 CART = PolicyArch(4, 2, True, (8,))
@@ -211,6 +211,7 @@ def test_every_attempt_is_billed(faulty_and_clean):
     assert len(_csv(faulty / "invocations.csv")) > len(_csv(clean / "invocations.csv"))
 
 
+@pytest.mark.integration
 def test_round_deadline_proceeds_without_stragglers_and_bills_them(tmp_path):
     # seed 1 hangs slots 0 and 2 of round 1 (and no evaluation slot): the round proceeds with slots 1 and 3
     _train(tmp_path / "run", max_rounds=1, eval_episodes=1, fault_hang=0.4, fault_seed=1, round_deadline_s=6.0,

@@ -175,6 +175,7 @@ def test_deadlines_follow_the_median_of_their_kind_within_floor_and_limit():
     assert "--invocation-timeout-s" in d.error(60.0, "in the env's step()")
 
 
+@pytest.mark.integration
 def test_a_hung_step_is_stopped_at_its_deadline_with_where_it_hung_and_its_simulator(make_backend, tmp_path):
     pids, hang = tmp_path / "pids", tmp_path / "hang"
     pids.mkdir()
@@ -207,6 +208,7 @@ def test_where_hung_reads_the_serving_thread_of_a_faulthandler_dump():
     assert local_worker.where_hung("") == ""
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("env", "says"), [("HangingInitEnv", "its constructor did not return within 1 s"),
                                            ("HangingStepEnv", "step() did not return within 1 s")])
 def test_the_learners_env_check_is_bounded_and_names_what_hung(env, says):
@@ -262,6 +264,7 @@ _LEARNER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_a_sigkilled_learner_takes_its_hung_workers_and_their_simulators_with_it(tmp_path, subprocess_env):
     pids, hang = tmp_path / "pids", tmp_path / "hang"
     pids.mkdir()

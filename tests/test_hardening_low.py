@@ -96,6 +96,7 @@ def test_what_the_env_returned_is_blamed_before_what_the_policy_made_of_it(env, 
     assert str(info.value).startswith(says) and "'values'" not in str(info.value), info.value
 
 
+@pytest.mark.integration
 def test_a_nan_observation_is_one_line_naming_the_env(tmp_path, subprocess_env):
     proc = subprocess.run([sys.executable, "-m", "minionsrl", "train", *SMALL, "--env-id",
                            "test_hardening_low:NanObsEnv", "--max-rounds", "2", "--run-dir", str(tmp_path / "run")],
@@ -126,6 +127,7 @@ def test_moments_and_the_normaliser_take_infinities_quietly():
         assert ObsNormalizer(None, None, 10.0, False)(x) is x  # float32 passes as it is
 
 
+@pytest.mark.integration
 def test_a_bad_env_is_one_line_without_runtime_warnings(tmp_path, subprocess_env):
     proc = subprocess.run([sys.executable, "-m", "minionsrl", "train", *SMALL, "--normalize-obs", "--env-id",
                            "test_hardening_low:HugeObsEnv", "--max-rounds", "2", "--run-dir", str(tmp_path / "run")],
@@ -143,6 +145,7 @@ def one_round(tmp_path_factory) -> Path:
     return run
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("flags", "says"), [
     (["--batch-size", "4096"], "--resume: --batch-size 4096 changes fragment_length (16 → unset) and batch_size "
                                "(unset → 4096); "),
@@ -158,6 +161,7 @@ def test_a_refused_resume_names_the_flag_and_what_it_changes(one_round, capsys, 
     assert "kl_" not in err and "set either" not in err  # nothing the user did not touch
 
 
+@pytest.mark.integration
 def test_a_flag_that_resolves_to_the_saved_run_resumes(one_round, tmp_path):
     import shutil
 
@@ -192,6 +196,7 @@ class SigtermInGcEnv(BadEnv):
             gc.callbacks.append(_sigterm_in_gc)  # in the learner only, not its workers
 
 
+@pytest.mark.integration
 def test_sigterm_in_a_gc_callback_still_ends_the_run_with_143(tmp_path, subprocess_env):
     run = tmp_path / "run"
     env = {**subprocess_env, "MINIONSRL_TEST_SIGTERM_AFTER": str(run / "metrics.csv")}

@@ -16,6 +16,7 @@ from run_dir_tools import set_at, tensorboard_events
 from minionsrl import cli, files
 from minionsrl.errors import ConfigError, one_line
 from minionsrl.loop import checkpoint
+from minionsrl.stats import RoundStats
 
 TRAIN = ["train", "--actors", "1", "--fragment-length", "16", "--eval-every", "0", "--eval-episodes", "1",
          "--hidden-sizes", "8", "--no-progress", "--no-tensorboard", "--checkpoint-every", "1"]
@@ -122,6 +123,13 @@ def test_resume_refuses_a_checkpoint_that_does_not_fit(run, capsys, path, value,
     assert (run / "checkpoints" / checkpoint.LATEST).read_bytes() == tampered  # nothing written
 
 
+def test_resume_refuses_a_checkpoint_of_another_state_format_in_one_line(run, capsys):
+    _tamper(run, lambda state: state.pop("format_version"))  # as a minionsrl from before the format was versioned
+    err = _resume(run, capsys)
+    assert "holds a run state of format 1, and this minionsrl resumes format" in err, err
+    assert "start a new run" in err and "minionsrl eval" in err
+
+
 # -- a diverging update ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("lr", "says"), [("1e30", "round 1: the update diverged"),
                                           ("1e300", "learning_rate: 1e+300 is too large")])
@@ -140,7 +148,7 @@ def test_a_tensorboard_write_that_fails_is_one_line_naming_its_file(tmp_path):
     log = RunLog(tmp_path, None, 0, tensorboard=True)
     log._tb._fh = open("/dev/full", "wb")  # noqa: SIM115 - every write: No space left on device
     with pytest.raises(ConfigError, match=r"events\.out\.tfevents.*No space left on device.*--resume"):
-        log.log_round({"round": 1, "env_steps": 16, "sps": 1.0}, [])
+        log.log_round(RoundStats.from_row({"round": 1, "env_steps": 16, "sps": 1.0}), [])
     log.close()
 
 
@@ -148,7 +156,7 @@ def test_tensorboard_events_are_readable(tmp_path):
     from minionsrl.loop.metrics import RunLog
 
     log = RunLog(tmp_path, 3, 48, tensorboard=True)
-    log.log_round({"round": 4, "env_steps": 64, "sps": 2.5}, [])
+    log.log_round(RoundStats.from_row({"round": 4, "env_steps": 64, "sps": 2.5}), [])
     log.close()
     events = tensorboard_events(tmp_path)
     assert events[0].file_version == "brain.Event:2" and events[1].step == 49  # the purge step of a resume
@@ -265,7 +273,6 @@ def test_plot_of_a_tampered_or_read_only_run_is_one_line(run, capsys, tamper):
 def _forging_backend(forge):
     """A backend whose first attempt of each slot answers ``forge(request, key)`` (signed with the invocation's
     key, as a compromised function could), and whose retries answer as the rollout function does."""
-    import json
     from collections import deque
 
     from minionsrl.backends.base import Backend, InvocationRecord, make_reply, reply_limit
@@ -288,9 +295,9 @@ def _forging_backend(forge):
             if not self.queue:
                 return []
             req = self.queue.popleft()
-            data = forge(req, wire.invocation_key(self.key, req["id"])) if req["attempt"] == 0 else \
-                rollout.handle(json.dumps(req).encode(), lambda ref: self.policy, self.key)
-            record = InvocationRecord(invocation_id=req["id"], kind=req["kind"], duration_s=1.0)
+            data = forge(req, wire.invocation_key(self.key, req.id)) if req.attempt == 0 else \
+                rollout.handle(req.encode(), lambda ref: self.policy, self.key)
+            record = InvocationRecord(invocation_id=req.id, kind=req.kind, duration_s=1.0)
             return [make_reply(record, data, self.key, max_bytes=reply_limit(req))]
 
         def cancel(self, ids=None):
@@ -310,7 +317,7 @@ def _requests():
     from minionsrl.function.envs import EnvSpec
     from minionsrl.function.faults import FaultPlan
     from minionsrl.function.numpy_policy import PolicyArch
-    from minionsrl.loop.invocations import Requests
+    from minionsrl.loop.requests import Requests
 
     arch = PolicyArch(4, 2, True, (8,))
     return arch, Requests(EnvSpec("CartPole-v1"), 1, 0.99, FaultPlan({}, 0), arch)
@@ -322,18 +329,18 @@ def _gather_forged(forge, kind: str):
     from test_trust import _snapshot
 
     from minionsrl.function.fragment import Fragment
-    from minionsrl.loop.gather import RetryPolicy, gather
-    from minionsrl.loop.invocations import eval_returns
+    from minionsrl.loop.requests import eval_returns
+    from minionsrl.loop.retry import RetryPolicy, gather
 
     arch, requests = _requests()
     backend = _forging_backend(forge)
     ref = backend.publish(_snapshot().encode(backend.key))
     if kind == "train":
         def make(slot, attempt):
-            return requests.make("train", ref, 1, slot, attempt, steps=8, carry=None)
+            return requests.make("train", ref, 1, slot, attempt, steps=8, )
 
         def validate(request, reply):
-            return Fragment.many_from_wire(reply.arrays, reply.meta, int(request["steps"]), arch)
+            return Fragment.many_from_wire(reply.arrays, reply.meta, request.steps, arch)
     else:
         def make(slot, attempt):
             return requests.make("eval", ref, 1, slot, attempt, episodes=2)
@@ -351,7 +358,7 @@ def test_a_reply_over_its_requests_size_cap_is_refused_before_decoding_and_retri
     monkeypatch.setattr(wire, "decode", lambda data, key: decoded.append(len(data)) or real_decode(data, key))
 
     def forge(request, key):  # a well-formed, signed reply padded with an array of 4 MB
-        return wire.encode({"obs": np.zeros((1 << 20,), np.float32)}, {"id": request["id"], "type": "fragment"}, key)
+        return wire.encode({"obs": np.zeros((1 << 20,), np.float32)}, {"id": request.id, "type": "fragment"}, key)
 
     record, status, results, retries = _gather_forged(forge, "train")
     assert status == "failed" and record.error.startswith("bad reply: 4194") and "-byte cap its request" in \
@@ -361,24 +368,23 @@ def test_a_reply_over_its_requests_size_cap_is_refused_before_decoding_and_retri
 
 
 def test_the_reply_cap_holds_real_replies_with_room():
-    import json
 
     from test_trust import _snapshot
 
     from minionsrl.backends.base import InvocationRecord, make_reply, reply_limit
     from minionsrl.function import rollout, wire
-    from minionsrl.loop.invocations import reply_cap
+    from minionsrl.loop.requests import reply_cap
 
     arch, requests = _requests()
     key = wire.new_key()
     blob = _snapshot().encode(key)
-    for kind, extra in (("train", {"steps": 64, "carry": None}), ("eval", {"episodes": 3})):
+    for kind, extra in (("train", {"steps": 64}), ("eval", {"episodes": 3})):
         request = requests.make(kind, "p", 1, 0, 0, **extra)
-        data = rollout.handle(json.dumps(request).encode(), lambda ref: blob, key)
+        data = rollout.handle(request.encode(), lambda ref: blob, key)
         cap = reply_limit(request)
         assert cap == reply_cap(arch, kind, steps=extra.get("steps", 0), episodes=extra.get("episodes", 0))
         assert len(data) < cap / 2, (kind, len(data), cap)
-        assert make_reply(InvocationRecord(request["id"], kind), data, key, max_bytes=cap).ok
+        assert make_reply(InvocationRecord(request.id, kind), data, key, max_bytes=cap).ok
     image = type(arch)(28224, 6, True, (), net="cnn", obs_shape=(4, 84, 84))
     assert 2 * 128 * 28224 < reply_cap(image, "train", steps=128) < 16 << 20  # Atari: 128 frames, a few MB
 
@@ -395,7 +401,7 @@ def test_an_eval_reply_with_extra_arrays_or_bad_lengths_is_a_failed_attempt_retr
 
     def forge(request, key):
         arrays = {"episode_returns": np.array([10.0, 12.0]), "episode_lengths": np.array([10, 12], np.int64)}
-        meta = {"id": request["id"], "type": "eval"}
+        meta = {"id": request.id, "type": "eval"}
         change(arrays, meta)
         return wire.encode(arrays, meta, key)
 
@@ -413,7 +419,7 @@ def test_the_local_backend_refuses_an_oversized_reply_unread_and_replaces_the_in
     key = wire.new_key()
     with LocalBackend(key, max_concurrency=1) as backend:
         ref = backend.publish(_snapshot().encode(key))
-        (refused,) = backend.invoke([{**_request("r1-train-0", policy=ref), "max_reply_bytes": 100}], deadline_s=60)
+        (refused,) = backend.invoke([_request("r1-train-0", policy=ref, max_reply_bytes=100)], deadline_s=60)
         assert refused.record.status == "failed" and "over the 100-byte cap" in refused.record.error
         assert refused.record.bytes_out > 100 and backend.instance_ids == []  # stopped: its pipe was out of step
         (accepted,) = backend.invoke([_request("r1-train-0-a1", policy=ref)], deadline_s=60)
@@ -450,6 +456,7 @@ def _local_dirs(pid: int) -> list[Path]:
     return list(Path(tempfile.gettempdir()).glob(f"minionsrl-local-{pid}-*"))
 
 
+@pytest.mark.integration
 def test_sigterm_ends_a_local_run_with_one_line_and_removes_its_temp_folder(tmp_path, subprocess_env):
     import signal
 
@@ -547,6 +554,7 @@ def test_resume_refuses_a_non_number_in_a_metrics_column(run, capsys):
     assert metrics.read_bytes() == before
 
 
+@pytest.mark.integration
 def test_a_prices_file_without_vcpus_works_with_the_server_backend(tmp_path, capsys):
     from importlib import resources
 

@@ -74,7 +74,7 @@ def test_the_package_has_no_import_cycle():
 LAYERS = [
     ("minionsrl.errors", "minionsrl.files", "minionsrl.numbers", "minionsrl.redact", "minionsrl.function"),
     ("minionsrl.backends",),
-    ("minionsrl.cost", "minionsrl.forecast", "minionsrl.config"),
+    ("minionsrl.cost", "minionsrl.forecast", "minionsrl.stats", "minionsrl.config"),
     ("minionsrl.learner",),
     ("minionsrl.scaling",),
     ("minionsrl.loop",),
@@ -121,6 +121,7 @@ def test_function_side_imports_no_framework_nor_config_nor_backends(module):
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.integration
 def test_training_needs_no_torch():
     """The learner is JAX: a whole run (PPO with the detectors, a checkpoint, TensorBoard) works with torch made
     unimportable (libraries that use torch only when present, like tensorboardX, fall back)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 from backend_helpers import CART, COUNTER, KEY, STEPS, requests_for, snapshot
 
 from minionsrl.backends import local_worker
@@ -32,6 +33,7 @@ def test_cold_then_warm(make_backend):
     assert backend.instances_started == 1
 
 
+@pytest.mark.integration
 def test_parallel_cold_starts(make_backend):
     backend = make_backend(max_concurrency=2)
     ref = backend.publish(snapshot(COUNTER))
@@ -47,7 +49,7 @@ def test_replies_in_request_order_with_valid_fragments(make_backend):
     ref = backend.publish(snapshot())
     requests = requests_for(ref, 5)
     replies = backend.invoke(requests)
-    assert [r.record.invocation_id for r in replies] == [q["id"] for q in requests]
+    assert [r.record.invocation_id for r in replies] == [q.id for q in requests]
     frags = [Fragment.from_wire(r.arrays, r.meta, STEPS, CART) for r in replies]
     assert all(f.obs.shape == (STEPS, 4) for f in frags)
     # distinct seeds per slot: distinct fragments
@@ -80,6 +82,7 @@ def test_concurrency_cap(make_backend):
     assert backend.instances_started == 2
 
 
+@pytest.mark.integration
 def test_idle_instances_are_reaped(make_backend):
     backend = make_backend(max_concurrency=1, idle_timeout_s=0.5)
     ref = backend.publish(snapshot())
@@ -98,6 +101,7 @@ def test_idle_instances_are_reaped(make_backend):
     assert backend.instances_started == 2
 
 
+@pytest.mark.integration
 def test_instance_that_became_ready_after_its_batch_is_reaped(make_backend):
     backend = make_backend(max_concurrency=2, idle_timeout_s=0.3)
     backend._start_instance()  # the state a batch leaves when another instance served all its requests
@@ -105,6 +109,7 @@ def test_instance_that_became_ready_after_its_batch_is_reaped(make_backend):
     assert backend.reap_idle() == 1
 
 
+@pytest.mark.integration
 def test_cold_start_of_a_late_ready_instance_is_not_inflated(make_backend, monkeypatch):
     """The cold start is the worker's own READY stamp less its start, not the moment the learner read it (which
     load cannot move: no wall-time bound here)."""
@@ -129,6 +134,7 @@ def test_cold_start_of_a_late_ready_instance_is_not_inflated(make_backend, monke
     assert reply.record.init_s >= inst.cold_start_s
 
 
+@pytest.mark.integration
 def test_invoke_reaps_before_dispatch(make_backend):
     backend = make_backend(idle_timeout_s=0.2)
     ref = backend.publish(snapshot())
@@ -146,7 +152,7 @@ def test_invocation_records(make_backend):
     replies = backend.invoke(requests)
     for req, reply in zip(requests, replies, strict=True):
         rec = reply.record
-        assert rec.invocation_id == req["id"] and rec.kind == "train"
+        assert rec.invocation_id == req.id and rec.kind == "train"
         assert rec.instance_id.startswith("local-")
         assert rec.status == "ok" and rec.error == ""
         assert rec.bytes_in > 0 and rec.bytes_out > 0 and rec.run_s > 0 and rec.cpu_s > 0
@@ -154,7 +160,7 @@ def test_invocation_records(make_backend):
         assert rec.duration_s >= rec.run_s
         assert rec.bytes_out > 1000  # a 32-step fragment
         row = rec.row()
-        assert row["invocation_id"] == req["id"] and row["bytes_in"] == rec.bytes_in
+        assert row["invocation_id"] == req.id and row["bytes_in"] == rec.bytes_in
     # the first invocation on each instance paid for the policy: its bytes_in includes the blob
     fetched = [r for r in replies if r.meta["policy_fetched"]]
     assert all(r.record.bytes_in > len(blob) for r in fetched)
@@ -201,6 +207,7 @@ def test_function_error_comes_back_as_error_reply(make_backend):
     assert again.ok and not again.record.cold
 
 
+@pytest.mark.integration
 def test_a_served_instance_is_reused_before_one_that_only_became_ready_later(make_backend):
     """An instance that finished starting after the last invocation returned (started for a request another
     instance took) was never used: the next invocation goes to the warm one, not to it (it would be cold)."""
@@ -217,6 +224,7 @@ def test_a_served_instance_is_reused_before_one_that_only_became_ready_later(mak
     assert again.record.instance_id == first.record.instance_id
 
 
+@pytest.mark.integration
 def test_invocation_timeout_kills_a_hung_instance(make_backend):
     backend = make_backend(invocation_timeout_s=1.0)
     ref = backend.publish(snapshot(COUNTER))
@@ -246,6 +254,7 @@ def test_instance_that_dies_gives_an_error_record(make_backend):
     assert backend.invoke(requests_for(ref, 1, round_idx=3, spec=fine))[0].ok
 
 
+@pytest.mark.integration
 def test_dead_instance_record_names_its_exit_code(make_backend):
     backend = make_backend(max_concurrency=1)
     ref = backend.publish(snapshot(COUNTER))
@@ -315,6 +324,7 @@ def test_a_print_in_the_function_does_not_corrupt_the_reply_stream():
         backend.close()
 
 
+@pytest.mark.integration
 def test_prewarmed_instances_boot_ahead_and_are_still_cold_on_first_use(make_backend):
     """Instances started while the learner sets up: the first invocation on each is billed as cold, with its
     measured start."""
@@ -331,6 +341,7 @@ def test_prewarmed_instances_boot_ahead_and_are_still_cold_on_first_use(make_bac
     assert backend.instances_started == 2  # no further start: the prewarmed ones served
 
 
+@pytest.mark.integration
 def test_concurrency_follows_functions_that_mostly_wait(make_backend):
     """No max_concurrency: functions that sleep 10 ms a step use little CPU, so more of them run at once than there
     are CPUs; functions that keep a CPU busy run one per CPU."""
@@ -355,6 +366,7 @@ def test_concurrency_follows_functions_that_mostly_wait(make_backend):
     assert min(busy.concurrency._shares) > 0.5 and busy.max_concurrency == cpus
 
 
+@pytest.mark.integration
 def test_concurrency_that_follows_waiting_functions_stops_at_the_memory_available(make_backend, monkeypatch):
     from minionsrl.backends import local
 

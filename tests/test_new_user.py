@@ -158,6 +158,7 @@ def test_make_run_ends_with_the_train_command():
     assert commands.rstrip().endswith("--run-dir runs/cartpole") and "summary.json" not in commands
 
 
+@pytest.mark.integration
 def test_a_cli_run_ends_with_its_next_steps(tmp_path, capsys):
     run_dir = tmp_path / "r"
     assert cli.main(["train", *FAST, "--max-rounds", "2", "--run-dir", str(run_dir)]) == 0
@@ -167,6 +168,7 @@ def test_a_cli_run_ends_with_its_next_steps(tmp_path, capsys):
 
 
 # -- row 6: a resumed run that is over says so, before any work ------------------------------------------------
+@pytest.mark.integration
 def test_resuming_a_finished_run_says_there_is_nothing_to_do(run, tmp_path, capsys):
     run_dir = tmp_path / "r"
     shutil.copytree(run[0], run_dir)

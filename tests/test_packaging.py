@@ -185,6 +185,7 @@ print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in BLOCKED))
 """
 
 
+@pytest.mark.integration
 def test_the_core_install_trains_cartpole_and_names_the_mujoco_extra(subprocess_env):
     """With every extra's modules unimportable (as in ``pip install minionsrl``): CartPole trains (TensorBoard
     event files and plots included), and Hopper-v5 stops with one line naming the mujoco extra."""

@@ -28,6 +28,7 @@ def _learning(run_dir: Path) -> list[dict[str, str]]:
     return [{k: row[k] for k in LEARNING_COLUMNS} for row in read_metrics(run_dir)]
 
 
+@pytest.mark.integration
 def test_a_pipelined_round_samples_with_the_policy_one_update_older(tmp_path):
     summary = make_trainer(_cfg(tmp_path / "run")).run()
     rows = read_metrics(tmp_path / "run")
@@ -41,6 +42,7 @@ def test_a_pipelined_round_samples_with_the_policy_one_update_older(tmp_path):
     assert [int(r["round"]) for r in evals] == [3, 6, 8]  # held evaluations ran beside the next round
 
 
+@pytest.mark.integration
 def test_pipelined_learning_differs_from_the_synchronous_round(tmp_path):
     make_trainer(_cfg(tmp_path / "pipe", max_rounds=3)).run()
     make_trainer(_cfg(tmp_path / "sync", max_rounds=3, pipeline=False)).run()
@@ -53,6 +55,7 @@ def test_pipelined_learning_differs_from_the_synchronous_round(tmp_path):
     assert pipe[1]["train_return_mean"] != sync[1]["train_return_mean"]  # round 2 sampled with the initial policy
 
 
+@pytest.mark.integration
 def test_a_resumed_pipelined_run_sends_the_same_wave_again(tmp_path):
     straight = tmp_path / "straight"
     make_trainer(_cfg(straight)).run()
@@ -61,10 +64,10 @@ def test_a_resumed_pipelined_run_sends_the_same_wave_again(tmp_path):
     trainer = make_trainer(_cfg(cut))
     for _ in range(4):  # round 4's checkpoint holds round 5's wave, in flight
         trainer.run_round()
-    assert trainer.sampler.wave is not None and trainer.sampler.wave.round == 5
+    assert trainer.sampler.ahead is not None and trainer.sampler.ahead.round == 5
     trainer.close()  # stopped with the wave in flight: it is lost, as it would be with the process
     saved = checkpoint.load(cut / "checkpoints")
-    assert saved["wave"]["round"] == 5 and saved["wave"]["version"] == 3
+    assert saved["sent_ahead"]["round"] == 5 and saved["sent_ahead"]["version"] == 3
     make_trainer(_cfg(cut), resume=True).run()
 
     assert _learning(cut) == _learning(straight)
@@ -74,14 +77,15 @@ def test_a_resumed_pipelined_run_sends_the_same_wave_again(tmp_path):
         np.testing.assert_array_equal(ours["policy"][name], value)
 
 
+@pytest.mark.integration
 def test_a_wave_that_does_not_fit_the_policy_is_refused_on_resume(tmp_path):
     run_dir = tmp_path / "run"
     trainer = make_trainer(_cfg(run_dir))
     trainer.run_round()
     trainer.close()
     state = checkpoint.load(run_dir / "checkpoints")
-    name = next(iter(state["wave"]["params"]))
-    state["wave"]["params"][name] = np.full_like(state["wave"]["params"][name], np.nan)
+    name = next(iter(state["sent_ahead"]["params"]))
+    state["sent_ahead"]["params"][name] = np.full_like(state["sent_ahead"]["params"][name], np.nan)
     checkpoint.save(run_dir / "checkpoints", state)
     with pytest.raises(ConfigError, match=r"pipelined wave's policy.*finite"):
         make_trainer(_cfg(run_dir), resume=True)

@@ -120,6 +120,7 @@ def test_the_verdict_says_when_one_machine_does_the_job():
     assert verdict(forecast(_cfg(), slow, cap=64), slow).startswith("Serverless pays")
 
 
+@pytest.mark.integration
 def test_plan_on_cartpole_writes_the_table_the_json_and_the_frontier(tmp_path):
     cfg = TrainConfig(env_id="CartPole-v1", total_timesteps=50_000, hidden_sizes=[16], seed=1)
     text, _ = run_plan(cfg, cap=32, out_dir=tmp_path / "plan", json_path=tmp_path / "plan.json")

@@ -75,6 +75,7 @@ def test_numpy_matches_jax_at_init(arch):
     _compare(arch, init_params(arch, 0), obs, actions)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("arch", [DISCRETE, CONTINUOUS], ids=["discrete", "continuous"])
 def test_numpy_matches_jax_after_ppo_updates(arch):
     before = init_params(arch, 1)
@@ -142,6 +143,7 @@ def test_sampled_discrete_actions_follow_the_policy():
     np.testing.assert_allclose(freq, expected, atol=0.03)
 
 
+@pytest.mark.integration
 def test_learner_side_imports_jax_and_not_torch():
     """The learner's networks need JAX only; the probe sees JAX (so it would see torch if it were imported)."""
     code = "import sys, minionsrl.learner.networks; print(sorted(m for m in ('jax', 'torch') if m in sys.modules))"
@@ -149,6 +151,7 @@ def test_learner_side_imports_jax_and_not_torch():
     assert out.stdout.strip() == "['jax']"
 
 
+@pytest.mark.integration
 def test_the_learner_runtime_computes_matmuls_at_full_float32_precision():
     """After the learner's runtime is configured, every matmul it compiles asks for full float32 precision: on a GPU
     JAX would otherwise run them in TF32, and the update's log-probabilities would not be the functions' float32
@@ -168,6 +171,7 @@ def test_the_learner_runtime_computes_matmuls_at_full_float32_precision():
     assert precision == "float32" and int(dots) == int(highest) == 4  # two layers in each of two towers
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("jax_first", "gpu"), [(False, False), (True, False), (False, True)])
 def test_the_learner_runtime_warns_when_jax_ran_before_it(jax_first, gpu):
     """Set up first, the learner gets one XLA compute thread, whose wait for a CPU the round's clock subtracts; if JAX

@@ -53,6 +53,7 @@ def test_the_bar_text_is_the_log_line():
     assert figures(_row(1, 250, 10.0), 42.0, None).endswith("eval 42.0 · $0.001000 · ETA -")
 
 
+@pytest.mark.integration
 def test_a_cli_run_logs_rounds_and_ends_with_its_bills_and_next_steps(tmp_path, capsys):
     run_dir = tmp_path / "r"
     assert cli.main(["train", *FAST, "--max-rounds", "2", "--run-dir", str(run_dir)]) == 0

@@ -118,6 +118,7 @@ def _gcs_call(address: str, token: str | None):
         return grpc.StatusCode.OK, len(reply.node_info_list)
 
 
+@pytest.mark.integration
 def test_private_cluster_refuses_clients_without_its_token_and_listens_on_loopback_only(tmp_path, subprocess_env):
     home = tmp_path / "home"
     home.mkdir()
@@ -204,6 +205,7 @@ def test_private_secret_files_are_0600_and_left_ones_are_removed_once_their_proc
         assert not made.parent.exists()
 
 
+@pytest.mark.integration
 def test_joining_a_cluster_without_its_token_is_one_line_naming_what_to_set(ray_address, tmp_path, subprocess_env):
     """--ray-address of a cluster with token authentication (the session's), from a process without the token."""
     home = tmp_path / "home"

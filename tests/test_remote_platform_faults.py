@@ -10,12 +10,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from run_dir_tools import train_process, wait_rounds
 
+from minionsrl.function.request import Request
 from minionsrl.loop.metrics import read_metrics, read_rows
+
+pytestmark = pytest.mark.integration  # Lithops localhost and private Ray clusters
 
 CART = ["--env-id", "CartPole-v1", "--fragment-length", "64", "--eval-every", "1000", "--eval-episodes", "1",
         "--no-progress", "--no-tensorboard", "--seed", "1"]
@@ -108,13 +112,13 @@ def _gather_round(backend, slots: int = 2, max_retries: int = 2):
     from backend_helpers import CART, STEPS, requests_for, snapshot
 
     from minionsrl.function.fragment import Fragment
-    from minionsrl.loop.gather import RetryPolicy, gather
+    from minionsrl.loop.retry import RetryPolicy, gather
 
     ref = backend.publish(snapshot())
 
-    def request(slot: int, attempt: int) -> dict:
+    def request(slot: int, attempt: int) -> Request:
         req = requests_for(ref, slots)[slot]
-        return {**req, "id": req["id"] + (f"-a{attempt}" if attempt else ""), "attempt": attempt}
+        return replace(req, id=req.id + (f"-a{attempt}" if attempt else ""), attempt=attempt)
 
     return gather(backend, slots, request, lambda req, reply: Fragment.from_wire(reply.arrays, reply.meta, STEPS, CART),
                   RetryPolicy(max_retries=max_retries))
@@ -142,7 +146,7 @@ def test_lithops_policy_object_lost_once_is_republished_and_the_round_completes(
 def test_lithops_storage_that_keeps_losing_the_policy_ends_the_round_with_one_line():
     """A storage that loses the policy every time it is written: it is written again once only, so the round
     fails (retries used up) with one line naming the lost policy, rather than re-publishing for ever."""
-    from minionsrl.loop.gather import TooFewReplies
+    from minionsrl.loop.retry import TooFewReplies
 
     backend = _lithops_backend("delete", times=-1)
     try:

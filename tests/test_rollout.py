@@ -321,7 +321,7 @@ def cold_instance():
 
 def _request(**overrides) -> bytes:
     req = {"id": "r1-train-0", "kind": "train", "policy": "P1", "env": EnvSpec("CartPole-v1").to_json(),
-           "seed": 5, "gamma": 0.99, "steps": 32, "carry": None}
+           "seed": 5, "gamma": 0.99, "steps": 32, "carries": [None]}
     req.update(overrides)
     return json.dumps(req).encode()
 
@@ -377,7 +377,7 @@ def _error(reply: bytes, invocation_id: str = "r1-train-0") -> dict:
 
 @pytest.mark.parametrize(("request_bytes", "expected_id", "fragment"), [
     (b"{this is not json", "?", "JSONDecodeError"),
-    (json.dumps({"kind": "train"}).encode(), "?", "KeyError"),
+    (json.dumps({"kind": "train"}).encode(), "?", "the request has no 'id'"),
     (_request(kind="dance"), "r1-train-0", "unknown invocation kind"),
     (_request(env={"id": "CartPole-v1", "kwargs": {"no_such_kwarg": 1}}), "r1-train-0", "no_such_kwarg"),
     (_request(env={"id": "NoSuchEnv-v0"}), "r1-train-0", "NoSuchEnv"),

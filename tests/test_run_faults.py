@@ -24,6 +24,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.integration
 def test_ray_address_without_a_cluster_fails_at_once_and_leaves_no_run_dir(tmp_path, subprocess_env):
     pytest.importorskip("ray")
     port, run_dir = _closed_port(), tmp_path / "run"
@@ -98,6 +99,7 @@ def test_a_run_dir_is_locked_while_a_session_holds_it(tmp_path):
     Session(cfg, resume=True).close()
 
 
+@pytest.mark.integration
 def test_a_second_learner_on_a_run_dir_fails_at_once(tmp_path, subprocess_env):
     """While one process holds a run dir, `minionsrl train` on it, fresh or --resume, fails with one line naming
     it, before any backend starts; once the holder is killed (SIGKILL), the run dir can be used again."""
@@ -150,6 +152,7 @@ class _FullDisk:
         self._fh.close()
 
 
+@pytest.mark.integration
 def test_a_full_disk_at_a_checkpoint_stops_the_run_with_one_line_and_resume_continues(tmp_path, monkeypatch, capsys):
     from minionsrl import cli, files
     from minionsrl.loop import checkpoint

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
+from minionsrl import config
 from minionsrl.build import make_scaler
 from minionsrl.config import TrainConfig
 from minionsrl.forecast import FunctionStats
+from minionsrl.scaling.registry import SCALERS, first_actors
 from minionsrl.scaling.rules import (
     CriticalScaler,
     FixedScaler,
@@ -19,10 +21,11 @@ from minionsrl.scaling.rules import (
     NitroScaler,
     RandomScaler,
 )
+from minionsrl.stats import RoundStats
 
 
-def _row(round_idx: int, n: int, **extra: float) -> dict:
-    return {"round": round_idx, "n_actors": n, **extra}
+def _row(round_idx: int, n: int, **extra: float) -> RoundStats:
+    return RoundStats.from_row({"round": round_idx, "n_actors": n, **extra})
 
 
 def test_nitro_floor_is_the_published_schedule() -> None:
@@ -111,13 +114,18 @@ def test_state_round_trips_through_state_dict() -> None:
     assert clone.next_actors(_row(4, 16, convexity_ratio=0.7)) == nitro.next_actors(_row(4, 16, convexity_ratio=0.7))
 
 
-def test_make_scaler_builds_every_name() -> None:
-    for name in ("fixed", "nitro", "critical", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random"):
-        scaler = make_scaler(TrainConfig(scaler=name, actors=12, n_min=4, n_max=32, fragment_length=128))
-        assert scaler.name == name
+def test_make_scaler_builds_every_name_and_its_first_round_is_the_one_the_registry_says() -> None:
+    assert set(SCALERS) == set(config.SCALERS)  # every scaler the config offers is built from the one table
+    for name in set(config.SCALERS) - {"minions"}:  # the learned scheduler: tests/test_scheduler.py
+        cfg = TrainConfig(scaler=name, actors=12, n_min=4, n_max=32, fragment_length=128, initial_actors=10)
+        scaler = make_scaler(cfg)
+        assert scaler.name == name and scaler.needs == SCALERS[name].needs
         n = scaler.next_actors(None)
         assert 4 <= n <= 32 or (isinstance(scaler, FixedScaler) and n == 12)
-        assert not math.isnan(n)
+        # round 1 as the checks before any work count it (a budget's least round, the first deadline, prewarm):
+        # exactly, or the fewest where the rule draws it
+        first = first_actors(cfg.scaling)
+        assert first == n if name != "random" else first == min(n, first)
 
 
 STATS = FunctionStats(sample_s=1e-3, slowest_sample_s=1e-3, init_s=0.01, busy_share=1.0, bytes_per_sample=100.0)
@@ -129,11 +137,11 @@ def _linear(a: float, b: float, seconds_a: float = 1.0, seconds_b: float = 0.0) 
     return lambda n, learner_s, stats: (seconds_a + seconds_b * n, a + b * n)
 
 
-def _crow(r: int, n: int, forecast: Forecast, gns: float, cold: int = 0, scale: float = 1.0) -> dict:
-    """Round ``r``'s metrics row at ``n`` functions: what ``forecast`` says (times ``scale``)."""
+def _crow(r: int, n: int, forecast: Forecast, gns: float, cold: int = 0, scale: float = 1.0) -> RoundStats:
+    """Round ``r``'s stats at ``n`` functions: what ``forecast`` says (times ``scale``)."""
     seconds, usd = forecast(n, 0.1, STATS)
-    return {"round": r, "n_actors": n, "cold_starts": cold, "projected_learner_s": 0.1,
-            "projected_round_s": scale * seconds, "cost_serverless_usd": scale * usd, "gns": gns, **STATS.columns()}
+    return RoundStats.from_row({"round": r, "n_actors": n, "cold_starts": cold, "projected_learner_s": 0.1,
+            "projected_round_s": scale * seconds, "cost_serverless_usd": scale * usd, "gns": gns, **STATS.columns()})
 
 
 def _critical(forecast: Forecast, gns: float, n_min: int = 1, n_max: int = 256, steps: int = 100,
@@ -196,7 +204,7 @@ def test_critical_with_a_constant_batch_finds_where_the_overhead_meets_the_shrin
     for r in range(1, 41):
         cold = n if n != picked[-1] else 0
         row = _crow(r, n, forecast, 5e5 if r % 2 else -3e3, cold=cold)
-        row["projected_round_s"] += 2.0 * bool(cold)
+        row = replace(row, projected_round_s=row.projected_round_s + 2.0 * bool(cold))
         picked.append(n := scaler.next_actors(row))
     assert picked[1:3] == [8, 20] and picked[3:] == [20] * 38
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
+
+pytestmark = pytest.mark.integration  # kills worker processes over many rounds
 
 
 def _children() -> list[tuple[int, str]]:

@@ -17,8 +17,8 @@ from minionsrl import cli
 from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
 from minionsrl.loop import checkpoint
-from minionsrl.loop.invocations import invocation_seed
 from minionsrl.loop.metrics import INVOCATION_COLUMNS, LEARNING_COLUMNS, METRIC_COLUMNS, read_metrics, read_rows
+from minionsrl.loop.requests import invocation_seed
 
 
 def _train(run_dir: Path, **overrides) -> dict:
@@ -37,6 +37,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 # -- (a) determinism -------------------------------------------------------------------------------
+@pytest.mark.integration
 def test_same_seed_same_learning_curve_different_seed_differs(tmp_path):
     _train(tmp_path / "a", seed=11)
     _train(tmp_path / "b", seed=11)
@@ -143,7 +144,7 @@ def test_run_round_can_be_called_directly(tmp_path):
                                   progress=False, tensorboard=False, run_dir=str(tmp_path / "r")))
     try:
         row = trainer.run_round()
-        assert row["round"] == 1
+        assert row.round == 1 and row.to_row()["round"] == 1
     finally:
         trainer.close()
 
@@ -170,6 +171,7 @@ def _wait_for_rows(proc: subprocess.Popen, metrics: Path, rows: int, timeout_s: 
         time.sleep(0.02)
 
 
+@pytest.mark.integration
 def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path, subprocess_env):
     killed = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, "-m", "minionsrl.cli", "train", *RESUME_FLAGS,
@@ -208,6 +210,7 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path, subprocess_
     assert summary["rounds"] == 40 and summary["env_steps"] == 40 * 512
 
 
+@pytest.mark.integration
 def test_resume_of_a_finished_run_does_nothing_more(finished_run, tmp_path):
     import shutil
 
@@ -219,6 +222,7 @@ def test_resume_of_a_finished_run_does_nothing_more(finished_run, tmp_path):
 
 
 # -- (d) the eval command --------------------------------------------------------------------------
+@pytest.mark.integration
 def test_eval_command_writes_video(finished_run, tmp_path, capsys):
     import shutil
 
@@ -247,6 +251,7 @@ def test_eval_command_is_deterministic(finished_run, capsys):
     assert not (finished_run[0] / "videos").exists()
 
 
+@pytest.mark.integration
 def test_checkpoint_with_reward_scaling_round_trips(tmp_path):
     """Scalar running statistics (reward scaling) must survive the checkpoint and resume."""
     from minionsrl.build import make_trainer
@@ -263,6 +268,7 @@ def test_checkpoint_with_reward_scaling_round_trips(tmp_path):
     assert resumed.run()["rounds"] == 3
 
 
+@pytest.mark.integration
 def test_ctrl_c_says_how_to_resume_this_run(tmp_path, subprocess_env):
     """Ctrl-C mid-run: exit 130 with the resume command naming this run's directory (was a literal DIR)."""
     run_dir = tmp_path / "run dir"
@@ -283,6 +289,7 @@ def test_ctrl_c_says_how_to_resume_this_run(tmp_path, subprocess_env):
     assert f"continue with --resume --run-dir '{run_dir}'" in err.decode()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("overlap", [False, True])
 def test_the_round_whose_evaluation_reaches_the_target_is_the_last(tmp_path, overlap):
     """The stop is decided before a round's evaluation (so a budget stop still evaluates) and again after it:
@@ -296,6 +303,7 @@ def test_the_round_whose_evaluation_reaches_the_target_is_the_last(tmp_path, ove
     assert [r["eval_return_mean"] != "" for r in read_metrics(tmp_path / "r")] == [False, True, *[True] * overlap]
 
 
+@pytest.mark.integration
 def test_an_evaluation_beside_the_next_round_gives_the_same_rows(tmp_path):
     """Overlapping changes when an evaluation runs, not what it returns: the same seeds evaluate the same
     policy, so every learning column matches a run that evaluates after each update."""
@@ -306,6 +314,7 @@ def test_an_evaluation_beside_the_next_round_gives_the_same_rows(tmp_path):
     assert beside == after
 
 
+@pytest.mark.integration
 def test_a_row_held_for_its_evaluation_survives_a_stop_and_is_written_once(tmp_path):
     """A checkpoint taken while its round's evaluation ran beside the next round holds that round's row: a run
     stopped there (row not yet written) or one round later (row written, next checkpoint not) writes the row
@@ -358,6 +367,7 @@ def test_checkpoints_are_written_in_the_background_and_their_errors_surface(tmp_
         session.wait()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("algo", ["ppo", "appo"])
 def test_several_environments_per_function_learn_from_every_fragment(tmp_path, algo):
     cfg = TrainConfig(env_id="CartPole-v1", algo=algo, actors=2, envs_per_function=3, fragment_length=16,
@@ -379,6 +389,7 @@ def test_several_environments_per_function_learn_from_every_fragment(tmp_path, a
     resumed.close()
 
 
+@pytest.mark.integration
 def test_detectors_read_the_batch_before_the_update_unless_asked_after(tmp_path):
     """``detector_placement`` "before" (the default) or "after" changes what the detectors read, not what is learned;
     their seconds are their own column, apart from the update's."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import importlib.util
-import json
 import os
 import stat
 from pathlib import Path
@@ -18,6 +17,7 @@ from minionsrl.function import rollout, wire
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.fragment import Fragment, PolicySnapshot
 from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.function.request import Request
 
 ARCH = PolicyArch(4, 2, True, (8,))
 STEPS = 8
@@ -34,9 +34,9 @@ def _snapshot(version: int = 0) -> PolicySnapshot:
     return PolicySnapshot(version, ARCH, params, None, None)
 
 
-def _request(invocation_id: str, policy: str = "p", seed: int = 5) -> dict:
-    return {"id": invocation_id, "kind": "train", "policy": policy, "env": EnvSpec("CartPole-v1").to_json(),
-            "seed": seed, "gamma": 0.99, "steps": STEPS, "carry": None}
+def _request(invocation_id: str, policy: str = "p", seed: int = 5, **fields: object) -> Request:
+    return Request(id=invocation_id, kind="train", policy=policy, env=EnvSpec("CartPole-v1"), seed=seed, gamma=0.99,
+                   steps=STEPS, **fields)
 
 
 def _record(invocation_id: str) -> InvocationRecord:
@@ -59,7 +59,7 @@ def test_invocation_keys_are_derived_per_invocation_and_do_not_reveal_the_run_ke
 def test_a_valid_reply_resent_under_another_invocation_id_is_refused():
     key = wire.new_key()
     blob = _snapshot().encode(key)
-    reply = rollout.handle(json.dumps(_request("r3-train-2")).encode(), lambda ref: blob, key)
+    reply = rollout.handle(_request("r3-train-2").encode(), lambda ref: blob, key)
 
     accepted = make_reply(_record("r3-train-2"), reply, key)
     assert accepted.record.status == OK
@@ -110,6 +110,7 @@ def _files_holding(root: Path, key: bytes) -> list[str]:
     return found
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(importlib.util.find_spec("lithops") is None, reason="lithops extra not installed")
 def test_lithops_localhost_run_keeps_the_run_key_out_of_storage_and_refuses_replayed_replies(monkeypatch):
     from lithops.constants import LITHOPS_TEMP_DIR

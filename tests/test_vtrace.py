@@ -129,6 +129,7 @@ def test_vtrace_batch_on_policy_matches_the_gae_batch():
     np.testing.assert_allclose(vb.logprobs, gb.logprobs, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.integration
 def test_vtrace_batch_off_policy_uses_the_learner_values_and_ratios():
     frags = _cart_fragments(_weights(0))
     learner = _weights(1)  # other weights: the behaviour policy is stale

@@ -19,6 +19,7 @@ import numpy as np
 
 from minionsrl.function import wire
 from minionsrl.function.fragment import Timings
+from minionsrl.function.request import Request
 from minionsrl.numbers import is_amount
 
 NAMES = ("local", "server", "ray", "lithops")  # the backends, by the name a config gives them
@@ -104,14 +105,11 @@ class Reply:
         return self.record.status == OK
 
 
-MAX_REPLY_KEY = "max_reply_bytes"  # a request's cap on its reply's size, checked by the backend before decoding
-
-
-def reply_limit(request: dict[str, Any]) -> int | None:
-    """The most bytes the reply to ``request`` may have (its :data:`MAX_REPLY_KEY`, set by the learner from the
+def reply_limit(request: Request) -> int | None:
+    """The most bytes the reply to ``request`` may have (its ``max_reply_bytes``, set by the learner from the
     steps and row size it asked for), or None where it sets none."""
-    cap = request.get(MAX_REPLY_KEY)
-    return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None
+    cap = request.max_reply_bytes
+    return cap if cap is not None and cap > 0 else None
 
 
 def oversize(size: int, cap: int) -> str:
@@ -201,15 +199,14 @@ def classify_failure(record: InvocationRecord) -> InvocationRecord:
     return record
 
 
-def throttle_refusal(request: dict[str, Any]) -> str | None:
+def throttle_refusal(request: Request) -> str | None:
     """The platform's refusal of a request that carries an injected ``throttle`` fault (worded as AWS Lambda's),
     or None. Refusing is the platform's doing, before any function runs, so each backend enacts it at submission
     (:class:`Refusals`), as :class:`~minionsrl.backends.duplicating.DuplicatingBackend` enacts duplicates."""
-    fault = request.get("fault") or {}
-    if fault.get("kind") != "throttle":
+    if (request.fault or {}).get("kind") != "throttle":
         return None
     return (f"TooManyRequestsException: Rate exceeded (injected throttle: the platform refused "
-            f"{request.get('id')}; it never ran)")
+            f"{request.id}; it never ran)")
 
 
 class Refusals:
@@ -221,7 +218,7 @@ class Refusals:
     def __len__(self) -> int:
         return len(self.replies)
 
-    def admit(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def admit(self, requests: list[Request]) -> list[Request]:
         """The requests the platform accepts; the others are kept as THROTTLED replies (not billed: duration 0)."""
         accepted = []
         for request in requests:
@@ -229,8 +226,8 @@ class Refusals:
             if why is None:
                 accepted.append(request)
             else:
-                self.replies.append(Reply(InvocationRecord(invocation_id=str(request["id"]),
-                                                           kind=str(request["kind"]), status=THROTTLED, error=why)))
+                self.replies.append(Reply(InvocationRecord(invocation_id=request.id, kind=request.kind,
+                                                           status=THROTTLED, error=why)))
         return accepted
 
     def take(self, ids: Iterable[str] | None = None) -> list[Reply]:
@@ -300,7 +297,7 @@ class Deadlines:
 class Pending:
     """An invocation submitted and not yet answered: its request, the bytes sent, and the platform's handle."""
 
-    request: dict[str, Any]
+    request: Request
     payload: bytes
     sent: float = 0.0  # perf_counter time of dispatch
     handle: Any = None
@@ -308,16 +305,16 @@ class Pending:
 
     @property
     def id(self) -> str:
-        return str(self.request["id"])
+        return self.request.id
 
     def record(self, **fields: Any) -> InvocationRecord:
         """This invocation's record, with what the backend knows of it so far."""
-        return InvocationRecord(invocation_id=self.id, kind=str(self.request["kind"]), bytes_in=len(self.payload),
+        return InvocationRecord(invocation_id=self.id, kind=self.request.kind, bytes_in=len(self.payload),
                                 **fields)
 
     def send(self, deadlines: Deadlines, now: float) -> None:
         """Mark it sent at ``now`` (a ``perf_counter`` time), with the deadline its kind has now."""
-        self.sent, self.timeout_s = now, deadlines.of(str(self.request["kind"]))
+        self.sent, self.timeout_s = now, deadlines.of(self.request.kind)
 
     def overdue(self, now: float) -> bool:
         """Whether this invocation ran past its deadline at ``now``."""
@@ -367,7 +364,7 @@ class Backend(ABC):
         """Make this round's policy available to functions once; return the reference they fetch."""
 
     @abstractmethod
-    def submit(self, requests: list[dict[str, Any]]) -> None:
+    def submit(self, requests: list[Request]) -> None:
         """Start one function per request (each has a unique ``id``) and return at once."""
 
     @abstractmethod
@@ -398,13 +395,13 @@ class Backend(ABC):
         """Start up to ``count`` instances ahead of the first invocations, where the platform can (their first
         invocations are still cold, and billed so); by default nothing."""
 
-    def invoke(self, requests: list[dict[str, Any]], deadline_s: float | None = None) -> list[Reply]:
+    def invoke(self, requests: list[Request], deadline_s: float | None = None) -> list[Reply]:
         """Run one function per request and wait for them all, or until ``deadline_s`` seconds have passed,
         after which the stragglers are cancelled. Every request gets at least one reply (several if the
         platform delivered it more than once), sorted in request order."""
         if self.in_flight:
             raise RuntimeError(f"invoke() needs an idle backend; {self.in_flight} invocations are in flight")
-        order = {str(r["id"]): i for i, r in enumerate(requests)}
+        order = {r.id: i for i, r in enumerate(requests)}
         waiting, replies = set(order), []
         end = None if deadline_s is None else time.perf_counter() + deadline_s
         self.submit(requests)
@@ -417,8 +414,7 @@ class Backend(ABC):
                 waiting.discard(reply.record.invocation_id)
         replies.extend(self.cancel(waiting) if waiting else [])
         answered = {r.record.invocation_id for r in replies}
-        replies.extend(Reply(InvocationRecord(invocation_id=str(requests[order[i]]["id"]),
-                                              kind=str(requests[order[i]]["kind"]), status=FAILED,
+        replies.extend(Reply(InvocationRecord(invocation_id=i, kind=requests[order[i]].kind, status=FAILED,
                                               error="the backend lost this invocation"))
                        for i in sorted(waiting - answered, key=order.__getitem__))
         return sorted(replies, key=lambda r: order.get(r.record.invocation_id, len(order)))

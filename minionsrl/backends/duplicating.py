@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from typing import Any
 
 from minionsrl.backends.base import Backend, Reply
+from minionsrl.function.request import Request
 
 
 class DuplicatingBackend(Backend):
@@ -26,8 +26,8 @@ class DuplicatingBackend(Backend):
     def publish(self, policy_blob: bytes) -> str:
         return self.inner.publish(policy_blob)
 
-    def submit(self, requests: list[dict[str, Any]]) -> None:
-        self._twice.update(str(r["id"]) for r in requests if (r.get("fault") or {}).get("kind") == "duplicate")
+    def submit(self, requests: list[Request]) -> None:
+        self._twice.update(r.id for r in requests if (r.fault or {}).get("kind") == "duplicate")
         self.inner.submit(requests)
 
     def collect(self, timeout: float | None = None) -> list[Reply]:

@@ -222,7 +222,7 @@ class LithopsBackend(RemoteBackend):
         return key
 
     def collect(self, timeout: float | None = None) -> list[Reply]:
-        policies = {p.id: str(p.request.get("policy")) for p in self._pending.values()}
+        policies = {p.id: p.request.policy for p in self._pending.values()}
         replies = super().collect(timeout)
         for reply in replies:
             if not reply.ok and policy_unavailable(reply.record.error):
@@ -241,7 +241,7 @@ class LithopsBackend(RemoteBackend):
         reply.record.error += "; the learner wrote the policy to storage again"
 
     def _retire_policies(self) -> None:
-        retired = retire_policies(self._policies, {str(p.request.get("policy")) for p in self._pending.values()})
+        retired = retire_policies(self._policies, {p.request.policy for p in self._pending.values()})
         for key in retired:
             self._blobs.pop(key, None)
             self._republished.discard(key)

@@ -24,7 +24,6 @@ the backend reads each busy instance's resident memory every ``MEMORY_POLL_S`` a
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import signal
@@ -38,7 +37,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -69,6 +67,7 @@ from minionsrl.backends.tempdirs import OwnedFolder
 from minionsrl.errors import Resumable
 from minionsrl.function.clock import own_s
 from minionsrl.function.faults import MEMORY_ENV, resident_bytes
+from minionsrl.function.request import Request
 
 _WORKER_MODULE = "minionsrl.backends.local_worker"
 STATE_PREFIX = "minionsrl-local-"  # + the learner's pid: its folder of published policies, in the temporary folder
@@ -214,9 +213,9 @@ class LocalBackend(Backend):
             self._start_instance()
 
     # -- invoking --------------------------------------------------------------------------------
-    def submit(self, requests: list[dict[str, Any]]) -> None:
+    def submit(self, requests: list[Request]) -> None:
         self.reap_idle()
-        self._queue.extend(Pending(r, json.dumps(r).encode()) for r in self._refusals.admit(requests))
+        self._queue.extend(Pending(r, r.encode()) for r in self._refusals.admit(requests))
         self._dispatch()
 
     @property
@@ -261,7 +260,7 @@ class LocalBackend(Backend):
     def _retire_policies(self) -> None:
         """Delete the policy files of earlier versions once no queued or running invocation refers to them."""
         tasks = [*self._queue, *(i.task for i in self._instances if i.task is not None)]
-        for ref in retire_policies(self._policies, {str(t.request.get("policy")) for t in tasks}):
+        for ref in retire_policies(self._policies, {t.request.policy for t in tasks}):
             Path(ref).unlink(missing_ok=True)
 
     def _absorb_ready(self) -> None:

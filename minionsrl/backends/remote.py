@@ -8,7 +8,6 @@ starts calls (:meth:`_start`), waits for some to end (:meth:`_poll`) and stops t
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from abc import abstractmethod
@@ -30,6 +29,7 @@ from minionsrl.backends.base import (
     timeout_left_s,
 )
 from minionsrl.backends.tempdirs import OwnedFolder
+from minionsrl.function.request import Request
 
 _HELD: dict[Path, OwnedFolder] = {}  # the folders of this process's private files, locked while they exist
 
@@ -82,9 +82,9 @@ class RemoteBackend(Backend):
         """Stop these calls where the platform can; their replies are never read."""
 
     # -- the Backend primitives ------------------------------------------------------------------
-    def submit(self, requests: list[dict[str, Any]]) -> None:
+    def submit(self, requests: list[Request]) -> None:
         requests = self._refusals.admit(requests)
-        payloads = [json.dumps(r).encode() for r in requests]
+        payloads = [r.encode() for r in requests]
         sent = time.perf_counter()  # before the calls start: a quick one can end before _start returns
         handles = self._start(payloads)
         for request, payload, handle in zip(requests, payloads, handles, strict=True):

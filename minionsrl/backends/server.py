@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
 
 from minionsrl.backends.base import hosts_for
 from minionsrl.backends.local import LocalBackend
+from minionsrl.function.request import Request
 
 
 class ServerBackend(LocalBackend):
@@ -33,12 +33,12 @@ class ServerBackend(LocalBackend):
         self.hosts = 0
         self.startup_waits = 0
 
-    def submit(self, requests: list[dict[str, Any]]) -> None:
+    def submit(self, requests: list[Request]) -> None:
         """Start the actor hosts that ``requests`` need on top of those in flight (waiting if so
         configured), then run the requests on them."""
         tasks = [*self._queue, *(i.task for i in self._instances if i.task is not None)]
-        busy = sum(1 for t in tasks if t.request["kind"] == "train")
-        hosts = hosts_for(busy + sum(1 for r in requests if r["kind"] == "train"), self.vcpus_per_host)
+        busy = sum(1 for t in tasks if t.request.kind == "train")
+        hosts = hosts_for(busy + sum(1 for r in requests if r.kind == "train"), self.vcpus_per_host)
         if hosts > self.hosts:
             if self.wait_for_startup and self.hosts > 0:  # the first hosts start before the job
                 time.sleep(self.startup_s)

@@ -36,6 +36,7 @@ from minionsrl.errors import ConfigError
 from minionsrl.experiments import tables
 from minionsrl.experiments.plots import forward_fill, line_plot, scatter_plot
 from minionsrl.loop.metrics import read_metrics
+from minionsrl.scaling.registry import SCALERS
 
 RUN_COLUMNS = ["arm", "scaler", "backend", "learner_budget", "seed", "rounds", "env_steps", "final_eval_return",
                "best_eval_return", "train_return_last100", "wall_s", "projected_cloud_s", "cost_serverless_usd",
@@ -43,7 +44,8 @@ RUN_COLUMNS = ["arm", "scaler", "backend", "learner_budget", "seed", "rounds", "
                "projected_time_to_target_s", "usd_to_target", "rounds_to_target", "return_at_budget"]
 
 
-OBJECTIVE_SCALERS = ("critical", "auto")  # the scalers an arm may give an objective: critical:time, auto:cost
+# the scalers an arm may give an objective: critical:time, auto:cost
+OBJECTIVE_SCALERS = tuple(name for name, entry in SCALERS.items() if entry.weighs_objective)
 
 @dataclass(frozen=True)
 class Arm:

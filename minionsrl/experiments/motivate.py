@@ -50,7 +50,8 @@ def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> di
         trainer.run()
         if trainer.round != round_idx + 1:
             raise ConfigError(f"motivate: the round after {ckpt.name} did not run; check the run's config")
-        return trainer.last_row
+        assert trainer.last_round is not None
+        return trainer.last_round.to_row()
 
 
 def run_motivate(run_dirs: str | Path | list[str | Path], base: int, boost: int, eval_episodes: int,

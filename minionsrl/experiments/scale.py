@@ -20,6 +20,7 @@ from minionsrl.experiments.tables import g4, markdown_table
 from minionsrl.function import wire
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.function.request import Request
 from minionsrl.learner.networks import init_params, snapshot_of
 
 COLUMNS = ["actors", "cold_round_s", "round_s", "functions_s", "ideal_s", "overhead_s", "overhead_per_invocation_ms",
@@ -29,12 +30,12 @@ COLUMNS = ["actors", "cold_round_s", "round_s", "functions_s", "ideal_s", "overh
 def run_scale(cfg: TrainConfig, max_actors: int, steps: int, repeats: int, out_dir: str | Path) -> list[dict[str, Any]]:
     """Measure rounds of 1, 2, 4, … ``max_actors`` invocations of ``steps`` steps each on ``cfg.functions.backend``."""
     from minionsrl.build import make_backend, prepare_config
-    from minionsrl.loop.invocations import invocation_seed
+    from minionsrl.loop.requests import invocation_seed
 
     cfg, info = prepare_config(cfg.replace(max_rounds=cfg.run.max_rounds or 1))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    spec = EnvSpec(cfg.env.env_id, cfg.env.env_kwargs).to_json()
+    spec = EnvSpec(cfg.env.env_id, cfg.env.env_kwargs)
     arch = PolicyArch.of(info, cfg.learner.hidden_sizes)
     counts = sorted({min(2**i, max_actors) for i in range(int(np.log2(max_actors)) + 2)})
     rows = []
@@ -45,8 +46,8 @@ def run_scale(cfg: TrainConfig, max_actors: int, steps: int, repeats: int, out_d
             timings = []
             for rep in range(repeats + 1):
                 ref = backend.publish(blob)
-                requests = [{"id": f"s{k}-{rep}-{i}", "kind": "train", "policy": ref, "env": spec, "steps": steps,
-                             "seed": invocation_seed(cfg.run.seed, rep, i, 0), "gamma": 0.99} for i in range(k)]
+                requests = [Request(id=f"s{k}-{rep}-{i}", kind="train", policy=ref, env=spec, steps=steps,
+                                    seed=invocation_seed(cfg.run.seed, rep, i, 0), gamma=0.99) for i in range(k)]
                 t0 = time.perf_counter()
                 replies = backend.invoke(requests)
                 timings.append((time.perf_counter() - t0, [r.record for r in replies]))

@@ -132,7 +132,7 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
             started = time.perf_counter()
             summary = trainer.run()
             episode = scaler.episode
-            episode.transitions[-1].reward = scaler.round_reward(trainer.last_row)
+            episode.transitions[-1].reward = scaler.round_reward(trainer.last_round)
             best = summary["best_eval_return"] if summary["best_eval_return"] is not None else 0.0
             reached = best >= target
             episode.transitions[-1].reward += scaler.miss_reward(best, target)

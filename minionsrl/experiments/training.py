@@ -17,6 +17,7 @@ from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.loop import tracking
+from minionsrl.stats import RoundStats
 
 if TYPE_CHECKING:
     from minionsrl.loop.trainer import Trainer
@@ -71,7 +72,8 @@ def run_trainer(trainer: Trainer, on_round: Callable[[dict[str, Any]], bool | No
     Weights & Biases as it happens. Returns the summary."""
     callbacks = _callbacks(callback)
 
-    def each_round(row: dict[str, Any]) -> bool:
+    def each_round(stats: RoundStats) -> bool:
+        row = stats.to_row()  # what metrics.csv holds, for the user's functions
         stop = on_round is not None and on_round(row) is False
         for cb in callbacks:
             answer = cb.on_round(row, trainer) if isinstance(cb, Callback) else cb(row, trainer)
@@ -95,9 +97,9 @@ def run_trainer(trainer: Trainer, on_round: Callable[[dict[str, Any]], bool | No
         trainer.close()
         raise
 
-    def logged_round(row: dict[str, Any]) -> bool:
-        tracker.log_round(row)
-        return each_round(row)
+    def logged_round(stats: RoundStats) -> bool:
+        tracker.log_round(stats.to_row())
+        return each_round(stats)
 
     exit_code = 1
     try:

@@ -2,7 +2,7 @@
 
 Which invocation gets which fault is a pure function of (fault seed, round, slot, attempt, kind), so a run
 with faults is repeatable and a retry (the next attempt) draws afresh. Function-side faults travel in the
-request (``request["fault"]``) and the rollout function enacts them itself, so they work wherever the
+request (``Request.fault``) and the rollout function enacts them itself, so they work wherever the
 function runs:
 
 * ``raise``      the function raises an exception (an error reply);
@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from minionsrl.function import wire
+from minionsrl.function.request import Request
 
 # the order fixes which kind a draw falls into; new kinds go at the end, so that the draws of the others stay
 KINDS = ("raise", "hang", "kill", "duplicate", "malformed", "throttle", "oom")
@@ -77,12 +78,12 @@ class FaultPlan:
         return None
 
 
-def before_work(request: dict[str, Any]) -> None:
+def before_work(request: Request) -> None:
     """Enact a request's function-side fault that strikes before any work: raise, hang or kill."""
-    fault = request.get("fault") or {}
+    fault = request.fault or {}
     kind = fault.get("kind")
     if kind == "raise":
-        raise InjectedFault(f"injected fault in {request.get('id')}")
+        raise InjectedFault(f"injected fault in {request.id}")
     if kind == "hang":
         time.sleep(float(fault.get("sleep_s", HANG_S)))
     elif kind == "kill":
@@ -135,9 +136,9 @@ def _rss_bytes() -> int:
     return rss
 
 
-def corrupt_reply(request: dict[str, Any], reply: bytes, key: bytes) -> bytes:
+def corrupt_reply(request: Request, reply: bytes, key: bytes) -> bytes:
     """Enact a ``malformed`` fault on a reply: flip one byte, or re-sign it with its first array cut short."""
-    fault = request.get("fault") or {}
+    fault = request.fault or {}
     if fault.get("kind") != "malformed":
         return reply
     if fault.get("variant", 0) == 0:

@@ -1,6 +1,7 @@
 """The rollout function: the unit of work a serverless platform runs.
 
-``handle(request, fetch_policy, key)`` is the whole contract. The request is JSON; the reply is a
+``handle(request, fetch_policy, key)`` is the whole contract. The request is a
+:class:`~minionsrl.function.request.Request`'s JSON; the reply is a
 :mod:`minionsrl.function.wire` message signed for that invocation only. Between calls a warm instance
 keeps its environments and the last policy it loaded in module globals, exactly as a warm Lambda keeps
 its globals; a cold one builds them and says so in its timings. Every invocation resets its environment
@@ -26,10 +27,11 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from minionsrl.function import clock, faults, wire
-from minionsrl.function.envs import EnvSpec, capture_episode, make_env, restore_episode
+from minionsrl.function.envs import capture_episode, make_env, restore_episode
 from minionsrl.function.fragment import Fragment, PolicySnapshot, Timings
 from minionsrl.function.normalization import Moments, ObsNormalizer
 from minionsrl.function.numpy_policy import NumpyPolicy, choose_action, exploration_noise
+from minionsrl.function.request import EVAL_MAX_STEPS, Request
 
 # A function has about one vCPU: BLAS threads beyond one only contend (measured on the CNN's matmuls on
 # 2 shared cores: 1.3 ms per step with one OpenBLAS thread, 30-50 ms with two; docs/BENCHMARKS.md §4).
@@ -39,7 +41,6 @@ threadpool_limits(1, "blas")
 _ENVS: dict[str, gym.Env] = {}
 _POLICY: dict[str, tuple[PolicySnapshot, NumpyPolicy, float]] = {}  # and the own-instance seconds its load took
 _SERVED = [0]  # invocations this instance has answered: 0 means this one is its cold start
-EVAL_MAX_STEPS = 27_000  # an evaluation episode still running after this many steps is cut (Atari's 108k frames / 4)
 
 
 def close_envs() -> None:
@@ -235,51 +236,40 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
     cpu0, t0, w0 = time.process_time(), time.perf_counter(), clock.thread_wait_s()
     invocation_id = "?"
     try:
-        req = json.loads(request)
-        invocation_id = str(req["id"])
+        raw = json.loads(request)
+        invocation_id = str(raw["id"]) if isinstance(raw, dict) and "id" in raw else "?"  # signs even an error
+        req = Request.from_json(raw)
         reply_key = wire.invocation_key(key, invocation_id)
         faults.before_work(req)
-        spec = EnvSpec.from_json(req["env"])
-        n_envs = int(req.get("envs", 1)) if req["kind"] == "train" else 1
-        env_key = json.dumps(spec.to_json(), sort_keys=True)
+        n_envs = req.envs
+        env_key = json.dumps(req.env.to_json(), sort_keys=True)
         keys = [env_key] + [f"{env_key}#{e}" for e in range(1, n_envs)]  # a warm instance keeps all of them
         env_built = any(k not in _ENVS for k in keys)
         for k in keys:
             if k not in _ENVS:
-                _ENVS[k] = make_env(spec)
+                _ENVS[k] = make_env(req.env)
         envs = [_ENVS[k] for k in keys]
-        policy_fetched = req["policy"] not in _POLICY
+        policy_fetched = req.policy not in _POLICY
         bytes_fetched = 0
         if policy_fetched:
             load_t0, load_w0 = time.perf_counter(), clock.thread_wait_s()
-            blob = fetch_policy(req["policy"])
+            blob = fetch_policy(req.policy)
             bytes_fetched = len(blob)
             snapshot = PolicySnapshot.decode(blob, key)
             _POLICY.clear()  # keep only the newest policy
-            _POLICY[req["policy"]] = (snapshot, snapshot.numpy_policy(),
+            _POLICY[req.policy] = (snapshot, snapshot.numpy_policy(),
                                       clock.own_s(time.perf_counter() - load_t0, clock.thread_wait_s() - load_w0))
-        snapshot, policy, load_s = _POLICY[req["policy"]]
+        snapshot, policy, load_s = _POLICY[req.policy]
         t1, w1 = time.perf_counter(), clock.thread_wait_s()
         meta: dict[str, Any] = {"id": invocation_id, "env_built": env_built, "policy_fetched": policy_fetched,
                                 "policy_bytes": bytes_fetched, "instance": _instance()}
-        if req["kind"] == "train":
-            seed = int(req["seed"])
-            if n_envs == 1:
-                fragments = [rollout(envs[0], snapshot, policy, int(req["steps"]), seed, float(req["gamma"]),
-                                     req.get("carry"))]
-            else:
-                carries = req.get("carries") or [None] * n_envs
-                if len(carries) != n_envs:
-                    raise ValueError(f"request carries {len(carries)} episodes for {n_envs} environments")
-                fragments = rollout_many(envs, snapshot, policy, int(req["steps"]), env_seeds(seed, n_envs),
-                                         float(req["gamma"]), carries)
+        if req.kind == "train":
+            fragments = rollout_many(envs, snapshot, policy, req.steps, env_seeds(req.seed, n_envs), req.gamma,
+                                     list(req.carries))
             arrays_reply = None
-        elif req["kind"] == "eval":
-            rets, lens = evaluate(envs[0], snapshot, policy, int(req["episodes"]), int(req["seed"]),
-                                  max_steps=int(req.get("max_steps", EVAL_MAX_STEPS)))
-            arrays_reply = {"episode_returns": rets, "episode_lengths": lens}
         else:
-            raise ValueError(f"unknown invocation kind {req['kind']!r}")
+            rets, lens = evaluate(envs[0], snapshot, policy, req.episodes, req.seed, max_steps=req.max_steps)
+            arrays_reply = {"episode_returns": rets, "episode_lengths": lens}
         t2, w2 = time.perf_counter(), clock.thread_wait_s()
         meta["timings"] = Timings(init_s=t1 - t0, run_s=t2 - t1, cpu_s=time.process_time() - cpu0,
                                   init_wait_s=w1 - w0, run_wait_s=w2 - w1,

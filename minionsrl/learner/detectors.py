@@ -196,26 +196,6 @@ def slice_noise_scale(set_gradients: Callable[[list[np.ndarray]], np.ndarray], s
                       g2=(size * big_sq - small * small_sq) / (size - small))
 
 
-def least_squares_problem(size: int, dim: int, noise_var: float,
-                          seed: int) -> tuple[Callable[[list[np.ndarray]], np.ndarray], float, float]:
-    """A batch whose noise scale is known in closed form, to check :func:`slice_noise_scale` against: linear
-    regression ``y = x·w* + σε`` (``x ~ N(0, I_dim)``, ``ε ~ N(0, 1)``, ``σ² = noise_var``) with ``size`` rows and
-    the loss ``½(x·w − y)²`` (mean over rows) at ``w = w* + e``, ``|e| = 1``.
-
-    Per row the gradient is ``g = x (x·e − σε)``, so (Isserlis) ``G = E g = e`` and ``Σ = (1 + σ²) I + e eᵀ``:
-    ``B_noise = tr(Σ)/|G|² = dim·(1 + σ²) + 1``. Returns the per-set gradient function, the batch's own
-    ``|G_B|²`` (what an estimate without the correction would read: ``|G|² + tr(Σ)/B`` on average) and
-    ``B_noise``."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((size, dim))
-    e = np.zeros(dim)
-    e[0] = 1.0
-    residual = x @ e - np.sqrt(noise_var) * rng.standard_normal(size)
-    full = x.T @ residual / size
-    return ((lambda sets: np.stack([x[s].T @ residual[s] / len(s) for s in sets])), float(full @ full),
-            dim * (1 + noise_var) + 1.0)
-
-
 def gradient_noise_scale(arch: PolicyArch, weights: Params, batch: Batch, params: PPOParams, slices: int,
                          seed: int = 0, kl_coef: float | None = None) -> float:
     """``B_simple`` of the PPO loss on ``batch`` at ``weights``, by :func:`slice_noise_scale` over ``slices`` slices.
@@ -261,22 +241,30 @@ class DetectorPlan:
     tol: float = 0.0  # Lanczos early stop
 
 
+@dataclass(frozen=True)
+class Detected:
+    """What a round's detectors read (None: not asked for that round)."""
+
+    convexity_ratio: float | None = None  # λ_min / λ_max of the loss's Hessian (Nitro's input)
+    lambda_min: float | None = None
+    lambda_max: float | None = None
+    gns: float | None = None  # the gradient noise scale B_simple, in samples
+
+
 def detect(plan: DetectorPlan, arch: PolicyArch, weights: Params, batch: Batch, params: PPOParams,
-           kl_coef: float | None = None) -> dict[str, float]:
-    """The detectors ``plan`` asks for on a round's batch at ``weights``, as metrics columns. The curvature reads
+           kl_coef: float | None = None) -> Detected:
+    """The detectors ``plan`` asks for on a round's batch at ``weights``. The curvature reads
     a random subsample of ``plan.samples`` rows (0: all), since Hessian-vector products cost O(batch) each."""
-    out: dict[str, float] = {}
+    gns = None
     if "gns" in plan.wanted:
         # its slices from a stream apart from the curvature's subsample (default_rng(seed) below)
-        out["gns"] = gradient_noise_scale(arch, weights, batch, params, plan.slices, seed=plan.seed + 1,
-                                          kl_coef=kl_coef)
+        gns = gradient_noise_scale(arch, weights, batch, params, plan.slices, seed=plan.seed + 1, kl_coef=kl_coef)
     if "curvature" not in plan.wanted:
-        return out
+        return Detected(gns=gns)
     sample = batch
     if 0 < plan.samples < len(batch):
         idx = np.random.default_rng(plan.seed).choice(len(batch), plan.samples, replace=False)
         sample = batch.select(np.sort(idx))
     curvature = hessian_curvature(arch, weights, sample, params, plan.iterations, seed=plan.seed, kl_coef=kl_coef,
                                   tol=plan.tol)
-    return {**out, "convexity_ratio": curvature.convexity_ratio, "lambda_min": curvature.lambda_min,
-            "lambda_max": curvature.lambda_max}
+    return Detected(curvature.convexity_ratio, curvature.lambda_min, curvature.lambda_max, gns)

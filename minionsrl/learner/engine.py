@@ -74,7 +74,7 @@ def make_optimizer(p: PPOParams) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(p.max_grad_norm), adam) if p.max_grad_norm else adam
 
 
-STAT_NAMES = ("policy_loss", "value_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac")
+STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
 
 @partial(jax.jit, static_argnames=("arch", "p", "loss"))
@@ -110,7 +110,7 @@ def _update_program(arch: PolicyArch, p: PPOParams, loss: LossFn, weights: Param
         weights = jax.tree.map(lambda x, u: x - lr * u, weights, updates)
         kl = approx_kl(out.ratio, out.logratio, wi)
         step = {"policy_loss": out.pg_loss, "value_loss": out.v_loss, "entropy": out.entropy,
-                "old_approx_kl": weighted_mean(-out.logratio, wi), "approx_kl": kl,
+                "approx_kl": kl,
                 "clipfrac": weighted_mean((jnp.abs(out.ratio - 1.0) > clip_coef).astype(jnp.float32), wi)}
         stats = {name: stats[name].at[i].set(step[name]) for name in STAT_NAMES}
         if p.desired_kl is not None:  # the epoch's mean KL steers the next epoch's rate
@@ -215,7 +215,6 @@ class SGDEngine:
         structure = jax.tree.structure(self.opt_state)
         leaves = [np.asarray(state["optimizer"][f"{i:03d}"]) for i in range(structure.num_leaves)]
         self.opt_state = jax.device_put(jax.tree.unflatten(structure, leaves), self.device)
-        self.kl_coef = float(state.get("kl_coef", self.params.kl_coef))
-        self.learning_rate = float(state.get("learning_rate", self.learning_rate))
-        # checkpoints from before the caps were kept have none: they grow again from the next update
-        self._rows_cap, self._steps_cap = int(state.get("rows_cap", 0)), int(state.get("steps_cap", 0))
+        self.kl_coef = float(state["kl_coef"])
+        self.learning_rate = float(state["learning_rate"])
+        self._rows_cap, self._steps_cap = int(state["rows_cap"]), int(state["steps_cap"])

@@ -23,13 +23,27 @@ from minionsrl.function.normalization import CLIP_DEFAULT, RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner.batch import Batch
 from minionsrl.learner.budget import lr_factor
-from minionsrl.learner.detectors import DetectorPlan, detect
+from minionsrl.learner.detectors import Detected, DetectorPlan, detect
 from minionsrl.learner.engine import SGDEngine, score
 from minionsrl.learner.impala import impala_loss, vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
 from minionsrl.learner.ppo import LossFn, PPOParams, ppo_loss
 
 LOSS_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl")  # an update's statistics that must be finite
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """An update's statistics under CleanRL's names: the last minibatch's losses and KL, the clipped share over the
+    whole update, the value function's explained variance on the batch, and the rate the update started with."""
+
+    policy_loss: float
+    value_loss: float
+    entropy: float
+    approx_kl: float
+    clipfrac: float
+    explained_variance: float
+    learning_rate: float
 
 
 @dataclass(frozen=True)
@@ -48,8 +62,8 @@ class Learned:
     batch (before or after the update) with the seconds they took (apart from the update's)."""
 
     batch: Batch
-    stats: dict[str, float]
-    detected: dict[str, float] = field(default_factory=dict)
+    stats: UpdateStats
+    detected: Detected = field(default_factory=Detected)
     detector_s: float = 0.0
 
 
@@ -67,15 +81,15 @@ class Learner(ABC):
         self.obs_rms = RunningMeanStd((arch.obs_dim,)) if norm.obs else None
         self.ret_rms = RunningMeanStd(()) if norm.reward else None
 
-    def set_learning_rate(self, lr: float) -> None:
-        """The round's learning rate (annealed), before any scaling with the batch (:func:`lr_factor`); the
-        adaptive rate (``params.desired_kl``) ignores it: the update steers its own, kept across rounds."""
-        self.lr = lr
-
-    def set_clip_coef(self, clip_coef: float) -> None:
-        """The round's clipping coefficient (annealed with ``anneal_clip`` on the learning rate's schedule); a
-        traced value of the compiled update, so a new one each round compiles nothing."""
-        self.engine.set_clip_coef(clip_coef)
+    def set_remaining(self, fraction: float) -> None:
+        """The fraction of the run left (1 to 0 over whichever limit is nearest its end, kept across resumes:
+        :mod:`minionsrl.loop.anneal`), which sets the round's learning rate and clipping coefficient: the
+        configured ones, times ``fraction`` where ``anneal_lr`` / ``anneal_clip`` ask. The rate is then scaled with
+        the batch (:func:`lr_factor`); the adaptive rate (``params.desired_kl``) ignores it: the update steers its
+        own, kept across rounds. The clip is a traced value of the compiled update: a new one compiles nothing."""
+        p = self.params
+        self.lr = p.learning_rate * (fraction if p.anneal_lr else 1.0)
+        self.engine.set_clip_coef(p.clip_coef * (fraction if p.anneal_clip else 1.0))
 
     def snapshot(self, version: int) -> PolicySnapshot:
         """The policy as rollout functions receive it."""
@@ -95,32 +109,32 @@ class Learner(ABC):
             self.engine.set_learning_rate(self.lr * lr_factor(sum(len(f.rewards) for f in fragments), self.params))
         lr = self.engine.learning_rate  # adaptive: where the previous rounds' epochs left it
         batch = self._batch(fragments)  # advantages from the weights the fragments were sampled with
-        detected, detector_s = self.detect(batch, plan) if plan and plan.placement == "before" else ({}, 0.0)
-        stats = self._update(batch, fragments, rng)
-        stats["learning_rate"] = lr
-        self._check_finite(stats, lr)
+        detected, detector_s = self.detect(batch, plan) if plan and plan.placement == "before" else (Detected(), 0.0)
+        stats = UpdateStats(**self._update(batch, fragments, rng), learning_rate=lr)
+        self._check_finite(stats)
         if plan and plan.placement == "after":
             detected, detector_s = self.detect(self._rescored(batch, fragments), plan)
         return Learned(batch, stats, detected, detector_s)
 
-    def detect(self, batch: Batch, plan: DetectorPlan) -> tuple[dict[str, float], float]:
+    def detect(self, batch: Batch, plan: DetectorPlan) -> tuple[Detected, float]:
         """The detectors ``plan`` asks for on ``batch`` at the current weights (the model left as it was), and the
         seconds they took."""
         started = time.perf_counter()
         detected = detect(plan, self.arch, self.engine.weights, batch, self.engine.params, kl_coef=self.engine.kl_coef)
         return detected, time.perf_counter() - started
 
-    def _check_finite(self, stats: dict[str, float], lr: float) -> None:
+    def _check_finite(self, stats: UpdateStats) -> None:
         """Raise :class:`Diverged` if the update's losses, weights or optimiser state are not finite: a NaN policy
         must not reach a checkpoint or the functions (which would then be blamed for non-finite replies)."""
-        bad = [f"{name} {stats[name]:g}" for name in LOSS_STATS if name in stats and not math.isfinite(stats[name])]
+        values = dataclasses.asdict(stats)
+        bad = [f"{name} {values[name]:g}" for name in LOSS_STATS if not math.isfinite(values[name])]
         if not self.engine.finite:
             bad.append("weights or optimiser state non-finite")
         if bad:
-            raise Diverged(f"the update diverged ({', '.join(bad)}) with learning rate {lr:g}: the learning rate is "
-                           "likely too large, or the rewards too large in scale (normalize_reward); nothing of this "
-                           "update was checkpointed or published: start again with a smaller --learning-rate, or "
-                           "--resume from a kept checkpoint")
+            raise Diverged(f"the update diverged ({', '.join(bad)}) with learning rate {stats.learning_rate:g}: the "
+                           "learning rate is likely too large, or the rewards too large in scale (normalize_reward); "
+                           "nothing of this update was checkpointed or published: start again with a smaller "
+                           "--learning-rate, or --resume from a kept checkpoint")
 
     @abstractmethod
     def _batch(self, fragments: list[Fragment]) -> Batch:

@@ -39,6 +39,8 @@ class PPOParams:
     """PPO hyper-parameters (CleanRL names); their defaults are the config's (:func:`_default`)."""
 
     learning_rate: float = _default("learning_rate")
+    anneal_lr: bool = _default("anneal_lr")  # the rate times the fraction of the run left (Learner.set_remaining)
+    anneal_clip: bool | None = _default("anneal_clip")  # the clipping coefficient too
     gamma: float = _default("gamma")
     gae_lambda: float = _default("gae_lambda")
     update_epochs: int = _default("update_epochs")

@@ -33,7 +33,10 @@ POLICY_KEYS = ("policy", "obs_rms")  # what a policy needs of a learner's state 
 RESTORE = f"restore a kept {files.CHECKPOINTS}/round-NNNNN.safetensors as {LATEST}, or start a new run"
 
 METADATA_KEY = "minionsrl"  # the JSON tree in the safetensors metadata
-FORMAT_KEY, FORMAT = "minionsrl_format", "1"
+FORMAT_KEY, FORMAT = "minionsrl_format", "1"  # how a state is stored in the file
+# what a run's state holds (a resumed run reads every field of it): raised whenever a field is added, removed or
+# changes meaning, and a checkpoint of another version is refused in one line (:func:`check_version`)
+STATE_VERSION = 2
 # dtypes that safetensors' NumPy reader returns as they were; others are stored as raw bytes
 _NATIVE = frozenset(np.dtype(t) for t in ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
                                           "uint64", "float16", "float32", "float64", "complex64"))
@@ -112,12 +115,21 @@ def array_problem(value: Any, shape: tuple[int, ...], dtype: np.dtype | None = N
     return None
 
 
+def check_version(state: dict[str, Any], where: str) -> None:
+    """Refuse a run's state written by a minionsrl whose state holds other fields (:data:`STATE_VERSION`)."""
+    version = state.get("format_version")
+    if version != STATE_VERSION:
+        raise ConfigError(f"{where} holds a run state of format {version or 1}, and this minionsrl resumes format "
+                          f"{STATE_VERSION}; resume it with the minionsrl that wrote it (its policy loads as it is: "
+                          "minionsrl eval), or start a new run")
+
+
 def check_state(saved: Any, template: Any, where: str, path: str = "") -> None:
     """Check a checkpoint's state against the state this run would write itself (``template``): every array of
     the template is there, with the same shape and dtype, finite; a number where the template has a number (an
     int where it has an int), non-negative and finite where the template's is; a string where it has a string.
-    What the template does not fix (a value it holds as None, an older checkpoint's missing plain field) is
-    left to the readers. Raises :class:`ConfigError` naming the first problem and its path."""
+    What the template does not fix (a value it holds as None) is left to the readers. Raises
+    :class:`ConfigError` naming the first problem and its path."""
     name = path or "the state"
     if isinstance(template, dict):
         if not isinstance(saved, dict):

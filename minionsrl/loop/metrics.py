@@ -21,29 +21,12 @@ from typing import Any
 from minionsrl import files
 from minionsrl.backends.base import InvocationRecord
 from minionsrl.errors import ConfigError
-from minionsrl.forecast import FUNCTION_COLUMNS
 from minionsrl.function.extras import check_tensorboard
-from minionsrl.loop.gather import OK, Attempt, Gathered
-from minionsrl.loop.invocations import fragment_digest
+from minionsrl.loop.requests import fragment_digest
+from minionsrl.loop.retry import OK, Attempt, Gathered
 from minionsrl.redact import redact_text
+from minionsrl.stats import METRIC_COLUMNS, RoundStats
 
-METRIC_COLUMNS = [
-    "round", "env_steps", "n_actors", "wall_s", "round_s", "sample_s", "learn_s", "eval_s",
-    "eval_return_mean", "train_return_mean", "episodes", "policy_loss", "value_loss", "entropy",
-    "approx_kl", "clipfrac", "explained_variance", "learning_rate", "sps",
-    "cost_serverless_usd", "cost_server_usd", "cum_cost_serverless_usd", "cum_cost_server_usd", "projected_round_s",
-    # of the projected round, the learner's own-instance part; of the serverless cost, the storage requests
-    "projected_learner_s", "cost_storage_usd",
-    "cold_starts",  # invocations that started an instance
-    # what one warm function did, per sample: the round model's input (minionsrl/forecast.py), as `plan` measures it
-    *FUNCTION_COLUMNS.values(),
-    # the same bills with the hosts over this machine's wall time, where functions queue on a few cores
-    "cost_serverless_wall_usd", "cost_server_wall_usd",
-    "scaler_score", "convexity_ratio", "lambda_min", "lambda_max", "gns", "detector_s",
-    "failed", "retried", "timed_out", "duplicates", "lost", "throttled",
-    # asynchronous learners (APPO, IMPALA): fragments used by the update, their policy lag in versions
-    "fragments", "policy_lag_mean", "policy_lag_max", "stale_retries",
-]
 # Columns that depend only on the seed and the config (compared by the determinism test).
 LEARNING_COLUMNS = [
     "round", "env_steps", "n_actors", "eval_return_mean", "train_return_mean", "episodes", "policy_loss",
@@ -96,7 +79,7 @@ class RunLog:
             self.close()
             raise self._error(path, exc) from exc
         self._metrics, self._invocations = self._files
-        self._mw = csv.DictWriter(self._metrics, METRIC_COLUMNS, extrasaction="ignore")
+        self._mw = csv.DictWriter(self._metrics, METRIC_COLUMNS)
         self._iw = csv.DictWriter(self._invocations, INVOCATION_COLUMNS, extrasaction="ignore")
         if tensorboard:
             try:
@@ -116,9 +99,10 @@ class RunLog:
         """Write invocation rows (flushed): a round's, or those of a round that failed."""
         self._write(self._invocations, self.invocations_path, lambda: self._iw.writerows(invocations))
 
-    def log_round(self, row: dict[str, Any], invocations: list[dict[str, Any]]) -> None:
+    def log_round(self, stats: RoundStats, invocations: list[dict[str, Any]]) -> None:
         """Write one round: its invocation rows, then its metrics row (flushed, fsync-free)."""
         self.log_invocations(invocations)
+        row = stats.to_row()
         self._write(self._metrics, self.metrics_path, lambda: self._mw.writerow({k: _fmt(v) for k, v in row.items()}))
         if self._tb is not None:
             scalars = {tag: row[key] for key, tag in TENSORBOARD_TAGS.items()
@@ -215,7 +199,7 @@ class EventFile:
 def invocation_rows(round_idx: int, gathered: list[Gathered]) -> list[dict[str, Any]]:
     """A round's rows of invocations.csv: training before evaluation, by slot and attempt (then arrival)."""
     attempts = sorted((a for g in gathered for a in g.attempts),
-                      key=lambda a: (a.request["kind"] != "train", a.slot, a.attempt))
+                      key=lambda a: (a.reply.record.kind != "train", a.slot, a.attempt))
     return [_invocation_row(round_idx, a) for a in attempts]
 
 
@@ -223,10 +207,11 @@ def _invocation_row(round_idx: int, attempt: Attempt) -> dict[str, Any]:
     """The record, the slot's seed and attempt, its steps per environment (training), the status and, for an
     accepted fragment, a digest of its arrays (a fault-free run of the same seed must show the same)."""
     req, record = attempt.request, attempt.reply.record
-    accepted = attempt.status == OK and req["kind"] == "train"
+    accepted = attempt.status == OK and record.kind == "train"
+    train = req is not None and req.kind == "train"
     return {"round": round_idx, **record.row(), "error": redact_text(record.error), "status": attempt.status,
-            "slot": attempt.slot, "attempt": attempt.attempt, "seed": req["seed"], "steps": req.get("steps", ""),
-            "fault": (req.get("fault") or {}).get("kind", ""),
+            "slot": attempt.slot, "attempt": attempt.attempt, "seed": "" if req is None else req.seed,
+            "steps": req.steps if train else "", "fault": ((req and req.fault) or {}).get("kind", ""),
             "digest": fragment_digest(attempt.result) if accepted else ""}
 
 

@@ -1,12 +1,12 @@
 """Samplers turn "n actors this round" into fragments: the rollout functions of a round, through faults.
 
 :class:`SyncSampler` (PPO) invokes ``n`` functions and waits for them at a barrier with a deadline
-(:func:`~minionsrl.loop.gather.gather`). :class:`AsyncSampler` (APPO, IMPALA; DESIGN §1, last
+(:func:`~minionsrl.loop.retry.gather`). :class:`AsyncSampler` (APPO, IMPALA; DESIGN §1, last
 paragraph) keeps ``n`` invocations in flight and returns once ``k`` fragments have arrived; every
 function that returns is resubmitted at once with the newest published policy, so invocations never
 wait for the learner and fragments lag (each carries the policy version it was sampled with). Both
-classify replies with one :class:`~minionsrl.loop.gather.Tracker`, retry a failed slot with its seed (one
-retry engine, :class:`~minionsrl.loop.gather.Retries`, counts failures and refusals and times back-offs),
+classify replies with one :class:`~minionsrl.loop.retry.Tracker`, retry a failed slot with its seed (one
+retry engine, :class:`~minionsrl.loop.retry.Retries`, counts failures and refusals and times back-offs),
 and keep every attempt for the ledger and ``invocations.csv``.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -25,8 +25,10 @@ from minionsrl.config import StepPlan
 from minionsrl.errors import ConfigError, InvocationError
 from minionsrl.function.fragment import Fragment, PolicySnapshot
 from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.function.request import Request
 from minionsrl.loop import checkpoint
-from minionsrl.loop.gather import (
+from minionsrl.loop.requests import Publisher, Requests, eval_returns, eval_split
+from minionsrl.loop.retry import (
     DUPLICATE,
     GIVE_UP,
     OK,
@@ -35,13 +37,12 @@ from minionsrl.loop.gather import (
     Attempt,
     Gathered,
     Group,
+    InFlightGroup,
     Retries,
     RetryPolicy,
-    Started,
     Tracker,
     gather_groups,
 )
-from minionsrl.loop.invocations import Publisher, Requests, eval_returns, eval_split
 
 
 class Evaluation(NamedTuple):
@@ -56,13 +57,17 @@ class Evaluation(NamedTuple):
 @dataclass
 class Sampled:
     """A round's fragments (in slot order, or arrival order when asynchronous), every attempt it waited for
-    (training, and an evaluation run beside it), the sampler's own metrics columns, and that evaluation's
-    mean return."""
+    (training, and an evaluation run beside it), that evaluation's mean return, and the sampler's own columns:
+    the fragments' policy lag in updates (pipelined and asynchronous rounds), and for asynchronous ones the
+    fragments used and the stale-policy retries."""
 
     fragments: list[Fragment]
     gathered: list[Gathered]
-    extra: dict[str, Any] = field(default_factory=dict)
     eval_return: float | None = None
+    policy_lag_mean: float | None = None
+    policy_lag_max: int | None = None
+    used: int | None = None
+    stale_retries: int | None = None
 
 
 class Sampler(ABC):
@@ -106,14 +111,12 @@ class Sampler(ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.carries = {int(k): v for k, v in json.loads(state["carries"]).items()}
 
-    def _train_request(self, ref: str, index: int, slot: int, attempt: int, n: int) -> dict[str, Any]:
-        """A training request of ``slot`` in a round of ``n`` functions (its steps from the plan); a function of
-        several environments carries each one's episode (a carried episode goes on whatever the steps)."""
-        steps = self.plan.slot_steps(slot, n)
-        if self.envs == 1:
-            return self.requests.make("train", ref, index, slot, attempt, steps=steps, carry=self.carries.get(slot))
-        return self.requests.make("train", ref, index, slot, attempt, steps=steps, envs=self.envs,
-                                  carries=[self.carries.get(slot * self.envs + e) for e in range(self.envs)])
+    def _train_request(self, ref: str, index: int, slot: int, attempt: int, n: int) -> Request:
+        """A training request of ``slot`` in a round of ``n`` functions (its steps from the plan); each of its
+        environments carries its episode in progress (a carried episode goes on whatever the steps)."""
+        carries = tuple(self.carries.get(slot * self.envs + e) for e in range(self.envs))
+        return self.requests.make("train", ref, index, slot, attempt, steps=self.plan.slot_steps(slot, n),
+                                  carries=carries)
 
     def _resume_paused(self, n: int) -> None:
         """Hand the episodes in progress of actors outside a round of ``n`` functions (paused: ``n`` shrank) to the
@@ -128,9 +131,9 @@ class Sampler(ABC):
         for src, dst in zip(paused, free, strict=False):
             self.carries[dst] = self.carries.pop(src)
 
-    def _fragments(self, request: dict[str, Any], reply: Reply, version: int | None = None) -> list[Fragment]:
+    def _fragments(self, request: Request, reply: Reply, version: int | None = None) -> list[Fragment]:
         """The reply's fragments, checked against the steps its request asked for."""
-        return Fragment.many_from_wire(reply.arrays, reply.meta, int(request["steps"]), self.arch, self.envs,
+        return Fragment.many_from_wire(reply.arrays, reply.meta, request.steps, self.arch, self.envs,
                                        version)
 
     def _keep_carries(self, slot: int, fragments: list[Fragment]) -> None:
@@ -148,14 +151,14 @@ class Sampler(ABC):
 
 
 @dataclass
-class Wave:
+class SentRound:
     """A round's training invocations, sent: ``actors`` of them, sampling with policy ``version`` (``ref``)."""
 
     round: int
     actors: int
     version: int
     ref: str
-    started: Started
+    in_flight: InFlightGroup
     policy: PolicySnapshot | None  # what ``ref`` holds, kept while the wave runs ahead (for the checkpoint)
 
 
@@ -172,28 +175,28 @@ class SyncSampler(Sampler):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.wave: Wave | None = None  # sent ahead of its round (pipelined), not yet gathered
-        self.resumed_wave: tuple[int, int, PolicySnapshot] | None = None  # (round, actors, policy) to send again
+        self.ahead: SentRound | None = None  # sent ahead of its round (pipelined), not yet gathered
+        self.resumed_ahead: tuple[int, int, PolicySnapshot] | None = None  # (round, actors, policy) to send again
 
     def sent_actors(self, round_idx: int) -> int | None:
         """The actor count of round ``round_idx``'s functions if they were sent ahead (by :meth:`send`)."""
-        if self.wave is not None and self.wave.round == round_idx:
-            return self.wave.actors
-        if self.resumed_wave is not None and self.resumed_wave[0] == round_idx:
-            return self.resumed_wave[1]
+        if self.ahead is not None and self.ahead.round == round_idx:
+            return self.ahead.actors
+        if self.resumed_ahead is not None and self.resumed_ahead[0] == round_idx:
+            return self.resumed_ahead[1]
         return None
 
     def send(self, round_idx: int, n: int) -> None:
         """Send round ``round_idx``'s ``n`` training functions now, with the published policy; :meth:`sample`
         gathers them."""
-        self.wave = self._send(round_idx, n, keep_policy=True)
+        self.ahead = self._send(round_idx, n, keep_policy=True)
 
     def sample(self, round_idx: int, n: int, evaluation: Evaluation | None = None) -> Sampled:
-        ahead = self.wave is not None and self.wave.round == round_idx
-        wave = self.wave if ahead else self._send(round_idx, n)
-        self.wave = None
+        ahead = self.ahead is not None and self.ahead.round == round_idx
+        wave = self.ahead if ahead else self._send(round_idx, n)
+        self.ahead = None
         beside = [self._evaluation(evaluation, self.publisher.ref())] if evaluation else []
-        got, *evaluated = gather_groups(self.backend, beside, wave.started)
+        got, *evaluated = gather_groups(self.backend, beside, wave.in_flight)
         if self.carry_episodes:  # a lost slot's episodes are lost with it: the slot starts new ones
             actors = wave.actors * self.envs  # the paused episodes of actors outside the round wait (_resume_paused)
             self.carries = {a: carry for a, carry in self.carries.items() if a >= actors}
@@ -201,23 +204,24 @@ class SyncSampler(Sampler):
                 self._keep_carries(slot, fragments)
         lag = self.publisher.version - wave.version  # updates since the wave's policy: 1 sent ahead (or resumed so)
         # slot order, not arrival order
+        lagged = ahead or bool(lag)
         return Sampled([f for slot in sorted(got.results) for f in got.results[slot]], [got, *evaluated],
-                       {"policy_lag_mean": float(lag), "policy_lag_max": lag} if ahead or lag else {},
-                       eval_return=self._mean_return(evaluated[0]) if evaluated else None)
+                       eval_return=self._mean_return(evaluated[0]) if evaluated else None,
+                       policy_lag_mean=float(lag) if lagged else None, policy_lag_max=lag if lagged else None)
 
-    def _send(self, round_idx: int, n: int, keep_policy: bool = False) -> Wave:
-        if self.resumed_wave is not None and self.resumed_wave[0] == round_idx:  # as the checkpointed run sent it
-            _, n, policy = self.resumed_wave
+    def _send(self, round_idx: int, n: int, keep_policy: bool = False) -> SentRound:
+        if self.resumed_ahead is not None and self.resumed_ahead[0] == round_idx:  # as the checkpointed run sent it
+            _, n, policy = self.resumed_ahead
             ref, version = self.publisher.publish(policy), policy.version
         else:
             ref, version = self.publisher.ref(), self.publisher.version
             policy = self.publisher.last if keep_policy else None
-        self.resumed_wave = None
+        self.resumed_ahead = None
         if self.carry_episodes:  # before the requests are made (idempotent: a resumed wave's carries are handed)
             self._resume_paused(n)
         training = Group(n, lambda slot, attempt: self._train_request(ref, round_idx, slot, attempt, n),
                          lambda req, r: self._fragments(req, r, version), self.retry, f"round {round_idx} training")
-        return Wave(round_idx, n, version, ref, Started(self.backend, training), policy)
+        return SentRound(round_idx, n, version, ref, InFlightGroup(self.backend, training), policy)
 
     def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Gathered]:
         got = gather_groups(self.backend, [self._evaluation(Evaluation(round_idx, n_actors, episodes),
@@ -226,21 +230,21 @@ class SyncSampler(Sampler):
 
     def finish(self) -> Gathered:
         """Cancel a wave sent ahead, if any (billed for the time it ran)."""
-        wave, self.wave = self.wave, None
-        return wave.started.cancel() if wave is not None else Gathered({})
+        wave, self.ahead = self.ahead, None
+        return wave.in_flight.cancel() if wave is not None else Gathered({})
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
-        if self.wave is not None and self.wave.policy is not None:
-            p = self.wave.policy
-            state["wave"] = {"round": self.wave.round, "actors": self.wave.actors, "version": p.version,
+        if self.ahead is not None and self.ahead.policy is not None:
+            p = self.ahead.policy
+            state["sent_ahead"] = {"round": self.ahead.round, "actors": self.ahead.actors, "version": p.version,
                              "clip_obs": p.clip_obs, "params": dict(p.params), "obs_mean": p.obs_mean,
                              "obs_var": p.obs_var}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        wave = state.get("wave")
+        wave = state.get("sent_ahead")
         if wave is not None:  # checked against this run's policy as resume checks the learner's weights
             template = self.publisher.snapshot(0)
             expected = {**{f"params/{k}": v for k, v in template.params.items()},
@@ -256,7 +260,7 @@ class SyncSampler(Sampler):
             policy = PolicySnapshot(int(wave["version"]), self.arch, dict(wave["params"]),
                                     wave["obs_mean"] if stats else None, wave["obs_var"] if stats else None,
                                     float(wave["clip_obs"]))
-            self.resumed_wave = (int(wave["round"]), int(wave["actors"]), policy)
+            self.resumed_ahead = (int(wave["round"]), int(wave["actors"]), policy)
 
     def _evaluation(self, e: Evaluation, ref: str) -> Group:
         per_slot = eval_split(e.episodes, e.actors)
@@ -299,8 +303,8 @@ class AsyncSampler(Sampler):
         gathered, self.unlogged = [g for _, g in arrived] + self.unlogged, []
         fragments = [f for frags, _ in arrived for f in frags]
         lags = [self.publisher.version - f.policy_version for f in fragments]  # updates since each was sampled
-        return Sampled(fragments, gathered, {"fragments": len(fragments), "policy_lag_mean": float(np.mean(lags)),
-                                             "policy_lag_max": int(max(lags)), "stale_retries": self.stale_retries})
+        return Sampled(fragments, gathered, policy_lag_mean=float(np.mean(lags)), policy_lag_max=int(max(lags)),
+                       used=len(fragments), stale_retries=self.stale_retries)
 
     def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Gathered]:
         """Evaluation while training invocations stay in flight: every reply that arrives meanwhile is routed,
@@ -340,13 +344,13 @@ class AsyncSampler(Sampler):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        self.slot_calls = {int(k): int(v) for k, v in json.loads(state.get("slot_calls", "{}")).items()}
+        self.slot_calls = {int(k): int(v) for k, v in json.loads(state["slot_calls"]).items()}
 
     # -- keeping invocations in flight -----------------------------------------------------------
     def _top_up(self) -> None:
         """Submit an invocation, with the newest policy, for every slot below ``n_target`` that has none in
         flight: the slot's next one, or a retry (same seed, next attempt) of the one that failed."""
-        busy = {slot for slot, _, req in self.tracker.flying.values() if req["kind"] == "train"}
+        busy = {slot for slot, _, req in self.tracker.flying.values() if req.kind == "train"}
         now = time.perf_counter()
         free = [slot for slot in range(self.n_target) if slot not in busy and not self.retries.waiting(slot, now)]
         if not free:
@@ -362,8 +366,8 @@ class AsyncSampler(Sampler):
                                                             self.n_target)))
         self.tracker.submit(sent)
 
-    def _validate(self, request: dict[str, Any], reply: Reply) -> Any:
-        if request["kind"] == "eval":
+    def _validate(self, request: Request, reply: Reply) -> Any:
+        if request.kind == "eval":
             return eval_returns(request, reply)
         return self._fragments(request, reply)  # any policy version: lag is expected
 
@@ -379,7 +383,7 @@ class AsyncSampler(Sampler):
             attempt = self.tracker.receive(reply, self._validate)
             if attempt.status in (DUPLICATE, STRAY):  # billed, never learned from
                 self.unlogged.append(Gathered({}, [attempt]))
-            elif attempt.request["kind"] == "eval":
+            elif attempt.request is not None and attempt.request.kind == "eval":
                 evaluations.append(attempt)
             elif attempt.status != OK:
                 self._failed(attempt)
@@ -396,7 +400,7 @@ class AsyncSampler(Sampler):
         the next top-up, a refused one once backed off, as gather does; a slot given up fails the run."""
         self.unlogged.append(Gathered({}, [attempt]))
         stale = attempt.status != THROTTLED and self.publisher.newest is not None \
-            and attempt.request["policy"] != self.publisher.newest
+            and attempt.request is not None and attempt.request.policy != self.publisher.newest
         self.stale_retries += stale
         verdict = self.retries.after(attempt, counted=not stale)
         if verdict.action != GIVE_UP:

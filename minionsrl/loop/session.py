@@ -26,6 +26,7 @@ from minionsrl import config, files
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.loop import checkpoint
+from minionsrl.stats import RoundStats
 
 LOCK = ".lock"  # in the run dir: held by the learner using it
 
@@ -44,13 +45,13 @@ class Progress:
     recent_rounds: deque[int] = field(default_factory=lambda: deque(maxlen=100))  # the round each of them ended in
     recent_costs: deque[float] = field(default_factory=lambda: deque(maxlen=10))  # serverless $ of the last rounds
     recent_projected: deque[float] = field(default_factory=lambda: deque(maxlen=10))  # their projected seconds
-    last_row: dict[str, Any] | None = None
+    last_round: RoundStats | None = None  # the last round's row
     stopped_by: str | None = None  # the stop condition that ends the run (decided in its last round)
     stop_budget: float | None = None  # the budget in force when a budget (dollars or seconds) stopped the run
     # (round, actors, episodes): the evaluation of round ``round``'s policy that runs beside the next round's
-    # functions; that round's row (last_row) is written once it returns
+    # functions; that round's row (last_round) is written once it returns
     pending_eval: tuple[int, int, int] | None = None
-    # the learning-rate schedule across resumes (minionsrl/loop/schedule.py): the limits it anneals over, the
+    # the learning-rate schedule across resumes (minionsrl/loop/anneal.py): the limits it anneals over, the
     # factor on the config's rate, and what the run had spent when its last round started; None: not known
     anneal: dict[str, Any] | None = None
     started: float = field(default_factory=time.perf_counter)
@@ -63,7 +64,7 @@ class Progress:
                 "best_round": self.best_round, "last_eval": self.last_eval, "recent_returns": list(self.recent_returns),
                 "recent_rounds": list(self.recent_rounds),
                 "recent_costs": list(self.recent_costs), "recent_projected": list(self.recent_projected),
-                "last_row": json.dumps(self.last_row),
+                "last_row": json.dumps(None if self.last_round is None else self.last_round.to_row()),
                 "stop": json.dumps({"stopped_by": self.stopped_by, "budget": self.stop_budget}),
                 "pending_eval": json.dumps(self.pending_eval),
                 "anneal": json.dumps(self.anneal)}
@@ -71,18 +72,19 @@ class Progress:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.round, self.env_steps, self.wall_offset = int(state["round"]), int(state["env_steps"]), state["wall_s"]
         self.best_eval, self.last_eval = float(state["best_eval"]), float(state["last_eval"])
-        self.best_round = int(state.get("best_round", 0))  # checkpoints older than best.safetensors
+        self.best_round = int(state["best_round"])
         self.recent_returns.extend(state["recent_returns"])
-        rounds = state.get("recent_rounds", [])  # checkpoints older than the summary's span: none
+        rounds = state["recent_rounds"]
         self.recent_rounds.extend(rounds if len(rounds) == len(self.recent_returns) else [])
         self.recent_costs.extend(state["recent_costs"])
-        self.recent_projected.extend(state.get("recent_projected", []))  # checkpoints older than time budgets
-        self.last_row = json.loads(state["last_row"])
-        stop = json.loads(state.get("stop", "{}"))
-        self.stopped_by, self.stop_budget = stop.get("stopped_by"), stop.get("budget", stop.get("budget_usd"))
-        pending = json.loads(state.get("pending_eval", "null"))
+        self.recent_projected.extend(state["recent_projected"])
+        last = json.loads(state["last_row"])
+        self.last_round = None if last is None else RoundStats.from_row(last)
+        stop = json.loads(state["stop"])
+        self.stopped_by, self.stop_budget = stop["stopped_by"], stop["budget"]
+        pending = json.loads(state["pending_eval"])
         self.pending_eval = tuple(pending) if pending else None
-        self.anneal = json.loads(state.get("anneal", "null"))  # checkpoints older than the kept schedule: None
+        self.anneal = json.loads(state["anneal"])
 
 
 def budgets(cfg: TrainConfig) -> dict[str, float | None]:

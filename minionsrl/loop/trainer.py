@@ -1,12 +1,12 @@
 """The round loop of DESIGN §1: scaler → backend → rollout functions → learner → detectors → ledger →
 logger/checkpoint.
 
-Read :meth:`Trainer.run_round` top to bottom: it is one round, the same for every algorithm. The parts
-are composed, not inherited: a :class:`~minionsrl.loop.sampler.Sampler` runs the round's functions
-(synchronously, or keeping them in flight), a :class:`~minionsrl.learner.learners.Learner` updates the
-policy, a :class:`~minionsrl.scaling.base.Scaler` picks ``n``, a :class:`~minionsrl.cost.CostLedger`
-bills, and a :class:`~minionsrl.loop.session.Session` keeps the run directory. They are built in
-:func:`minionsrl.build.make_trainer`.
+Read :meth:`Trainer.run_round`: one round as five phases (plan, collect, learn, decide, record), the same for
+every algorithm, each a method below it. The parts are composed, not inherited: a
+:class:`~minionsrl.loop.sampler.Sampler` runs the round's functions (synchronously, or keeping them in flight), a
+:class:`~minionsrl.learner.learners.Learner` updates the policy, a :class:`~minionsrl.scaling.base.Scaler` picks
+``n``, a :class:`~minionsrl.cost.CostLedger` bills, and a :class:`~minionsrl.loop.session.Session` keeps the run
+directory. They are built in :func:`minionsrl.build.make_trainer`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -28,33 +28,38 @@ from minionsrl.function import fragment, wire
 from minionsrl.learner import runtime
 from minionsrl.learner.detectors import DetectorPlan
 from minionsrl.learner.learners import Learned, Learner
-from minionsrl.loop import checkpoint, schedule
-from minionsrl.loop.gather import Attempt, Gathered, TooFewReplies, fault_counts, slot_chains
-from minionsrl.loop.invocations import Publisher, invocation_seed
+from minionsrl.loop import anneal, checkpoint
 from minionsrl.loop.metrics import RunLog, invocation_rows
+from minionsrl.loop.requests import Publisher, invocation_seed
+from minionsrl.loop.retry import Attempt, Gathered, TooFewReplies, fault_counts, slot_chains
 from minionsrl.loop.sampler import Evaluation, Sampled, Sampler
 from minionsrl.loop.session import Progress, Session, budgets, nothing_to_do, reached, resumed_stop
 from minionsrl.scaling.base import Scaler
+from minionsrl.stats import RoundStats
 
 
 @dataclass
-class RoundResult:
-    """Everything one round produced, before it becomes a metrics row."""
+class Round:
+    """One round in progress: what each phase of :meth:`Trainer.run_round` leaves for the next, and its clocks."""
 
-    round: int
+    index: int
     n_actors: int
-    sampled: Sampled
-    learned: Learned  # its detectors' columns and seconds too
-    eval_return: float | None
-    gathered: list[Gathered]  # every attempt of the round: training, evaluation, cancelled stragglers
-    evaluated_after: list[Gathered]  # an evaluation after the update (its functions are projected, not waited for)
-    learner_s: float  # the learner's part on a host of its own: update and detectors, less their wait for a CPU
     started: float  # perf_counter stamps of the round's phases
-    sampled_at: float
-    learned_at: float  # update and detectors done
-    decided_at: float  # the stop decided (on the last round: stragglers abandoned); evaluation from here
-    ended: float
+    ahead: bool = False  # pipelined: its functions were chosen and sent a round ahead
+    eval_beside: Evaluation | None = None  # the previous round's evaluation, run beside this round's functions
+    sampled: Sampled = field(default_factory=lambda: Sampled([], []))
+    learned: Learned | None = None  # its detectors' columns and seconds too
+    learning: runtime.Mark | None = None  # the learner's clocks when its part began
+    gathered: list[Gathered] = field(default_factory=list)  # every attempt: training, evaluation, cancelled ones
+    evaluated_after: list[Gathered] = field(default_factory=list)  # an evaluation after the update
+    eval_return: float | None = None
+    eval_deferred: bool = False  # its evaluation runs beside the next round's functions: its row is written then
     head_start_s: float = 0.0  # pipelined: the seconds its training wave ran ahead, beside the previous update
+    learner_s: float = 0.0  # the learner's part on a host of its own: update and detectors, less their CPU wait
+    sampled_at: float = 0.0
+    learned_at: float = 0.0  # update and detectors done
+    decided_at: float = 0.0  # the stop decided (on the last round: stragglers abandoned); evaluation from here
+    ended: float = 0.0
 
 
 class Trainer:
@@ -66,11 +71,11 @@ class Trainer:
         self.publisher, self.scaler, self.ledger, self.backend = publisher, scaler, ledger, backend
         self.run_dir = session.run_dir
         self.progress = Progress()
-        self.written: list[dict[str, Any]] = []  # the rows the last round wrote (a held row comes a round later)
+        self.written: list[RoundStats] = []  # the rows the last round wrote (a held row comes a round later)
         if session.resume_state is not None:
             self._restore(session.resume_state)
         # a resumed run keeps its learning-rate schedule, whatever limits it was given now
-        self.progress.anneal = schedule.keep_on_resume(cfg, self.progress.anneal, self._spent())
+        self.progress.anneal = anneal.keep_on_resume(cfg, self.progress.anneal, self._spent())
         # a checkpoint taken while its round's evaluation was in flight: that round's row is written again, after
         # the evaluation runs again (metrics.csv may hold it already, if the run stopped later)
         held = self.progress.pending_eval is not None
@@ -86,17 +91,17 @@ class Trainer:
         return self.progress.env_steps
 
     @property
-    def last_row(self) -> dict[str, Any] | None:
-        return self.progress.last_row
+    def last_round(self) -> RoundStats | None:
+        return self.progress.last_round
 
     # -- the loop --------------------------------------------------------------------------------
-    def run(self, on_round: Callable[[dict[str, Any]], bool | None] | None = None) -> dict[str, Any]:
+    def run(self, on_round: Callable[[RoundStats], bool | None] | None = None) -> dict[str, Any]:
         """Train until a stop condition holds; return the summary (also written to summary.json). ``on_round``
         gets each metrics row once it is written, complete: a row held for its evaluation a round later. When it
         returns False the run stops after that round (``stopped_by: callback``): a row still waiting for its
         evaluation is written without it, and the round is checkpointed (``--resume`` continues the run).
 
-        A resumed run keeps its learning-rate schedule (:mod:`minionsrl.loop.schedule`): changed limits
+        A resumed run keeps its learning-rate schedule (:mod:`minionsrl.loop.anneal`): changed limits
         (``total_timesteps``, the budgets) do not restart the annealing."""
         self.progress.started = time.perf_counter()
         try:
@@ -119,8 +124,8 @@ class Trainer:
                     p.stopped_by = "callback"
                     if p.pending_eval is not None:  # its evaluation would have run beside the next round
                         p.pending_eval = None
-                        self.log.log_round(p.last_row, [])
-                        on_round(p.last_row)
+                        self.log.log_round(p.last_round, [])
+                        on_round(p.last_round)
                     self._abandon_in_flight()
                     self.session.save(self._state(), p.round)
             self._abandon_in_flight()  # e.g. stopped by the budget with invocations in flight: none outlives the run
@@ -141,72 +146,96 @@ class Trainer:
         self.backend.close()
         self.session.close()  # its lock; on the way out of an error, a checkpoint's error is not the one to report
 
-    def run_round(self) -> dict[str, Any]:
-        """One round: choose n, sample (beside the previous round's evaluation), learn and detect (before the update,
-        or after it), evaluate, bill, log, checkpoint. Pipelined, n was chosen and the functions sent a round ahead,
-        and the next round's are sent before this round's update."""
-        cfg, p, started = self.cfg, self.progress, time.perf_counter()
+    def run_round(self) -> RoundStats:
+        """One round, in five phases, the same for every algorithm: **plan** (how many functions, the learning
+        rate), **collect** (run them, beside the previous round's evaluation), **learn** (the update and the
+        detectors), **decide** (does the run stop here; does the round's evaluation run now or beside the next
+        round's functions) and **record** (bill, log, checkpoint). Pipelined (``--pipeline``), a round's functions
+        were chosen and sent a round ahead, and collect sends the next round's before this one learns."""
+        r = self._plan()
+        self._collect(r)
+        self._learn(r)
+        self._decide(r)
+        return self._record(r)
+
+    def _plan(self) -> Round:
+        """The round's actor count (the scaler's, or the one its functions were sent ahead with) and the fraction
+        of the run left, which sets the learner's rate and clip."""
+        p, started = self.progress, time.perf_counter()
         p.round += 1
         self.written = []
-        ahead = self.sampler.sent_actors(p.round)
-        n = ahead if ahead is not None else self.scaler.next_actors(p.last_row)
-        lr, clip = schedule.annealed(cfg, self._schedule_fraction())
-        self.learner.set_learning_rate(lr)
-        self.learner.set_clip_coef(clip)
+        sent = self.sampler.sent_actors(p.round)
+        n = sent if sent is not None else self.scaler.next_actors(p.last_round)
+        self.learner.set_remaining(self._remaining())
+        beside = Evaluation(*p.pending_eval) if p.pending_eval else None  # of the policy this round samples with
+        return Round(p.round, n, started, ahead=sent is not None, eval_beside=beside)
 
-        held = Evaluation(*p.pending_eval) if p.pending_eval else None  # of the policy this round samples with
-        sampled = self._logging_failures([], lambda: self.sampler.sample(p.round, n, held))
-        learning = runtime.mark()
-        sampled_at = learning.wall
-        if held is not None:
-            self._log_held_row(sampled.eval_return)
-        if cfg.learner.pipeline and not self._last_by_count(sum(len(f.rewards) for f in sampled.fragments)):
-            self.sampler.send(p.round + 1, self.scaler.next_actors(p.last_row))  # they run while this round learns
+    def _collect(self, r: Round) -> None:
+        """The round's fragments from its functions (and the return of the previous round's evaluation beside them,
+        whose row is written now); pipelined, the next round's functions are sent before this round learns."""
+        r.sampled = self._logging_failures([], lambda: self.sampler.sample(r.index, r.n_actors, r.eval_beside))
+        r.learning = runtime.mark()
+        r.sampled_at = r.learning.wall
+        if r.eval_beside is not None:
+            self._log_deferred_row(r.sampled.eval_return)
+        if self.cfg.learner.pipeline and not self._last_by_count(sum(len(f.rewards) for f in r.sampled.fragments)):
+            self.sampler.send(r.index + 1, self.scaler.next_actors(self.progress.last_round))  # run while it learns
+
+    def _learn(self, r: Round) -> None:
+        """Update the policy on the fragments (the detectors the scaler reads, before or after the update)."""
+        p, fragments = self.progress, r.sampled.fragments
         self.session.wait()  # the previous round's checkpoint, written while this round sampled
         try:
-            learned = self.learner.learn(sampled.fragments, np.random.default_rng([cfg.run.seed, p.round]),
-                                         self._detector_plan(len(sampled.fragments)))
+            r.learned = self.learner.learn(fragments, np.random.default_rng([self.cfg.run.seed, r.index]),
+                                           self._detector_plan(len(fragments)))
         except Diverged as exc:  # the round is what the user needs to find it in metrics.csv
-            raise Diverged(f"round {p.round}: {exc}") from None
-        self.publisher.version = p.round  # the next publish carries this update
-        p.env_steps += len(learned.batch)
-        for frag in sampled.fragments:
+            raise Diverged(f"round {r.index}: {exc}") from None
+        self.publisher.version = r.index  # the next publish carries this update
+        p.env_steps += len(r.learned.batch)
+        for frag in fragments:
             p.recent_returns.extend(frag.episode_returns.tolist())
-            p.recent_rounds.extend([p.round] * len(frag.episode_returns))
-        learned_at = time.perf_counter()
-        gathered = list(sampled.gathered)
+            p.recent_rounds.extend([r.index] * len(frag.episode_returns))
+        r.learned_at = time.perf_counter()
+
+    def _decide(self, r: Round) -> None:
+        """Whether the run stops after this round, decided once, here, with what the round has cost so far (a later
+        check could find the budget spent after the round and skip the final evaluation it promised); then the
+        round's evaluation: now, after the update (the last round always), or held for the next round's functions
+        to run beside (``--eval-overlap``, and pipelined rounds, whose functions sent ahead hold the backend)."""
+        cfg, p = self.cfg, self.progress
+        r.gathered = list(r.sampled.gathered)
         # a wave sent ahead ran beside the previous update: its head start is that update's own seconds
-        head_start = float(p.last_row["projected_learner_s"]) if ahead is not None and p.last_row else 0.0
-        # Whether this is the last round is decided once, here, with what the round has cost so far: a later
-        # check could find the budget spent after the round and skip the final evaluation it promised.
-        so_far = self._times(time.perf_counter() - started, runtime.own_s(learning), sampled, head_start)
-        p.stopped_by = self._stop_reason(self.ledger.round_usd(so_far, [a.reply.record for g in gathered
+        r.head_start_s = p.last_round.projected_learner_s if r.ahead and p.last_round else 0.0
+        assert r.learning is not None
+        so_far = self._times(time.perf_counter() - r.started, runtime.own_s(r.learning), r.sampled, r.head_start_s)
+        p.stopped_by = self._stop_reason(self.ledger.round_usd(so_far, [a.reply.record for g in r.gathered
                                                                          for a in g.attempts]),
                                          self.ledger.projected_s(so_far))
         if p.stopped_by:  # abandon what is still in flight, a wave sent ahead too (billed for the time it ran)
-            gathered.append(self.sampler.finish())
-
-        decided_at, learner_s = time.perf_counter(), runtime.own_s(learning)
-        eval_return, evaluated_after = None, []
-        due = bool(cfg.eval.eval_every) and p.round % cfg.eval.eval_every == 0
-        # pipelined, an evaluation waits for the next round: the functions sent ahead hold the backend meanwhile
-        hold = (due and not p.stopped_by and (cfg.eval.eval_overlap or cfg.learner.pipeline)
-                and self.sampler.evaluates_beside)
-        if (due and not hold) or p.stopped_by:  # the last round always, after its update
-            eval_return, evaluated = self._logging_failures(gathered, lambda: self.sampler.evaluate(
-                p.round, n, cfg.eval.eval_episodes))
-            self._evaluated(p.round, eval_return)
-            gathered.append(evaluated)
-            evaluated_after.append(evaluated)
+            r.gathered.append(self.sampler.finish())
+        r.decided_at, r.learner_s = time.perf_counter(), runtime.own_s(r.learning)
+        due = bool(cfg.eval.eval_every) and r.index % cfg.eval.eval_every == 0
+        r.eval_deferred = (due and not p.stopped_by and (cfg.eval.eval_overlap or cfg.learner.pipeline)
+                  and self.sampler.evaluates_beside)
+        if (due and not r.eval_deferred) or p.stopped_by:
+            r.eval_return, evaluated = self._logging_failures(r.gathered, lambda: self.sampler.evaluate(
+                r.index, r.n_actors, cfg.eval.eval_episodes))
+            self._evaluated(r.index, r.eval_return)
+            r.gathered.append(evaluated)
+            r.evaluated_after.append(evaluated)
             p.stopped_by = p.stopped_by or self._stop_reason(check_budget=False)  # this evaluation may reach the target
-        result = RoundResult(p.round, n, sampled, learned, eval_return, gathered, evaluated_after, learner_s, started,
-                             sampled_at, learned_at, decided_at, time.perf_counter(), head_start)
-        row = self._bill_and_log(result, hold)
-        p.pending_eval = (p.round, n, cfg.eval.eval_episodes) if hold else None
+        r.ended = time.perf_counter()
+
+    def _record(self, r: Round) -> RoundStats:
+        """Bill the round, write its row (or hold it for its evaluation), and checkpoint it every
+        ``checkpoint_every`` rounds and on the last (the stop decision travels with the checkpoint)."""
+        cfg, p = self.cfg, self.progress
+        stats = self._bill_and_log(r)
+        p.pending_eval = (r.index, r.n_actors, cfg.eval.eval_episodes) if r.eval_deferred else None
         p.stop_budget = self._budgets().get(p.stopped_by or "")
-        if p.round % cfg.run.checkpoint_every == 0 or p.stopped_by:  # the decision travels with the checkpoint
-            self.session.save(self._state(), p.round)
-        return row
+        if r.index % cfg.run.checkpoint_every == 0 or p.stopped_by:
+            self.session.save(self._state(), r.index)
+        return stats
 
     def _last_by_count(self, steps: int) -> bool:
         """Whether the round now learning on ``steps`` samples is the last by a count (steps, rounds) known before
@@ -249,59 +278,63 @@ class Trainer:
                             invocation_seed(cfg.run.seed, self.round, 0, wire.SEED_STREAMS["detect"]),
                             cfg.scaling.detector_samples, cfg.scaling.lanczos_iterations, cfg.scaling.lanczos_tol)
 
-    def _bill_and_log(self, r: RoundResult, hold: bool = False) -> dict[str, Any]:
+    def _bill_and_log(self, r: Round) -> RoundStats:
         """Bill every attempt (failed ones, retries, duplicates and cancelled stragglers too, an evaluation in the
-        round it ran); write the row, or only its invocations when ``hold`` keeps it for its evaluation."""
+        round it ran); write the row, or only its invocations when the round holds it for its evaluation."""
         attempts = [a for g in r.gathered for a in g.attempts]
         lost = sum(len(g.lost) for g in r.gathered)
         times = self._times(r.ended - r.started, r.learner_s, r.sampled, r.head_start_s, r.evaluated_after)
         bill = self.ledger.bill_round(times, [a.reply.record for a in attempts], r.n_actors)
         episodes = [x for f in r.sampled.fragments for x in f.episode_returns.tolist()]
-        batch_size = len(r.learned.batch)
-        row = {
-            "round": r.round, "env_steps": self.env_steps, "n_actors": r.n_actors, "wall_s": self.progress.wall(),
-            "round_s": r.ended - r.started, "sample_s": r.sampled_at - r.started,
-            "learn_s": r.learned_at - r.sampled_at - r.learned.detector_s,  # the detectors ran inside learn
-            "detector_s": r.learned.detector_s, "eval_s": r.ended - r.decided_at,
-            "eval_return_mean": r.eval_return, "train_return_mean": float(np.mean(episodes)) if episodes else None,
-            "episodes": len(episodes), "sps": batch_size / (r.ended - r.started),  # learning_rate: in the stats
-            **r.learned.stats,
-            "cost_serverless_usd": bill.cost_serverless_usd, "cost_server_usd": bill.cost_server_usd,
-            "cost_serverless_wall_usd": bill.cost_serverless_wall_usd,
-            "cost_server_wall_usd": bill.cost_server_wall_usd,
-            "cum_cost_serverless_usd": self.ledger.total_serverless_usd,
-            "cum_cost_server_usd": self.ledger.total_server_usd, "projected_round_s": bill.projected_round_s,
-            "projected_learner_s": r.learner_s, "cost_storage_usd": bill.storage_usd,
-            "cold_starts": sum(a.reply.record.cold for a in attempts),
+        assert r.learned is not None
+        update, detected, sampled = r.learned.stats, r.learned.detected, r.sampled
+        stats = RoundStats(
+            round=r.index, env_steps=self.env_steps, n_actors=r.n_actors, wall_s=self.progress.wall(),
+            round_s=r.ended - r.started, sample_s=r.sampled_at - r.started,
+            learn_s=r.learned_at - r.sampled_at - r.learned.detector_s,  # the detectors ran inside learn
+            eval_s=r.ended - r.decided_at, eval_return_mean=r.eval_return,
+            train_return_mean=float(np.mean(episodes)) if episodes else None, episodes=len(episodes),
+            policy_loss=update.policy_loss, value_loss=update.value_loss, entropy=update.entropy,
+            approx_kl=update.approx_kl, clipfrac=update.clipfrac, explained_variance=update.explained_variance,
+            learning_rate=update.learning_rate, sps=len(r.learned.batch) / (r.ended - r.started),
+            cost_serverless_usd=bill.cost_serverless_usd, cost_server_usd=bill.cost_server_usd,
+            cum_cost_serverless_usd=self.ledger.total_serverless_usd, cum_cost_server_usd=self.ledger.total_server_usd,
+            projected_round_s=bill.projected_round_s, projected_learner_s=r.learner_s,
+            cost_storage_usd=bill.storage_usd, cold_starts=sum(a.reply.record.cold for a in attempts),
             **self._function_columns(attempts),
-            "scaler_score": self.scaler.score, **r.learned.detected, **fault_counts(attempts, lost), **r.sampled.extra,
-        }
+            cost_serverless_wall_usd=bill.cost_serverless_wall_usd, cost_server_wall_usd=bill.cost_server_wall_usd,
+            scaler_score=self.scaler.score, convexity_ratio=detected.convexity_ratio,
+            lambda_min=detected.lambda_min, lambda_max=detected.lambda_max, gns=detected.gns,
+            detector_s=r.learned.detector_s, **fault_counts(attempts, lost),
+            fragments=sampled.used, policy_lag_mean=sampled.policy_lag_mean, policy_lag_max=sampled.policy_lag_max,
+            stale_retries=sampled.stale_retries,
+        )
         self.progress.recent_costs.append(bill.cost_serverless_usd)
         self.progress.recent_projected.append(bill.projected_round_s)
-        if hold:
-            self.log.log_invocations(invocation_rows(r.round, r.gathered))
+        if r.eval_deferred:
+            self.log.log_invocations(invocation_rows(r.index, r.gathered))
         else:
-            self.log.log_round(row, invocation_rows(r.round, r.gathered))
-            self.written.append(row)
-        self.progress.last_row = row
-        return row
+            self.log.log_round(stats, invocation_rows(r.index, r.gathered))
+            self.written.append(stats)
+        self.progress.last_round = stats
+        return stats
 
     def _function_columns(self, attempts: list[Attempt]) -> dict[str, float | None]:
         """What the round's warm training functions did, per sample (empty cells when none ran warm)."""
         envs = self.cfg.env.envs_per_function
-        stats = function_stats([(a.reply.record, int(a.request.get("steps", 0)) * envs) for a in attempts])
+        stats = function_stats([(a.reply.record, a.request.steps * envs if a.request else 0) for a in attempts])
         return stats.columns() if stats else dict.fromkeys(FUNCTION_COLUMNS.values())
 
-    def _log_held_row(self, eval_return: float | None) -> None:
+    def _log_deferred_row(self, eval_return: float | None) -> None:
         """The previous round's row, written now that its evaluation (run beside this round's functions) is
         back; the run stops after this round if that evaluation reached the target."""
-        p, row = self.progress, self.progress.last_row
-        assert row is not None and eval_return is not None
-        row["eval_return_mean"] = eval_return
-        self._evaluated(row["round"], eval_return)  # before this round's update: the learner holds that policy
+        p = self.progress
+        assert p.last_round is not None and eval_return is not None
+        p.last_round = replace(p.last_round, eval_return_mean=eval_return)
+        self._evaluated(p.last_round.round, eval_return)  # before this round's update: the learner holds that policy
         p.pending_eval = None
-        self.log.log_round(row, [])
-        self.written.append(row)
+        self.log.log_round(p.last_round, [])
+        self.written.append(p.last_round)
 
     def _evaluated(self, round_idx: int, eval_return: float) -> None:
         """Record an evaluation of round ``round_idx``'s policy, the learner's current one, and keep that policy as
@@ -316,14 +349,14 @@ class Trainer:
         """What the learning rate anneals over, spent so far: env steps, serverless dollars, projected seconds."""
         return [self.env_steps, self.ledger.total_serverless_usd, self.ledger.total_projected_s]
 
-    def _schedule_fraction(self) -> float:
-        """The round's fraction of the configured rate (``anneal_lr``) and clip (``anneal_clip``): linearly to 0
-        over the run's spent fraction of whichever limit is nearest its end — total_timesteps (CleanRL's schedule),
-        the dollar budget, or the projected-time budget — times the scale a resumed run with changed limits keeps
-        (:mod:`minionsrl.loop.schedule`)."""
-        cfg, anneal = self.cfg, self.progress.anneal
-        anneal["spent"] = self._spent()  # checkpointed with the round: where its rate stood
-        return anneal["scale"] * schedule.remaining(anneal["spent"], schedule.limits(cfg))
+    def _remaining(self) -> float:
+        """The fraction of the run left, which the learner anneals its rate (``anneal_lr``) and clip
+        (``anneal_clip``) by: linearly to 0 over the run's spent fraction of whichever limit is nearest its end —
+        total_timesteps (CleanRL's schedule), the dollar budget, or the projected-time budget — times the scale a
+        resumed run with changed limits keeps (:mod:`minionsrl.loop.anneal`)."""
+        kept = self.progress.anneal
+        kept["spent"] = self._spent()  # checkpointed with the round: where its rate stood
+        return kept["scale"] * anneal.remaining(kept["spent"], anneal.limits(self.cfg))
 
     def _abandon_in_flight(self) -> None:
         """Cancel what still runs after the last round (a wave sent ahead, asynchronous invocations) and bill it: its
@@ -364,13 +397,14 @@ class Trainer:
     # -- checkpoint ------------------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:
         """Everything a resumed run needs: arrays and plain data (a safetensors checkpoint)."""
-        return {**self.progress.state_dict(), **self.learner.state_dict(), **self.sampler.state_dict(),
-                "scaler": self.scaler.state_dict(), "ledger": self.ledger.state_dict()}
+        return {"format_version": checkpoint.STATE_VERSION, **self.progress.state_dict(), **self.learner.state_dict(),
+                **self.sampler.state_dict(), "scaler": self.scaler.state_dict(), "ledger": self.ledger.state_dict()}
 
     def _restore(self, state: dict[str, Any]) -> None:
         """Resume from ``state``, checked first against the state this run writes itself (as ``load_policy``
         checks weights): a checkpoint that parses but does not fit is one line, not a NaN policy or a traceback."""
         where = f"--resume: checkpoint {str(checkpoint.dir_of(self.run_dir) / checkpoint.LATEST)!r}"
+        checkpoint.check_version(state, where)  # its own advice: another version's kept checkpoints are no better
         try:
             checkpoint.check_state(state, self._state(), where)
             self.progress.load_state_dict(state)

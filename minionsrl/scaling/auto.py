@@ -23,6 +23,7 @@ from typing import Any
 from minionsrl.forecast import doubling_counts, knee
 from minionsrl.scaling.base import Scaler, as_finite
 from minionsrl.scaling.round_model import MeasuredRoundModel, RoundForecast
+from minionsrl.stats import RoundStats
 
 SWITCH_GAIN = 0.05  # a new count must beat the current one's forecast by this share
 
@@ -40,17 +41,17 @@ class AutoScaler(Scaler):
         self.total_timesteps, self.budget_usd = total_timesteps, budget_usd
         self.model = MeasuredRoundModel(forecast)
 
-    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+    def next_actors(self, last_round: RoundStats | None) -> int:
         if last_round is None:
             return self.clip(self.n0)
-        n = int(last_round["n_actors"])
+        n = last_round.n_actors
         if self.warm(last_round):  # a count's first round measures starting it, not running it
             self.model.measure(last_round)
         if not self.model.ready:
             return n
         return self._pick(n, last_round)
 
-    def _pick(self, n: int, last_round: dict[str, Any]) -> int:
+    def _pick(self, n: int, last_round: RoundStats) -> int:
         counts = doubling_counts(self.n_min, self.n_max)
         table = {c: self.model.predicted(c) for c in {*counts, n}}
         allowed = self._affordable(counts, table, last_round)
@@ -67,13 +68,13 @@ class AutoScaler(Scaler):
         return best
 
     def _affordable(self, counts: list[int], table: dict[int, tuple[float, float]],
-                    last_round: dict[str, Any]) -> list[int]:
+                    last_round: RoundStats) -> list[int]:
         """The counts whose forecast dollars for the steps left fit in what is left of ``budget_usd`` (every count
         without a budget or a step budget; the cheapest when none fits)."""
-        spent, steps = as_finite(last_round.get("cum_cost_serverless_usd")), as_finite(last_round.get("env_steps"))
-        if self.budget_usd is None or self.total_timesteps is None or spent is None or steps is None:
+        spent, steps = as_finite(last_round.cum_cost_serverless_usd), last_round.env_steps
+        if self.budget_usd is None or self.total_timesteps is None or spent is None:
             return counts
-        rounds_left = max(self.total_timesteps - steps, 0.0) / max(steps / max(int(last_round["round"]), 1), 1.0)
+        rounds_left = max(self.total_timesteps - steps, 0.0) / max(steps / max(last_round.round, 1), 1.0)
         fits = [c for c in counts if table[c][1] * rounds_left <= self.budget_usd - spent]
         return fits or [min(counts, key=lambda c: (table[c][1], c))]
 

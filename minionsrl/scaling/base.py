@@ -1,9 +1,9 @@
 """The scaler interface (DESIGN §2): the previous round's stats in, the next round's actor count out.
 
-A scaler never knows which backend runs the actors. It sees the previous round's metrics row
-(``round``, ``n_actors``, ``convexity_ratio``, ``gns``, …) and returns the next ``n`` within
-``[n_min, n_max]``; whatever it remembers is in ``state_dict`` and goes into the checkpoint.
-Which rule a config names is decided in :func:`minionsrl.build.make_scaler`.
+A scaler never knows which backend runs the actors. It sees the previous round's
+:class:`~minionsrl.stats.RoundStats` (``round``, ``n_actors``, ``convexity_ratio``, ``gns``, …) and returns the
+next ``n`` within ``[n_min, n_max]``; whatever it remembers is in ``state_dict`` and goes into the checkpoint.
+Every rule, its first round and how a config builds it: :mod:`minionsrl.scaling.registry`.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from typing import Any
+
+from minionsrl.stats import RoundStats
 
 
 class Scaler(ABC):
@@ -25,18 +27,18 @@ class Scaler(ABC):
         self.previous: int | None = None  # the count of the round before the last one (:meth:`warm`)
 
     @abstractmethod
-    def next_actors(self, last_round: dict[str, Any] | None) -> int:
-        """Number of actors for the coming round, given the previous round's metrics row (or None)."""
+    def next_actors(self, last_round: RoundStats | None) -> int:
+        """Number of actors for the coming round, given the previous round's stats (None before the first)."""
 
     def clip(self, n: float) -> int:
         return int(min(max(n, self.n_min), self.n_max))
 
-    def warm(self, last_round: dict[str, Any]) -> bool:
+    def warm(self, last_round: RoundStats) -> bool:
         """Whether the previous round measured its count running, not starting: the count's second round or later
         (remembered here), without cold starts. A count's first round starts instances and compiles the learner's
         programs for its batch's shapes (seconds on a CPU): kept, it would stand for its count for the whole run."""
-        n = int(last_round["n_actors"])
-        warm = n == self.previous and not as_finite(last_round.get("cold_starts"))
+        n = last_round.n_actors
+        warm = n == self.previous and not last_round.cold_starts
         self.previous = n
         return warm
 
@@ -44,8 +46,8 @@ class Scaler(ABC):
         return {"score": self.score, "previous": self.previous}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.score = state.get("score")
-        self.previous = state.get("previous")
+        self.score = state["score"]
+        self.previous = state["previous"]
 
 
 def ewma(old: float, new: float, weight: float) -> float:

@@ -36,6 +36,7 @@ from safetensors.numpy import save_file
 from minionsrl.errors import ConfigError
 from minionsrl.function.numpy_policy import mlp_layers, mlp_params, tanh_mlp
 from minionsrl.scaling.base import Scaler, as_finite
+from minionsrl.stats import RoundStats
 
 # The MDP state's features, in order. The shipped CartPole scheduler was trained on the first eight; new ones
 # also see the gradient noise scale, which says how much a larger batch would help (DESIGN §2.2).
@@ -235,26 +236,26 @@ class MinionsScaler(Scaler):
         """The noise scale when the agent reads it (schedulers trained since it joined the state)."""
         return frozenset({"gns"}) if "gns" in self.agent.features else frozenset()
 
-    def state(self, row: dict[str, Any] | None) -> np.ndarray:
+    def state(self, row: RoundStats | None) -> np.ndarray:
         """The normalised MDP state after ``row`` (zeros before the first round)."""
         if row is None:
             return np.zeros(len(self.agent.features), dtype=np.float32)
-        if row.get("eval_return_mean") is not None:
-            self.last_eval = float(row["eval_return_mean"])
-        spent = float(row["cum_cost_serverless_usd"])
+        if row.eval_return_mean is not None:
+            self.last_eval = row.eval_return_mean
+        spent = row.cum_cost_serverless_usd
         budget = 1.0 if self.budget_usd is None else max(0.0, 1.0 - spent / self.budget_usd)
-        loss = (as_finite(row.get("policy_loss")) or 0.0) + (as_finite(row.get("value_loss")) or 0.0)
+        loss = (as_finite(row.policy_loss) or 0.0) + (as_finite(row.value_loss) or 0.0)
         values = {
-            "round": int(row["round"]) / self.horizon, "loss": _signed_log(loss),
+            "round": row.round / self.horizon, "loss": _signed_log(loss),
             "eval_return": self.last_eval / self.return_scale,
-            "kl": min((as_finite(row.get("approx_kl")) or 0.0) * 100.0, 10.0),
-            "learn_s": math.log1p(float(row["learn_s"])), "sample_s": math.log1p(float(row["sample_s"])),
-            "round_s": math.log1p(float(row["round_s"])), "budget": min(budget, 1.0),
-            "gns": _signed_log(as_finite(row.get("gns")) or 0.0) / 10.0,  # noise scales span 1e-2..1e5 samples
+            "kl": min((as_finite(row.approx_kl) or 0.0) * 100.0, 10.0),
+            "learn_s": math.log1p(row.learn_s), "sample_s": math.log1p(row.sample_s),
+            "round_s": math.log1p(row.round_s), "budget": min(budget, 1.0),
+            "gns": _signed_log(as_finite(row.gns) or 0.0) / 10.0,  # noise scales span 1e-2..1e5 samples
         }
         return np.array([values[name] for name in self.agent.features], dtype=np.float32)
 
-    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+    def next_actors(self, last_round: RoundStats | None) -> int:
         if self.explore and last_round is not None and self.episode.transitions:
             self.episode.transitions[-1].reward = self.round_reward(last_round)
         state = self.state(last_round)
@@ -268,9 +269,9 @@ class MinionsScaler(Scaler):
         self.score = float(math.exp(logp[action]))
         return self.clip(action + 1)
 
-    def round_reward(self, row: dict[str, Any]) -> float:
+    def round_reward(self, row: RoundStats) -> float:
         """The MDP reward of the round ``row`` describes: its projected seconds and, if ``λ > 0``, dollars."""
-        return -self.hyper.beta * float(row["projected_round_s"]) - self.hyper.lam * float(row["cost_serverless_usd"])
+        return -self.hyper.beta * row.projected_round_s - self.hyper.lam * row.cost_serverless_usd
 
     def miss_reward(self, best_return: float, target: float) -> float:
         """The end-of-job reward: 0 when the target was reached, else the shortfall in units of the target."""
@@ -286,8 +287,6 @@ class MinionsScaler(Scaler):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.last_eval = float(state["last_eval"])
-        if "generator" in state:  # checkpoints from before the NumPy generator have none
-            self.generator.bit_generator.state = state["generator"]
-        # checkpoints from before the trajectory was kept have none: the job's update sees the rounds after
+        self.generator.bit_generator.state = state["generator"]
         self.episode = Episode([Transition(np.asarray(t["state"], dtype=np.float32), int(t["action"]),
-                                           float(t["logprob"]), float(t["reward"])) for t in state.get("episode", [])])
+                                           float(t["logprob"]), float(t["reward"])) for t in state["episode"]])

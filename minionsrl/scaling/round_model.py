@@ -17,6 +17,7 @@ from typing import Any
 
 from minionsrl.forecast import FunctionStats
 from minionsrl.scaling.base import as_finite, ewma
+from minionsrl.stats import RoundStats
 
 # (n, the learner's seconds, a function's stats) -> a round's projected seconds and serverless dollars
 RoundForecast = Callable[[int, float, FunctionStats], tuple[float, float]]
@@ -38,15 +39,15 @@ class MeasuredRoundModel:
         """Whether a warm round has fed the model."""
         return self.stats is not None and self.learner_s is not None
 
-    def measure(self, row: dict[str, Any]) -> None:
-        """Feed a warm round's metrics row (a row without the model's columns changes nothing)."""
-        stats = FunctionStats.from_row(row)
-        learner_s = as_finite(row.get("projected_learner_s"))
-        seconds = as_finite(row.get("projected_round_s"))
-        usd = as_finite(row.get("cost_serverless_usd"))
+    def measure(self, last: RoundStats) -> None:
+        """Feed a warm round's stats (a round that measured no warm function, or no finite time, changes nothing)."""
+        stats = last.function_stats()
+        learner_s = as_finite(last.projected_learner_s)
+        seconds = as_finite(last.projected_round_s)
+        usd = as_finite(last.cost_serverless_usd)
         if stats is None or learner_s is None or seconds is None or usd is None:
             return
-        n = int(row["n_actors"])
+        n = last.n_actors
         self.stats = stats if self.stats is None else self.stats.blend(stats, SMOOTHING)
         self.learner_s = learner_s if self.learner_s is None else ewma(self.learner_s, learner_s, SMOOTHING)
         model_s, model_usd = self.forecast(n, self.learner_s, self.stats)

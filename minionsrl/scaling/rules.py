@@ -9,6 +9,7 @@ import numpy as np
 
 from minionsrl.scaling.base import Scaler, as_finite, ewma
 from minionsrl.scaling.round_model import MeasuredRoundModel, RoundForecast
+from minionsrl.stats import RoundStats
 
 
 class FixedScaler(Scaler):
@@ -20,21 +21,21 @@ class FixedScaler(Scaler):
         super().__init__(n, n)
         self.n = n
 
-    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+    def next_actors(self, last_round: RoundStats | None) -> int:
         return self.n
 
 
 class MinScaler(Scaler):
     name = "min"
 
-    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+    def next_actors(self, last_round: RoundStats | None) -> int:
         return self.n_min
 
 
 class MaxScaler(Scaler):
     name = "max"
 
-    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+    def next_actors(self, last_round: RoundStats | None) -> int:
         return self.n_max
 
 
@@ -47,8 +48,8 @@ class RandomScaler(Scaler):
         super().__init__(n_min, n_max)
         self.seed = seed
 
-    def next_actors(self, last_round: dict[str, Any] | None) -> int:
-        round_idx = 1 if last_round is None else int(last_round["round"]) + 1
+    def next_actors(self, last_round: RoundStats | None) -> int:
+        round_idx = 1 if last_round is None else last_round.round + 1
         pick = np.random.default_rng([self.seed, round_idx, 7]).integers(2)
         return self.n_max if pick else self.n_min
 
@@ -58,8 +59,8 @@ class HydrozoaScaler(Scaler):
 
     name = "hydrozoa"
 
-    def next_actors(self, last_round: dict[str, Any] | None) -> int:
-        round_idx = 1 if last_round is None else int(last_round["round"]) + 1
+    def next_actors(self, last_round: RoundStats | None) -> int:
+        round_idx = 1 if last_round is None else last_round.round + 1
         if round_idx == 1:
             return min(16, self.n_max)
         return min(8 * 2 ** ((round_idx - 1) // 10), self.n_max)
@@ -75,12 +76,12 @@ class KungFuScaler(Scaler):
         super().__init__(n_min, n_max)
         self.prev_gns: float | None = None
 
-    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+    def next_actors(self, last_round: RoundStats | None) -> int:
         if last_round is None:
             return min(16, self.n_max)
-        gns, n = as_finite(last_round.get("gns")), int(last_round["n_actors"])
+        gns, n = as_finite(last_round.gns), last_round.n_actors
         prev, self.prev_gns = self.prev_gns, gns
-        if int(last_round["round"]) == 1:
+        if last_round.round == 1:
             return self.clip(8)
         if gns is None or prev is None or gns <= 0 or prev <= 0:
             return self.clip(n)
@@ -106,8 +107,8 @@ class GnsBoostScaler(Scaler):
         self.ewma, self.median_window = ewma, median_window
         self.smoothed: list[float] = []
 
-    def next_actors(self, last_round: dict[str, Any] | None) -> int:
-        gns = None if last_round is None else as_finite(last_round.get("gns"))
+    def next_actors(self, last_round: RoundStats | None) -> int:
+        gns = None if last_round is None else as_finite(last_round.gns)
         if gns is None:
             return self.n_min
         prev = self.smoothed[-1] if self.smoothed else gns
@@ -150,13 +151,13 @@ class NitroScaler(Scaler):
         exponent = round_idx * round_idx if self.floor_mode == "r2" else round_idx
         return min(max(self.n_max * self.decay**exponent, self.n_min), self.n_max)
 
-    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+    def next_actors(self, last_round: RoundStats | None) -> int:
         if last_round is None:
             return self.clip(self.n0)
-        ratio = as_finite(last_round.get("convexity_ratio"))
+        ratio = as_finite(last_round.convexity_ratio)
         if ratio is None:
             raise ValueError("nitro needs the convexity ratio of every round; enable the detectors")
-        r = int(last_round["round"])
+        r = last_round.round
         decayed = ratio * self.decay**r
         self.window.append(decayed)
         if self.window_mode == "decayed+raw":
@@ -204,13 +205,13 @@ class CriticalScaler(Scaler):
         self.model = MeasuredRoundModel(forecast)
         self.noise: float | None = None  # smoothed B_noise (samples)
 
-    def next_actors(self, last_round: dict[str, Any] | None) -> int:
+    def next_actors(self, last_round: RoundStats | None) -> int:
         if last_round is None:
             return self.clip(self.n0)
-        n = int(last_round["n_actors"])
+        n = last_round.n_actors
         if self.warm(last_round):
             self.model.measure(last_round)
-        gns = as_finite(last_round.get("gns"))
+        gns = as_finite(last_round.gns)
         if gns is not None:
             self.noise = gns if self.noise is None else ewma(self.noise, gns, self.ewma)
         if not self.model.ready or (self.noise is None and not self.constant_batch):

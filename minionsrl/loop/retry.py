@@ -23,7 +23,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from minionsrl.backends.base import (
@@ -40,6 +40,7 @@ from minionsrl.backends.base import (
     earliest,
 )
 from minionsrl.errors import InvocationError
+from minionsrl.function.request import Request
 from minionsrl.function.wire import WireError
 
 # Statuses of an attempt in invocations.csv: the backend's (ok, failed, timed_out, cancelled) and two of
@@ -48,7 +49,7 @@ DUPLICATE, STRAY = "duplicate", "stray"
 # What becomes of a slot after a failed attempt (:meth:`Retries.after`)
 RETRY, BACK_OFF, GIVE_UP = "retry", "back off", "give up"
 __all__ = ["BACK_OFF", "CANCELLED", "DUPLICATE", "FAILED", "GIVE_UP", "OK", "OOM", "RETRY", "STRAY", "THROTTLED",
-           "TIMED_OUT", "Attempt", "Gathered", "Group", "Retries", "RetryPolicy", "Started", "TooFewReplies",
+           "TIMED_OUT", "Attempt", "Gathered", "Group", "InFlightGroup", "Retries", "RetryPolicy", "TooFewReplies",
            "Tracker", "Verdict", "backoff_s", "fault_counts", "gather", "gather_groups", "slot_chains"]
 _JITTER = random.Random()  # back-off jitter: timing only, never what is learned
 
@@ -85,7 +86,7 @@ class Attempt:
 
     slot: int
     attempt: int
-    request: dict[str, Any]
+    request: Request | None  # None: a stray, a reply to no invocation sent
     reply: Reply
     status: str
     result: Any = None  # what the validator returned for an accepted reply
@@ -195,7 +196,7 @@ class Retries:
         return min((when for slot, (when, _) in self.pending.items() if slots is None or slot in slots), default=None)
 
 
-Validator = Callable[[dict[str, Any], Reply], Any]  # (request, ok reply) -> result, or raises WireError
+Validator = Callable[[Request, Reply], Any]  # (request, ok reply) -> result, or raises WireError
 
 
 class Tracker:
@@ -203,12 +204,12 @@ class Tracker:
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
-        self.flying: dict[str, tuple[int, int, dict[str, Any]]] = {}  # id -> (slot, attempt, request), unanswered
-        self.answered: dict[str, tuple[int, int, dict[str, Any]]] = {}  # id -> (slot, attempt, slim request)
+        self.flying: dict[str, tuple[int, int, Request]] = {}  # id -> (slot, attempt, request), unanswered
+        self.answered: dict[str, tuple[int, int, Request]] = {}  # id -> (slot, attempt, slim request)
 
-    def submit(self, sent: list[tuple[int, int, dict[str, Any]]]) -> None:
+    def submit(self, sent: list[tuple[int, int, Request]]) -> None:
         """Send ``(slot, attempt, request)`` triples as one batch."""
-        self.flying.update({str(r["id"]): (slot, attempt, r) for slot, attempt, r in sent})
+        self.flying.update({r.id: (slot, attempt, r) for slot, attempt, r in sent})
         self.backend.submit([r for _, _, r in sent])
 
     def receive(self, reply: Reply, validate: Validator) -> Attempt:
@@ -221,10 +222,10 @@ class Tracker:
             slot, attempt, request = self.answered[rid]
             return Attempt(slot, attempt, request, reply, DUPLICATE)
         if rid not in self.flying:
-            return Attempt(-1, -1, {"id": rid, "kind": reply.record.kind, "seed": ""}, reply, STRAY)
+            return Attempt(-1, -1, None, reply, STRAY)
         slot, attempt, request = self.flying.pop(rid)
-        # keep what invocations.csv needs of an answered request, not its payload (carried episodes)
-        self.answered[rid] = (slot, attempt, {k: request.get(k) for k in ("id", "kind", "seed", "fault")})
+        # keep what invocations.csv needs of an answered request, not its carried episodes
+        self.answered[rid] = (slot, attempt, replace(request, carries=(None,) * request.envs))
         if reply.ok:
             try:
                 return Attempt(slot, attempt, request, reply, OK, validate(request, reply))
@@ -249,7 +250,7 @@ class Group:
     result or raises ``WireError``."""
 
     slots: int
-    make_request: Callable[[int, int], dict[str, Any]]
+    make_request: Callable[[int, int], Request]
     validate: Validator
     policy: RetryPolicy
     what: str = "round"
@@ -318,13 +319,13 @@ class _Gathering:
         return out
 
 
-def gather(backend: Backend, slots: int, make_request: Callable[[int, int], dict[str, Any]],
+def gather(backend: Backend, slots: int, make_request: Callable[[int, int], Request],
            validate: Validator, policy: RetryPolicy, what: str = "round") -> Gathered:
     """Invoke ``slots`` functions and collect them under ``policy`` (one :class:`Group`)."""
     return gather_groups(backend, [Group(slots, make_request, validate, policy, what)])[0]
 
 
-class Started:
+class InFlightGroup:
     """A group's invocations submitted now and gathered later by :func:`gather_groups` (a pipelined round's
     training wave, sent before the update it overlaps)."""
 
@@ -336,7 +337,7 @@ class Started:
         return Gathered({}, self.state.tracker.cancel())
 
 
-def gather_groups(backend: Backend, groups: list[Group], started: Started | None = None) -> list[Gathered]:
+def gather_groups(backend: Backend, groups: list[Group], started: InFlightGroup | None = None) -> list[Gathered]:
     """Several groups' invocations in flight at once (an evaluation beside a training round): each reply goes
     to the group that sent it (a reply to nothing sent is the first group's stray), each group keeps its own
     retries and deadline, and all of them are done when this returns. ``started``: a group submitted earlier,

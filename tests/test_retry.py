@@ -1,11 +1,11 @@
-"""The round's retry policy (minionsrl.loop.gather) against a scripted backend: retries, de-duplication, deadline."""
+"""The round's retry policy (minionsrl.loop.retry) against a scripted backend: retries, de-duplication, deadline."""
 
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,7 +14,9 @@ from minionsrl.backends.base import Backend, InvocationRecord, Reply
 from minionsrl.backends.duplicating import DuplicatingBackend
 from minionsrl.errors import InvocationError
 from minionsrl.function import wire
-from minionsrl.loop import gather
+from minionsrl.function.envs import EnvSpec
+from minionsrl.function.request import Request
+from minionsrl.loop import retry
 
 
 class ScriptedBackend(Backend):
@@ -27,24 +29,24 @@ class ScriptedBackend(Backend):
     def __init__(self, script) -> None:
         self.script = script
         self.ready: list[Reply] = []
-        self.running: dict[str, dict[str, Any]] = {}
-        self.submitted: list[dict[str, Any]] = []
+        self.running: dict[str, Request] = {}
+        self.submitted: list[Request] = []
 
     def publish(self, policy_blob: bytes) -> str:
         return "ref"
 
-    def submit(self, requests: list[dict[str, Any]]) -> None:
+    def submit(self, requests: list[Request]) -> None:
         for req in requests:
             self.submitted.append(req)
-            what = self.script(req["slot"], req["attempt"])
-            record = InvocationRecord(str(req["id"]), "train", run_s=0.1)
+            what = self.script(req.seed, req.attempt)  # the slot, as _request sets it
+            record = InvocationRecord(req.id, "train", run_s=0.1)
             if what == "never":
-                self.running[str(req["id"])] = req
+                self.running[req.id] = req
                 continue
             if what in ("error", "timeout"):
                 record.status = "failed" if what == "error" else "timed_out"
                 record.error = "boom\n  (a second line)" if what == "error" else "timed out after 1 s"
-            arrays = {"x": np.array([req["slot"]])} if what != "bad" else {}
+            arrays = {"x": np.array([req.seed])} if what != "bad" else {}
             self.ready.extend([Reply(record, arrays)] * (2 if what == "twice" else 1))
 
     def collect(self, timeout: float | None = None) -> list[Reply]:
@@ -68,25 +70,26 @@ class ScriptedBackend(Backend):
         pass
 
 
-def _request(slot: int, attempt: int) -> dict[str, Any]:
-    return {"id": f"s{slot}-a{attempt}", "kind": "train", "slot": slot, "attempt": attempt}
+def _request(slot: int, attempt: int) -> Request:
+    return Request(id=f"s{slot}-a{attempt}", kind="train", policy="ref", env=EnvSpec("CartPole-v1"), seed=slot,
+                   gamma=0.99, attempt=attempt)
 
 
-def _validate(request: dict[str, Any], reply: Reply) -> int:
+def _validate(request: Request, reply: Reply) -> int:
     if "x" not in reply.arrays:
         raise wire.WireError("missing x")
     return int(reply.arrays["x"][0])
 
 
-def _gather(script, slots: int = 4, **policy) -> tuple[gather.Gathered, ScriptedBackend]:
+def _gather(script, slots: int = 4, **policy) -> tuple[retry.Gathered, ScriptedBackend]:
     backend = ScriptedBackend(script)
-    return gather.gather(backend, slots, _request, _validate, gather.RetryPolicy(**policy)), backend
+    return retry.gather(backend, slots, _request, _validate, retry.RetryPolicy(**policy)), backend
 
 
 def test_every_slot_ok_first_time():
     got, backend = _gather(lambda s, a: "ok")
     assert got.results == {0: 0, 1: 1, 2: 2, 3: 3} and got.lost == []
-    assert gather.fault_counts(got.attempts, 0) == {"failed": 0, "retried": 0, "timed_out": 0, "duplicates": 0,
+    assert retry.fault_counts(got.attempts, 0) == {"failed": 0, "retried": 0, "timed_out": 0, "duplicates": 0,
                                                    "lost": 0, "throttled": 0}
     assert len(backend.submitted) == 4
 
@@ -95,11 +98,11 @@ def test_failures_are_retried_until_they_succeed():
     script = {(1, 0): "error", (1, 1): "timeout", (2, 0): "bad"}
     got, backend = _gather(lambda s, a: script.get((s, a), "ok"), max_retries=3)
     assert got.results == {0: 0, 1: 1, 2: 2, 3: 3} and got.lost == []
-    assert [(r["slot"], r["attempt"]) for r in backend.submitted[4:]] == [(1, 1), (2, 1), (1, 2)]
-    assert gather.fault_counts(got.attempts, 0) == {"failed": 3, "retried": 3, "timed_out": 1, "duplicates": 0,
+    assert [(r.seed, r.attempt) for r in backend.submitted[4:]] == [(1, 1), (2, 1), (1, 2)]
+    assert retry.fault_counts(got.attempts, 0) == {"failed": 3, "retried": 3, "timed_out": 1, "duplicates": 0,
                                                    "lost": 0, "throttled": 0}
     bad = next(a for a in got.attempts if a.slot == 2 and a.attempt == 0)
-    assert bad.status == gather.FAILED and "malformed reply: missing x" in bad.reply.record.error
+    assert bad.status == retry.FAILED and "malformed reply: missing x" in bad.reply.record.error
 
 
 def test_retries_are_bounded_and_a_lost_slot_is_tolerated_above_the_fraction():
@@ -118,8 +121,8 @@ def test_too_few_replies_fail_the_round_with_one_clear_line():
 def test_duplicate_deliveries_are_discarded_but_kept_for_billing():
     got, _ = _gather(lambda s, a: "twice" if s in (0, 2) else "ok")
     assert got.results == {0: 0, 1: 1, 2: 2, 3: 3}
-    assert [a.status for a in got.attempts].count(gather.DUPLICATE) == 2
-    assert gather.fault_counts(got.attempts, 0)["duplicates"] == 2
+    assert [a.status for a in got.attempts].count(retry.DUPLICATE) == 2
+    assert retry.fault_counts(got.attempts, 0)["duplicates"] == 2
 
 
 def test_round_deadline_cancels_stragglers_and_proceeds():
@@ -129,8 +132,8 @@ def test_round_deadline_cancels_stragglers_and_proceeds():
     assert time.perf_counter() - t0 >= 0.3
     assert sorted(got.results) == [0, 2, 3] and got.lost == [1]
     straggler = next(a for a in got.attempts if a.slot == 1)
-    assert straggler.status == gather.CANCELLED and straggler.reply.record.error == "cancelled"
-    assert gather.fault_counts(got.attempts, len(got.lost))["timed_out"] == 1
+    assert straggler.status == retry.CANCELLED and straggler.reply.record.error == "cancelled"
+    assert retry.fault_counts(got.attempts, len(got.lost))["timed_out"] == 1
 
 
 def test_round_deadline_with_too_few_replies_fails():
@@ -142,7 +145,7 @@ def test_duplicating_backend_delivers_marked_requests_twice():
     inner = ScriptedBackend(lambda s, a: "ok")
     backend = DuplicatingBackend(inner)
     reqs = [_request(s, 0) for s in range(3)]
-    reqs[1]["fault"] = {"kind": "duplicate"}
+    reqs[1] = replace(reqs[1], fault={"kind": "duplicate"})
     backend.submit(reqs)
     replies = backend.collect()
     assert [r.record.invocation_id for r in replies] == ["s0-a0", "s1-a0", "s1-a0", "s2-a0"]
@@ -157,55 +160,56 @@ def test_a_stray_reply_is_billed_and_ignored():
             return [Reply(InvocationRecord("r0-train-9", "train", run_s=0.2), {"x": np.array([99])}), *out]
 
     backend = Stray(lambda s, a: "ok")
-    got = gather.gather(backend, 2, _request, _validate, gather.RetryPolicy())
+    got = retry.gather(backend, 2, _request, _validate, retry.RetryPolicy())
     assert got.results == {0: 0, 1: 1}
-    stray = [a for a in got.attempts if a.status == gather.STRAY]
+    stray = [a for a in got.attempts if a.status == retry.STRAY]
     assert len(stray) == 1 and stray[0].reply.record.run_s == 0.2
-    assert gather.fault_counts(got.attempts, 0)["duplicates"] == 1
+    assert retry.fault_counts(got.attempts, 0)["duplicates"] == 1
 
 
 # -- the retry engine both samplers use ---------------------------------------------------------------
-def _failed(slot: int, attempt: int, status: str) -> gather.Attempt:
-    return gather.Attempt(slot, attempt, {}, Reply(InvocationRecord(f"r0-train-{slot}", "train")), status)
+def _failed(slot: int, attempt: int, status: str) -> retry.Attempt:
+    record = InvocationRecord(f"r0-train-{slot}", "train")
+    return retry.Attempt(slot, attempt, _request(slot, attempt), Reply(record), status)
 
 
 def test_the_retry_engine_retries_failures_at_once_up_to_max_retries():
-    retries = gather.Retries(gather.RetryPolicy(max_retries=2))
-    assert retries.after(_failed(0, 0, gather.FAILED)) == (gather.RETRY, 1, 1)
-    assert retries.after(_failed(1, 0, gather.TIMED_OUT)) == (gather.RETRY, 1, 1)
+    retries = retry.Retries(retry.RetryPolicy(max_retries=2))
+    assert retries.after(_failed(0, 0, retry.FAILED)) == (retry.RETRY, 1, 1)
+    assert retries.after(_failed(1, 0, retry.TIMED_OUT)) == (retry.RETRY, 1, 1)
     assert retries.due() == [(0, 1), (1, 1)] and retries.due() == []  # taken once, in the order earned
-    assert retries.after(_failed(0, 1, gather.OOM)) == (gather.RETRY, 2, 2)
+    assert retries.after(_failed(0, 1, retry.OOM)) == (retry.RETRY, 2, 2)
     retries.due()
-    assert retries.after(_failed(0, 2, gather.FAILED)) == (gather.GIVE_UP, 3, 3)  # 1 try + 2 retries
+    assert retries.after(_failed(0, 2, retry.FAILED)) == (retry.GIVE_UP, 3, 3)  # 1 try + 2 retries
     assert retries.due() == [] and not retries.pending
     retries.succeeded(1)  # a success forgets the slot's failures
-    assert retries.after(_failed(1, 2, gather.FAILED)).count == 1
+    assert retries.after(_failed(1, 2, retry.FAILED)).count == 1
 
 
 def test_the_retry_engine_does_not_count_a_failure_that_is_not_the_functions():
-    retries = gather.Retries(gather.RetryPolicy(max_retries=0))
-    assert retries.after(_failed(0, 0, gather.FAILED), counted=False) == (gather.RETRY, 1, 0)
-    assert retries.after(_failed(0, 1, gather.FAILED)).action == gather.GIVE_UP
+    retries = retry.Retries(retry.RetryPolicy(max_retries=0))
+    assert retries.after(_failed(0, 0, retry.FAILED), counted=False) == (retry.RETRY, 1, 0)
+    assert retries.after(_failed(0, 1, retry.FAILED)).action == retry.GIVE_UP
 
 
 def test_the_retry_engine_backs_refused_slots_off_without_using_up_retries():
-    retries = gather.Retries(gather.RetryPolicy(max_retries=0, max_throttled=2, backoff_base_s=10.0))
+    retries = retry.Retries(retry.RetryPolicy(max_retries=0, max_throttled=2, backoff_base_s=10.0))
     before = time.perf_counter()
-    assert retries.after(_failed(0, 0, gather.THROTTLED)) == (gather.BACK_OFF, 1, 1)
+    assert retries.after(_failed(0, 0, retry.THROTTLED)) == (retry.BACK_OFF, 1, 1)
     when = retries.next_due()
     assert when is not None and before <= when <= time.perf_counter() + 10.0
     assert retries.due() == []  # not made at once
     assert retries.waiting(0, when - 1e-9) and not retries.waiting(0, when) and not retries.waiting(1, before)
     assert retries.next_due(slots=[1]) is None
     assert retries.due(when) == [(0, 1)] and retries.next_due() is None
-    assert retries.after(_failed(0, 1, gather.THROTTLED)) == (gather.BACK_OFF, 2, 2)
+    assert retries.after(_failed(0, 1, retry.THROTTLED)) == (retry.BACK_OFF, 2, 2)
     assert retries.due(math.inf) == [(0, 2)]
-    assert retries.after(_failed(0, 2, gather.THROTTLED)) == (gather.GIVE_UP, 3, 3)  # past max_throttled
+    assert retries.after(_failed(0, 2, retry.THROTTLED)) == (retry.GIVE_UP, 3, 3)  # past max_throttled
 
 
 def test_an_attempt_that_ran_ends_a_slots_refusals_in_a_row():
-    retries = gather.Retries(gather.RetryPolicy(max_retries=5, max_throttled=1, backoff_base_s=0.0))
-    assert retries.after(_failed(0, 0, gather.THROTTLED)).action == gather.BACK_OFF
-    assert retries.after(_failed(0, 1, gather.FAILED)) == (gather.RETRY, 2, 1)
-    assert retries.after(_failed(0, 2, gather.THROTTLED)) == (gather.BACK_OFF, 3, 1)  # a new row
-    assert retries.after(_failed(0, 3, gather.THROTTLED)).action == gather.GIVE_UP
+    retries = retry.Retries(retry.RetryPolicy(max_retries=5, max_throttled=1, backoff_base_s=0.0))
+    assert retries.after(_failed(0, 0, retry.THROTTLED)).action == retry.BACK_OFF
+    assert retries.after(_failed(0, 1, retry.FAILED)) == (retry.RETRY, 2, 1)
+    assert retries.after(_failed(0, 2, retry.THROTTLED)) == (retry.BACK_OFF, 3, 1)  # a new row
+    assert retries.after(_failed(0, 3, retry.THROTTLED)).action == retry.GIVE_UP

@@ -1,15 +1,16 @@
-"""The learning-rate annealing across resumes.
+"""How much of the run is left, kept across resumes: the fraction the learner anneals its rate and clip by.
 
-With ``anneal_lr`` a round's rate is the config's, times ``1 - f`` where ``f`` is the spent fraction of whichever
-limit is nearest its end (``total_timesteps``, ``budget_usd``, ``time_budget_s``). Those limits are stop
+The trainer tells the learner ``1 - f`` each round, ``f`` the spent fraction of whichever limit is nearest its end
+(``total_timesteps``, ``budget_usd``, ``time_budget_s``); with ``anneal_lr`` the learner's rate is the config's
+times it (:meth:`~minionsrl.learner.learners.Learner.set_remaining`). Those limits are stop
 conditions, which a resumed run may change: raised, ``f`` fell and the rate jumped back up (a run annealed to
 3e-5 resumed at 5e-4). A resumed run keeps its schedule instead: with the same limits it is exactly the
 uninterrupted run's; with changed ones the rate goes on from the last round's and falls linearly to 0 at the
 new nearest limit. The factor that does it travels with the checkpoint (:class:`~minionsrl.loop.session.Progress`
 ``anneal``), so a second resume keeps it too.
 
-With ``anneal_clip`` the surrogate's clipping coefficient follows the same fraction (:func:`annealed`): one
-schedule, the rate's and the clip's (rl-baselines3-zoo's ``lin_`` learning rate and clip range).
+With ``anneal_clip`` the surrogate's clipping coefficient follows the same fraction: one schedule, the rate's and
+the clip's (rl-baselines3-zoo's ``lin_`` learning rate and clip range).
 """
 
 from __future__ import annotations
@@ -33,14 +34,6 @@ def remaining(spent: list[float], limit: list[float | None]) -> float:
     """``1 - f``: the fraction of the nearest limit left (1 without limits)."""
     fractions = [s / lim for s, lim in zip(spent, limit, strict=True) if lim is not None]
     return max(1.0 - max(fractions), 0.0) if fractions else 1.0
-
-
-def annealed(cfg: TrainConfig, fraction: float) -> tuple[float, float]:
-    """The round's learning rate and clipping coefficient at the schedule's ``fraction`` (the scale times
-    :func:`remaining`): each the config's, times ``fraction`` where ``anneal_lr`` / ``anneal_clip`` asks."""
-    lc = cfg.learner
-    return (lc.learning_rate * (fraction if lc.anneal_lr else 1.0),
-            lc.clip_coef * (fraction if lc.anneal_clip else 1.0))
 
 
 def keep_on_resume(cfg: TrainConfig, anneal: dict[str, Any] | None, spent: list[float]) -> dict[str, Any]:

@@ -1,10 +1,10 @@
 """What the learner sends to rollout functions: the published policy and the requests that refer to it.
 
-A request is JSON: its id, kind (``train`` or ``eval``), attempt, policy reference, env spec and seed,
-plus what its kind needs (steps and carried episode, or episodes). The seed of an invocation is a
-function of (run seed, index, slot, seed stream) only, so a fragment never depends on which instance or
-backend ran it, nor on arrival order; every attempt of a slot has the slot's seed (a retry samples what
-the first attempt would have) and its own id.
+A request is a :class:`~minionsrl.function.request.Request`: its id, kind (``train`` or ``eval``), attempt,
+policy reference, env spec and seed, plus what its kind needs (steps and carried episodes, or episodes). The
+seed of an invocation is a function of (run seed, index, slot, seed stream) only, so a fragment never depends on
+which instance or backend ran it, nor on arrival order; every attempt of a slot has the slot's seed (a retry
+samples what the first attempt would have) and its own id.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from minionsrl.backends.base import MAX_REPLY_KEY, Backend, Reply
+from minionsrl.backends.base import Backend, Reply
 from minionsrl.function import wire
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.faults import FaultPlan
 from minionsrl.function.fragment import Fragment, PolicySnapshot, checked_episodes
 from minionsrl.function.numpy_policy import PolicyArch
-from minionsrl.function.rollout import EVAL_MAX_STEPS
+from minionsrl.function.request import EVAL_MAX_STEPS, Request
 
 
 def invocation_seed(run_seed: int, index: int, slot: int, stream: int) -> int:
@@ -57,22 +57,20 @@ class Requests:
 
     def __init__(self, spec: EnvSpec, seed: int, gamma: float, faults: FaultPlan,
                  arch: PolicyArch | None = None, eval_max_steps: int = EVAL_MAX_STEPS) -> None:
-        self.env, self.seed, self.gamma, self.faults = spec.to_json(), seed, gamma, faults
-        self.arch = arch  # with it, each request says how large its reply may be (``MAX_REPLY_KEY``)
+        self.env, self.seed, self.gamma, self.faults = spec, seed, gamma, faults
+        self.arch = arch  # with it, each request says how large its reply may be (``max_reply_bytes``)
         self.eval_max_steps = eval_max_steps  # an evaluation episode is cut after this many steps
 
-    def make(self, kind: str, ref: str, index: int, slot: int, attempt: int, **extra: Any) -> dict[str, Any]:
+    def make(self, kind: str, ref: str, index: int, slot: int, attempt: int, steps: int = 0,
+             carries: tuple[dict[str, Any] | None, ...] = (None,), episodes: int = 0) -> Request:
         """Attempt ``attempt`` of ``slot``; ``index`` is the round (synchronous learners) or the slot's
         invocation count (asynchronous ones)."""
-        request = {"id": f"r{index}-{kind}-{slot}" + (f"-a{attempt}" if attempt else ""), "kind": kind,
-                   "attempt": attempt, "policy": ref, "env": self.env,
-                   "seed": invocation_seed(self.seed, index, slot, wire.SEED_STREAMS[kind]), "gamma": self.gamma,
-                   **({"max_steps": self.eval_max_steps} if kind == "eval" else {}), **extra}
-        if self.arch is not None:
-            request[MAX_REPLY_KEY] = reply_cap(self.arch, kind, steps=int(extra.get("steps", 0)),
-                                               envs=int(extra.get("envs", 1)), episodes=int(extra.get("episodes", 0)))
-        fault = self.faults.draw(index, slot, attempt, kind)
-        return {**request, "fault": fault} if fault else request
+        cap = None if self.arch is None else reply_cap(self.arch, kind, steps, len(carries), episodes)
+        return Request(id=f"r{index}-{kind}-{slot}" + (f"-a{attempt}" if attempt else ""), kind=kind, policy=ref,
+                       env=self.env, seed=invocation_seed(self.seed, index, slot, wire.SEED_STREAMS[kind]),
+                       gamma=self.gamma, attempt=attempt, steps=steps, carries=carries, episodes=episodes,
+                       max_steps=self.eval_max_steps, max_reply_bytes=cap,
+                       fault=self.faults.draw(index, slot, attempt, kind))
 
 
 class Publisher:
@@ -122,10 +120,10 @@ def eval_split(episodes: int, n_actors: int) -> list[int]:
 EVAL_ARRAYS = frozenset({"episode_returns", "episode_lengths"})
 
 
-def eval_returns(request: dict[str, Any], reply: Reply) -> np.ndarray:
+def eval_returns(request: Request, reply: Reply) -> np.ndarray:
     """The episode returns of an evaluation reply, checked against its request: exactly its two arrays, one
     finite float64 return and one positive int64 length per episode asked for; anything else is a WireError."""
-    episodes = int(request["episodes"])
+    episodes = request.episodes
     if reply.meta.get("type") != "eval":
         raise wire.WireError(f"evaluation reply is of type {reply.meta.get('type')!r}, not 'eval'")
     stray = sorted(set(reply.arrays) - EVAL_ARRAYS)

@@ -1,0 +1,101 @@
+"""What one round measured: :class:`RoundStats`, the contract between the round loop and what reads a round.
+
+The trainer builds one per round; the scaler picks the next ``n`` from it, ``minionsrl plan`` and the ``auto``
+scaler feed the round model from it, the logger writes it as a row of ``metrics.csv`` (:meth:`RoundStats.to_row`,
+its fields in column order), a callback gets that row, and the checkpoint keeps the last one. Its fields are the
+file's columns, declared once here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from minionsrl.forecast import FunctionStats
+
+
+@dataclass(frozen=True)
+class RoundStats:
+    """One round's row (``None``: not measured that round, an empty cell in ``metrics.csv``)."""
+
+    round: int
+    env_steps: int  # learned on so far
+    n_actors: int
+    wall_s: float  # since the run started (earlier sessions of a resumed run included)
+    round_s: float
+    sample_s: float
+    learn_s: float  # the update, without the detectors
+    eval_s: float
+    eval_return_mean: float | None  # the round's policy, evaluated (deterministic); a round without one: None
+    train_return_mean: float | None  # the episodes that ended in the round's fragments
+    episodes: int
+    # the update's statistics, CleanRL's names (the last minibatch's; clipfrac over the update)
+    policy_loss: float | None
+    value_loss: float | None
+    entropy: float | None
+    approx_kl: float | None
+    clipfrac: float | None
+    explained_variance: float | None
+    learning_rate: float | None  # the rate the update started with
+    sps: float  # samples learned on per second of the round
+    cost_serverless_usd: float
+    cost_server_usd: float
+    cum_cost_serverless_usd: float
+    cum_cost_server_usd: float
+    projected_round_s: float  # the round on the platform's instances (DESIGN §4)
+    projected_learner_s: float  # of it, the learner's own-instance part
+    cost_storage_usd: float  # of the serverless cost, the storage requests
+    cold_starts: int  # invocations that started an instance
+    # what one warm function did, per sample: the round model's input (minionsrl/forecast.py), as `plan` measures it
+    function_sample_s: float | None
+    function_slowest_sample_s: float | None
+    function_init_s: float | None
+    function_busy_share: float | None
+    function_bytes_per_sample: float | None
+    # the same bills with the hosts over this machine's wall time, where functions queue on a few cores
+    cost_serverless_wall_usd: float
+    cost_server_wall_usd: float
+    scaler_score: float | None
+    # the detectors (the learner's; which run follows the scaler's needs and --detectors)
+    convexity_ratio: float | None
+    lambda_min: float | None
+    lambda_max: float | None
+    gns: float | None
+    detector_s: float
+    # faults (minionsrl/loop/retry.py: fault_counts)
+    failed: int
+    retried: int
+    timed_out: int
+    duplicates: int
+    lost: int
+    throttled: int
+    # asynchronous learners (APPO, IMPALA): fragments used by the update; pipelined and asynchronous rounds: the
+    # policy lag of their fragments in versions
+    fragments: int | None
+    policy_lag_mean: float | None
+    policy_lag_max: int | None
+    stale_retries: int | None
+
+    def to_row(self) -> dict[str, Any]:
+        """The row of ``metrics.csv`` (and of a callback), in column order."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> RoundStats:
+        """A row back as stats (the checkpoint's last row); an empty cell or a missing column is ``None``."""
+        values = {}
+        for f in dataclasses.fields(cls):
+            value = row.get(f.name)
+            if value is None or value == "":
+                values[f.name] = None
+            else:
+                values[f.name] = int(value) if f.type.startswith("int") else float(value)
+        return cls(**values)
+
+    def function_stats(self) -> FunctionStats | None:
+        """What one warm function did in the round (None when none ran warm)."""
+        return FunctionStats.from_row(self.to_row())
+
+
+METRIC_COLUMNS = [f.name for f in dataclasses.fields(RoundStats)]  # metrics.csv's header
