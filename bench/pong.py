@@ -44,7 +44,7 @@ def main() -> None:
     rows: list[dict] = []
     try:
         while time.time() - started < args.minutes * 60:
-            row = trainer.run_round()
+            row = trainer.run_round().to_row()
             record = {k: row.get(k) for k in ("round", "env_steps", "wall_s", "train_return_mean", "episodes",
                                                "sample_s", "learn_s", "round_s", "sps", "entropy", "approx_kl")}
             record["returns"] = [float(x) for x in list(trainer.progress.recent_returns)[-row["episodes"]:]] \

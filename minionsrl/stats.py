@@ -82,15 +82,24 @@ class RoundStats:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> RoundStats:
-        """A row back as stats (the checkpoint's last row); an empty cell or a missing column is ``None``."""
+    def from_row(cls, row: dict[str, Any], complete: bool = True) -> RoundStats:
+        """A row back as stats: a checkpoint's (numbers as JSON kept them) or a CSV's (strings); an empty cell is
+        ``None``. ``complete``: every column must be there (else a ``ValueError`` names the first missing); without
+        it a missing column is ``None`` too (a partial row, in tests)."""
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in row]
+        if complete and missing:
+            raise ValueError(f"the round's row has no {missing[0]!r}")
         values = {}
         for f in dataclasses.fields(cls):
-            value = row.get(f.name)
+            value, integer = row.get(f.name), f.type.startswith("int")
             if value is None or value == "":
                 values[f.name] = None
+            elif isinstance(value, bool) or not isinstance(value, int | float | str):
+                raise ValueError(f"the round's {f.name} is {value!r}, not a number")
+            elif integer or isinstance(value, str):
+                values[f.name] = int(value) if integer else float(value)
             else:
-                values[f.name] = int(value) if f.type.startswith("int") else float(value)
+                values[f.name] = value  # as the run wrote it: a row written again prints as it did
         return cls(**values)
 
     def function_stats(self) -> FunctionStats | None:

@@ -12,7 +12,7 @@ def gae_step_loop(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarra
                   lam: float) -> tuple[np.ndarray, np.ndarray]:
     """GAE as ``compute_gae`` ran it until 2026-11-27: every step's bootstrap and TD error inside the loop over T
     (the vectorised form must match it bit for bit; docs/archive/bench/gae_placement.py measured the two)."""
-    from minionsrl.learner.advantages import episode_bootstrap
+    from minionsrl.learner.batch import episode_bootstrap
 
     advantages = np.zeros(rewards.shape, dtype=np.float64)
     last_gae = np.zeros(len(rewards), dtype=np.float64)

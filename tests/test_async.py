@@ -158,6 +158,7 @@ def test_evaluation_runs_while_training_stays_in_flight(tmp_path):
                                    for r in evals)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("scaler", [s for s in SCALERS if s != "auto"])  # auto models a synchronous round only
 def test_every_scaler_sets_the_invocations_in_flight(tmp_path, scaler):
     backend = ScriptedBackend()

@@ -18,8 +18,7 @@ from minionsrl.function.envs import EnvSpec, StepLatency, capture_episode, make_
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import rollout
 from minionsrl.learner.batch import Batch
-from minionsrl.learner.budget import adapt_learning_rate
-from minionsrl.learner.engine import SGDEngine
+from minionsrl.learner.engine import SGDEngine, adapt_learning_rate
 from minionsrl.learner.impala import vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
 from minionsrl.learner.ppo import PPOParams, ppo_loss

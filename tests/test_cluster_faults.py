@@ -77,11 +77,14 @@ def test_back_off_grows_exponentially_with_full_jitter():
 def test_a_slot_throttled_past_max_throttled_is_lost(tmp_path):
     """A platform that refuses every call: the round gives up after max_throttled refusals, with one line."""
     from minionsrl.backends.base import OK
+    from minionsrl.function.envs import EnvSpec
+    from minionsrl.function.request import Request
     from minionsrl.loop.retry import RetryPolicy, TooFewReplies, gather
 
     with LocalBackend(wire.new_key(), max_concurrency=1) as backend:
-        def request(slot: int, attempt: int) -> dict:
-            return {"id": f"r1-train-{slot}-a{attempt}", "kind": "train", "fault": {"kind": "throttle"}}
+        def request(slot: int, attempt: int) -> Request:
+            return Request(id=f"r1-train-{slot}-a{attempt}", kind="train", policy="p", env=EnvSpec("CartPole-v1"),
+                           seed=slot, gamma=0.99, attempt=attempt, fault={"kind": "throttle"})
 
         with pytest.raises(TooFewReplies, match="TooManyRequestsException") as caught:
             gather(backend, 2, request, lambda req, reply: None,

@@ -308,7 +308,7 @@ def test_num_minibatches_is_exclusive_with_minibatch_size_and_replaces_the_prese
     from minionsrl.build import make_learner, prepare_config
     from minionsrl.errors import ConfigError
     from minionsrl.function.numpy_policy import PolicyArch
-    from minionsrl.learner.budget import minibatch_count
+    from minionsrl.learner.engine import minibatch_count
 
     with pytest.raises(ConfigError, match=r"num_minibatches.*not both"):
         prepare_config(TrainConfig(env_id="Hopper-v5", num_minibatches=32, minibatch_size=64, max_rounds=1,
@@ -328,7 +328,7 @@ def test_num_minibatches_is_exclusive_with_minibatch_size_and_replaces_the_prese
 def test_preset_nitro_is_rllib_ppo_as_the_published_code_ran_it():
     from minionsrl.build import make_learner, prepare_config
     from minionsrl.function.numpy_policy import PolicyArch
-    from minionsrl.learner.budget import update_plan
+    from minionsrl.learner.engine import update_plan
 
     cfg, info = prepare_config(TrainConfig(env_id="Hopper-v5", preset="nitro", max_rounds=1, run_dir="unused"))
     lc = cfg.learner

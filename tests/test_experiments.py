@@ -74,7 +74,7 @@ def test_an_arms_learner_budget_is_relative_to_the_base_configs_actors() -> None
     relative to its own 64 actors it would be per-sample again, 512 minibatches."""
     from minionsrl.build import make_learner, prepare_config
     from minionsrl.function.numpy_policy import PolicyArch
-    from minionsrl.learner.budget import update_plan
+    from minionsrl.learner.engine import update_plan
 
     base = TrainConfig(env_id="Hopper-v5", actors=8, fragment_length=512, minibatch_size=64, max_rounds=1)
     for budget, chunks in (("per-round", 64), ("per-sample", 512), ("fixed-compute", 512)):

@@ -104,6 +104,7 @@ def _tamper(run: Path, change) -> None:
     checkpoint.save(run / "checkpoints", state)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("path", "value", "says"), [
     ("optimizer/001", lambda a: np.full_like(a, np.nan), "optimizer/001 holds non-finite numbers"),
     ("policy/actor.0.weight", KeyError, "policy/actor.0.weight is missing"),
@@ -148,7 +149,7 @@ def test_a_tensorboard_write_that_fails_is_one_line_naming_its_file(tmp_path):
     log = RunLog(tmp_path, None, 0, tensorboard=True)
     log._tb._fh = open("/dev/full", "wb")  # noqa: SIM115 - every write: No space left on device
     with pytest.raises(ConfigError, match=r"events\.out\.tfevents.*No space left on device.*--resume"):
-        log.log_round(RoundStats.from_row({"round": 1, "env_steps": 16, "sps": 1.0}), [])
+        log.log_round(RoundStats.from_row({"round": 1, "env_steps": 16, "sps": 1.0}, complete=False), [])
     log.close()
 
 
@@ -156,7 +157,7 @@ def test_tensorboard_events_are_readable(tmp_path):
     from minionsrl.loop.metrics import RunLog
 
     log = RunLog(tmp_path, 3, 48, tensorboard=True)
-    log.log_round(RoundStats.from_row({"round": 4, "env_steps": 64, "sps": 2.5}), [])
+    log.log_round(RoundStats.from_row({"round": 4, "env_steps": 64, "sps": 2.5}, complete=False), [])
     log.close()
     events = tensorboard_events(tmp_path)
     assert events[0].file_version == "brain.Event:2" and events[1].step == 49  # the purge step of a resume

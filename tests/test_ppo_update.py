@@ -12,8 +12,7 @@ import pytest
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner import networks
 from minionsrl.learner.batch import Batch
-from minionsrl.learner.budget import minibatch_schedule, update_plan
-from minionsrl.learner.engine import SGDEngine, _update_program, bucket
+from minionsrl.learner.engine import SGDEngine, _update_program, bucket, minibatch_schedule, update_plan
 from minionsrl.learner.networks import init_params
 from minionsrl.learner.ppo import PPOParams, normalize_advantages, normalize_advantages_np, ppo_loss
 
@@ -68,7 +67,7 @@ def test_learner_budgets(budget, mb, k, expected):
 
 
 def test_fixed_compute_cuts_the_last_epoch_short_and_sqrt_scales_the_rate():
-    from minionsrl.learner.budget import lr_factor
+    from minionsrl.learner.engine import lr_factor
 
     p = PPOParams(update_epochs=2, minibatch_size=16, learner_budget="fixed-compute", reference_batch=64)
     steps = [len(mb) for epoch in minibatch_schedule(96, p, np.random.default_rng(0)) for mb in epoch]

@@ -382,6 +382,7 @@ def _error(reply: bytes, invocation_id: str = "r1-train-0") -> dict:
     (_request(env={"id": "CartPole-v1", "kwargs": {"no_such_kwarg": 1}}), "r1-train-0", "no_such_kwarg"),
     (_request(env={"id": "NoSuchEnv-v0"}), "r1-train-0", "NoSuchEnv"),
     (_request(steps="many"), "r1-train-0", "ValueError"),
+    (_request(carry=None), "r1-train-0", "does not know: ['carry']"),  # an older learner's key: refused, not dropped
 ])
 def test_handle_bad_request_returns_error_reply(cold_instance, request_bytes, expected_id, fragment):
     fetch, _ = _policies(_snapshot(CART).encode(KEY))
@@ -434,7 +435,7 @@ def test_a_function_of_several_environments_replies_with_one_fragment_each():
     key = b"k" * 32
     blob = snap.encode(key)
     request = {"id": "r1-train-0", "kind": "train", "attempt": 0, "policy": "p", "env": spec.to_json(), "seed": 5,
-               "gamma": 0.99, "steps": 40, "envs": 4, "carries": [None] * 4}
+               "gamma": 0.99, "steps": 40, "carries": [None] * 4}
     arrays, meta = _decode(handle(json.dumps(request).encode(), lambda ref: blob, key), key=key)
     frags = Fragment.many_from_wire(arrays, meta, 40, CART, envs=4, version=0)
     assert len(frags) == 4 and all(f.obs.shape == (40, 4) for f in frags)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from minionsrl.stats import RoundStats
+
 FAST = ["--max-rounds", "1", "--actors", "1", "--fragment-length", "16", "--eval-episodes", "1", "--no-progress",
         "--no-tensorboard"]
 
@@ -189,12 +191,12 @@ def test_a_full_disk_or_an_unwritable_file_in_the_run_logs_is_one_line(tmp_path)
     from minionsrl.loop.metrics import RunLog, read_metrics
 
     log = RunLog(tmp_path, None, 0, tensorboard=False)
-    log.log_round({"round": 1, "env_steps": 16}, [])
+    log.log_round(RoundStats.from_row({"round": 1, "env_steps": 16}, complete=False), [])
     full = os.open("/dev/full", os.O_WRONLY)  # every write to it fails with ENOSPC: a disk that just filled
     os.dup2(full, log._metrics.fileno())
     os.close(full)
     with pytest.raises(ConfigError) as raised:
-        log.log_round({"round": 2, "env_steps": 32}, [])
+        log.log_round(RoundStats.from_row({"round": 2, "env_steps": 32}, complete=False), [])
     assert str(raised.value) == (f"metrics.csv: cannot write {str(tmp_path / 'metrics.csv')!r} (No space left on "
                                  "device); free space (or make the run dir writable), then continue with --resume "
                                  f"--run-dir {str(tmp_path)!r}")

@@ -45,7 +45,7 @@ def _row(r: int, n: int, **changed: Any) -> RoundStats:
         "round": r, "n_actors": n, "cum_cost_serverless_usd": 0.002 * r, "learn_s": 0.3, "sample_s": 0.4 + 0.02 * n,
             "round_s": 0.9, "projected_round_s": 0.5 + 0.05 * n, "cost_serverless_usd": 0.0005 * n,
             "eval_return_mean": 40.0 * r if r % 2 == 0 else None, "policy_loss": -0.02, "value_loss": 30.0 / r,
-            "approx_kl": 0.004 * r, "gns": 50.0 * r, **changed})
+            "approx_kl": 0.004 * r, "gns": 50.0 * r, **changed}, complete=False)
 
 
 def _drive(scaler: MinionsScaler, first: int, last: int, row: RoundStats | None = None) -> list[int]:

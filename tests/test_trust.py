@@ -250,6 +250,7 @@ def test_resume_does_not_connect_where_the_run_dir_says(tmp_path, capsys):
     assert cfg.functions.ray_address == "127.0.0.1:6379"
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(importlib.util.find_spec("lithops") is None, reason="lithops extra not installed")
 def test_a_child_process_names_its_lithops_executors_apart_from_its_parent(subprocess_env):
     """Lithops exports its session to the environment; a child that adopted it would count executors on from the

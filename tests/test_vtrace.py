@@ -11,12 +11,10 @@ import pytest
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import rollout
 from minionsrl.learner import networks
-from minionsrl.learner.advantages import compute_gae
-from minionsrl.learner.batch import Batch
-from minionsrl.learner.impala import impala_loss, vtrace_batch
+from minionsrl.learner.batch import Batch, compute_gae
+from minionsrl.learner.impala import impala_loss, vtrace, vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
 from minionsrl.learner.ppo import PPOParams
-from minionsrl.learner.vtrace import vtrace
 
 
 def _row(*xs):

@@ -7,6 +7,7 @@ function parses it back with :meth:`Request.decode`, which refuses anything else
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +68,9 @@ class Request:
         """A request from its parsed JSON; a field missing or of the wrong kind is a ``ValueError`` naming it."""
         if not isinstance(raw, dict):
             raise ValueError("a request is a JSON object")
+        unknown = sorted(set(raw) - FIELDS)
+        if unknown:  # a learner of another version: refused, not half read (a carried episode silently dropped)
+            raise ValueError(f"the request holds fields this function does not know: {unknown[:3]}")
         try:
             kind = str(raw["kind"])
             if kind not in KINDS:
@@ -82,3 +86,6 @@ class Request:
                        max_reply_bytes=None if cap is None else int(cap), fault=raw.get("fault") or None)
         except KeyError as exc:
             raise ValueError(f"the request has no {exc.args[0]!r}") from None
+
+
+FIELDS = frozenset(f.name for f in dataclasses.fields(Request))  # the JSON's keys: the dataclass's fields

@@ -22,9 +22,8 @@ from minionsrl.function.fragment import Fragment, PolicySnapshot
 from minionsrl.function.normalization import CLIP_DEFAULT, RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner.batch import Batch
-from minionsrl.learner.budget import lr_factor
 from minionsrl.learner.detectors import Detected, DetectorPlan, detect
-from minionsrl.learner.engine import SGDEngine, score
+from minionsrl.learner.engine import SGDEngine, lr_factor, score
 from minionsrl.learner.impala import impala_loss, vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
 from minionsrl.learner.ppo import LossFn, PPOParams, ppo_loss

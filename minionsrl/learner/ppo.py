@@ -3,7 +3,7 @@
 pieces other losses share (weighted means over padded rows, advantage normalisation, the KL estimator).
 
 Where the rest of the update is: the round's batch in :mod:`minionsrl.learner.batch` (GAE in
-:mod:`minionsrl.learner.advantages`), how many SGD steps and at what rate in :mod:`minionsrl.learner.budget`, and
+:mod:`minionsrl.learner.batch`), how many SGD steps and at what rate in :mod:`minionsrl.learner.engine`, and
 the compiled program that runs them with this loss (or IMPALA's) in :mod:`minionsrl.learner.engine`.
 """
 

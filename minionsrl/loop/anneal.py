@@ -39,8 +39,8 @@ def remaining(spent: list[float], limit: list[float | None]) -> float:
 def keep_on_resume(cfg: TrainConfig, anneal: dict[str, Any] | None, spent: list[float]) -> dict[str, Any]:
     """The schedule of this session: ``{"limits", "scale", "spent"}``, ``scale`` multiplying the config's rate.
 
-    ``anneal`` is the checkpoint's (None: a fresh run, or a checkpoint older than this, taken as the same
-    limits); ``spent`` what the run has spent so far (steps, serverless dollars, projected seconds)."""
+    ``anneal`` is the checkpoint's (None: a fresh run); ``spent`` what the run has spent so far (steps, serverless
+    dollars, projected seconds)."""
     now = limits(cfg)
     if anneal is not None and not _well_formed(anneal):
         raise ConfigError(f"--resume: the checkpoint's learning-rate schedule (anneal) is malformed; {RESTORE}")

@@ -337,13 +337,13 @@ class InFlightGroup:
         return Gathered({}, self.state.tracker.cancel())
 
 
-def gather_groups(backend: Backend, groups: list[Group], started: InFlightGroup | None = None) -> list[Gathered]:
+def gather_groups(backend: Backend, groups: list[Group], in_flight: InFlightGroup | None = None) -> list[Gathered]:
     """Several groups' invocations in flight at once (an evaluation beside a training round): each reply goes
     to the group that sent it (a reply to nothing sent is the first group's stray), each group keeps its own
-    retries and deadline, and all of them are done when this returns. ``started``: a group submitted earlier,
+    retries and deadline, and all of them are done when this returns. ``in_flight``: a group submitted earlier,
     gathered first. A group that gets too few results raises :class:`TooFewReplies` with every group's
     attempts, to log and bill."""
-    states = [*([started.state] if started else []), *(_Gathering(backend, group) for group in groups)]
+    states = [*([in_flight.state] if in_flight else []), *(_Gathering(backend, group) for group in groups)]
     while backend.in_flight or any(s.retries.pending for s in states):
         now = time.perf_counter()
         waiting = [s for s in states if s.open and (s.end is None or s.end > now)]  # past its deadline: closed below

@@ -31,7 +31,7 @@ from minionsrl.learner.learners import Learned, Learner
 from minionsrl.loop import anneal, checkpoint
 from minionsrl.loop.metrics import RunLog, invocation_rows
 from minionsrl.loop.requests import Publisher, invocation_seed
-from minionsrl.loop.retry import Attempt, Gathered, TooFewReplies, fault_counts, slot_chains
+from minionsrl.loop.retry import OK, Attempt, Gathered, TooFewReplies, fault_counts, slot_chains
 from minionsrl.loop.sampler import Evaluation, Sampled, Sampler
 from minionsrl.loop.session import Progress, Session, budgets, nothing_to_do, reached, resumed_stop
 from minionsrl.scaling.base import Scaler
@@ -322,7 +322,8 @@ class Trainer:
     def _function_columns(self, attempts: list[Attempt]) -> dict[str, float | None]:
         """What the round's warm training functions did, per sample (empty cells when none ran warm)."""
         envs = self.cfg.env.envs_per_function
-        stats = function_stats([(a.reply.record, a.request.steps * envs if a.request else 0) for a in attempts])
+        stats = function_stats([(a.reply.record, a.request.steps * envs) for a in attempts
+                                if a.status == OK and a.request is not None])  # not a duplicate delivery's copy
         return stats.columns() if stats else dict.fromkeys(FUNCTION_COLUMNS.values())
 
     def _log_deferred_row(self, eval_return: float | None) -> None:
