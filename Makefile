@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 CORE   := $(VENV)/.installed-core
 ALL    := $(VENV)/.installed-all
 
-.PHONY: run test test-fast lint bench clean
+.PHONY: run test test-unit lint bench clean
 
 # ranges in pyproject.toml, the exact tested versions in constraints.txt
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
@@ -44,8 +44,9 @@ test: $(ALL)
 	$(VENV)/bin/ruff check minionsrl tests bench examples
 	$(PY) -m pytest -q --durations=15
 
-test-fast: $(ALL)
-	$(PY) -m pytest -q -m "not slow"
+# the unit tier (~2 minutes on 2 cores): no slow learning tests, no integration tests (docs/INTERNALS.md, "Test tiers")
+test-unit: $(ALL)
+	$(PY) -m pytest -q -m "not slow and not integration"
 
 lint: $(ALL)
 	$(VENV)/bin/ruff check minionsrl tests bench examples
