@@ -45,6 +45,7 @@ def test_a_bad_spec_is_refused_naming_what(tmp_path, text, message):
         read_spec(tmp_path / "s.yaml")
 
 
+@pytest.mark.integration
 def test_a_spec_runs_through_the_harness(tmp_path):
     spec = {"compare": {"scalers": ["fixed:2", "fixed:2+eval_overlap=false"], "seeds": 1, "rounds": 2,
                         "out": str(tmp_path / "out")},
