@@ -122,14 +122,14 @@ def hyper_parameters() -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
 
     # what our Trainer runs on Hopper-v5 (preset auto: the mujoco family, then any Hopper row of ENV_PRESETS)
     d = resolve(TrainConfig(env_id=ENV, actors=ACTORS, run_dir="unused"), "mujoco")
-    p = {k: d.get(k) for k in ("fragment_length", "learning_rate", "anneal_lr", "gamma", "gae_lambda",
+    p = {k: d.get(k) for k in ("fragment_length", "learning_rate", "lr_schedule", "gamma", "gae_lambda",
                                 "clip_coef", "update_epochs", "ent_coef", "vf_coef", "max_grad_norm",
                                 "normalize_obs", "normalize_reward", "clip_vloss", "norm_adv")}
     batch = ACTORS * p["fragment_length"]
     p["minibatch_size"] = d.learner.minibatch_size or batch // d.learner.num_minibatches
     hp = dict(num_env_runners=2, num_envs_per_env_runner=ACTORS // 2, rollout_fragment_length=p["fragment_length"],
-              train_batch_size_per_learner=batch, lr=p["learning_rate"], anneal_lr=p["anneal_lr"], gamma=p["gamma"],
-              lambda_=p["gae_lambda"], clip_param=p["clip_coef"], num_epochs=p["update_epochs"],
+              train_batch_size_per_learner=batch, lr=p["learning_rate"], anneal_lr=p["lr_schedule"] == "anneal",
+              gamma=p["gamma"], lambda_=p["gae_lambda"], clip_param=p["clip_coef"], num_epochs=p["update_epochs"],
               minibatch_size=p["minibatch_size"], entropy_coeff=p["ent_coef"],
               # ours: vf_coef * 0.5 * (v - R)^2 (CleanRL); RLlib: vf_loss_coeff * (v - R)^2
               vf_loss_coeff=p["vf_coef"] * 0.5, vf_clip_param=float("inf"),
@@ -141,7 +141,7 @@ def hyper_parameters() -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
          f"num_env_runners=2, num_envs_per_env_runner={ACTORS // 2}, rollout_fragment_length={p['fragment_length']}, "
          f"train_batch_size_per_learner={batch}", f"the same {ACTORS} environments × {p['fragment_length']} steps "
          "per batch"),
-        (f"learning_rate {p['learning_rate']}, anneal_lr {p['anneal_lr']}",
+        (f"learning_rate {p['learning_rate']}, lr_schedule {p['lr_schedule']}",
          f"lr=[[0, {p['learning_rate']}], [steps, 0.0]]", "linear to 0 over the run, by sampled env steps"),
         (f"gamma {p['gamma']}, gae_lambda {p['gae_lambda']}", f"gamma={p['gamma']}, lambda_={p['gae_lambda']}", ""),
         (f"clip_coef {p['clip_coef']}", f"clip_param={p['clip_coef']}", ""),

@@ -118,7 +118,7 @@ def build_config(args: dict[str, Any], episodes_dir: str):
     hp = args["hp"]
     register_env("hopper-minionsrl-bench", make_env)
     lr: Any = hp["lr"]
-    if hp["anneal_lr"]:  # linear to 0 over the run's env steps, as our anneal_lr (RLlib interpolates piecewise)
+    if hp["anneal_lr"]:  # linear to 0 over the run's env steps, as our lr_schedule anneal (RLlib: piecewise)
         lr = [[0, hp["lr"]], [args["lr_horizon"], 0.0]]
     env_config = {"env_id": args["env_id"], "episodes_dir": episodes_dir, "normalize_reward": hp["normalize_reward"],
                   "gamma": hp["gamma"], "clip_reward": hp["clip_reward"]}

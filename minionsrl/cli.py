@@ -348,6 +348,9 @@ def train_config(args: argparse.Namespace) -> tuple[config.TrainConfig, bool]:
 # fields of which a run sets one: giving one on --resume puts it in place of the run's other
 _ONE_OF = {"batch_size": "fragment_length", "fragment_length": "batch_size",
            "minibatch_size": "num_minibatches", "num_minibatches": "minibatch_size"}
+# flags that say another field's value: the run changes that one (CleanRL's --anneal-lr is an lr_schedule)
+_SAYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "anneal_lr": ("lr_schedule", lambda on: "anneal" if on else "constant")}
 
 
 def _shown(value: Any) -> str:
@@ -400,6 +403,9 @@ def check_resume_changes(args: argparse.Namespace, cfg: config.TrainConfig) -> N
     reasons = []
     for name in changed:
         what = f"{name} ({_shown(saved.get(name))} → {_shown(cfg.get(name))})"
+        if name in _SAYS and cfg.get(name) is not None:
+            said, value = _SAYS[name]
+            what = f"{said} ({_shown(saved.get(said))} → {_shown(value(cfg.get(name)))})"
         other = _ONE_OF.get(name)
         if other and saved.get(other) is not None and other not in user and cfg.get(name) is not None:
             what = f"{other} ({_shown(saved.get(other))} → unset) and {what}"

@@ -158,3 +158,11 @@ def make_backend():
     yield make
     for backend in backends:
         backend.close()
+
+
+def as_resolved(values: dict) -> dict:
+    """A preset's values as the resolved config holds them: its anneal_lr (CleanRL's flag) is lr_schedule."""
+    out = dict(values)
+    if "anneal_lr" in out:
+        out["lr_schedule"] = "anneal" if out.pop("anneal_lr") else "constant"
+    return out

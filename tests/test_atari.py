@@ -219,8 +219,8 @@ def test_atari_preset_is_cleanrl_ppo_atari(tmp_path):
     cfg, info = prepare_config(TrainConfig(env_id="ALE/Pong-v5", run_dir=str(tmp_path / "r")))
     assert info.family == "atari"
     lc = cfg.learner
-    assert (cfg.run.total_timesteps, cfg.env.fragment_length, cfg.scaling.actors, lc.learning_rate, lc.anneal_lr) == (
-        10_000_000, 128, 8, 2.5e-4, True)
+    assert (cfg.run.total_timesteps, cfg.env.fragment_length, cfg.scaling.actors, lc.learning_rate, lc.lr_schedule) == (
+        10_000_000, 128, 8, 2.5e-4, "anneal")
     assert (lc.update_epochs, lc.minibatch_size, lc.clip_coef, lc.ent_coef, lc.vf_coef) == (4, 256, 0.1, 0.01, 0.5)
     assert (lc.gamma, lc.gae_lambda, lc.max_grad_norm, lc.normalize_obs) == (0.99, 0.95, 0.5, False)
 

@@ -90,14 +90,15 @@ def test_a_batch_size_replaces_the_presets_fragment_length():
     assert cfg.env.fragment_length is None and cfg.env.batch_size == 4096
 
 
-@pytest.mark.parametrize(("given", "schedule", "anneal"), [
-    ({}, None, True), ({"anneal_lr": False}, None, False), ({"lr_schedule": "constant"}, None, False),
-    ({"lr_schedule": "anneal", "anneal_lr": True}, None, True), ({"lr_schedule": "adaptive"}, "adaptive", False),
+@pytest.mark.parametrize(("given", "schedule"), [
+    ({}, "anneal"), ({"anneal_lr": False}, "constant"), ({"lr_schedule": "constant"}, "constant"),
+    ({"lr_schedule": "anneal", "anneal_lr": True}, "anneal"), ({"lr_schedule": "adaptive"}, "adaptive"),
+    ({"preset": "nitro"}, "constant"), ({"preset": "nitro", "anneal_lr": True}, "anneal"),
 ])
-def test_lr_schedule_and_the_anneal_flags_are_one_setting(given, schedule, anneal):
-    # anneal and constant resolve to anneal_lr alone: run dirs from before lr_schedule existed still resume
+def test_lr_schedule_and_the_anneal_flags_are_one_setting(given, schedule):
+    # CleanRL's --anneal-lr / --no-anneal-lr (the presets' anneal_lr) say lr_schedule: the one field resolved
     cfg, _ = prepare_config(TrainConfig(env_id="Hopper-v5", max_rounds=1, run_dir="unused", **given))
-    assert (cfg.learner.lr_schedule, cfg.learner.anneal_lr) == (schedule, anneal)
+    assert (cfg.learner.lr_schedule, cfg.learner.anneal_lr) == (schedule, None)
     assert cfg.learner.desired_kl == (0.01 if schedule == "adaptive" else None)
 
 

@@ -39,7 +39,8 @@ def _annealed(params: PPOParams, fraction: float) -> tuple[float, float]:
 
 @pytest.mark.parametrize(("anneal_lr", "anneal_clip"), [(True, True), (True, False), (False, True), (False, False)])
 def test_rate_and_clip_follow_one_fraction_each_where_asked(anneal_lr, anneal_clip):
-    params = PPOParams(learning_rate=1e-3, clip_coef=0.2, anneal_lr=anneal_lr, anneal_clip=anneal_clip)
+    schedule = "anneal" if anneal_lr else "constant"
+    params = PPOParams(learning_rate=1e-3, clip_coef=0.2, lr_schedule=schedule, anneal_clip=anneal_clip)
     for fraction in (1.0, 0.5, 0.0):
         lr, clip = _annealed(params, fraction)
         assert lr == pytest.approx(1e-3 * (fraction if anneal_lr else 1.0))
@@ -103,7 +104,7 @@ def test_a_resume_keeps_the_clip_schedule_with_the_rate_constant():
                                  [512, 0.0, 0.0])
     assert kept["scale"] == pytest.approx(0.5)
     fraction = kept["scale"] * anneal.remaining([512, 0.0, 0.0], anneal.limits(cfg))
-    params = PPOParams(learning_rate=1e-3, clip_coef=0.2, anneal_lr=False, anneal_clip=True)
+    params = PPOParams(learning_rate=1e-3, clip_coef=0.2, lr_schedule="constant", anneal_clip=True)
     assert _annealed(params, fraction) == pytest.approx((1e-3, 0.05))
 
 
@@ -112,5 +113,5 @@ def test_anneal_clip_is_in_train_help_with_its_default():
     text = " ".join(train_parser.format_help().split())
     assert "--anneal-clip, --no-anneal-clip" in text
     assert "with the learning rate's schedule (the zoo's lin_ clip_range) (default: off)" in text
-    params = PPOParams(learning_rate=1e-3, clip_coef=0.2, anneal_lr=True, anneal_clip=None)
+    params = PPOParams(learning_rate=1e-3, clip_coef=0.2, lr_schedule="anneal", anneal_clip=None)
     assert TrainConfig().learner.anneal_clip is None and _annealed(params, 0.5) == pytest.approx((5e-4, 0.2))

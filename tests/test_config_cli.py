@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import as_resolved
 
 from minionsrl import cli
 from minionsrl.build import prepare_config
@@ -239,7 +240,7 @@ def test_mujoco_preset_for_hopper():
     assert info.family == "mujoco"
     assert cfg.learner.normalize_obs is True and cfg.learner.normalize_reward is True
     assert cfg.env.fragment_length == 512
-    for name, value in PRESETS["mujoco"].items():
+    for name, value in as_resolved(PRESETS["mujoco"]).items():
         assert cfg.get(name) == value, name
 
 
@@ -247,7 +248,7 @@ def test_classic_preset_for_cartpole():
     cfg, info = prepare_config(TrainConfig(env_id="CartPole-v1", max_rounds=1, run_dir="unused"))
     assert info.family == "classic"
     assert cfg.env.fragment_length == 32 and cfg.learner.normalize_obs is False  # the zoo's tuned row over the family's
-    for name, value in {**PRESETS["classic"], **ENV_PRESETS["CartPole-v1"]}.items():
+    for name, value in as_resolved({**PRESETS["classic"], **ENV_PRESETS["CartPole-v1"]}).items():
         assert cfg.get(name) == value, name
 
 
@@ -335,7 +336,7 @@ def test_preset_nitro_is_rllib_ppo_as_the_published_code_ran_it():
     assert (lc.num_minibatches, lc.minibatch_size, lc.update_epochs, lc.learning_rate, lc.gae_lambda) == (
         1, None, 30, 5e-5, 1.0)
     assert (lc.clip_coef, lc.vf_clip, lc.vf_coef, lc.ent_coef, lc.max_grad_norm) == (0.3, 10.0, 1.0, 0.0, 0.0)
-    assert (lc.kl_coef, lc.kl_target, lc.anneal_lr, cfg.env.fragment_length) == (0.2, 0.01, False, 512)
+    assert (lc.kl_coef, lc.kl_target, lc.lr_schedule, cfg.env.fragment_length) == (0.2, 0.01, "constant", 512)
     params = make_learner(cfg, PolicyArch.of(info, cfg.learner.hidden_sizes)).params
     assert [update_plan(n * 512, params) for n in (8, 64)] == [(1, 30), (1, 30)]  # 30 full-batch steps, any n
     own, _ = prepare_config(TrainConfig(env_id="Hopper-v5", preset="nitro", minibatch_size=64, max_rounds=1,

@@ -152,7 +152,7 @@ def one_round(tmp_path_factory) -> Path:
     (["--preset", "nitro"], "--resume: --preset nitro changes preset (auto → nitro); "),
     (["--num-minibatches", "2", "--no-anneal-lr"],
      "--resume: --num-minibatches 2 changes minibatch_size (256 → unset) and num_minibatches (unset → 2); "
-     "--no-anneal-lr changes anneal_lr (true → false); "),
+     "--no-anneal-lr changes lr_schedule (anneal → constant); "),
 ])
 def test_a_refused_resume_names_the_flag_and_what_it_changes(one_round, capsys, flags, says):
     assert cli.main(["train", "--resume", "--run-dir", str(one_round), "--max-rounds", "2", *flags]) == 2
@@ -167,7 +167,7 @@ def test_a_flag_that_resolves_to_the_saved_run_resumes(one_round, tmp_path):
 
     run = tmp_path / "run"
     shutil.copytree(one_round, run)
-    # lr_schedule anneal is saved as anneal_lr with lr_schedule unset: the same run
+    # --lr-schedule anneal is what the saved run resolved to: the same run
     assert cli.main(["train", "--resume", "--run-dir", str(run), "--max-rounds", "2", "--no-progress",
                      "--lr-schedule", "anneal", "--hidden-sizes", "8"]) == 0
 

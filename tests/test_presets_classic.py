@@ -7,6 +7,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from conftest import as_resolved
 
 from minionsrl import config
 from minionsrl.build import prepare_config
@@ -23,7 +24,7 @@ CONTINUOUS = {"MountainCarContinuous-v0", "Pendulum-v1"}
 def test_auto_picks_the_classic_preset_and_the_envs_row(env_id: str) -> None:
     cfg, info = prepare_config(TrainConfig(env_id=env_id, run_dir="unused"))
     assert info.family == "classic"
-    expected = {**PRESETS["classic"], **ENV_PRESETS.get(env_id, {})}
+    expected = as_resolved({**PRESETS["classic"], **ENV_PRESETS.get(env_id, {})})
     assert {name: cfg.get(name) for name in expected} == expected
     assert cfg.run.total_timesteps is not None  # the preset's budget is the stop condition
     arch = PolicyArch.of(info, cfg.learner.hidden_sizes)
@@ -42,7 +43,8 @@ def test_every_classic_env_has_its_own_row() -> None:
 
 def test_a_named_preset_or_a_flag_beats_the_envs_row() -> None:
     bare, _ = prepare_config(TrainConfig(env_id="Pendulum-v1", preset="classic", run_dir="unused"))
-    assert {name: bare.get(name) for name in PRESETS["classic"]} == PRESETS["classic"]
+    classic = as_resolved(PRESETS["classic"])
+    assert {name: bare.get(name) for name in classic} == classic
     flagged, _ = prepare_config(TrainConfig(env_id="Pendulum-v1", gamma=0.99, run_dir="unused"))
     assert flagged.learner.gamma == 0.99
     assert flagged.learner.learning_rate == ENV_PRESETS["Pendulum-v1"]["learning_rate"]

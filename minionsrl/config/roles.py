@@ -142,7 +142,9 @@ class LearnerConfig(Role):
                                   rare=True)
     # at most what the learner's float32 holds (beyond, it would be infinite)
     learning_rate: float | None = setting(None, "Adam learning rate", positive=True, max=3.4e38)
-    anneal_lr: bool | None = setting(None, "anneal the learning rate linearly to 0 over total_timesteps")
+    # CleanRL's flag, kept as a way to say --lr-schedule anneal (or constant): the resolved config holds lr_schedule
+    anneal_lr: bool | None = setting(None, "anneal the learning rate linearly to 0 over total_timesteps (--lr-schedule "
+                                     "anneal; --no-anneal-lr: constant)")
     # rl-baselines3-zoo's rows anneal both (clip_range: lin_0.2); one schedule, the learning rate's, drives the two.
     # Unset is off, and no family preset sets it: a run dir saved before the field existed resumes as the same run
     anneal_clip: bool | None = setting(None, "anneal the clipping coefficient (--clip-coef) linearly to 0 with the "

@@ -161,14 +161,14 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
         None} else set()
     if cfg.env.constant_batch:
         user_split.add("fragment_length")
-    if learner.lr_schedule is not None:  # --lr-schedule over --anneal-lr: anneal is anneal_lr, the others are not
-        cfg = cfg.replace(anneal_lr=learner.lr_schedule == "anneal")
+    if learner.lr_schedule is None and learner.anneal_lr is not None:  # the user's --(no-)anneal-lr, over the preset's
+        cfg = cfg.replace(lr_schedule="anneal" if learner.anneal_lr else "constant")
     cfg = cfg.replace(**{k: v for k, v in preset.items() if cfg.get(k) is None and k not in user_split})
-    # the adaptive rate's target KL; the other schedules are anneal_lr alone in the resolved config (lr_schedule
-    # unset), so that a run directory written before lr_schedule existed resumes
-    adaptive = cfg.learner.lr_schedule == "adaptive"
-    cfg = cfg.replace(lr_schedule="adaptive" if adaptive else None,
-                      desired_kl=(cfg.learner.desired_kl or DEFAULT_DESIRED_KL) if adaptive else None)
+    # one field for the rate's schedule in the resolved config (a preset says it as CleanRL's anneal_lr); the
+    # adaptive rate's target KL
+    schedule = cfg.learner.lr_schedule or ("anneal" if cfg.learner.anneal_lr else "constant")
+    cfg = cfg.replace(lr_schedule=schedule, anneal_lr=None,
+                      desired_kl=(cfg.learner.desired_kl or DEFAULT_DESIRED_KL) if schedule == "adaptive" else None)
     if cfg.scaling.scaler == "auto" and not cfg.env.constant_batch:
         # the batch --actors functions would sample, whatever the count auto picks: more actors buy a shorter round,
         # not fewer updates (a batch grown with n learned little on Hopper: docs/results/time-to-target-answer.md)

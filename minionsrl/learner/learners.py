@@ -83,11 +83,12 @@ class Learner(ABC):
     def set_remaining(self, fraction: float) -> None:
         """The fraction of the run left (1 to 0 over whichever limit is nearest its end, kept across resumes:
         :mod:`minionsrl.loop.anneal`), which sets the round's learning rate and clipping coefficient: the
-        configured ones, times ``fraction`` where ``anneal_lr`` / ``anneal_clip`` ask. The rate is then scaled with
-        the batch (:func:`lr_factor`); the adaptive rate (``params.desired_kl``) ignores it: the update steers its
-        own, kept across rounds. The clip is a traced value of the compiled update: a new one compiles nothing."""
+        configured ones, times ``fraction`` where ``lr_schedule`` is ``anneal`` / ``anneal_clip`` asks. The rate is
+        then scaled with the batch (:func:`lr_factor`); the adaptive rate (``params.desired_kl``) ignores it: the
+        update steers its own, kept across rounds. The clip is a traced value of the compiled update: a new one
+        compiles nothing."""
         p = self.params
-        self.lr = p.learning_rate * (fraction if p.anneal_lr else 1.0)
+        self.lr = p.learning_rate * (fraction if p.lr_schedule == "anneal" else 1.0)
         self.engine.set_clip_coef(p.clip_coef * (fraction if p.anneal_clip else 1.0))
 
     def snapshot(self, version: int) -> PolicySnapshot:

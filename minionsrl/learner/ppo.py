@@ -39,7 +39,9 @@ class PPOParams:
     """PPO hyper-parameters (CleanRL names); their defaults are the config's (:func:`_default`)."""
 
     learning_rate: float = _default("learning_rate")
-    anneal_lr: bool = _default("anneal_lr")  # the rate times the fraction of the run left (Learner.set_remaining)
+    # "anneal": the rate times the fraction of the run left (Learner.set_remaining); "constant"; "adaptive" (with
+    # desired_kl). The classic preset's (CleanRL's) anneals
+    lr_schedule: str = "anneal" if _default("anneal_lr") else "constant"
     anneal_clip: bool | None = _default("anneal_clip")  # the clipping coefficient too
     gamma: float = _default("gamma")
     gae_lambda: float = _default("gae_lambda")

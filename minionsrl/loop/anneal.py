@@ -1,8 +1,8 @@
 """How much of the run is left, kept across resumes: the fraction the learner anneals its rate and clip by.
 
 The trainer tells the learner ``1 - f`` each round, ``f`` the spent fraction of whichever limit is nearest its end
-(``total_timesteps``, ``budget_usd``, ``time_budget_s``); with ``anneal_lr`` the learner's rate is the config's
-times it (:meth:`~minionsrl.learner.learners.Learner.set_remaining`). Those limits are stop
+(``total_timesteps``, ``budget_usd``, ``time_budget_s``); with ``lr_schedule`` anneal the learner's rate is the
+config's times it (:meth:`~minionsrl.learner.learners.Learner.set_remaining`). Those limits are stop
 conditions, which a resumed run may change: raised, ``f`` fell and the rate jumped back up (a run annealed to
 3e-5 resumed at 5e-4). A resumed run keeps its schedule instead: with the same limits it is exactly the
 uninterrupted run's; with changed ones the rate goes on from the last round's and falls linearly to 0 at the
@@ -47,7 +47,7 @@ def keep_on_resume(cfg: TrainConfig, anneal: dict[str, Any] | None, spent: list[
     if anneal is None:
         return {"limits": now, "scale": 1.0, "spent": None}
     scale, before, last = float(anneal["scale"]), anneal["limits"], anneal.get("spent")
-    if (cfg.learner.anneal_lr or cfg.learner.anneal_clip) and before != now and last is not None:
+    if (cfg.learner.lr_schedule == "anneal" or cfg.learner.anneal_clip) and before != now and last is not None:
         rate = scale * remaining(last, before)  # the last round's fraction of the config's rate (and clip)
         left = remaining(spent, now)
         if left > 0.0:

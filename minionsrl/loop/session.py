@@ -164,12 +164,16 @@ class Session:
             return None
         cfg_path = files.config_path(self.run_dir, "--resume")
         self._lock()
+        state = checkpoint.load(checkpoint.dir_of(self.run_dir))
+        if state is not None:  # a run of another minionsrl is that first (its config may be written otherwise too)
+            latest = checkpoint.dir_of(self.run_dir) / checkpoint.LATEST
+            checkpoint.check_version(state, f"--resume: checkpoint {str(latest)!r}")
         saved = config.build(config.load_yaml(cfg_path))
         changed = [k for k, v in self.cfg.learning_fields().items() if saved.learning_fields()[k] != v]
         if changed:
             raise ConfigError(f"--resume: run_dir belongs to another config ({', '.join(changed)} differ); "
                               "resume with the same settings or choose another --run-dir")
-        return checkpoint.load(checkpoint.dir_of(self.run_dir))
+        return state
 
     def create(self) -> None:
         """Make the run dir (a fresh run) and write ``config.yaml`` into it."""

@@ -351,7 +351,7 @@ class Trainer:
         return [self.env_steps, self.ledger.total_serverless_usd, self.ledger.total_projected_s]
 
     def _remaining(self) -> float:
-        """The fraction of the run left, which the learner anneals its rate (``anneal_lr``) and clip
+        """The fraction of the run left, which the learner anneals its rate (``lr_schedule`` anneal) and clip
         (``anneal_clip``) by: linearly to 0 over the run's spent fraction of whichever limit is nearest its end —
         total_timesteps (CleanRL's schedule), the dollar budget, or the projected-time budget — times the scale a
         resumed run with changed limits keeps (:mod:`minionsrl.loop.anneal`)."""
@@ -405,7 +405,6 @@ class Trainer:
         """Resume from ``state``, checked first against the state this run writes itself (as ``load_policy``
         checks weights): a checkpoint that parses but does not fit is one line, not a NaN policy or a traceback."""
         where = f"--resume: checkpoint {str(checkpoint.dir_of(self.run_dir) / checkpoint.LATEST)!r}"
-        checkpoint.check_version(state, where)  # its own advice: another version's kept checkpoints are no better
         try:
             checkpoint.check_state(state, self._state(), where)
             self.progress.load_state_dict(state)
