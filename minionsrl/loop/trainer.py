@@ -216,7 +216,7 @@ class Trainer:
         r.decided_at, r.learner_s = time.perf_counter(), runtime.own_s(r.learning)
         due = bool(cfg.eval.eval_every) and r.index % cfg.eval.eval_every == 0
         r.eval_deferred = (due and not p.stopped_by and (cfg.eval.eval_overlap or cfg.learner.pipeline)
-                  and self.sampler.evaluates_beside)
+                           and self.sampler.evaluates_beside)
         if (due and not r.eval_deferred) or p.stopped_by:
             r.eval_return, evaluated = self._logging_failures(r.gathered, lambda: self.sampler.evaluate(
                 r.index, r.n_actors, cfg.eval.eval_episodes))
