@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import importlib.util
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from minionsrl import config
@@ -64,33 +65,48 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     return cfg, info
 
 
+def _local(cfg: TrainConfig, key: bytes) -> Backend:
+    from minionsrl.backends.local import LocalBackend
+
+    fn = cfg.functions
+    return LocalBackend(key, max_concurrency=fn.max_concurrency, idle_timeout_s=fn.idle_timeout_s,
+                        invocation_timeout_s=fn.invocation_timeout_s, memory_mb=cfg.cost.function_memory_mb)
+
+
+def _server(cfg: TrainConfig, key: bytes) -> Backend:
+    from minionsrl.backends.server import ServerBackend
+
+    fn = cfg.functions
+    vcpus, startup_s = actor_host(load_prices(cfg.cost.prices))  # the servers the ledger bills
+    return ServerBackend(key, vcpus_per_host=vcpus, startup_s=startup_s, max_concurrency=fn.max_concurrency,
+                         wait_for_startup=fn.server_wait_startup, invocation_timeout_s=fn.invocation_timeout_s)
+
+
+def _ray(cfg: TrainConfig, key: bytes) -> Backend:
+    from minionsrl.backends.ray_backend import RayBackend  # Ray's SDK loads only for a Ray run
+
+    fn = cfg.functions
+    return RayBackend(key, address=fn.ray_address, num_cpus=fn.ray_num_cpus, max_concurrency=fn.max_concurrency,
+                      invocation_timeout_s=fn.invocation_timeout_s)
+
+
+def _lithops(cfg: TrainConfig, key: bytes) -> Backend:
+    from minionsrl.backends.lithops_backend import LithopsBackend, lithops_config  # Lithops loads only when used
+
+    fn = cfg.functions
+    return LithopsBackend(key, lithops_config(fn.lithops_config), memory_mb=int(cfg.cost.function_memory_mb),
+                          invocation_timeout_s=fn.invocation_timeout_s, max_concurrency=fn.max_concurrency)
+
+
+# every backend by name (config.BACKENDS, the --backend choices): how a config starts it, with the run's key
+BACKENDS: dict[str, Callable[[TrainConfig, bytes], Backend]] = {
+    "local": _local, "server": _server, "ray": _ray, "lithops": _lithops}
+
+
 def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
     """Build the backend named by ``cfg.functions.backend`` (the memory a function is billed for bounds its
     instances)."""
-    fn, memory_mb = cfg.functions, cfg.cost.function_memory_mb
-    if fn.backend == "local":
-        from minionsrl.backends.local import LocalBackend
-
-        return LocalBackend(key, max_concurrency=fn.max_concurrency, idle_timeout_s=fn.idle_timeout_s,
-                            invocation_timeout_s=fn.invocation_timeout_s, memory_mb=memory_mb)
-    if fn.backend == "server":
-        from minionsrl.backends.server import ServerBackend
-
-        vcpus, startup_s = actor_host(load_prices(cfg.cost.prices))  # the servers the ledger bills
-        return ServerBackend(key, vcpus_per_host=vcpus, startup_s=startup_s, max_concurrency=fn.max_concurrency,
-                             wait_for_startup=fn.server_wait_startup,
-                             invocation_timeout_s=fn.invocation_timeout_s)
-    if fn.backend == "ray":
-        from minionsrl.backends.ray_backend import RayBackend
-
-        return RayBackend(key, address=fn.ray_address, num_cpus=fn.ray_num_cpus, max_concurrency=fn.max_concurrency,
-                          invocation_timeout_s=fn.invocation_timeout_s)
-    if fn.backend == "lithops":
-        from minionsrl.backends.lithops_backend import LithopsBackend, lithops_config
-
-        return LithopsBackend(key, lithops_config(fn.lithops_config), memory_mb=int(memory_mb),
-                              invocation_timeout_s=fn.invocation_timeout_s, max_concurrency=fn.max_concurrency)
-    raise ConfigError(f"backend: {fn.backend!r} is not available")
+    return BACKENDS[cfg.functions.backend](cfg, key)
 
 
 def _check_detectors(cfg: TrainConfig, scaler: str, needs: frozenset[str]) -> None:

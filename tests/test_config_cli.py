@@ -455,3 +455,11 @@ def test_help_groups_flags_by_role_and_keeps_rare_ones_for_help_all(capsys):
     assert "--fault-kill" in full and "--nitro-decay" in full and "--lanczos-tol" in full
     assert "--help-all lists them" in short and "--help-all lists them" not in full
     assert len(short.splitlines()) < 0.8 * len(full.splitlines())
+
+
+def test_every_backend_the_config_offers_is_built_from_one_table():
+    from minionsrl import build as composition
+    from minionsrl.backends.base import NAMES
+    from minionsrl.config import FIELDS
+
+    assert set(composition.BACKENDS) == set(NAMES) == set(FIELDS["backend"].metadata["choices"])
