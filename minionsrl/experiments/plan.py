@@ -116,8 +116,8 @@ def learner_line(batches: tuple[int, ...], seconds: tuple[float, ...], batch: fl
 @dataclass
 class _ProbeRun:
     """What a probe run left: its metrics rows, its successful training invocations (those of its warm rounds
-    apart: the first round's warm calls ran beside instances starting), and its learner with the fragments of its
-    last update (to replay it)."""
+    apart: the first round's warm calls ran beside instances starting), and its learner with a round's fragments
+    sampled after its last update (to replay an update of that size)."""
 
     rows: list[dict[str, str]]
     records: list[InvocationRecord]
@@ -127,30 +127,27 @@ class _ProbeRun:
 
 
 def _probe_run(cfg: TrainConfig, actors: int, folder: Path) -> _ProbeRun:
-    """Three rounds of the job at ``actors`` actors on the local backend (see :class:`_ProbeRun`)."""
+    """:data:`PROBE_ROUNDS` rounds of the job at ``actors`` actors on the local backend, then one more round's
+    fragments, not learned from (see :class:`_ProbeRun`)."""
     from minionsrl.build import make_trainer
-    from minionsrl.experiments.training import run_trainer
 
     run_dir = folder / f"probe-{actors}"
     probe = cfg.replace(run_dir=str(run_dir), backend="local", scaler="fixed", actors=actors, max_rounds=PROBE_ROUNDS,
                         target_return=None, budget_usd=None, time_budget_s=None, eval_every=0, eval_episodes=1,
                         eval_max_steps=1, progress=False, tensorboard=False, track=False)
     trainer = make_trainer(probe)
-    learn, last = trainer.learner.learn, []
-
-    def keep(fragments: list[Any], *args: Any) -> Any:
-        last[:] = fragments
-        return learn(fragments, *args)
-
-    trainer.learner.learn = keep
-    run_trainer(trainer, plots=False)
-    trainer.learner.learn = learn
+    try:
+        for _ in range(PROBE_ROUNDS):
+            trainer.run_round()
+        fragments = trainer.sampler.sample(PROBE_ROUNDS + 1, actors).fragments  # what the replays learn on
+    finally:
+        trainer.close()
     with open(run_dir / "metrics.csv") as fh:
         rows = list(csv.DictReader(fh))
     with open(run_dir / "invocations.csv") as fh:
         records = [(r["round"], InvocationRecord.from_row(r)) for r in csv.DictReader(fh)]
     train = [(rnd, r) for rnd, r in records if r.kind == "train" and r.status == OK]
-    return _ProbeRun(rows, [r for _, r in train], [r for rnd, r in train if rnd != "1"], trainer.learner, last)
+    return _ProbeRun(rows, [r for _, r in train], [r for rnd, r in train if rnd != "1"], trainer.learner, fragments)
 
 
 def _replayed_s(run: _ProbeRun, copies: int) -> float:
