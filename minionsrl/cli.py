@@ -349,8 +349,7 @@ def train_config(args: argparse.Namespace) -> tuple[config.TrainConfig, bool]:
 _ONE_OF = {"batch_size": "fragment_length", "fragment_length": "batch_size",
            "minibatch_size": "num_minibatches", "num_minibatches": "minibatch_size"}
 # flags that say another field's value: the run changes that one (CleanRL's --anneal-lr is an lr_schedule)
-_SAYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "anneal_lr": ("lr_schedule", lambda on: "anneal" if on else "constant")}
+_SAYS: dict[str, tuple[str, Callable[[Any], Any]]] = {"anneal_lr": ("lr_schedule", config.lr_schedule_of)}
 
 
 def _shown(value: Any) -> str:

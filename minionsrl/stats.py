@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from minionsrl.forecast import FunctionStats
+from minionsrl.forecast import FUNCTION_COLUMNS, FunctionStats
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ class RoundStats:
 
     def function_stats(self) -> FunctionStats | None:
         """What one warm function did in the round (None when none ran warm)."""
-        return FunctionStats.from_row(self.to_row())
+        return FunctionStats.from_row({column: getattr(self, column) for column in FUNCTION_COLUMNS.values()})
 
 
 METRIC_COLUMNS = [f.name for f in dataclasses.fields(RoundStats)]  # metrics.csv's header

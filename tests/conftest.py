@@ -162,7 +162,9 @@ def make_backend():
 
 def as_resolved(values: dict) -> dict:
     """A preset's values as the resolved config holds them: its anneal_lr (CleanRL's flag) is lr_schedule."""
+    from minionsrl.config import lr_schedule_of
+
     out = dict(values)
     if "anneal_lr" in out:
-        out["lr_schedule"] = "anneal" if out.pop("anneal_lr") else "constant"
+        out["lr_schedule"] = lr_schedule_of(out.pop("anneal_lr"))
     return out

@@ -41,6 +41,11 @@ ALGOS = ("ppo", "appo", "impala")
 DEVICES = ("auto", "cpu", "cuda")
 LEARNER_BUDGETS = ("per-sample", "per-round", "fixed-compute")
 LR_SCHEDULES = ("anneal", "constant", "adaptive")
+
+
+def lr_schedule_of(anneal_lr: bool | None) -> str:
+    """The ``lr_schedule`` CleanRL's ``--anneal-lr`` / ``--no-anneal-lr`` (a preset's ``anneal_lr``) says."""
+    return "anneal" if anneal_lr else "constant"
 _MAX_HIDDEN = 16384
 SCALERS = ("fixed", "auto", "minions", "nitro", "critical", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
 OBJECTIVES = ("cost", "time")  # what the critical and auto scalers minimise

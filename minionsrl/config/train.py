@@ -23,7 +23,7 @@ from minionsrl.config.presets import (
     env_preset,
     preset_values,
 )
-from minionsrl.config.roles import ROLES
+from minionsrl.config.roles import ROLES, lr_schedule_of
 from minionsrl.errors import ConfigError
 from minionsrl.redact import check_config_secrets
 from minionsrl.words import foreign_name
@@ -161,12 +161,10 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
         None} else set()
     if cfg.env.constant_batch:
         user_split.add("fragment_length")
-    if learner.lr_schedule is None and learner.anneal_lr is not None:  # the user's --(no-)anneal-lr, over the preset's
-        cfg = cfg.replace(lr_schedule="anneal" if learner.anneal_lr else "constant")
     cfg = cfg.replace(**{k: v for k, v in preset.items() if cfg.get(k) is None and k not in user_split})
-    # one field for the rate's schedule in the resolved config (a preset says it as CleanRL's anneal_lr); the
-    # adaptive rate's target KL
-    schedule = cfg.learner.lr_schedule or ("anneal" if cfg.learner.anneal_lr else "constant")
+    # one field for the rate's schedule in the resolved config: --lr-schedule, else what anneal_lr says (the user's
+    # --(no-)anneal-lr, else the preset's); the adaptive rate's target KL
+    schedule = cfg.learner.lr_schedule or lr_schedule_of(cfg.learner.anneal_lr)
     cfg = cfg.replace(lr_schedule=schedule, anneal_lr=None,
                       desired_kl=(cfg.learner.desired_kl or DEFAULT_DESIRED_KL) if schedule == "adaptive" else None)
     if cfg.scaling.scaler == "auto" and not cfg.env.constant_batch:

@@ -41,7 +41,7 @@ class PPOParams:
     learning_rate: float = _default("learning_rate")
     # "anneal": the rate times the fraction of the run left (Learner.set_remaining); "constant"; "adaptive" (with
     # desired_kl). The classic preset's (CleanRL's) anneals
-    lr_schedule: str = "anneal" if _default("anneal_lr") else "constant"
+    lr_schedule: str = config.lr_schedule_of(_default("anneal_lr"))
     anneal_clip: bool | None = _default("anneal_clip")  # the clipping coefficient too
     gamma: float = _default("gamma")
     gae_lambda: float = _default("gae_lambda")
