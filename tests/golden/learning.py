@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
+import subprocess
 import sys
 import tempfile
 from importlib import metadata
@@ -23,6 +25,7 @@ from typing import Any
 import numpy as np
 
 RECORD = Path(__file__).with_name("learning.json")
+REPO = Path(__file__).resolve().parents[2]
 COMMON = ["--seed", "7", "--max-rounds", "3", "--eval-every", "3", "--eval-episodes", "2", "--no-progress",
           "--no-tensorboard", "--max-concurrency", "2"]
 CARTPOLE = ["--env-id", "CartPole-v1", "--actors", "4", "--fragment-length", "64"]
@@ -77,12 +80,15 @@ def learned(run_dir: Path) -> dict[str, Any]:
 
 
 def run(name: str, folder: Path) -> dict[str, Any]:
-    """Train the golden run ``name`` into ``folder / name`` through the command line; what it learned."""
-    from minionsrl import cli
-
+    """Train the golden run ``name`` into ``folder / name`` through the command line, in an interpreter of its own
+    (as a user's ``minionsrl train``: what an earlier run in the same process set up, XLA's threads among it, must
+    not decide the numbers); what it learned."""
     run_dir = folder / name
-    if cli.main(["train", *RUNS[name], *COMMON, "--run-dir", str(run_dir)]) != 0:
-        raise RuntimeError(f"the golden run {name} failed")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "minionsrl", "train", *RUNS[name], *COMMON, "--run-dir",
+                           str(run_dir)], env=env, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"the golden run {name} failed: {done.stderr.strip()[-500:]}")
     return learned(run_dir)
 
 
@@ -94,5 +100,5 @@ def record() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    sys.path.insert(0, str(REPO))
     record()
