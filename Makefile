@@ -52,10 +52,10 @@ lint: $(ALL)
 	$(VENV)/bin/ruff check minionsrl tests bench examples
 
 bench: $(VENV)/.bench
-	$(PY) bench/cartpole.py
+	$(PY) bench/classic_control.py cartpole
 	$(PY) bench/sampling.py
 	$(PY) bench/hopper.py
-	$(PY) bench/backends.py
+	$(PY) bench/sampling.py backends
 	$(PY) bench/cnn_runtime.py
 	$(PY) bench/experiment.py bench/specs/async-algos-cartpole.yaml bench/specs/async-algos-hopper.yaml
 	$(PY) bench/pong.py

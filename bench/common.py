@@ -21,11 +21,9 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-
-from minionsrl.experiments import tables
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
@@ -162,6 +160,8 @@ def sb3_threads_note(threads: int) -> str:
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], digits: int | Sequence[int] = 1) -> str:
     """Render rows as a GitHub Markdown table (numbers right-aligned); ``digits`` per table or per column."""
+    from minionsrl.experiments import tables  # lazily: the RLlib venv runs bench/hopper.py, without minionsrl
+
     per_col = [digits] * len(headers) if isinstance(digits, int) else list(digits)
     numeric = [all(isinstance(row[i], int | float) or row[i] is None for row in rows) and bool(rows)
                for i in range(len(headers))]
@@ -214,6 +214,15 @@ def render_doc(sections: Path = SECTIONS_DIR) -> str:
 def write_doc() -> None:
     """Make docs/BENCHMARKS.md again from docs/benchmarks/."""
     _write(DOC, render_doc())
+
+
+def run_modes(modes: dict[str, Callable[[list[str]], int | None]]) -> None:
+    """The entry point of a script that holds several benchmarks: ``script.py [MODE] [flags]``, MODE one of
+    ``modes`` (the first when none is named), its flags read by that mode's own parser (``sys.argv`` stays whole, so
+    :func:`reproduce_command` names the mode)."""
+    args = sys.argv[1:]
+    mode = args.pop(0) if args and args[0] in modes else next(iter(modes))
+    sys.exit(modes[mode](args))
 
 
 # -- results -------------------------------------------------------------------------------------

@@ -24,11 +24,18 @@ from minionsrl.experiments.compare import read_spec
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def command(spec: Path) -> list[str]:
-    """``minionsrl compare``'s arguments for ``spec``, its shared config written where ``--config`` reads it."""
+def command(spec: Path, **options: str) -> list[str]:
+    """``minionsrl compare``'s arguments for ``spec``, its shared config written where ``--config`` reads it.
+    ``options`` (``scalers``, ``seeds``, ``out``...) replace the spec's own."""
     argv, fields = read_spec(spec)
     if "--out" not in argv:
         argv += ["--out", str(Path("bench", "out", "specs", spec.stem))]
+    for name, value in options.items():
+        flag = "--" + name.replace("_", "-")
+        if flag in argv:
+            argv[argv.index(flag) + 1] = value
+        else:
+            argv += [flag, value]
     out = Path(argv[argv.index("--out") + 1])
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(fields, sort_keys=False))

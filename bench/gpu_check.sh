@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25's checks on a machine with a CUDA device, in at most two calls (bench/gpu.py says what each measures).
+# Issue 25's checks on a machine with a CUDA device, in at most two calls (bench/learner_round.py gpu says what each measures).
 # From the repository root there, with the wheels it lacks in .whl/ and $OUT a folder whose files come back:
 #   bash bench/gpu_check.sh smoke COMMIT   # facts, the `gpu` tests, Hopper and Pong importable (about 1 min)
 #   bash bench/gpu_check.sh main COMMIT    # the update CPU vs GPU, Hopper-v5 1M steps x 3 seeds, Pong (about 8 min)
@@ -45,7 +45,7 @@ pong() {  # the GPU learner's Pong for PONG_MINUTES; its rows and log come back
 
 if [ "$stage" = smoke ] || [ "$stage" = curve ]; then
   note facts
-  timeout 60 $PY bench/gpu.py facts --out "$out" --commit "$commit" >>"$log" 2>&1
+  timeout 60 $PY bench/learner_round.py gpu facts --out "$out" --commit "$commit" >>"$log" 2>&1
   nvidia-smi >>"$log" 2>&1
   note "gpu tests"
   timeout "${TESTS_LIMIT_S:-240}" $PY -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -rA \
@@ -59,7 +59,7 @@ if [ "$stage" = smoke ] || [ "$stage" = curve ]; then
   if [ "$stage" = curve ]; then pong; fi
 else
   note "learner update, CPU vs GPU"
-  timeout 400 $PY bench/gpu.py learner --out "$out" ${LEARNER_SIZES:-} >>"$log" 2>&1
+  timeout 400 $PY bench/learner_round.py gpu learner --out "$out" ${LEARNER_SIZES:-} >>"$log" 2>&1
   note "hopper: cuda and cpu learners side by side, seed 1"
   hopper "$gpu" 1 & hopper cpu 1 & wait; pack
   note "hopper: cuda, seeds 2 and 3 side by side"

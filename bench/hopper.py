@@ -1,4 +1,11 @@
-"""Benchmark 2: Hopper-v5, 1M steps — our final return and wall time vs SB3 PPO's extrapolated wall time.
+"""Hopper-v5 against the peers: our final return and wall time against SB3 PPO (BENCHMARKS §2), and RLlib PPO beside
+ours and SB3 (docs/results/rllib-hopper.md), whose run is this file too, run by the RLlib venv's python.
+
+    .venv/bin/python bench/hopper.py [sb3] [--seeds 1 2 3] [--steps 1000000] [--sb3-steps 50000]
+    .venv/bin/python bench/hopper.py rllib [all|setup|window|full|report] [--seeds 1 2 3] [--steps 1000000] ...
+    bench/out/.venv-rllib/bin/python bench/hopper.py rllib-worker JSON
+
+``sb3``: Benchmark 2: Hopper-v5, 1M steps — our final return and wall time vs SB3 PPO's extrapolated wall time.
 
 For each seed, side by side: SB3 PPO with its defaults learns ``--sb3-steps`` steps (its steps/s is
 extrapolated to ``--steps``), then our Trainer (mujoco preset, 8 actors, evaluation only at the end)
@@ -6,18 +13,70 @@ trains ``--steps`` steps. Each run is a fresh process; each result is appended t
 bench/out/hopper.jsonl as soon as it exists, and the doc section is rewritten after every seed.
 
     .venv/bin/python bench/hopper.py [--seeds 1 2 3] [--steps 1000000] [--sb3-steps 50000]
+
+``rllib``: RLlib PPO on Hopper-v5 beside ours and SB3: returns over 1M steps, and throughput measured side by side.
+
+RLlib (``ray[rllib]==2.60.0``) pins ``gymnasium==1.2.2``, so it runs in a virtual environment of its own,
+``bench/out/.venv-rllib``, which this script creates when absent (torch 2.13.0 first, from the CPU wheel on
+this machine's disk, then ray[rllib], gymnasium[mujoco] and mujoco). The RLlib run itself is
+bench/hopper.py rllib-worker, executed by that venv's python; this script only starts it and reads the JSON lines it
+writes (nothing is unpickled). RLlib gets our ``mujoco`` preset's PPO hyper-parameters (``hyper_parameters``
+says how each maps, and which cannot).
+
+Phases (default: all, in this order):
+
+- ``setup``: create the venv if absent.
+- ``window``: per seed, back to back, SB3 PPO (its defaults), our Trainer (mujoco preset, 8 actors) and
+  RLlib PPO (2 env runners) each train ``--window-steps`` steps in a fresh process; steps/s of each training
+  loop, and 1M-step wall times extrapolated as hopper.py does for SB3 (start-up as measured + loop time scaled).
+  Results: bench/out/rllib_hopper_window.jsonl.
+- ``full``: RLlib trains ``--steps`` steps per seed, one seed at a time, appending one record per iteration to
+  bench/out/rllib-hopper-s{seed}.jsonl as it goes (checkpoint every ``--ckpt-every`` iterations: a rerun
+  resumes a cut seed from its last checkpoint and skips finished ones).
+- ``report``: the table, printed and written to docs/results/rllib-hopper.md (also after every phase).
+
+    .venv/bin/python bench/hopper.py rllib [all|setup|window|full|report] [--seeds 1 2 3] [--steps 1000000]
+        [--window-steps 50000] [--reuse]
+
+``rllib-worker``: RLlib PPO on Hopper-v5: the child process of ``rllib``, run by bench/out/.venv-rllib's python
+only.
+
+    bench/out/.venv-rllib/bin/python bench/hopper.py rllib-worker JSON
+
+JSON holds ``seed``, ``steps`` (stop once this many env steps are sampled), ``out`` (a JSON-lines file the run
+appends to as it goes), ``work`` (a scratch folder: episode logs, checkpoint), ``ckpt_every`` (iterations
+between checkpoints, 0: none), ``lr_horizon`` (env steps over which the learning rate anneals to 0) and the
+hyper-parameters ``hp`` (see bench/hopper.py rllib, which maps our mujoco preset onto RLlib's names).
+
+Records written to ``out`` (one JSON object per line, flushed at once): ``start`` (a process segment:
+set-up time, where it resumed), ``iter`` (one per ``algo.train()``: env steps sampled so far, the
+cumulative wall time of the training loop, the raw returns and lengths of the training episodes that
+finished in it), ``ckpt`` (a checkpoint was written after that iteration) and ``done``. A rerun with a
+``done`` record does nothing; without one it resumes from the last checkpoint (records after it are
+dropped and re-run) or, with none, starts again. Nothing here is unpickled by the caller: it only
+reads this JSON.
+
+Raw (unnormalised) returns: the rewards RLlib sees are scaled (gymnasium's ``NormalizeReward``, as our
+``normalize_reward`` and CleanRL do), so RLlib's own ``episode_return_mean`` is not the Hopper return.
+A wrapper under the scaling writes each finished episode's true return to a per-process file in ``work``;
+after each iteration the driver of this process collects the new lines into the ``iter`` record.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from common import (
     OUT,
+    ROOT,
     append_jsonl,
     find_result,
     fmt,
@@ -29,12 +88,13 @@ from common import (
     provenance,
     ratio,
     run_minionsrl,
+    run_modes,
     run_sb3,
     sb3_threads_note,
     write_section,
 )
 
-from minionsrl.loop.metrics import read_metrics
+# -- sb3 (was hopper.py) --------------------------------------------------------
 
 ENV = "Hopper-v5"
 TARGET_RETURN, TARGET_RATIO = 2500.0, 0.2
@@ -56,6 +116,8 @@ def ours(seed: int, steps: int, actors: int) -> dict[str, Any]:
 
 def learner_share(run_dir: str) -> float | None:
     """Fraction of the run's round time spent in the PPO update (from metrics.csv), None if unreadable."""
+    from minionsrl.loop.metrics import read_metrics  # lazily: the RLlib venv imports this file, without minionsrl
+
     try:
         rows = read_metrics(run_dir)
         return sum(float(r["learn_s"]) for r in rows) / sum(float(r["round_s"]) for r in rows)
@@ -132,7 +194,7 @@ def _span(rec: dict[str, Any]) -> str:
     return f"{start}–{end}"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--steps", type=int, default=1_000_000)
@@ -141,7 +203,7 @@ def main() -> None:
     p.add_argument("--sb3-threads", type=int, default=1, help="torch threads for SB3 (0: torch's default)")
     p.add_argument("--reuse", action="store_true", help="take results already in --out instead of re-running")
     p.add_argument("--out", default=str(OUT / "hopper.jsonl"))
-    args = p.parse_args()
+    args = p.parse_args(argv)
     started = time.time()
     out = Path(args.out)
     previous = load_jsonl(out) if args.reuse else []
@@ -172,5 +234,588 @@ def main() -> None:
     print(section)
 
 
+# -- rllib (was rllib_hopper.py) ------------------------------------------------
+
+VENV = OUT / ".venv-rllib"
+VPY = VENV / "bin" / "python"
+WORKER = Path(__file__).resolve()  # run as `hopper.py rllib-worker JSON` by the RLlib venv's python
+DOC = ROOT / "docs" / "results" / "rllib-hopper.md"
+WINDOW_JSONL = OUT / "rllib_hopper_window.jsonl"
+TORCH, RAY, GYM, MUJOCO = "torch==2.13.0", "ray[rllib]==2.60.0", "gymnasium[mujoco]==1.2.2", "mujoco==3.3.7"
+ACTORS = 8  # our bench's actor count (bench/hopper.py): the batch RLlib gets is ACTORS x fragment_length
+TARGET_RETURN = 2500.0
+
+
+# -- the venv ------------------------------------------------------------------------------------
+
+
+def _pip(*args: str) -> None:
+    cmd = ["nice", "-n", "10", str(VPY), "-m", "pip", "install", "--disable-pip-version-check", *args]
+    log("  " + " ".join(cmd[3:]))
+    subprocess.run(cmd, check=True)
+
+
+def _torch_version() -> str | None:
+    proc = subprocess.run([str(VPY), "-m", "pip", "show", "torch"], capture_output=True, text=True)
+    for line in proc.stdout.splitlines():
+        if line.startswith("Version:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def ensure_venv() -> None:
+    """Create bench/out/.venv-rllib when absent (its marker file says a complete install finished)."""
+    marker = VENV / "minionsrl-bench-ok"
+    if marker.exists():
+        return
+    log(f"creating {VENV.relative_to(ROOT)} (torch, then ray[rllib], gymnasium[mujoco], mujoco)")
+    if not VPY.exists():
+        subprocess.run([shutil.which("python3") or sys.executable, "-m", "venv", str(VENV)], check=True)
+    # torch first, from the CPU wheel on disk (pip's find-links); then a constraint keeps pip from replacing it
+    _pip(TORCH)
+    torch_v = _torch_version()
+    if not torch_v or not torch_v.startswith("2.13.0"):
+        raise SystemExit(f"torch in {VENV} is {torch_v}, not 2.13.0")
+    constraints = VENV / "constraints.txt"
+    constraints.write_text(f"torch=={torch_v}\n")
+    _pip("-c", str(constraints), RAY, GYM, MUJOCO)
+    if _torch_version() != torch_v:
+        raise SystemExit(f"pip replaced torch {torch_v} by {_torch_version()} in {VENV}")
+    freeze = subprocess.run([str(VPY), "-m", "pip", "freeze"], capture_output=True, text=True, check=True).stdout
+    marker.write_text(freeze)
+    log(f"venv ready: torch {torch_v}")
+
+
+def venv_versions() -> str:
+    marker = VENV / "minionsrl-bench-ok"
+    if not marker.exists():
+        return "venv not created"
+    pins = {}
+    for line in marker.read_text().splitlines():
+        name, _, version = line.partition("==")
+        pins[name.lower()] = version
+    return ", ".join(f"{k} {pins.get(k, '?')}" for k in ("ray", "torch", "gymnasium", "mujoco", "numpy"))
+
+
+# -- hyper-parameters ----------------------------------------------------------------------------
+
+
+def hyper_parameters() -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
+    """RLlib's PPO settings from our mujoco preset, and the mapping as (ours, RLlib, note) rows."""
+    from minionsrl.config import TrainConfig, resolve
+
+    # what our Trainer runs on Hopper-v5 (preset auto: the mujoco family, then any Hopper row of ENV_PRESETS)
+    d = resolve(TrainConfig(env_id=ENV, actors=ACTORS, run_dir="unused"), "mujoco")
+    p = {k: d.get(k) for k in ("fragment_length", "learning_rate", "lr_schedule", "gamma", "gae_lambda",
+                                "clip_coef", "update_epochs", "ent_coef", "vf_coef", "max_grad_norm",
+                                "normalize_obs", "normalize_reward", "clip_vloss", "norm_adv")}
+    batch = ACTORS * p["fragment_length"]
+    p["minibatch_size"] = d.learner.minibatch_size or batch // d.learner.num_minibatches
+    hp = dict(num_env_runners=2, num_envs_per_env_runner=ACTORS // 2, rollout_fragment_length=p["fragment_length"],
+              train_batch_size_per_learner=batch, lr=p["learning_rate"], anneal_lr=p["lr_schedule"] == "anneal",
+              gamma=p["gamma"], lambda_=p["gae_lambda"], clip_param=p["clip_coef"], num_epochs=p["update_epochs"],
+              minibatch_size=p["minibatch_size"], entropy_coeff=p["ent_coef"],
+              # ours: vf_coef * 0.5 * (v - R)^2 (CleanRL); RLlib: vf_loss_coeff * (v - R)^2
+              vf_loss_coeff=p["vf_coef"] * 0.5, vf_clip_param=float("inf"),
+              grad_clip=p["max_grad_norm"] or None, normalize_obs=p["normalize_obs"], clip_obs=d.learner.clip_obs,
+              normalize_reward=p["normalize_reward"], clip_reward=d.learner.clip_reward,
+              hidden_sizes=list(d.learner.hidden_sizes))
+    rows = [
+        (f"{ACTORS} actors × fragment_length {p['fragment_length']}",
+         f"num_env_runners=2, num_envs_per_env_runner={ACTORS // 2}, rollout_fragment_length={p['fragment_length']}, "
+         f"train_batch_size_per_learner={batch}", f"the same {ACTORS} environments × {p['fragment_length']} steps "
+         "per batch"),
+        (f"learning_rate {p['learning_rate']}, lr_schedule {p['lr_schedule']}",
+         f"lr=[[0, {p['learning_rate']}], [steps, 0.0]]", "linear to 0 over the run, by sampled env steps"),
+        (f"gamma {p['gamma']}, gae_lambda {p['gae_lambda']}", f"gamma={p['gamma']}, lambda_={p['gae_lambda']}", ""),
+        (f"clip_coef {p['clip_coef']}", f"clip_param={p['clip_coef']}", ""),
+        (f"update_epochs {p['update_epochs']}, minibatch_size {p['minibatch_size']}",
+         f"num_epochs={p['update_epochs']}, minibatch_size={p['minibatch_size']}", "shuffled every epoch in both"),
+        (f"ent_coef {p['ent_coef']}", f"entropy_coeff={p['ent_coef']}", ""),
+        (f"vf_coef {p['vf_coef']} (loss 0.5·(v−R)²)", f"vf_loss_coeff={p['vf_coef'] * 0.5}",
+         "RLlib's value loss has no ½: the same gradient"),
+        (f"clip_vloss {p['clip_vloss']} (value change clipped at ±{p['clip_coef']})", "vf_clip_param=inf",
+         "**not matched**: RLlib can only clip the squared error (default 10), not the change of the value; "
+         "we turn its clipping off"),
+        (f"max_grad_norm {p['max_grad_norm']}", f"grad_clip={p['max_grad_norm']}, grad_clip_by='global_norm'", ""),
+        (f"norm_adv {p['norm_adv']} (per minibatch)", "(always on)",
+         "**differs**: RLlib standardises advantages once over the whole batch, not per minibatch"),
+        (f"normalize_obs {p['normalize_obs']}, clip_obs {d.learner.clip_obs}",
+         f"env_to_module_connector=MeanStdFilter(clip_by_value={d.learner.clip_obs})",
+         "running mean/std, synchronised over env runners every iteration (ours: merged by the learner every round)"),
+        (f"normalize_reward {p['normalize_reward']}, clip_reward {d.learner.clip_reward}",
+         f"gymnasium NormalizeReward(gamma={p['gamma']}) + clip ±{d.learner.clip_reward} in the env creator",
+         "**differs**: RLlib has no reward scaling; the wrappers (CleanRL's) keep statistics per environment, ours "
+         "are merged over actors"),
+        (f"hidden_sizes {d.learner.hidden_sizes}, tanh, separate actor and critic",
+         f"fcnet_hiddens={d.learner.hidden_sizes}, fcnet_activation='tanh', vf_share_layers=False",
+         "RLlib's default shares the trunk; turned off"),
+        ("state-independent log std (0 at start)", "free_log_std=True", ""),
+        ("orthogonal init: √2 hidden, 0.01 policy head, 1.0 value head",
+         "fcnet_kernel_initializer='orthogonal_' (gain √2), zero biases",
+         "**partly**: RLlib's heads take torch's default init (no setting for them)"),
+        ("kl_coef 0 (no KL penalty)", "use_kl_loss=False", "RLlib's default is an adaptive KL penalty"),
+        ("Adam eps 1e-5 (CleanRL)", "Adam (torch default eps 1e-8)", "**not matched**: not a PPOConfig setting"),
+        ("learner: one thread", "torch.set_num_threads(1) in the learner process; env runners: Ray's one "
+         "thread per actor", "as SB3 in this bench"),
+    ]
+    return hp, rows
+
+
+# -- runs ----------------------------------------------------------------------------------------
+
+
+def run_rllib(seed: int, steps: int, out: Path, work: Path, ckpt_every: int, lr_horizon: int,
+              log_path: Path, timeout_s: float | None = None) -> dict[str, Any]:
+    """Run the worker in the RLlib venv; returns its last stdout line (JSON) plus ``process_wall_s``."""
+    hp, _ = hyper_parameters()
+    args = {"seed": seed, "steps": steps, "out": str(out), "work": str(work), "ckpt_every": ckpt_every,
+            "lr_horizon": lr_horizon, "threads": 1, "env_id": ENV, "hp": hp,
+            "ray_tmp": f"/tmp/ray-mrl-{os.getpid()}-{seed}"}
+    t0 = time.perf_counter()
+    with log_path.open("a") as err:
+        proc = subprocess.run([str(VPY), str(WORKER), "rllib-worker", json.dumps(args)], cwd=ROOT,
+                              stdout=subprocess.PIPE,
+                              stderr=err, text=True, timeout=timeout_s)
+    wall = time.perf_counter() - t0
+    shutil.rmtree(args["ray_tmp"], ignore_errors=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"RLlib worker failed (exit {proc.returncode}); see {log_path}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["process_wall_s"] = wall
+    return result
+
+
+def window_records() -> list[dict[str, Any]]:
+    """bench/out/rllib_hopper_window.jsonl (RLlib records first written with the worker's kind "done" read as
+    "rllib")."""
+    return [{**r, "kind": "rllib"} if r.get("kind") == "done" else r for r in load_jsonl(WINDOW_JSONL)]
+
+
+def phase_window(args: argparse.Namespace) -> None:
+    previous = window_records() if args.reuse else []
+    w = args.window_steps
+    for seed in args.seeds:
+        if find_result(previous, kind="sb3", seed=seed, steps=w) is None:
+            log(f"window seed {seed}: SB3 {w:,} steps")
+            t = time.time()
+            rec = {"kind": "sb3", "seed": seed, "start": t, **run_sb3(ENV, seed, w, threads=1), "end": time.time()}
+            append_jsonl(WINDOW_JSONL, rec)
+        if find_result(previous, kind="ours", seed=seed, steps=w) is None:
+            log(f"window seed {seed}: ours {w:,} steps")
+            run_dir = OUT / "runs" / f"rllib-window-ours-s{seed}-{int(time.time())}"
+            t = time.time()
+            m = run_minionsrl(dict(env_id=ENV, preset="auto", actors=ACTORS, seed=seed, total_timesteps=w,
+                                   eval_every=0, eval_episodes=1, progress=False, tensorboard=False,
+                                   run_dir=str(run_dir)))
+            rec = {"kind": "ours", "seed": seed, "steps": w, "start": t, "end": time.time(),
+                   **{k: m.get(k) for k in ("env_steps", "wall_s", "process_wall_s", "train_return_last100")}}
+            append_jsonl(WINDOW_JSONL, rec)
+            shutil.rmtree(run_dir, ignore_errors=True)
+        if find_result(previous, kind="rllib", seed=seed, steps=w) is None:
+            log(f"window seed {seed}: RLlib {w:,} steps")
+            out = OUT / f"rllib-window-s{seed}.jsonl"
+            out.unlink(missing_ok=True)
+            t = time.time()
+            r = run_rllib(seed, w, out, OUT / f"rllib-window-s{seed}.work", 0, args.steps,
+                          OUT / f"rllib-window-s{seed}.log")
+            rec = {**r, "kind": "rllib", "seed": seed, "steps": w, "start": t, "end": time.time()}
+            append_jsonl(WINDOW_JSONL, rec)
+        report(args)
+
+
+def phase_full(args: argparse.Namespace) -> None:
+    for seed in args.seeds:
+        out = OUT / f"rllib-hopper-s{seed}.jsonl"
+        if any(r["kind"] == "done" for r in load_jsonl(out)):
+            log(f"full seed {seed}: already finished, skipped")
+            continue
+        log(f"full seed {seed}: RLlib {args.steps:,} steps -> {out.relative_to(ROOT)}")
+        r = run_rllib(seed, args.steps, out, OUT / f"rllib-hopper-s{seed}.work", args.ckpt_every, args.steps,
+                      OUT / f"rllib-hopper-s{seed}.log")
+        log(f"full seed {seed}: {r.get('env_steps')} steps in {r.get('wall_s', 0):.0f} s")
+        report(args)
+
+
+# -- report --------------------------------------------------------------------------------------
+
+
+def full_progress(seed: int) -> dict[str, Any] | None:
+    """What a seed's full run has reached: steps, loop wall time, last-100 return, finished or not."""
+    recs = load_jsonl(OUT / f"rllib-hopper-s{seed}.jsonl")
+    its = [r for r in recs if r["kind"] == "iter"]
+    if not its:
+        return None
+    returns = [x for r in its for x in r["returns"]]
+    starts = [r for r in recs if r["kind"] == "start"]
+    last = its[-1]  # RLlib's timers are moving averages (EMA): the last iteration's are the run's recent share
+    learn, sample = last.get("learn_s"), last.get("sample_s")
+    return {"seed": seed, "env_steps": its[-1]["env_steps"], "wall_s": its[-1]["wall_s"],
+            "setup_s": starts[0]["setup_s"] if starts else None, "segments": len(starts),
+            "hp": [r.get("hp") for r in starts],
+            "episodes": len(returns), "last100": mean(returns[-100:]), "done": any(r["kind"] == "done" for r in recs),
+            "start": starts[0]["t"] if starts else its[0]["t"], "end": its[-1]["t"],
+            "learn_share": ratio(learn, learn + sample) if learn is not None and sample is not None else None}
+
+
+def ours_full() -> list[dict[str, Any]]:
+    """Our 1M-step runs from bench/hopper.py (bench/out/hopper.jsonl), the latest per seed, if any."""
+    latest: dict[int, dict[str, Any]] = {}
+    for r in load_jsonl(OUT / "hopper.jsonl"):
+        if r.get("kind") == "ours" and r.get("env_steps", 0) >= 1_000_000:
+            latest[r["seed"]] = r
+    return [latest[s] for s in sorted(latest)]
+
+
+def _extrap(startup: float, loop_s: float, steps: int, target: int) -> float:
+    return startup + loop_s * target / steps
+
+
+def _hm(t: float) -> str:
+    return time.strftime("%H:%M", time.localtime(t))
+
+
+def report(args: argparse.Namespace) -> str:
+    hp_now, mapping = hyper_parameters()
+    hp_now = json.loads(json.dumps(hp_now))  # as the worker's records hold it
+    win = window_records()
+    n = args.steps
+    rows, per = [], {"ours": [], "sb3": [], "rllib": []}
+    seeds = sorted({r["seed"] for r in win})
+    for seed in seeds:
+        s = find_result(win, kind="sb3", seed=seed, steps=args.window_steps)
+        m = find_result(win, kind="ours", seed=seed, steps=args.window_steps)
+        r = find_result(win, kind="rllib", seed=seed, steps=args.window_steps)
+        if not (s and m and r):
+            continue
+        sps = {"sb3": s["steps"] / s["learn_s"], "ours": m["env_steps"] / m["wall_s"],
+               "rllib": r["env_steps"] / r["wall_s"]}
+        wall = {"sb3": _extrap(s["process_wall_s"] - s["learn_s"], s["learn_s"], s["steps"], n),
+                "ours": _extrap(m["process_wall_s"] - m["wall_s"], m["wall_s"], m["env_steps"], n),
+                "rllib": _extrap(r["process_wall_s"] - r["wall_s"], r["wall_s"], r["env_steps"], n)}
+        for k in per:
+            per[k].append((sps[k], wall[k]))
+        rows.append([seed, sps["ours"], sps["sb3"], sps["rllib"], wall["ours"], wall["sb3"], wall["rllib"],
+                     ratio(wall["ours"], wall["sb3"]), ratio(wall["rllib"], wall["sb3"]),
+                     ratio(wall["ours"], wall["rllib"]), f"{_hm(s['start'])}–{_hm(r['end'])}"])
+    window_table = markdown_table(
+        ["seed", "ours steps/s", "SB3 steps/s", "RLlib steps/s", f"ours wall s for {n:,} (extrap.)",
+         "SB3 (extrap.)", "RLlib (extrap.)", "ours / SB3", "RLlib / SB3", "ours / RLlib", "measured"],
+        rows, digits=[0, 0, 0, 0, 0, 0, 0, 3, 3, 3, 0]) if rows else "_No window measured yet._"
+
+    def pooled(k: str) -> float | None:
+        return sum(w for _, w in per[k]) if per[k] else None
+
+    full = [f for f in (full_progress(s) for s in args.seeds) if f]
+    stale = [f["seed"] for f in full if any(h != hp_now for h in f["hp"])]
+    stale_note = (f"\n**Seeds {stale} ran (at least in part) with hyper-parameters other than today's preset's** (the "
+                  "`start` records of their jsonl hold what they ran with): delete their files to rerun them.\n"
+                  if stale else "")
+    full_rows = [[f["seed"], f["env_steps"], "finished" if f["done"] else "**partial** (cut or still running)",
+                  f["episodes"], f["last100"], f["wall_s"], f["env_steps"] / f["wall_s"], f["learn_share"],
+                  f["segments"], f"{_hm(f['start'])}–{_hm(f['end'])}"] for f in full]
+    full_table = markdown_table(
+        ["seed", "env steps reached", "status", "training episodes", "train return (last 100 ep.)",
+         "loop wall s", "steps/s", "learner's share (RLlib's smoothed timers)", "process segments", "measured"],
+        full_rows, digits=[0, 0, 0, 0, 1, 0, 0, 2, 0, 0]) if full_rows else "_No full run yet._"
+    ours = ours_full()
+    ours_ret = mean([o["train_return_last100"] for o in ours])
+    finished = [f for f in full if f["done"]]
+    rl_cell = (f"{fmt(mean([f['last100'] for f in finished]))} ({len(finished)} of {len(args.seeds)} seeds finished "
+               f"× {n:,})" if finished else "no seed finished")
+    partial = [f"seed {f['seed']}: {fmt(f['last100'])} at {f['env_steps']:,} steps" for f in full if not f["done"]]
+    if partial:
+        rl_cell += "; **partial** (not a 1M result): " + ", ".join(partial)
+    summary = markdown_table(
+        ["", "ours (minionsrl)", "SB3 PPO (defaults)", "RLlib PPO (our hyper-parameters)"],
+        [["train return, last 100 episodes (mean over seeds)",
+          (f"{fmt(ours_ret)} ({len(ours)} seeds × 1M, bench/out/hopper.jsonl: the bench/hopper.py run of "
+           f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(ours[0]['start']))})") if ours else "—",
+          "— (a throughput window only, as in BENCHMARKS §2)",
+          rl_cell if full else "—"],
+         ["training-loop steps/s in the side-by-side window (mean)", fmt(mean([x for x, _ in per["ours"]]), 0),
+          fmt(mean([x for x, _ in per["sb3"]]), 0), fmt(mean([x for x, _ in per["rllib"]]), 0)],
+         [f"wall s for {n:,} steps, extrapolated from the window (summed over seeds / seeds)",
+          fmt(ratio(pooled("ours"), len(per["ours"])), 0), fmt(ratio(pooled("sb3"), len(per["sb3"])), 0),
+          fmt(ratio(pooled("rllib"), len(per["rllib"])), 0)],
+         ["wall-time ratio to SB3 (summed wall times)", fmt(ratio(pooled("ours"), pooled("sb3")), 3), "1",
+          fmt(ratio(pooled("rllib"), pooled("sb3")), 3)]], digits=1)
+    hp_table = markdown_table(["ours (mujoco preset)", "RLlib 2.60 (new API stack)", "note"], mapping)
+    times = [r["start"] for r in win] + [f["start"] for f in full]
+    ends = [r["end"] for r in win] + [f["end"] for f in full]
+    cmd = ".venv/bin/python bench/hopper.py rllib"
+    text = f"""# RLlib PPO on Hopper-v5 beside minionsrl and SB3
+
+Written by `bench/hopper.py rllib` (RLlib runs in `bench/out/.venv-rllib`, created by the script: {venv_versions()};
+RLlib's own code is `bench/hopper.py rllib-worker`). RLlib PPO: new API stack, 2 env runners ×
+{ACTORS // 2} environments, one local learner (one torch thread, in the process that drives the run), our `mujoco`
+preset's hyper-parameters (table at the end); `RAY_worker_niceness=0`, so that the env runners keep the niceness of
+the process that started them (Ray's default adds 15, which on this shared machine would handicap RLlib). Returns
+are the raw Hopper returns of the training episodes (a wrapper under the reward scaling logs them), "last 100" as our
+bench reports it: the mean of the last 100 finished training episodes.
+
+## Summary
+
+{summary}
+
+## Throughput, side by side
+
+Each row is one seed's three runs, back to back: SB3 `PPO("MlpPolicy", "{ENV}", seed=s).learn({args.window_steps:,})`
+(defaults, one torch thread), our Trainer ({ENV}, `mujoco` preset, {ACTORS} actors, {args.window_steps:,} steps,
+one 1-episode evaluation at the end) and RLlib PPO ({args.window_steps:,} steps), each in a fresh process. Steps/s
+is each training loop's (SB3: `learn()`; ours: the Trainer's `wall_s`; RLlib: the `algo.train()` loop). The
+{n:,}-step wall time is extrapolated as for SB3 in BENCHMARKS §2: the process's start-up as measured (imports,
+set-up; for RLlib also Ray's start and the env runners') + loop time × {n:,} / window. The machine has 2 cores,
+shared with other work (and, while the full RLlib runs below were going, with them at `nice 5`): read the ratios,
+which were measured within minutes of each other, not the absolute numbers (the load changed a lot between
+rows: compare the "measured" column with the steps/s).
+
+{window_table}
+
+## RLlib, {n:,} steps per seed (training returns)
+
+One seed at a time (`nohup nice -n 5`), writing one record per `algo.train()` iteration to
+`bench/out/rllib-hopper-s<seed>.jsonl`; a checkpoint every {args.ckpt_every} iterations lets a rerun resume a cut
+seed (the reward-scaling statistics of the gymnasium wrapper restart on resume; a rerun skips finished seeds).
+A partial row is the return at the steps reached, not a 1M result. Its wall time shares the machine with the
+window runs and other work.
+{stale_note}
+{full_table}
+
+## Hyper-parameters: ours → RLlib
+
+{hp_table}
+
+{provenance(min(times, default=time.time()), max(ends, default=time.time()), cmd)}
+"""
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    DOC.write_text(text)
+    return text
+
+
+def rllib_main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("phase", nargs="?", default="all", choices=("all", "setup", "window", "full", "report"))
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--steps", type=int, default=1_000_000, help="env steps of a full RLlib run")
+    p.add_argument("--window-steps", type=int, default=50_000, help="steps of each side-by-side throughput window")
+    p.add_argument("--ckpt-every", type=int, default=5, help="full runs: iterations between checkpoints")
+    p.add_argument("--reuse", action="store_true", help="window: keep windows already in bench/out")
+    args = p.parse_args(argv)
+    if args.phase in ("all", "setup", "window", "full"):
+        ensure_venv()
+    if args.phase in ("all", "window"):
+        phase_window(args)
+    if args.phase in ("all", "full"):
+        phase_full(args)
+    print(report(args))
+
+
+# -- rllib-worker (was rllib_worker.py) -----------------------------------------
+
+T_PROCESS = time.perf_counter()
+
+
+# The worker runs in RLlib's own virtual environment, which has neither minionsrl nor the bench's dependencies:
+# bench/common.py imports only the standard library at its top, so this file's imports hold there too.
+def _records(path: Path) -> list[dict[str, Any]]:
+    """The worker's records so far, up to a line cut by a kill mid-write."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut by a kill mid-write
+            break
+    return out
+
+
+def make_env(cfg: dict[str, Any]):
+    """Hopper-v5, a raw-episode logger, then (optionally) CleanRL's reward scaling and clipping."""
+    import gymnasium as gym
+    import numpy as np
+
+    class EpisodeLog(gym.Wrapper):
+        """Appends ``{"r": return, "l": length, "t": time}`` of each finished episode to a per-process file."""
+
+        def __init__(self, env: gym.Env, folder: str) -> None:
+            super().__init__(env)
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            self._path = Path(folder) / f"episodes-{os.getpid()}-{id(self)}.jsonl"
+            self._ret, self._len = 0.0, 0
+
+        def reset(self, **kwargs):
+            self._ret, self._len = 0.0, 0
+            return self.env.reset(**kwargs)
+
+        def step(self, action):
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            self._ret += float(reward)
+            self._len += 1
+            if terminated or truncated:
+                with self._path.open("a") as f:
+                    f.write(json.dumps({"r": self._ret, "l": self._len, "t": time.time()}) + "\n")
+                self._ret, self._len = 0.0, 0
+            return obs, reward, terminated, truncated, info
+
+    env = EpisodeLog(gym.make(cfg["env_id"]), cfg["episodes_dir"])
+    if cfg["normalize_reward"]:
+        env = gym.wrappers.NormalizeReward(env, gamma=cfg["gamma"])
+        clip = cfg["clip_reward"]
+        env = gym.wrappers.TransformReward(env, lambda r: float(np.clip(r, -clip, clip)))
+    return env
+
+
+class EpisodeFiles:
+    """Reads the lines the env runners' loggers appended since the last call."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.offsets = folder, {}
+
+    def new(self) -> list[dict[str, Any]]:
+        found = []
+        for path in sorted(self.folder.glob("episodes-*.jsonl")):
+            with path.open() as f:
+                f.seek(self.offsets.get(path, 0))
+                chunk = f.read()
+            complete = chunk[: chunk.rfind("\n") + 1]  # a line being written stays for the next call
+            self.offsets[path] = self.offsets.get(path, 0) + len(complete)
+            found += [json.loads(line) for line in complete.splitlines() if line.strip()]
+        return sorted(found, key=lambda e: e["t"])
+
+
+def build_config(args: dict[str, Any], episodes_dir: str):
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.connectors.env_to_module import MeanStdFilter
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+    from ray.tune.registry import register_env
+
+    hp = args["hp"]
+    register_env("hopper-minionsrl-bench", make_env)
+    lr: Any = hp["lr"]
+    if hp["anneal_lr"]:  # linear to 0 over the run's env steps, as our lr_schedule anneal (RLlib: piecewise)
+        lr = [[0, hp["lr"]], [args["lr_horizon"], 0.0]]
+    env_config = {"env_id": args["env_id"], "episodes_dir": episodes_dir, "normalize_reward": hp["normalize_reward"],
+                  "gamma": hp["gamma"], "clip_reward": hp["clip_reward"]}
+    obs_filter = None
+    if hp["normalize_obs"]:
+        clip_obs = hp["clip_obs"]
+
+        def obs_filter(env=None, spaces=None, device=None):  # RLlib calls it with (env, spaces, device)
+            return MeanStdFilter(clip_by_value=clip_obs)
+
+    model = DefaultModelConfig(fcnet_hiddens=hp["hidden_sizes"], fcnet_activation="tanh",
+                               fcnet_kernel_initializer="orthogonal_",
+                               fcnet_kernel_initializer_kwargs={"gain": 2 ** 0.5},
+                               fcnet_bias_initializer="zeros_", vf_share_layers=False, free_log_std=True)
+    return (
+        PPOConfig()
+        .environment("hopper-minionsrl-bench", env_config=env_config)
+        .env_runners(num_env_runners=hp["num_env_runners"], num_envs_per_env_runner=hp["num_envs_per_env_runner"],
+                     rollout_fragment_length=hp["rollout_fragment_length"], env_to_module_connector=obs_filter,
+                     num_cpus_per_env_runner=1)
+        .learners(num_learners=0)
+        .training(lr=lr, gamma=hp["gamma"], lambda_=hp["lambda_"], clip_param=hp["clip_param"],
+                  num_epochs=hp["num_epochs"], minibatch_size=hp["minibatch_size"],
+                  train_batch_size_per_learner=hp["train_batch_size_per_learner"],
+                  entropy_coeff=hp["entropy_coeff"], vf_loss_coeff=hp["vf_loss_coeff"],
+                  vf_clip_param=hp["vf_clip_param"], grad_clip=hp["grad_clip"], grad_clip_by="global_norm",
+                  use_kl_loss=False, kl_coeff=0.0)
+        .rl_module(model_config=model)
+        .debugging(seed=args["seed"])
+        .reporting(metrics_num_episodes_for_smoothing=100)
+    )
+
+
+def _get(result: dict[str, Any], *keys: str) -> Any:
+    for k in keys:
+        if not isinstance(result, dict) or k not in result:
+            return None
+        result = result[k]
+    return result
+
+
+def rllib_worker_main(argv: list[str] | None = None) -> None:
+    args = json.loads((argv or sys.argv[1:])[0])
+    out, work = Path(args["out"]), Path(args["work"])
+    ckpt = work / "checkpoint"
+    records = _records(out)
+    if any(r["kind"] == "done" for r in records):
+        print(json.dumps({"status": "already done", **[r for r in records if r["kind"] == "done"][-1]}), flush=True)
+        return
+    # resume: keep what the last checkpoint covers, drop (and re-run) what came after it
+    last_ckpt = max((i for i, r in enumerate(records) if r["kind"] == "ckpt"), default=None)
+    resume = last_ckpt is not None and (ckpt / "ok").exists()
+    kept = records[: last_ckpt + 1] if resume else []
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    tmp.replace(out)
+    episodes_dir = work / f"episodes-{int(time.time())}"
+    shutil.rmtree(work / "episodes", ignore_errors=True)
+    for old in work.glob("episodes-*"):
+        shutil.rmtree(old, ignore_errors=True)
+    episodes_dir.mkdir(parents=True, exist_ok=True)
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    # Ray renices its worker processes (the env runners) by +15 by default; here they keep this process's
+    # niceness, as the processes of our Trainer and SB3 do, so that on a shared machine none is handicapped
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    import torch
+
+    torch.set_num_threads(args["threads"])  # the learner's torch threads (env runners: Ray sets one per actor)
+    import ray
+
+    hp = args["hp"]
+    ray.init(address="local", num_cpus=hp["num_env_runners"] + 1, include_dashboard=False, log_to_driver=False,
+             object_store_memory=200 * 1024 * 1024, _temp_dir=args.get("ray_tmp") or None)
+    algo = build_config(args, str(episodes_dir)).build_algo()
+    wall0, steps0, it0 = 0.0, 0, 0
+    if resume:
+        algo.restore_from_path(str(ckpt / "algo"))
+        c = kept[-1]
+        wall0, steps0, it0 = c["wall_s"], c["env_steps"], c["iter"]
+    setup_s = time.perf_counter() - T_PROCESS
+    append_jsonl(out, {"kind": "start", "seed": args["seed"], "t": time.time(), "setup_s": setup_s,
+                  "resumed_from_steps": steps0, "hp": hp, "steps_target": args["steps"]})
+    files = EpisodeFiles(episodes_dir)
+    files.new()  # anything written while building (none expected)
+    t_loop, it, steps = time.perf_counter(), it0, steps0
+    while steps < args["steps"]:
+        result = algo.train()
+        it += 1
+        sampled = _get(result, "env_runners", "num_env_steps_sampled") or 0
+        lifetime = _get(result, "env_runners", "num_env_steps_sampled_lifetime")
+        steps = int(lifetime) if lifetime else steps + int(sampled)
+        eps = files.new()
+        rec = {"kind": "iter", "seed": args["seed"], "iter": it, "env_steps": steps, "iter_steps": int(sampled),
+               "wall_s": wall0 + time.perf_counter() - t_loop, "t": time.time(),
+               "returns": [e["r"] for e in eps], "lengths": [e["l"] for e in eps],
+               "sample_s": _get(result, "timers", "env_runner_sampling_timer"),
+               "learn_s": _get(result, "timers", "learner_update_timer"),
+               "rllib_return_mean": _get(result, "env_runners", "episode_return_mean")}
+        append_jsonl(out, rec)
+        if args["ckpt_every"] and it % args["ckpt_every"] == 0 and steps < args["steps"]:
+            staging = work / "checkpoint.new"
+            shutil.rmtree(staging, ignore_errors=True)
+            algo.save_to_path(str(staging / "algo"))
+            (staging / "ok").write_text(str(steps))
+            shutil.rmtree(ckpt, ignore_errors=True)
+            staging.rename(ckpt)
+            append_jsonl(out, {"kind": "ckpt", "iter": it, "env_steps": steps, "wall_s": rec["wall_s"],
+                               "t": time.time()})
+    done = {"kind": "done", "seed": args["seed"], "env_steps": steps, "wall_s": wall0 + time.perf_counter() - t_loop,
+            "setup_s": setup_s, "t": time.time()}
+    append_jsonl(out, done)
+    algo.stop()
+    ray.shutdown()
+    shutil.rmtree(ckpt, ignore_errors=True)
+    print(json.dumps(done), flush=True)
+
+
+MODES = {"sb3": main, "rllib": rllib_main, "rllib-worker": rllib_worker_main}
+
+
 if __name__ == "__main__":
-    main()
+    run_modes(MODES)

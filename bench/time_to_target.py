@@ -1,18 +1,16 @@
 """Time and dollars to a target return (issue 21): which ``n`` or scaler reaches it soonest, which cheapest?
 
-Per env, one ``minionsrl compare --until target`` over the arms below (≥ 5 seeds), every run capped at 1M env
-steps (its learning rate anneals over them, as in a 1M-step run) and a projected-time budget that does not bind:
+Per env, one ``minionsrl compare --until target`` over the arms of its spec, ``bench/specs/time-to-target-ENV.yaml``
+(≥ 5 seeds; every run capped at 1M env steps, its learning rate annealing over them, and a projected-time budget
+that does not bind; the specs say what each env and arm is):
 
 - ``hopper``: Hopper-v5, target 2,500; ``halfcheetah``: HalfCheetah-v5, target 2,500; ``latency``: Hopper-v5 whose
-  every step waits 5 ms (``--env-step-latency-ms 5``, a remote simulator), target 1,000, up to 128 functions at once;
-- arms: fixed 8/16/32/64/128 at a constant batch of 4,096 (``n`` buys a shorter round, not a larger batch),
-  weak scaling (64 × 512 with the KL-adaptive rate, with the preset's 64-row minibatches and with rsl_rl's four
-  minibatches of 5 epochs), ``--pipeline`` on fixed-64 and on critical (time), ``critical`` (time and cost),
-  nitro, kungfu, minions (its shipped scheduler), ``auto`` (``--actors auto``: the round model's knee) and fixed-16
-  on servers (the papers' baseline);
-- ``nitro50``: Nitro's own claim at its published 50 rounds (T fixed, the batch growing with ``n``): nitro against
-  fixed-16 on servers, under our MuJoCo preset and under ``--preset nitro``.
+  every step waits 5 ms (a remote simulator), target 1,000, up to 128 functions at once;
+- arms: fixed 8/16/32/64/128 at a constant batch of 4,096, weak scaling, ``--pipeline``, critical, nitro, kungfu,
+  minions, ``auto`` and fixed-16 on servers (the papers' baseline);
+- ``nitro50``: Nitro's own claim at its published 50 rounds (``time-to-target-nitro50-{ours,nitro-preset}.yaml``).
 
+``--arms``, ``--seeds`` and ``--name`` replace a spec's arms, seeds and out; the arms run there before are kept.
 Each (arm, seed) is an ordinary run under ``bench/out/ttt/<env>/runs``; finished runs are reused and cut ones
 resumed, so the experiment spans sessions. JAX keeps compiled programs in a cache on disk, so the first run of an
 arm compiles (seconds of learner time, which its projected time counts) and later ones do not: ``--rerun-cold``
@@ -36,40 +34,29 @@ import argparse
 import csv
 import shutil
 import statistics
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from common import OUT, ROOT, log, markdown_table, write_section
+from experiment import command
 
+from minionsrl import cli
 from minionsrl.backends.base import OK, InvocationRecord
 from minionsrl.cost import CostLedger, load_prices
+from minionsrl.experiments import targets
+from minionsrl.experiments.compare import read_spec
+from minionsrl.experiments.targets import goal, hindsight_best, ratio_text, with_earlier
 from minionsrl.loop.metrics import read_metrics
 
 RUNS = OUT / "ttt"
 DOCS = ROOT / "docs" / "results" / "time-to-target"
-CLI = str(Path(sys.executable).parent / "minionsrl")
-BATCH = ["--batch-size", "4096"]
-CAP = ["--total-timesteps", "1000000", "--time-budget-s", "1000"]
-ENVS: dict[str, dict[str, Any]] = {
-    "hopper": {"flags": ["--env-id", "Hopper-v5", *BATCH], "target": 2500.0},
-    "halfcheetah": {"flags": ["--env-id", "HalfCheetah-v5", *BATCH], "target": 2500.0},
-    # its steps wait rather than compute, so the functions really run side by side here: its answer shows the wall
-    "latency": {"flags": ["--env-id", "Hopper-v5", *BATCH, "--env-step-latency-ms", "5", "--max-concurrency", "128"],
-                "target": 1000.0, "wall": True},
-}
-FIXED = ["fixed:8", "fixed:16", "fixed:32", "fixed:64", "fixed:128"]
+SPECS = ROOT / "bench" / "specs"  # time-to-target-ENV.yaml: each comparison's arms, seeds, target and config
+ENVS = ("hopper", "halfcheetah", "latency")
+WALL = ("latency",)  # its steps wait rather than compute, so the functions really run side by side: the wall counts
+NITRO50 = ("ours", "nitro-preset")  # time-to-target-nitro50-NAME.yaml: Nitro's claim under our preset and its own
 ADAPTIVE = ["auto", "critical:time", "critical:cost", "kungfu", "nitro", "minions"]
-WEAK = "fixed:64+fragment_length=512+lr_schedule=adaptive"
-# weak scaling as rsl_rl runs it (``PPO`` defaults: 4 minibatches, 5 epochs, the adaptive rate from 1e-3): the
-# minibatches grow with the batch, so the larger batch takes fewer, cleaner steps, and the rate can rise
-WEAK_RSL = f"{WEAK}+num_minibatches=4+update_epochs=5+learning_rate=0.001"
-# ``--pipeline`` on fixed-64 and on critical (time), the arms nearest the goal on Hopper; under it a round is about
-# the longer of the learner and the functions, so critical's fitted time flattens once the functions are the shorter
-ARMS = [*FIXED, WEAK, WEAK_RSL, "fixed:64+pipeline", "critical:time+pipeline", *ADAPTIVE, "fixed:16@server"]
-NITRO50 = {"ours": ["--env-id", "Hopper-v5", "--preset", "mujoco"],
-           "nitro-preset": ["--env-id", "Hopper-v5", "--preset", "nitro"]}
+BATCH = 4096  # every arm's samples a round (the specs' batch_size) but the weak-scaling arms'
+WEAK_RSL = "fixed:64+fragment_length=512+lr_schedule=adaptive+num_minibatches=4+update_epochs=5+learning_rate=0.001"
 
 
 def label(arm: str) -> str:
@@ -77,6 +64,14 @@ def label(arm: str) -> str:
     from minionsrl.experiments.compare import Arm
 
     return Arm.parse(arm).label
+
+
+def spec_of(env: str) -> tuple[Path, list[str], float | None]:
+    """The spec of ``env`` (or of ``nitro50-NAME``): its path, its arms and its target (None: it runs to rounds)."""
+    path = SPECS / f"time-to-target-{env}.yaml"
+    argv, _ = read_spec(path)
+    target = float(argv[argv.index("--target") + 1]) if "--target" in argv else None
+    return path, argv[argv.index("--scalers") + 1].split(","), target
 
 
 # The answer to the user's question on today's code (``--answer``): per env, the published comparisons
@@ -128,39 +123,25 @@ def drop_cold(out: Path) -> list[str]:
     return [d.name for d in cold]
 
 
-def with_earlier(out: Path, arms: list[str]) -> list[str]:
-    """``arms`` and after them every other arm of :data:`ARMS` with a run (finished or cut) under ``out``: a later
-    pass with other arms adds them to the comparison rather than leave a table without its fixed-8. Finished runs
-    are reused; the earlier arms also run any seeds of ``--seeds`` they lack."""
-    done = {d.name.rpartition("__s")[0] for d in (out / "runs").glob("*__s*")}
-    asked = {label(a) for a in arms}
-    return [*arms, *(a for a in ARMS if label(a) in done - asked)]
+def run(env: str, seeds: int, arms: list[str] | None) -> None:
+    """Run ``env``'s spec (``nitro50``: both of its specs) through ``minionsrl compare``: ``arms`` (None: the spec's)
+    and the arms run there before, ``seeds`` seeds, under :data:`RUNS`."""
+    for name in [f"nitro50-{n}" for n in NITRO50] if env == "nitro50" else [env]:
+        spec, order, _ = spec_of(name)
+        scalers = order if arms is None or env == "nitro50" else with_earlier(RUNS / name, arms, order)
+        argv = command(spec, scalers=",".join(scalers), seeds=str(seeds), out=str(RUNS / name))
+        log("minionsrl " + " ".join(argv))
+        if (rc := cli.main(argv)) != 0:
+            sys.exit(rc)
 
 
-def run_env(env: str, seeds: int, arms: list[str]) -> None:
-    spec = ENVS[env]
-    cmd = [CLI, "compare", *spec["flags"], "--until", "target", "--target", str(spec["target"]), *CAP,
-           "--seeds", str(seeds), "--scalers", ",".join(with_earlier(RUNS / env, arms)), "--out", str(RUNS / env),
-           "--no-progress", "--no-tensorboard"]
-    log(" ".join(cmd))
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-
-
-def run_nitro50(seeds: int) -> None:
-    for name, flags in NITRO50.items():
-        cmd = [CLI, "compare", *flags, "--rounds", "50", "--seeds", str(seeds), "--scalers", "nitro,fixed:16@server",
-               "--out", str(RUNS / f"nitro50-{name}"), "--no-progress", "--no-tensorboard"]
-        log(" ".join(cmd))
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-
-
-def _rows(out: Path, target: float | None) -> list[dict[str, str]]:
-    """A compare.csv row per finished run under ``out`` of the arms of :data:`ARMS` (a cut experiment reports what
-    has finished), as strings, as compare.csv holds them."""
+def _rows(out: Path, arms: list[str], target: float | None) -> list[dict[str, str]]:
+    """A compare.csv row per finished run under ``out`` of ``arms`` (a cut experiment reports what has finished), as
+    strings, as compare.csv holds them."""
     from minionsrl.experiments.compare import Arm, run_row
 
     rows = []
-    for arm in dict.fromkeys([*ARMS, "nitro", "fixed:16@server"]):
+    for arm in arms:
         for run_dir in sorted((out / "runs").glob(f"{label(arm)}__s*")):
             if (run_dir / "summary.json").exists():
                 seed = int(run_dir.name.rpartition("__s")[2])
@@ -172,82 +153,6 @@ def _rows(out: Path, target: float | None) -> list[dict[str, str]]:
 def _mean(rows: list[dict[str, str]], column: str) -> float | None:
     values = [float(r[column]) for r in rows if r[column] != ""]
     return statistics.fmean(values) if values else None
-
-
-# what a run that never reached the target spent in all, by the column of what it spent to it
-WHOLE = {"projected_time_to_target_s": "projected_cloud_s", "time_to_target_s": "wall_s", "usd_to_target": "cost_usd",
-         "rounds_to_target": "rounds"}
-
-
-def paired(arm: dict[int, dict[str, str]], base: dict[int, dict[str, str]], column: str) -> dict[str, Any]:
-    """An arm against its comparison's fixed-8, seed by seed (both dicts: seed -> compare.csv row).
-
-    ``same_seeds``: over the seeds where both have ``column`` (seconds, dollars or rounds to the target: the seeds
-    both reached it; a price of a round: every seed), the arm's mean over fixed-8's mean on the same seeds, with a
-    bootstrap interval (seeds resampled in pairs); ``stalls``: the
-    ratio of the means over every seed, a run that never got there counted at its whole run (:data:`WHOLE`), so a lower
-    bound of what it would have taken: ``bound`` says which side is open ("≥" when only the arm stalled, "?" when
-    fixed-8 did too, "" when neither)."""
-    from minionsrl.experiments.compare import bootstrap_ci
-
-    seeds = sorted(set(arm) & set(base))
-    both = [s for s in seeds if arm[s][column] and base[s][column]]
-    ours, theirs = [float(arm[s][column]) for s in both], [float(base[s][column]) for s in both]
-
-    def counted(row: dict[str, str]) -> float:
-        return float(row[column] or row[WHOLE[column]])
-
-    stalled = any(not arm[s][column] for s in seeds), any(not base[s][column] for s in seeds)
-    stalls = (statistics.fmean(counted(arm[s]) for s in seeds) / statistics.fmean(counted(base[s]) for s in seeds)
-              if seeds else None)
-    return {"pairs": len(both), "same_seeds": sum(ours) / sum(theirs) if both else None,
-            "interval": bootstrap_ci(ours, over=theirs) if both else None, "stalls": stalls,
-            "bound": "?" if stalled[1] else "≥" if stalled[0] else ""}
-
-
-def _by_seed(rows: list[dict[str, str]], arm: str) -> dict[int, dict[str, str]]:
-    return {int(r["seed"]): r for r in rows if r["arm"] == arm}
-
-
-def _reached(rows: list[dict[str, str]], arm: str) -> tuple[int, int]:
-    """How many of an arm's seeds reached the target, of how many."""
-    mine = [r for r in rows if r["arm"] == arm]
-    return sum(r["usd_to_target"] != "" for r in mine), len(mine)
-
-
-def _ratio(rows: list[dict[str, str]], arm: str, base: str, column: str) -> str:
-    (k, of), (kb, ofb) = _reached(rows, arm), _reached(rows, base)
-    p = paired(_by_seed(rows, arm), _by_seed(rows, base), column)
-    if p["same_seeds"] is None:
-        return f"– ({k}/{of} vs {kb}/{ofb} reached)"
-    return f"{p['same_seeds']:.2f}× on {p['pairs']} seeds ({k}/{of} vs {kb}/{ofb})"
-
-
-def _goal(rows: list[dict[str, str]], arm: str, base: str, time_col: str, time_max: float,
-          usd_max: float | None, seeds: int = 5) -> str:
-    """yes when every seed of ``arm`` reached the target (``seeds`` of them ran) within both ratios of the
-    baseline's, on the seeds the baseline reached too."""
-    (k, of), (kb, ofb) = _reached(rows, arm), _reached(rows, base)
-    if of < seeds or ofb < seeds:
-        return f"no verdict yet ({of} and {ofb} of {seeds} seeds run)"
-    if k < of or kb == 0:
-        return f"no ({k} of its {of} seeds reached it, {kb} of the baseline's {ofb})"
-    ours, theirs = _by_seed(rows, arm), _by_seed(rows, base)
-    time, usd = paired(ours, theirs, time_col)["same_seeds"], paired(ours, theirs, "usd_to_target")["same_seeds"]
-    return "yes" if time <= time_max and (usd_max is None or usd <= usd_max) else "no"
-
-
-def hindsight_best(rows: list[dict[str, str]], arms: list[str]) -> str | None:
-    """The fixed count (on the serverless platform, no other change) whose runs took the least projected time to
-    the target on average, a seed that never reached it counted at its whole run: the arm a sweep would have
-    found."""
-    fixed = [a for a in arms if a.startswith("fixed-") and a[len("fixed-"):].isdigit()]
-    column = "projected_time_to_target_s"
-
-    def mean_time(arm: str) -> float:
-        return statistics.fmean(float(r[column] or r[WHOLE[column]]) for r in rows if r["arm"] == arm)
-
-    return min(fixed, key=mean_time) if fixed else None
 
 
 def slowest_functions(run_dir: Path) -> dict[int, float]:
@@ -296,21 +201,21 @@ def publish(out: Path, name: str) -> None:
 
 def report_env(env: str) -> list[str]:
     """Copy the env's compare outputs into docs and return its goal lines."""
-    out = RUNS / env
-    rows = _rows(out, ENVS[env]["target"]) if (out / "runs").exists() else []
+    out, (_, order, target) = RUNS / env, spec_of(env)
+    rows = _rows(out, order, target) if (out / "runs").exists() else []
     if not rows:
         return [f"- **{env}**: not run yet", ""]
     publish(out, env)
     arms = list(dict.fromkeys(r["arm"] for r in rows))
     fixed8, server = label("fixed:8"), label("fixed:16@server")
     seeds = {r["arm"]: sum(x["arm"] == r["arm"] for x in rows) for r in rows}
-    lines = [f"### {env} (target {ENVS[env]['target']:g}; finished runs per arm: "
+    lines = [f"### {env} (target {target:g}; finished runs per arm: "
              f"{', '.join(f'{a} {k}' for a, k in seeds.items())})", ""]
     table = []
     for arm in arms:
         split = round_split(out, arm)
-        table.append([arm, _ratio(rows, arm, fixed8, "projected_time_to_target_s"),
-                      _ratio(rows, arm, fixed8, "usd_to_target"), _ratio(rows, arm, fixed8, "time_to_target_s"),
+        table.append([arm, ratio_text(rows, arm, fixed8, "projected_time_to_target_s"),
+                      ratio_text(rows, arm, fixed8, "usd_to_target"), ratio_text(rows, arm, fixed8, "time_to_target_s"),
                       f"{split['round']:.3f}", f"{split['learner']:.3f}", f"{split['functions']:.3f}",
                       f"{split['slowest']:.3f}", f"{split['overhead']:.3f}",
                       f"{split['actors']:.0f}", f"{split['gns']:.4g}", f"{split['compile']:.1f}"])
@@ -325,26 +230,26 @@ def report_env(env: str) -> list[str]:
     lines.append("")
     adaptive = [label(a) for a in ADAPTIVE if label(a) in arms]
     for arm in adaptive:
-        versus = (f"against fixed-16 on servers: time {_ratio(rows, arm, server, 'projected_time_to_target_s')}, "
-                  f"dollars {_ratio(rows, arm, server, 'usd_to_target')}" if server in arms
+        versus = (f"against fixed-16 on servers: time {ratio_text(rows, arm, server, 'projected_time_to_target_s')}, "
+                  f"dollars {ratio_text(rows, arm, server, 'usd_to_target')}" if server in arms
                   else "fixed-16 on servers not run here")
         lines.append(f"- {arm} ≤ 0.48× fixed-8's projected time at ≤ 1.0× its dollars: "
-                     f"**{_goal(rows, arm, fixed8, 'projected_time_to_target_s', 0.48, 1.0)}**; {versus}")
+                     f"**{goal(rows, arm, fixed8, 'projected_time_to_target_s', 0.48, 1.0)}**; {versus}")
     if label("auto") in arms and (best := hindsight_best(rows, arms)) is not None:
         lines.append(f"- auto within 1.15× the time to target of the hindsight-best fixed arm ({best}: the least mean "
                      f"projected time over its seeds, a stalled seed counted at its whole run) at ≤ 1.1× its dollars: "
-                     f"**{_goal(rows, label('auto'), best, 'projected_time_to_target_s', 1.15, 1.1)}** (time "
-                     f"{_ratio(rows, label('auto'), best, 'projected_time_to_target_s')}, dollars "
-                     f"{_ratio(rows, label('auto'), best, 'usd_to_target')})")
+                     f"**{goal(rows, label('auto'), best, 'projected_time_to_target_s', 1.15, 1.1)}** (time "
+                     f"{ratio_text(rows, label('auto'), best, 'projected_time_to_target_s')}, dollars "
+                     f"{ratio_text(rows, label('auto'), best, 'usd_to_target')})")
     if label("minions") in arms and server in arms:
         lines.append(f"- MinionsRL's claim (minions vs fixed-16 on servers: ≤ 0.48× time, ≤ 0.14× dollars): "
-                     f"**{_goal(rows, label('minions'), server, 'projected_time_to_target_s', 0.48, 0.14)}** "
-                     f"(time {_ratio(rows, label('minions'), server, 'projected_time_to_target_s')}, dollars "
-                     f"{_ratio(rows, label('minions'), server, 'usd_to_target')})")
-    if ENVS[env].get("wall") and label("fixed:64") in arms:
+                     f"**{goal(rows, label('minions'), server, 'projected_time_to_target_s', 0.48, 0.14)}** "
+                     f"(time {ratio_text(rows, label('minions'), server, 'projected_time_to_target_s')}, dollars "
+                     f"{ratio_text(rows, label('minions'), server, 'usd_to_target')})")
+    if env in WALL and label("fixed:64") in arms:
         lines.append(f"- 64 functions reach the target in ≤ 0.2× the wall time of 8: "
-                     f"**{_goal(rows, label('fixed:64'), fixed8, 'time_to_target_s', 0.2, None)}** "
-                     f"({_ratio(rows, label('fixed:64'), fixed8, 'time_to_target_s')})")
+                     f"**{goal(rows, label('fixed:64'), fixed8, 'time_to_target_s', 0.2, None)}** "
+                     f"({ratio_text(rows, label('fixed:64'), fixed8, 'time_to_target_s')})")
     return [*lines, ""]
 
 
@@ -356,7 +261,7 @@ def report_nitro50() -> list[str]:
             lines.append(f"- {name}: not run yet")
             continue
         publish(out, f"nitro50-{name}")
-        rows = _rows(out, None)
+        rows = _rows(out, spec_of(f"nitro50-{name}")[1], None)
         nitro = [r for r in rows if r["arm"] == "nitro"]
         server = [r for r in rows if r["arm"] == label("fixed:16@server")]
         ret, base_ret = _mean(nitro, "final_eval_return"), _mean(server, "final_eval_return")
@@ -365,75 +270,6 @@ def report_nitro50() -> list[str]:
         lines.append(f"- {name} preset ({len(nitro)} seeds): nitro {ret:.0f} vs {base_ret:.0f}, dollars "
                      f"{usd / base_usd:.2f}×: **{'yes' if ok else 'no'}**")
     return [*lines, ""]
-
-
-def _same(p: dict[str, Any]) -> str:
-    """A paired ratio with its interval and pairs, as the answer's tables print it."""
-    if p["same_seeds"] is None:
-        return "– (no seed reached it in both)"
-    lo, hi = p["interval"]
-    return f"{p['same_seeds']:.2f}× [{lo:.2f}, {hi:.2f}] ({p['pairs']})"
-
-
-def _with_per_round(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    """compare.csv rows with what a round cost over the whole run: projected seconds and dollars per round."""
-    return [{**r, "s_per_round": str(float(r["projected_cloud_s"]) / int(r["rounds"])),
-             "usd_per_round": str(float(r["cost_usd"]) / int(r["rounds"]))} for r in rows]
-
-
-def answer_env(env: str, comparisons: list[tuple[str, list[str]]]) -> list[str]:
-    """The env's tables: every arm of ``comparisons`` against the fixed-8 of its own comparison, seed by seed; then
-    why, as rounds to the target and what a round costs (time to it = rounds x seconds a round)."""
-    from minionsrl.experiments.compare import pareto_front
-
-    wall = ENVS[env].get("wall", False)
-    table, why, points = [], [], {}
-
-    def not_run(arm: str, name: str) -> None:
-        table.append([arm, name, "not run yet", *[""] * (6 + wall)])
-        why.append([arm, name, "not run yet", "", ""])
-
-    for name, arms in comparisons:
-        path = DOCS.with_name(f"time-to-target-{name}") / env / "compare.csv"
-        if not path.exists():
-            not_run(", ".join(arms), name)
-            continue
-        with open(path, newline="") as f:
-            rows = _with_per_round(list(csv.DictReader(f)))
-        base = _by_seed(rows, label("fixed:8"))
-        for arm in arms:
-            mine = _by_seed(rows, arm)
-            if not mine:
-                not_run(arm, name)
-                continue
-            t, d = paired(mine, base, "projected_time_to_target_s"), paired(mine, base, "usd_to_target")
-            reached = sum(bool(r["usd_to_target"]) for r in mine.values())
-            if t["stalls"] is not None and d["stalls"] is not None and not t["bound"] and not d["bound"]:
-                # on the front only where every seed got there (and fixed-8's): a stall's ratio is only a bound
-                points[f"{arm} ({name})"] = (d["stalls"], -t["stalls"])
-            table.append([arm, name, f"{reached}/{len(mine)}", _same(t), _same(d),
-                          *([_same(paired(mine, base, "time_to_target_s"))] if wall else []),
-                          f"{t['bound']}{t['stalls']:.2f}×", f"{d['bound']}{d['stalls']:.2f}×",
-                          f"{statistics.fmean(float(r['mean_actors']) for r in mine.values()):.0f}", ""])
-            # comparisons published before compare.csv had the column lack it
-            rounds = (_same(paired(mine, base, "rounds_to_target")) if "rounds_to_target" in rows[0]
-                      else "– (not recorded)")
-            why.append([arm, name, rounds, _same(paired(mine, base, "s_per_round")),
-                        _same(paired(mine, base, "usd_per_round"))])
-    front = pareto_front(points)
-    for row in table:
-        if f"{row[0]} ({row[1]})" in front:
-            row[-1] = "yes"
-    return [f"### {env} (target {ENVS[env]['target']:g})", "",
-            markdown_table(["arm", "comparison", "reached", "time to target vs fixed-8, same seeds [95%] (pairs)",
-                            "dollars vs fixed-8, same seeds [95%] (pairs)",
-                            *(["measured wall time vs fixed-8, same seeds [95%] (pairs)"] if wall else []),
-                            "time, stalls counted",
-                            "dollars, stalls counted", "actors (mean)", "Pareto (every seed reached)"], table), "",
-            f"#### Why ({env}): the rounds to the target and what a round costs",
-            "", markdown_table(["arm", "comparison", "rounds to target vs fixed-8, same seeds [95%] (pairs)",
-                                "projected seconds a round vs fixed-8 [95%] (pairs)",
-                                "dollars a round vs fixed-8 [95%] (pairs)"], why), ""]
 
 
 def answer() -> str:
@@ -454,10 +290,10 @@ def answer() -> str:
              "after the last, so a count is known to 10 rounds), against fixed-8's on the seeds both reached it, "
              "which says whether it learned as much per round; and the projected seconds and dollars a round, over "
              "each whole run, every seed paired, which say what a round costs it (every arm samples "
-             f"{int(BATCH[1]):,} steps a round but the weak-scaling arms, {64 * 512:,}). The two are over "
+             f"{BATCH:,} steps a round but the weak-scaling arms, {64 * 512:,}). The two are over "
              "different seeds and rounds, so their product is near the time or dollar ratio, not equal to it.", ""]
     for env, comparisons in ANSWER.items():
-        lines += answer_env(env, comparisons)
+        lines += targets.answer_env(env, spec_of(env)[2] or 0.0, comparisons, DOCS.parent, wall=env in WALL)
     return "\n".join(lines)
 
 
@@ -466,8 +302,8 @@ def main() -> None:
     parser.add_argument("--envs", nargs="*", default=["hopper", "latency", "halfcheetah", "nitro50"],
                         choices=[*ENVS, "nitro50"])
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--arms", type=lambda s: s.split(","), default=ARMS,
-                        help="comma-separated subset of the arms to run, in this order (default: all of them)")
+    parser.add_argument("--arms", type=lambda s: s.split(","), default=None,
+                        help="comma-separated subset of the spec's arms to run, in this order (default: all of them)")
     parser.add_argument("--reuse", action="store_true", help="only report from the runs there are")
     parser.add_argument("--name", help="a separate experiment: its runs under bench/out/ttt-NAME and its report "
                         "under docs/results/time-to-target-NAME/ (a re-run on newer code beside the published one)")
@@ -486,15 +322,16 @@ def main() -> None:
     if args.name:
         global RUNS, DOCS
         RUNS, DOCS = RUNS.with_name(f"ttt-{args.name}"), DOCS.with_name(f"time-to-target-{args.name}")
-    if unknown := [a for a in args.arms if a not in ARMS]:
-        parser.error(f"--arms: {', '.join(unknown)} not among {', '.join(ARMS)}")
+    order = spec_of(ENVS[0])[1]  # the env specs hold the same arms
+    if unknown := [a for a in args.arms or [] if a not in order]:
+        parser.error(f"--arms: {', '.join(unknown)} not among {', '.join(order)}")
     if args.rerun_cold:
         for env in args.envs:
-            out = RUNS / (f"nitro50-{next(iter(NITRO50))}" if env == "nitro50" else env)
+            out = RUNS / (f"nitro50-{NITRO50[0]}" if env == "nitro50" else env)
             log(f"{env}: running again, warm: {', '.join(drop_cold(out)) or 'none'}")
     if not args.reuse:
         for env in args.envs:
-            run_nitro50(args.seeds) if env == "nitro50" else run_env(env, args.seeds, args.arms)
+            run(env, args.seeds, args.arms)
     DOCS.mkdir(parents=True, exist_ok=True)
     lines = ["# Time and dollars to a target: the goals", "",
              "Written by `bench/time_to_target.py` (its docstring says what runs). Ratios are of means over the "

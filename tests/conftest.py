@@ -7,12 +7,10 @@ worker processes) so that ``custom_env:ClassName`` entry points resolve everywhe
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import sys
 import tempfile
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hypothesis import settings
@@ -30,17 +28,6 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-
-
-def load_bench(name: str) -> ModuleType:
-    """A script of ``bench/`` as a module (``bench/`` on ``sys.path``, so that it finds ``common``; registered in
-    ``sys.modules``, where dataclasses look their module up)."""
-    if str(REPO_ROOT / "bench") not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "bench" / f"{name}.py")
-    module = sys.modules[name] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # no example database: the suite must not write into the repository

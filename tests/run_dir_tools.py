@@ -1,5 +1,5 @@
 """Helpers that start a training process, read or tamper with a run directory's files, shared by the tests and
-``bench/hostile.py``."""
+``bench/robustness.py hostile``."""
 
 from __future__ import annotations
 

@@ -1,15 +1,14 @@
-"""The answer of bench/time_to_target.py: an arm read against the fixed-8 of its own comparison, seed by seed."""
+"""minionsrl.experiments.targets (bench/time_to_target.py's goals and answer): an arm read against the fixed-8 of its
+own comparison, seed by seed."""
 
 from __future__ import annotations
 
 import csv
 
 import pytest
-from conftest import load_bench
 
+from minionsrl.experiments import targets as ttt
 from minionsrl.experiments.compare import bootstrap_ci
-
-ttt = load_bench("time_to_target")
 
 
 def rows(times: dict[int, float | None], whole: float) -> dict[int, dict[str, str]]:
@@ -30,11 +29,11 @@ def test_paired_reads_the_same_seeds_and_counts_a_stall_at_its_whole_run():
     base = rows({1: 100.0, 2: 10.0, 3: 20.0}, whole=200.0)
     arm = rows({1: None, 2: 5.0, 3: 10.0}, whole=60.0)  # seed 1, fixed-8's slowest, never reached the target
     p = ttt.paired(arm, base, "projected_time_to_target_s")
-    assert p["pairs"] == 2 and p["same_seeds"] == pytest.approx(0.5)  # not (5 + 10) / (100 + 10 + 20)
-    assert p["stalls"] == pytest.approx((60 + 5 + 10) / 130) and p["bound"] == "≥"
+    assert p.pairs == 2 and p.same_seeds == pytest.approx(0.5)  # not (5 + 10) / (100 + 10 + 20)
+    assert p.stalls == pytest.approx((60 + 5 + 10) / 130) and p.bound == "≥"
     both = ttt.paired(arm, rows({1: None, 2: 10.0, 3: 20.0}, whole=200.0), "projected_time_to_target_s")
-    assert both["bound"] == "?"  # fixed-8 stalled too: the ratio's side is unknown
-    assert ttt.paired(base, base, "projected_time_to_target_s")["bound"] == ""
+    assert both.bound == "?"  # fixed-8 stalled too: the ratio's side is unknown
+    assert ttt.paired(base, base, "projected_time_to_target_s").bound == ""
 
 
 def compare_rows(arm: str, seconds: list[float | None], usd: list[float | None]) -> list[dict[str, str]]:
@@ -55,25 +54,25 @@ def write_compare(path, rows: list[dict[str, str]]) -> None:
 def test_goal_needs_every_seed_and_reads_the_ratios_seed_by_seed():
     base = compare_rows("fixed-8", [100.0, 10, 10, 10, 10], [1.0] * 5)
     fast = compare_rows("fast", [40.0, 4, 4, 4, 4], [1.0] * 5)
-    assert ttt._goal(base + fast, "fast", "fixed-8", "projected_time_to_target_s", 0.48, 1.0) == "yes"
+    assert ttt.goal(base + fast, "fast", "fixed-8", "projected_time_to_target_s", 0.48, 1.0) == "yes"
     stalled = compare_rows("stalled", [None, 4, 4, 4, 4], [None, 1.0, 1.0, 1.0, 1.0])
-    assert ttt._goal(base + stalled, "stalled", "fixed-8", "projected_time_to_target_s", 0.48, 1.0).startswith("no (4")
+    assert ttt.goal(base + stalled, "stalled", "fixed-8", "projected_time_to_target_s", 0.48, 1.0).startswith("no (4")
     # on the seeds both reached, 16 / 40 = 0.40x (against fixed-8's mean over its own seeds: 4 / 28 = 0.14x)
-    assert "0.40× on 4 seeds" in ttt._ratio(base + stalled, "stalled", "fixed-8", "projected_time_to_target_s")
-    assert ttt._goal(base + fast, "fast", "fixed-8", "projected_time_to_target_s", 0.3, 1.0) == "no"
-    assert "no verdict" in ttt._goal(base + fast[:3], "fast", "fixed-8", "projected_time_to_target_s", 0.48, 1.0)
+    assert "0.40× on 4 seeds" in ttt.ratio_text(base + stalled, "stalled", "fixed-8", "projected_time_to_target_s")
+    assert ttt.goal(base + fast, "fast", "fixed-8", "projected_time_to_target_s", 0.3, 1.0) == "no"
+    assert "no verdict" in ttt.goal(base + fast[:3], "fast", "fixed-8", "projected_time_to_target_s", 0.48, 1.0)
 
 
 def test_a_later_pass_keeps_the_arms_run_before(tmp_path):
     for name in ("fixed-8__s1", "fixed-8__s2", "kungfu__s1"):
         (tmp_path / "runs" / name).mkdir(parents=True)
-    # the requested arms first, in their order, then the earlier ones in ARMS' order (fixed-8 before kungfu)
-    assert ttt.with_earlier(tmp_path, ["nitro", "kungfu"]) == ["nitro", "kungfu", "fixed:8"]
-    assert ttt.with_earlier(tmp_path / "none", ["fixed:8"]) == ["fixed:8"]
+    order = ["fixed:8", "fixed:16", "kungfu", "nitro"]
+    # the requested arms first, in their order, then the earlier ones in the spec's order (fixed-8 before kungfu)
+    assert ttt.with_earlier(tmp_path, ["nitro", "kungfu"], order) == ["nitro", "kungfu", "fixed:8"]
+    assert ttt.with_earlier(tmp_path / "none", ["fixed:8"], order) == ["fixed:8"]
 
 
-def test_the_latency_answer_reads_the_measured_wall_time_too(tmp_path, monkeypatch):
-    monkeypatch.setattr(ttt, "DOCS", tmp_path / "time-to-target")
+def test_the_latency_answer_reads_the_measured_wall_time_too(tmp_path):
     table = tmp_path / "time-to-target-x" / "latency" / "compare.csv"
     table.parent.mkdir(parents=True)
     rows = [{**r, "time_to_target_s": str(wall), "wall_s": "500", "mean_actors": r["arm"].split("-")[1]}
@@ -81,16 +80,15 @@ def test_the_latency_answer_reads_the_measured_wall_time_too(tmp_path, monkeypat
                                + compare_rows("fixed-64", [20.0, 16.0], [1.0, 1.0]), [300, 200, 150, 100],
                                strict=True)]
     write_compare(table, rows)
-    latency = "\n".join(ttt.answer_env("latency", [("x", ["fixed-8", "fixed-64"])]))
+    latency = "\n".join(ttt.answer_env("latency", 1000.0, [("x", ["fixed-8", "fixed-64"])], tmp_path, wall=True))
     assert "measured wall time vs fixed-8" in latency
     # time, dollars, then the wall time: each fixed-64 seed took half of fixed-8's wall seconds
     assert "| fixed-64 | x | 2/2 | 0.20× [0.20, 0.20] (2) | 1.00× [1.00, 1.00] (2) | 0.50× [0.50, 0.50] (2) |" \
         in latency
-    assert "measured wall time" not in "\n".join(ttt.answer_env("hopper", [("x", ["fixed-64"])]))
+    assert "measured wall time" not in "\n".join(ttt.answer_env("hopper", 2500.0, [("x", ["fixed-64"])], tmp_path))
 
 
-def test_the_answer_says_why_as_rounds_to_the_target_and_the_price_of_a_round(tmp_path, monkeypatch):
-    monkeypatch.setattr(ttt, "DOCS", tmp_path / "time-to-target")
+def test_the_answer_says_why_as_rounds_to_the_target_and_the_price_of_a_round(tmp_path):
     table = tmp_path / "time-to-target-x" / "hopper" / "compare.csv"
     table.parent.mkdir(parents=True)
     rows = [{**r, "rounds_to_target": reached, "rounds": str(int(reached or 240) + 1), "mean_actors": "8",
@@ -101,7 +99,7 @@ def test_the_answer_says_why_as_rounds_to_the_target_and_the_price_of_a_round(tm
                 ["60", "80", "50", "60", "100", ""], [61.0, 81.0, 51.0, 30.5, 50.5, 120.5],
                 [6.1, 8.1, 5.1, 6.1, 10.1, 24.1], strict=True)]
     write_compare(table, rows)
-    hopper = "\n".join(ttt.answer_env("hopper", [("x", ["fixed-8", "fixed-64"])]))
+    hopper = "\n".join(ttt.answer_env("hopper", 2500.0, [("x", ["fixed-8", "fixed-64"])], tmp_path))
     why = hopper.split("#### Why (hopper)")[1]
     # rounds on the 2 seeds both reached: (60 + 100) / (60 + 80); a round: half the seconds, the same dollars, all
     # 3 seeds paired (the stalled run's 241 rounds count in its price of a round, not in its rounds to the target)
@@ -111,4 +109,5 @@ def test_the_answer_says_why_as_rounds_to_the_target_and_the_price_of_a_round(tm
     for r in rows:
         del r["rounds_to_target"]
     write_compare(table, rows)
-    assert "| fixed-64 | x | – (not recorded) |" in "\n".join(ttt.answer_env("hopper", [("x", ["fixed-64"])]))
+    again = "\n".join(ttt.answer_env("hopper", 2500.0, [("x", ["fixed-64"])], tmp_path))
+    assert "| fixed-64 | x | – (not recorded) |" in again

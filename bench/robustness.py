@@ -1,4 +1,11 @@
-"""Hostile input (issue 22) and badly behaved envs and platforms (issue 41): every row of both issues' tables
+"""Robustness: bad input, hostile input and badly behaved envs and platforms, and a chaos run (docs/RELIABILITY.md,
+a section each).
+
+    .venv/bin/python bench/robustness.py [hostile] [--no-ray] [--markdown] [--rows all|22|41]
+    .venv/bin/python bench/robustness.py bad-input
+    .venv/bin/python bench/robustness.py chaos [--rounds 30] [--fault-rate 0.2] [--kills 3]
+
+``hostile``: Hostile input (issue 22) and badly behaved envs and platforms (issue 41): every row of both issues' tables
 replayed, and what each gets now.
 
 Each case runs ``python -m minionsrl ...`` in a scratch folder of its own (the run dir is ``RUN`` inside it;
@@ -8,7 +15,7 @@ it holds a traceback, whether any file outside the run dir was touched (every fi
 outside ``RUN``, by content and mtime) and whether the checkpoint is intact (its bytes unchanged, where one was
 there before). Small cases: CartPole-v1, one or two rounds of one actor (two for Ray), 16 steps.
 
-    .venv/bin/python bench/hostile.py [--no-ray] [--markdown] [--rows all|22|41]
+    .venv/bin/python bench/robustness.py hostile [--no-ray] [--markdown] [--rows all|22|41]
 
 Issue 41's rows (``--rows 41``) run envs of ``tests/hostile_envs.py`` that hang, never end an episode or start a
 simulator process, with default deadline flags, and count the processes left behind (the backend's workers and
@@ -16,6 +23,30 @@ the envs' simulators) once each case is over.
 
 The tmpfs row (a 2 MB tmpfs filled while TensorBoard writes) needs root and CAP_SYS_ADMIN to mount; where
 mounting is refused it is reported as skipped.
+
+``bad-input``: Bad input: every case of tests/bad_inputs.py is run through ``minionsrl train`` and the exact error it
+gets is tabled in docs/RELIABILITY.md (section ``bad-input``), so the table stays true. tests/test_bad_input.py runs the
+same cases and checks each is one line on stderr, exit code 2, naming its field.
+
+    .venv/bin/python bench/robustness.py bad-input
+
+``chaos``: Chaos run: Hopper-v5 through function faults and learner kills, checked against a fault-free run.
+
+One command, run from the repository root:
+
+    .venv/bin/python bench/robustness.py chaos [--rounds 30] [--fault-rate 0.2] [--kills 3]
+
+1. A fault-free reference: ``minionsrl train`` on Hopper-v5 for ``--rounds`` rounds.
+2. The same command with ``--fault-rate`` of invocation attempts failing in mixed ways (raise, hang, SIGKILL of
+   the instance, reply delivered twice, corrupted reply, call refused by the platform (throttled), allocation
+   past the function's memory (out of memory)), the learner SIGKILLed ``--kills`` times — the first
+   in the middle of writing a checkpoint (the checkpoint module's test hook stops it half-written), the others
+   mid-round — and restarted with ``--resume`` each time.
+3. The chaos run's outputs against the reference: rounds completed, invocations lost vs retried, batches
+   corrupted (an accepted fragment whose digest differs from the reference's for the same round and slot),
+   the learning curve, and the ledger totals against the sum of metrics.csv rows.
+
+The table goes into docs/RELIABILITY.md (section ``chaos``); the runs stay in bench/out/chaos/.
 """
 
 from __future__ import annotations
@@ -25,6 +56,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -33,19 +65,29 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from common import OUT, PYTHON, ROOT, log, markdown_table, provenance, run_modes, write_section
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+from minionsrl.loop import checkpoint
+from minionsrl.loop.metrics import LEARNING_COLUMNS, read_rows
+
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
 from run_dir_tools import set_at  # noqa: E402  (the tests' tampering, shared)
+
+# -P: the current folder is not put on sys.path, as with the installed `minionsrl` command (`python -m` puts it
+# there, so `cd RUN && python -m minionsrl eval` imports what RUN ships: Python's doing, not the command's)
+PY = ["-P", "-m"]
+
+
+# -- hostile (was hostile.py) ---------------------------------------------------
+
 
 TRAIN = ["train", "--actors", "1", "--fragment-length", "16", "--eval-every", "0", "--eval-episodes", "1",
          "--hidden-sizes", "8", "--no-progress", "--no-tensorboard", "--checkpoint-every", "1"]
 CKPT = Path("checkpoints/latest.safetensors")
-# -P: the current folder is not put on sys.path, as with the installed `minionsrl` command (`python -m` puts it
-# there, so `cd RUN && python -m minionsrl eval` imports what RUN ships: Python's doing, not the command's)
-PY = ["-P", "-m"]
 
 
 @dataclass
@@ -63,7 +105,7 @@ class Outcome:
 
 
 def _env() -> dict[str, str]:
-    path = [str(REPO), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])]
+    path = [str(ROOT), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
@@ -347,7 +389,7 @@ def _tmpfs_case(base: Path, root: Path) -> Outcome:
 
 
 # -- issue 41: badly behaved envs, default deadlines, nothing left behind -----------------------------------------
-HOSTILE_ENVS = REPO / "tests"  # hostile_envs.py, importable by the functions
+HOSTILE_ENVS = ROOT / "tests"  # hostile_envs.py, importable by the functions
 SIMULATOR = "time.sleep(3600.0)"  # the command line of hostile_envs.SimulatorEnv's child process
 WORKER = "minionsrl.backends.local_worker"
 
@@ -524,7 +566,7 @@ def _raylet_case(root: Path) -> Outcome:
 def _lithops_cases(root: Path) -> list[Outcome]:
     """A real `train --backend lithops` whose storage loses round 2's policy object once (overwritten), or every
     policy from round 2 on (deleted): tests/test_remote_platform_faults.py's storage wrapper and script."""
-    sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(ROOT / "tests"))
     from test_remote_platform_faults import _LOSING_TRAIN
 
     out = []
@@ -574,12 +616,12 @@ def _issue41_cases(root: Path, ray: bool = True) -> list[Outcome]:
     return rows + _lithops_cases(root)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray shutdown rows (a minute or two)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (docs/RELIABILITY.md)")
     parser.add_argument("--rows", choices=("all", "22", "41"), default="all", help="which issue's rows to replay")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     t0 = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="minionsrl-hostile-"))
     try:
@@ -679,5 +721,226 @@ def _print(rows: list[Outcome], markdown: bool, t0: float) -> int:
     return 0
 
 
+# -- bad-input (was bad_input.py) -----------------------------------------------
+
+def bad_input_main(argv: list[str] | None = None) -> None:
+    argparse.ArgumentParser(description="every case of tests/bad_inputs.py, its error tabled").parse_args(argv)
+    from bad_inputs import CASES, FAST, prepare, run_case  # the cases tests/test_bad_input.py checks
+
+    started = time.time()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        prepare(workdir)
+        for case in CASES:
+            rc, err = run_case(case, workdir)
+            shown = " ".join(shlex.quote(a) for a in case.flags)
+            files = "; ".join(f"`{n}`: `{t.strip()}`" for n, t in case.files.items())
+            what = f"`{shown}`" + (f" ({files})" if files else "") + (f" — {case.note}" if case.note else "")
+            rows.append([case.field, what, rc, "`` " + err.strip().replace("|", "\\|") + " ``"])  # may hold a `
+            print(f"{rc} {err.strip()}")
+    text = "\n".join([
+        "## Bad input: what each gets",
+        "",
+        f"Each input was given to `minionsrl train` (after fast defaults `{' '.join(FAST)} --run-dir run` for a "
+        "fresh run) in a scratch directory; the error column is the exact stderr. Every case stops before any "
+        "work starts, with exit code 2 and one line naming the field and the fix. `tests/test_bad_input.py` runs "
+        "the same cases.",
+        "",
+        markdown_table(["field", "input", "exit", "error"], rows),
+        "",
+        provenance(started),
+    ])
+    write_section("bad-input", text, doc=ROOT / "docs" / "RELIABILITY.md")
+
+
+# -- chaos (was chaos.py) -------------------------------------------------------
+
+DOC = ROOT / "docs" / "RELIABILITY.md"
+# how the fault rate is split over the kinds (shares of --fault-rate)
+MIX = {"raise": 0.2, "kill": 0.2, "malformed": 0.15, "duplicate": 0.15, "hang": 0.1, "throttle": 0.15, "oom": 0.05}
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    return read_rows(path, missing_ok=True)
+
+
+def _flags(args: argparse.Namespace, faults: bool) -> list[str]:
+    flags = ["--env-id", "Hopper-v5", "--seed", str(args.seed), "--actors", str(args.actors), "--fragment-length",
+             str(args.fragment_length), "--max-rounds", str(args.rounds), "--eval-every", "10", "--eval-episodes",
+             "4", "--no-progress", "--no-tensorboard", "--invocation-timeout-s", str(args.invocation_timeout_s),
+             "--max-retries", str(args.max_retries)]
+    if faults:
+        flags += [x for kind, share in MIX.items() for x in (f"--fault-{kind}", f"{args.fault_rate * share:g}")]
+        flags += ["--fault-seed", str(args.seed)]
+    return flags
+
+
+def _train(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen([PYTHON, "-m", "minionsrl.cli", "train", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _finish(proc: subprocess.Popen) -> None:
+    _, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"training failed (exit {proc.returncode}): {err.decode()[-2000:]}")
+
+
+def _wait_for(condition, proc: subprocess.Popen, what: str) -> None:
+    while not condition():
+        if proc.poll() is not None:
+            raise RuntimeError(f"training ended before {what}: {proc.stderr.read().decode()[-2000:]}")
+        time.sleep(0.02)
+
+
+def _checkpoint_round(run_dir: Path) -> int:
+    state = checkpoint.load(run_dir / "checkpoints")
+    return int(state["round"]) if state else 0
+
+
+def _kill(proc: subprocess.Popen, run_dir: Path, how: str) -> dict[str, Any]:
+    os.killpg(proc.pid, signal.SIGKILL)  # the learner and its function instances
+    proc.wait()
+    proc.stderr.close()
+    logged, saved = len(_rows(run_dir / "metrics.csv")), _checkpoint_round(run_dir)
+    log(f"killed ({how}): {logged} rounds logged, checkpoint of round {saved}")
+    return {"how": how, "rounds_logged": logged, "checkpoint_round": saved}
+
+
+def chaos_run(args: argparse.Namespace, run_dir: Path) -> list[dict[str, Any]]:
+    """The faulty run with its kills; returns one record per kill."""
+    metrics, kills = run_dir / "metrics.csv", []
+    marker = run_dir.parent / "paused-in-checkpoint"
+    marker.unlink(missing_ok=True)
+    at = [max(1, round(args.rounds * (k + 1) / (args.kills + 1))) for k in range(args.kills)]
+    # kill 1: half-way through writing a checkpoint
+    proc = _train([*_flags(args, faults=True), "--run-dir", str(run_dir)],
+                  {**os.environ, checkpoint.PAUSE_ENV: f"{at[0]}:{marker}"})
+    _wait_for(marker.exists, proc, f"the pause in round {at[0]}'s checkpoint")
+    kills.append(_kill(proc, run_dir, f"mid-checkpoint of round {at[0]}"))
+    # the others: mid-round, a fraction of a round after round k was logged
+    for k, rnd in enumerate(at[1:], start=1):
+        proc = _train(["--resume", "--run-dir", str(run_dir), "--no-progress"])
+        _wait_for(lambda n=rnd: len(_rows(metrics)) >= n, proc, f"round {rnd}")
+        last = _rows(metrics)[-1]
+        time.sleep(float(last["round_s"]) * k / args.kills)
+        kills.append(_kill(proc, run_dir, f"mid-round after round {rnd} was logged"))
+    proc = _train(["--resume", "--run-dir", str(run_dir), "--no-progress"])
+    _finish(proc)
+    return kills
+
+
+def compare(ref: Path, run: Path, kills: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """What the chaos run kept, lost and corrupted, against the fault-free reference."""
+    m_ref, m_run = _rows(ref / "metrics.csv"), _rows(run / "metrics.csv")
+    inv_ref, inv_run = _rows(ref / "invocations.csv"), _rows(run / "invocations.csv")
+
+    def accepted(rows: list[dict[str, str]]) -> dict[tuple[str, str], str]:
+        return {(r["round"], r["slot"]): r["digest"] for r in rows if r["kind"] == "train" and r["status"] == "ok"}
+
+    good_ref, good_run = accepted(inv_ref), accepted(inv_run)
+    summary = json.loads((run / "summary.json").read_text())
+    rounds = [int(r["round"]) for r in m_run]
+    faults = {kind: sum(1 for r in inv_run if r["fault"] == kind and r["status"] != "duplicate") for kind in MIX}
+    first_tries = [r for r in inv_run if r["attempt"] == "0" and r["status"] != "duplicate"]
+    attempts = sum(1 for r in inv_run if r["status"] != "duplicate")
+    return {
+        "rounds_completed": len(m_run), "rounds_expected": args.rounds,
+        "rounds_contiguous": rounds == list(range(1, args.rounds + 1)),
+        "attempts": attempts, "fault_share": sum(faults.values()) / max(attempts, 1),
+        "first_tries": len(first_tries),
+        "faults_injected": faults,
+        "failed": sum(int(r["failed"]) for r in m_run), "retried": sum(int(r["retried"]) for r in m_run),
+        "timed_out": sum(int(r["timed_out"]) for r in m_run), "duplicates": sum(int(r["duplicates"]) for r in m_run),
+        "throttled": sum(int(r.get("throttled") or 0) for r in m_run),
+        "oom": sum(1 for r in inv_run if r["status"] == "oom"),
+        "lost": sum(int(r["lost"]) for r in m_run),
+        "fragments_accepted": len(good_run), "fragments_reference": len(good_ref),
+        "batches_corrupted": sum(1 for key, d in good_run.items() if good_ref.get(key) != d),
+        "learning_identical": [{k: r[k] for k in LEARNING_COLUMNS} for r in m_run]
+        == [{k: r[k] for k in LEARNING_COLUMNS} for r in m_ref],
+        "ledger_serverless": summary["cost_usd"]["serverless"],
+        "rows_serverless": sum(float(r["cost_serverless_usd"]) for r in m_run),
+        "ledger_server": summary["cost_usd"]["server"],
+        "rows_server": sum(float(r["cost_server_usd"]) for r in m_run),
+        "reference_serverless": json.loads((ref / "summary.json").read_text())["cost_usd"]["serverless"],
+        "kills": kills,
+    }
+
+
+def render(res: dict[str, Any], args: argparse.Namespace, started: float, ended: float) -> str:
+    kills = "; ".join(f"{k['how']}: {k['rounds_logged']} rounds logged, checkpoint of round "
+                      f"{k['checkpoint_round']}, round {k['checkpoint_round'] + 1} re-run" for k in res["kills"])
+    rows = [
+        ["rounds completed (contiguous 1..N, no duplicates)",
+         f"{res['rounds_completed']} of {res['rounds_expected']} ({'yes' if res['rounds_contiguous'] else 'NO'})"],
+        ["invocation attempts (first tries + retries)", f"{res['attempts']} ({res['first_tries']} + {res['retried']})"],
+        ["faults injected (share of attempts)", ", ".join(f"{k} {v}" for k, v in res["faults_injected"].items())
+         + f" ({100 * res['fault_share']:.1f}%)"],
+        ["failed (out of memory among them) / retried / timed out / duplicates discarded",
+         f"{res['failed']} ({res['oom']}) / {res['retried']} / {res['timed_out']} / {res['duplicates']}"],
+        ["calls refused by the platform (throttled: backed off and retried, not counted against --max-retries)",
+         str(res["throttled"])],
+        ["invocations lost (slots without a fragment)", str(res["lost"])],
+        ["fragments accepted vs fault-free run", f"{res['fragments_accepted']} vs {res['fragments_reference']}"],
+        ["batches corrupted (accepted fragment differs from the fault-free run's)", str(res["batches_corrupted"])],
+        ["learning curve identical to the fault-free run (every learning column of metrics.csv)",
+         "yes" if res["learning_identical"] else "NO"],
+        ["ledger serverless total vs sum of metrics.csv rows",
+         f"${res['ledger_serverless']:.6f} vs ${res['rows_serverless']:.6f} "
+         f"({'equal' if res['ledger_serverless'] == res['rows_serverless'] else 'DIFFERENT'})"],
+        ["ledger server-based total vs sum of rows",
+         f"${res['ledger_server']:.6f} vs ${res['rows_server']:.6f} "
+         f"({'equal' if res['ledger_server'] == res['rows_server'] else 'DIFFERENT'})"],
+        ["serverless cost vs the fault-free run (retries, duplicates, stragglers billed)",
+         f"${res['ledger_serverless']:.6f} vs ${res['reference_serverless']:.6f}"],
+        ["learner kills", f"{len(res['kills'])}: {kills}"],
+    ]
+    mix = ", ".join(f"{k} {args.fault_rate * s:g}" for k, s in MIX.items())
+    return "\n".join([
+        "## Chaos run: Hopper-v5 through function faults and learner kills",
+        "",
+        f"Hopper-v5, {args.rounds} rounds of {args.actors} actors × {args.fragment_length} steps (seed {args.seed}). "
+        f"Fault rates per invocation attempt: {mix} (sum {args.fault_rate:g}); hangs are cut by "
+        f"`--invocation-timeout-s {args.invocation_timeout_s:g}`; `--max-retries {args.max_retries}`. The learner "
+        f"was SIGKILLed {args.kills} times (with its function instances) and restarted with `--resume` each time. "
+        "The same command without faults and kills is the reference: a batch is *corrupted* if an accepted "
+        "fragment's digest (invocations.csv) differs from the reference's for the same round and slot.",
+        "",
+        markdown_table(["what", "measured"], rows),
+        "",
+        provenance(started, ended),
+    ])
+
+
+def chaos_main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--actors", type=int, default=8)
+    parser.add_argument("--fragment-length", type=int, default=512)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--fault-rate", type=float, default=0.2)
+    parser.add_argument("--kills", type=int, default=3)
+    parser.add_argument("--max-retries", type=int, default=4)
+    parser.add_argument("--invocation-timeout-s", type=float, default=10.0)
+    args = parser.parse_args(argv)
+    started = time.time()
+    out = OUT / "chaos"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    log("fault-free reference run")
+    _finish(_train([*_flags(args, faults=False), "--run-dir", str(out / "reference")]))
+    log("chaos run")
+    kills = chaos_run(args, out / "chaos")
+    res = compare(out / "reference", out / "chaos", kills, args)
+    (out / "result.json").write_text(json.dumps(res, indent=2))
+    write_section("chaos", render(res, args, started, time.time()), doc=DOC)
+    log(f"written to {DOC.relative_to(ROOT)}: {json.dumps({k: v for k, v in res.items() if k != 'kills'})}")
+
+
+MODES = {"hostile": main, "bad-input": bad_input_main, "chaos": chaos_main}
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run_modes(MODES)
