@@ -78,10 +78,11 @@ def child(cfg: dict[str, Any]) -> dict[str, Any]:
     from minionsrl.learner import runtime
 
     runtime.configure(1)
+    from minionsrl.config import learner_settings
     from minionsrl.learner.batch import Batch
     from minionsrl.learner.engine import SGDEngine, _update_program
     from minionsrl.learner.networks import init_params
-    from minionsrl.learner.ppo import PPOParams, ppo_loss
+    from minionsrl.learner.ppo import ppo_loss
 
     arch = PolicyArch(11, 3, False, (64, 64))  # Hopper-v5: 11 observations, 3 torques, 64-64 tanh towers
 
@@ -95,7 +96,8 @@ def child(cfg: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if cfg["mode"] == "fixed":
         actors, kw = SIZES[cfg["size"]]
-        ppo = SGDEngine(arch, init_params(arch, 0), PPOParams(update_epochs=10, learning_rate=3e-4, **kw), ppo_loss)
+        settings = learner_settings(update_epochs=10, learning_rate=3e-4, **kw)
+        ppo = SGDEngine(arch, init_params(arch, 0), settings, ppo_loss)
         b = batch(actors * T, 0)
         times = []
         for i in range(cfg["reps"] + 1):
@@ -105,8 +107,8 @@ def child(cfg: dict[str, Any]) -> dict[str, Any]:
         out |= {"first_s": times[0], "median_s": float(np.median(times[1:]))}
     else:
         ns = nitro_like_ns(ROUNDS_VARYING)
-        ppo = SGDEngine(arch, init_params(arch, 0), PPOParams(update_epochs=10, learning_rate=3e-4, minibatch_size=64),
-                        ppo_loss)
+        settings = learner_settings(update_epochs=10, learning_rate=3e-4, minibatch_size=64)
+        ppo = SGDEngine(arch, init_params(arch, 0), settings, ppo_loss)
         times = []
         for r, n in enumerate(ns):
             b = batch(n * T, r)
@@ -194,7 +196,7 @@ the SGD steps, which this budget makes proportional to n (`--learner-budget per-
 # -- gpu (was gpu.py) -----------------------------------------------------------
 
 # (architecture, rows, PPO's epochs and minibatches) of each measured update
-gpu_SIZES: dict[str, tuple[str, int, dict[str, Any]]] = {
+GPU_SIZES: dict[str, tuple[str, int, dict[str, Any]]] = {
     "a": ("hopper", 4096, {"update_epochs": 10, "minibatch_size": 64}),
     "b": ("hopper", 32768, {"update_epochs": 10, "minibatch_size": None, "num_minibatches": 32}),
     "c": ("cnn", 1024, {"update_epochs": 4, "minibatch_size": 256}),
@@ -250,12 +252,13 @@ def time_update(size: str, device: str, reps: int) -> dict[str, Any]:
     runtime.configure(1, gpu=device == "cuda")  # as a run sets the learner up
     import jax
 
+    from minionsrl.config import learner_settings
     from minionsrl.learner.batch import Batch
     from minionsrl.learner.engine import SGDEngine
     from minionsrl.learner.networks import init_params
-    from minionsrl.learner.ppo import PPOParams, ppo_loss
+    from minionsrl.learner.ppo import ppo_loss
 
-    kind, rows, ppo = gpu_SIZES[size]
+    kind, rows, ppo = GPU_SIZES[size]
     arch = _arch(kind)
     r = np.random.default_rng(0)
     f32 = np.float32
@@ -266,7 +269,7 @@ def time_update(size: str, device: str, reps: int) -> dict[str, Any]:
     batch = Batch(obs, actions, (r.standard_normal(rows) * 0.1 - 1.5).astype(f32),
                   *(r.standard_normal(rows).astype(f32) for _ in range(3)))
     target = jax.devices("cpu" if device == "cpu" else "gpu")[0]
-    engine = SGDEngine(arch, init_params(arch, 0), PPOParams(learning_rate=3e-4, **ppo), ppo_loss, target)
+    engine = SGDEngine(arch, init_params(arch, 0), learner_settings(learning_rate=3e-4, **ppo), ppo_loss, target)
     times = []
     for i in range(reps + 1):
         started = time.perf_counter()
@@ -501,14 +504,14 @@ def gpu_main(argv: list[str] | None = None) -> None:
     f.add_argument("--commit", default="unknown")
     lp = sub.add_parser("learner")
     lp.add_argument("--out", type=Path, required=True)
-    lp.add_argument("--sizes", default="".join(gpu_SIZES), help="which of (a), (b), (c): e.g. ab")
+    lp.add_argument("--sizes", default="".join(GPU_SIZES), help="which of (a), (b), (c): e.g. ab")
     r = sub.add_parser("report")
     r.add_argument("--from", dest="src", type=Path, required=True, help="what gpu_check.sh wrote, fetched")
     r.add_argument("--cpu-here", type=Path, help="CPU runs of the same Hopper command on this machine")
     c = sub.add_parser("curve")
     c.add_argument("--from", dest="src", type=Path, required=True, help="a folder holding a Pong run's pong.jsonl")
     t = sub.add_parser("time")
-    t.add_argument("size", choices=list(gpu_SIZES))
+    t.add_argument("size", choices=list(GPU_SIZES))
     t.add_argument("device", choices=["cpu", "cuda"])
     t.add_argument("reps", type=int)
     args = ap.parse_args(argv)

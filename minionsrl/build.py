@@ -7,7 +7,6 @@ the round loop from a backend, a scaler, a sampler and a learner.
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import importlib.util
 from collections.abc import Callable
@@ -150,22 +149,16 @@ def make_ledger(cfg: TrainConfig, prices: dict | None = None) -> CostLedger:
 
 
 def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
-    """The learner for ``cfg.learner.algo``: PPO, or APPO/IMPALA on V-trace batches."""
+    """The learner ``cfg.learner.algo`` names (:data:`~minionsrl.learner.learners.LEARNERS`), built from the
+    resolved learner config, on the device it asks for."""
     from minionsrl.learner import learners, runtime
-    from minionsrl.learner.ppo import PPOParams
 
-    # what the budgets and the learning-rate rule are relative to (under a batch size: that batch)
     lc = cfg.learner
+    # what the budgets and the learning-rate rule are relative to (under a batch size: that batch)
     reference_batch = cfg.env.step_plan().round_batch(lc.reference_actors or cfg.scaling.actors)
-    params = PPOParams(**{f.name: getattr(lc, f.name) for f in dataclasses.fields(PPOParams)
-                          if f.name != "reference_batch"}, reference_batch=reference_batch)
-    norm = learners.Normalization(lc.normalize_obs, lc.normalize_reward, lc.clip_obs, lc.clip_reward)
     device = learner_device(lc)
     runtime.configure(lc.learner_threads, gpu=device == "cuda")  # after learner_device's own call: changes nothing
-    if lc.algo == "ppo":
-        return learners.PPOLearner(arch, params, norm, device, cfg.run.seed, anchor_current=lc.pipeline)
-    cls = learners.APPOLearner if lc.algo == "appo" else learners.IMPALALearner
-    return cls(arch, params, norm, lc.vtrace_rho_bar, lc.vtrace_c_bar, device, cfg.run.seed)
+    return learners.LEARNERS[lc.algo](arch, lc, device, cfg.run.seed, reference_batch)
 
 
 def _expect_durations(backend: Backend, cfg: TrainConfig, info: EnvInfo) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from minionsrl.build import prepare_config
-from minionsrl.config import TrainConfig
+from minionsrl.config import TrainConfig, learner_settings
 from minionsrl.errors import ConfigError
 from minionsrl.function import wire
 from minionsrl.function.envs import EnvSpec, capture_episode, env_info, make_env, restore_episode
@@ -19,7 +19,7 @@ from minionsrl.function.rollout import evaluate, rollout
 from minionsrl.learner import networks
 from minionsrl.learner.engine import SGDEngine
 from minionsrl.learner.networks import init_params, snapshot_of
-from minionsrl.learner.ppo import PPOParams, ppo_loss
+from minionsrl.learner.ppo import ppo_loss
 
 PONG = EnvSpec("ALE/Pong-v5", {"repeat_action_probability": 0.0})  # no sticky actions: exact replays
 ARCH = PolicyArch(4 * 84 * 84, 6, True, (), "cnn", (4, 84, 84))
@@ -179,7 +179,7 @@ def test_cnn_weights_round_trip_through_the_learner_and_the_snapshot():
         "dense.bias": (512,), "actor.weight": (6, 512), "actor.bias": (6,), "critic.weight": (1, 512),
         "critic.bias": (1,)}
     assert all(v.dtype == np.float32 for v in params.values())
-    learner = SGDEngine(ARCH, params, PPOParams(), ppo_loss).numpy_weights()
+    learner = SGDEngine(ARCH, params, learner_settings(), ppo_loss).numpy_weights()
     snap = snapshot_of(ARCH, learner, None, 0, 10.0)
     assert snap.params.keys() == params.keys()
     for name, value in params.items():

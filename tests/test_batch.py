@@ -13,7 +13,7 @@ import yaml
 
 from minionsrl import cli
 from minionsrl.build import make_trainer, prepare_config
-from minionsrl.config import StepPlan, TrainConfig
+from minionsrl.config import StepPlan, TrainConfig, learner_settings
 from minionsrl.function.envs import EnvSpec, StepLatency, capture_episode, make_env, restore_episode
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import rollout
@@ -21,7 +21,7 @@ from minionsrl.learner.batch import Batch
 from minionsrl.learner.engine import SGDEngine, adapt_learning_rate
 from minionsrl.learner.impala import vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
-from minionsrl.learner.ppo import PPOParams, ppo_loss
+from minionsrl.learner.ppo import ppo_loss
 from minionsrl.loop.metrics import read_rows
 
 CART = PolicyArch(4, 2, True, (16, 16))
@@ -105,15 +105,14 @@ def test_lr_schedule_and_the_anneal_flags_are_one_setting(given, schedule):
 # -- fragments of unequal length ---------------------------------------------------------------------------
 def test_unequal_fragments_each_get_their_own_gae_and_vtrace():
     frags = _fragments([33, 33, 32, 32])
-    params = PPOParams(gamma=0.99, gae_lambda=0.95)
-    whole = Batch.from_fragments(frags, params, None)
-    alone = [Batch.from_fragments([f], params, None) for f in frags]
+    whole = Batch.from_fragments(frags, 0.99, 0.95, None)
+    alone = [Batch.from_fragments([f], 0.99, 0.95, None) for f in frags]
     assert len(whole) == 130
     for name in ("obs", "advantages", "returns", "values", "logprobs"):
         np.testing.assert_array_equal(getattr(whole, name), np.concatenate([getattr(b, name) for b in alone]))
     weights = {k: jnp.asarray(v) for k, v in init_params(CART, 1).items()}
-    vt = vtrace_batch(frags, CART, weights, params, None, 10.0, 1.0, 1.0)
-    vt_alone = [vtrace_batch([f], CART, weights, params, None, 10.0, 1.0, 1.0) for f in frags]
+    vt = vtrace_batch(frags, CART, weights, 0.99, 0.95, None, 10.0, 1.0, 1.0)
+    vt_alone = [vtrace_batch([f], CART, weights, 0.99, 0.95, None, 10.0, 1.0, 1.0) for f in frags]
     for name in ("advantages", "returns"):
         np.testing.assert_allclose(getattr(vt, name), np.concatenate([getattr(b, name) for b in vt_alone]),
                                    rtol=1e-5, atol=1e-5)
@@ -154,13 +153,13 @@ def test_adapt_learning_rate_rule(lr, kl, expected):
 
 
 def _ppo_batch() -> Batch:
-    return Batch.from_fragments(_fragments([64, 64]), PPOParams(), None)
+    return Batch.from_fragments(_fragments([64, 64]), 0.99, 0.95, None)
 
 
 @pytest.mark.parametrize(("start", "direction"), [(1e-2, "down"), (1e-5, "up")])
 def test_the_update_adapts_its_rate_per_epoch_and_a_checkpoint_keeps_it(start, direction):
-    params = PPOParams(learning_rate=start, update_epochs=4, minibatch_size=32, desired_kl=1e-3, lr_min=1e-6,
-                       lr_max=0.05)
+    params = learner_settings(learning_rate=start, update_epochs=4, minibatch_size=32, lr_schedule="adaptive",
+                              desired_kl=1e-3, lr_min=1e-6, lr_max=0.05)
     ppo = SGDEngine(CART, init_params(CART, 0), params, ppo_loss)
     batch, rng = _ppo_batch(), np.random.default_rng(0)
     ppo.update(batch, rng)

@@ -3,17 +3,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from minionsrl import Callback, TrainConfig, train
 from minionsrl.cli import build_parser
+from minionsrl.config import LearnerConfig, learner_settings
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner.batch import Batch
 from minionsrl.learner.engine import SGDEngine, _update_program
-from minionsrl.learner.learners import Normalization, PPOLearner
+from minionsrl.learner.learners import PPOLearner
 from minionsrl.learner.networks import init_params
-from minionsrl.learner.ppo import PPOParams, ppo_loss
+from minionsrl.learner.ppo import ppo_loss
 from minionsrl.loop import anneal
 
 ARCH = PolicyArch(4, 2, True, (8,))
@@ -30,9 +33,9 @@ def _batch(n: int, seed: int = 0) -> Batch:
                  r.standard_normal(n).astype(f32), r.standard_normal(n).astype(f32))
 
 
-def _annealed(params: PPOParams, fraction: float) -> tuple[float, float]:
+def _annealed(params: LearnerConfig, fraction: float) -> tuple[float, float]:
     """The rate and clip a learner with ``params`` takes for a run with ``fraction`` of it left."""
-    learner = PPOLearner(ARCH, params, Normalization())
+    learner = PPOLearner(ARCH, params)
     learner.set_remaining(fraction)
     return learner.lr, learner.engine.clip_coef
 
@@ -40,7 +43,7 @@ def _annealed(params: PPOParams, fraction: float) -> tuple[float, float]:
 @pytest.mark.parametrize(("anneal_lr", "anneal_clip"), [(True, True), (True, False), (False, True), (False, False)])
 def test_rate_and_clip_follow_one_fraction_each_where_asked(anneal_lr, anneal_clip):
     schedule = "anneal" if anneal_lr else "constant"
-    params = PPOParams(learning_rate=1e-3, clip_coef=0.2, lr_schedule=schedule, anneal_clip=anneal_clip)
+    params = learner_settings(learning_rate=1e-3, clip_coef=0.2, lr_schedule=schedule, anneal_clip=anneal_clip)
     for fraction in (1.0, 0.5, 0.0):
         lr, clip = _annealed(params, fraction)
         assert lr == pytest.approx(1e-3 * (fraction if anneal_lr else 1.0))
@@ -50,16 +53,16 @@ def test_rate_and_clip_follow_one_fraction_each_where_asked(anneal_lr, anneal_cl
 def test_the_clip_is_traced_into_the_update_and_means_what_the_params_mean():
     """A new clip each round compiles nothing new, and an update with the clip set is the one whose params hold it."""
     batch, weights = _batch(256, seed=3), init_params(ARCH, 7)
-    annealed = SGDEngine(ARCH, weights, PPOParams(update_epochs=4, minibatch_size=64, learning_rate=3e-2), ppo_loss)
+    settings = learner_settings(update_epochs=4, minibatch_size=64, learning_rate=3e-2)
+    annealed = SGDEngine(ARCH, weights, settings, ppo_loss)
     annealed.update(batch, np.random.default_rng(0))  # compiles the program
     before = _update_program._cache_size()
     for clip in (0.15, 0.1, 0.05):
         annealed.set_clip_coef(clip)
         annealed.update(batch, np.random.default_rng(1))
     assert _update_program._cache_size() == before
-    fixed = SGDEngine(ARCH, weights, PPOParams(update_epochs=4, minibatch_size=64, learning_rate=3e-2, clip_coef=0.05),
-                      ppo_loss)
-    other = SGDEngine(ARCH, weights, PPOParams(update_epochs=4, minibatch_size=64, learning_rate=3e-2), ppo_loss)
+    fixed = SGDEngine(ARCH, weights, dataclasses.replace(settings, clip_coef=0.05), ppo_loss)
+    other = SGDEngine(ARCH, weights, settings, ppo_loss)
     other.set_clip_coef(0.05)
     got, want = other.update(batch, np.random.default_rng(2)), fixed.update(batch, np.random.default_rng(2))
     assert got == pytest.approx(want)  # clipfrac counts against the traced clip too
@@ -104,7 +107,7 @@ def test_a_resume_keeps_the_clip_schedule_with_the_rate_constant():
                                  [512, 0.0, 0.0])
     assert kept["scale"] == pytest.approx(0.5)
     fraction = kept["scale"] * anneal.remaining([512, 0.0, 0.0], anneal.limits(cfg))
-    params = PPOParams(learning_rate=1e-3, clip_coef=0.2, lr_schedule="constant", anneal_clip=True)
+    params = learner_settings(learning_rate=1e-3, clip_coef=0.2, lr_schedule="constant", anneal_clip=True)
     assert _annealed(params, fraction) == pytest.approx((1e-3, 0.05))
 
 
@@ -113,5 +116,5 @@ def test_anneal_clip_is_in_train_help_with_its_default():
     text = " ".join(train_parser.format_help().split())
     assert "--anneal-clip, --no-anneal-clip" in text
     assert "with the learning rate's schedule (the zoo's lin_ clip_range) (default: off)" in text
-    params = PPOParams(learning_rate=1e-3, clip_coef=0.2, lr_schedule="anneal", anneal_clip=None)
+    params = learner_settings(learning_rate=1e-3, clip_coef=0.2, lr_schedule="anneal", anneal_clip=None)
     assert TrainConfig().learner.anneal_clip is None and _annealed(params, 0.5) == pytest.approx((5e-4, 0.2))

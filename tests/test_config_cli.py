@@ -317,12 +317,12 @@ def test_num_minibatches_is_exclusive_with_minibatch_size_and_replaces_the_prese
     cfg, info = prepare_config(TrainConfig(env_id="Hopper-v5", num_minibatches=32, max_rounds=1, run_dir="unused"))
     # the rest of the preset still applies
     assert cfg.learner.minibatch_size is None and cfg.learner.update_epochs == 10
-    params = make_learner(cfg, PolicyArch.of(info, cfg.learner.hidden_sizes)).params
+    params = make_learner(cfg, PolicyArch.of(info, cfg.learner.hidden_sizes)).config
     # the SGD steps per epoch stay 32 as the batch grows with the actors (CleanRL: minibatch = batch / K)
     assert [minibatch_count(n * 512, params) for n in (4, 8, 64)] == [32, 32, 32]
     assert minibatch_count(20, params) == 20  # never more minibatches than rows
     preset, _ = prepare_config(TrainConfig(env_id="Hopper-v5", max_rounds=1, run_dir="unused"))
-    per_sample = make_learner(preset, PolicyArch.of(info, preset.learner.hidden_sizes)).params
+    per_sample = make_learner(preset, PolicyArch.of(info, preset.learner.hidden_sizes)).config
     assert [minibatch_count(n * 512, per_sample) for n in (4, 8, 64)] == [32, 64, 512]
 
 
@@ -337,8 +337,9 @@ def test_preset_nitro_is_rllib_ppo_as_the_published_code_ran_it():
         1, None, 30, 5e-5, 1.0)
     assert (lc.clip_coef, lc.vf_clip, lc.vf_coef, lc.ent_coef, lc.max_grad_norm) == (0.3, 10.0, 1.0, 0.0, 0.0)
     assert (lc.kl_coef, lc.kl_target, lc.lr_schedule, cfg.env.fragment_length) == (0.2, 0.01, "constant", 512)
-    params = make_learner(cfg, PolicyArch.of(info, cfg.learner.hidden_sizes)).params
-    assert [update_plan(n * 512, params) for n in (8, 64)] == [(1, 30), (1, 30)]  # 30 full-batch steps, any n
+    learner = make_learner(cfg, PolicyArch.of(info, cfg.learner.hidden_sizes))
+    # 30 full-batch steps, any n
+    assert [update_plan(n * 512, learner.config, learner.reference_batch) for n in (8, 64)] == [(1, 30), (1, 30)]
     own, _ = prepare_config(TrainConfig(env_id="Hopper-v5", preset="nitro", minibatch_size=64, max_rounds=1,
                                         run_dir="unused"))
     # the user's split wins over the preset's
@@ -463,3 +464,15 @@ def test_every_backend_the_config_offers_is_built_from_one_table():
     from minionsrl.config import FIELDS
 
     assert set(composition.BACKENDS) == set(NAMES) == set(FIELDS["backend"].metadata["choices"])
+
+
+def test_every_algo_the_config_offers_is_a_learner_built_from_the_learner_config_alone():
+    import inspect
+
+    from minionsrl.config import ALGOS
+    from minionsrl.learner.learners import LEARNERS
+
+    assert set(LEARNERS) == set(ALGOS)
+    for cls in LEARNERS.values():  # one constructor for all: arch, the resolved config, device, seed, reference
+        assert list(inspect.signature(cls).parameters)[:5] == ["arch", "lc", "device", "seed", "reference_batch"]
+    assert [name for name, cls in LEARNERS.items() if cls.synchronous] == ["ppo"]

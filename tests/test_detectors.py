@@ -11,6 +11,7 @@ import pytest
 from jax.flatten_util import ravel_pytree
 from oracles import least_squares_problem
 
+from minionsrl.config import learner_settings
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner.batch import Batch
 from minionsrl.learner.detectors import (
@@ -22,7 +23,7 @@ from minionsrl.learner.detectors import (
     slice_noise_scale,
 )
 from minionsrl.learner.networks import init_params
-from minionsrl.learner.ppo import PPOParams, ppo_loss
+from minionsrl.learner.ppo import LossParams, ppo_loss
 
 
 def _batch(arch: PolicyArch, n: int, seed: int = 0, dtype: type = np.float32) -> Batch:
@@ -39,7 +40,7 @@ def _weights(arch: PolicyArch, seed: int, dtype: type = np.float32) -> dict[str,
     return {k: jnp.asarray(v.astype(dtype)) for k, v in init_params(arch, seed).items()}
 
 
-def _loss(arch: PolicyArch, weights: dict, batch: Batch, params: PPOParams, kl_coef: float | None = None):
+def _loss(arch: PolicyArch, weights: dict, batch: Batch, params: LossParams, kl_coef: float | None = None):
     """``ppo_loss`` on the whole of ``batch`` (every row weighing 1)."""
     data = {k: jnp.asarray(v) for k, v in batch.arrays().items()}
     coef = params.kl_coef if kl_coef is None else kl_coef
@@ -77,7 +78,7 @@ def test_lanczos_stops_early_once_the_extremes_settle() -> None:
     assert len(calls) == 100
 
 
-def _exact_extremes(arch: PolicyArch, weights: dict, batch: Batch, params: PPOParams,
+def _exact_extremes(arch: PolicyArch, weights: dict, batch: Batch, params: LossParams,
                     kl_coef: float | None) -> np.ndarray:
     """The extreme eigenvalues of the PPO loss's exact Hessian in the flattened weights (jax.hessian)."""
     flat0, unravel = ravel_pytree(weights)
@@ -88,8 +89,9 @@ def _exact_extremes(arch: PolicyArch, weights: dict, batch: Batch, params: PPOPa
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize(("params", "kl_coef"), [(PPOParams(ent_coef=0.01), None),
-                                                  (PPOParams(ent_coef=0.01, kl_coef=0.2, vf_clip=4.0), 0.5)],
+@pytest.mark.parametrize(("params", "kl_coef"), [
+    (LossParams.of(learner_settings(ent_coef=0.01)), None),
+    (LossParams.of(learner_settings(ent_coef=0.01, kl_coef=0.2, vf_clip=4.0)), 0.5)],
                          ids=["cleanrl", "kl-penalty"])
 def test_hessian_curvature_matches_the_exact_hessian_and_leaves_the_model_untouched(params, kl_coef) -> None:
     arch = PolicyArch(3, 2, False, (5,))
@@ -113,7 +115,7 @@ def test_hessian_curvature_matches_the_exact_hessian_and_leaves_the_model_untouc
 def test_hessian_curvature_in_float32_matches_the_exact_hessian() -> None:
     """The learner's own precision (float32 weights and batch) finds the same extremes, to float32's accuracy."""
     arch = PolicyArch(3, 2, False, (5,))
-    params = PPOParams(ent_coef=0.01)
+    params = LossParams.of(learner_settings(ent_coef=0.01))
     weights, batch = _weights(arch, 0), _batch(arch, 64)
     est = hessian_curvature(arch, weights, batch, params, iterations=100, seed=3)
     with jax.enable_x64(True):
@@ -132,7 +134,7 @@ def test_convexity_ratio_formula() -> None:
 def test_gradient_noise_scale_is_finite_and_grows_with_noise() -> None:
     arch = PolicyArch(4, 2, True, (16,))
     weights = _weights(arch, 0)
-    params = PPOParams()
+    params = LossParams.of(learner_settings())
     quiet = _batch(arch, 512, seed=1)
     quiet.advantages[:] = 1.0  # identical targets: little noise between slices
     noisy = _batch(arch, 512, seed=1)
@@ -162,12 +164,12 @@ def _normalised_once(batch: Batch) -> Batch:
     return replace(batch, advantages=(adv - adv.mean()) / (adv.std(ddof=1) + 1e-8))
 
 
-def _flat_grad(arch: PolicyArch, weights: dict, batch: Batch, params: PPOParams) -> np.ndarray:
+def _flat_grad(arch: PolicyArch, weights: dict, batch: Batch, params: LossParams) -> np.ndarray:
     grads = jax.grad(lambda q: _loss(arch, q, batch, params))(weights)
     return np.asarray(ravel_pytree(grads)[0], np.float64)
 
 
-def _b_simple(arch: PolicyArch, weights: dict, batch: Batch, params: PPOParams, parts: list[np.ndarray],
+def _b_simple(arch: PolicyArch, weights: dict, batch: Batch, params: LossParams, parts: list[np.ndarray],
               one_loss: bool = True) -> float:
     """McCandlish et al.'s B_simple over the given equal-size parts: of one loss (advantages normalised once over
     the batch), or (``one_loss=False``) with ``params``' per-(mini)batch normalisation inside every part."""
@@ -188,7 +190,7 @@ def _b_simple(arch: PolicyArch, weights: dict, batch: Batch, params: PPOParams, 
 def test_gradient_noise_scale_slices_are_a_seeded_random_partition_not_fragments() -> None:
     """Contiguous slices are whole fragments, correlated within: they inflate the spread between slice gradients."""
     arch = PolicyArch(4, 2, True, (16,))
-    params = PPOParams()
+    params = LossParams.of(learner_settings())
     fragments, steps = 8, 64
     batch = _blocked_batch(arch, fragments, steps)
     with jax.enable_x64(True):
@@ -213,7 +215,7 @@ def test_gradient_noise_scale_slices_are_of_one_loss() -> None:
     so with slices that partition the batch their gradients average to the full-batch gradient; the noise scale
     is B_simple of that loss, not of slices normalised each on their own."""
     arch = PolicyArch(4, 2, True, (16,))
-    params = PPOParams()
+    params = LossParams.of(learner_settings())
     batch = _blocked_batch(arch, 8, 64)
     order = np.random.default_rng(1).permutation(len(batch))
     parts = [order[i * 64 : (i + 1) * 64] for i in range(8)]
@@ -276,13 +278,11 @@ def _learner_and_fragments(algo: str = "ppo"):
     64 steps sampled with its current policy."""
     from minionsrl.function.envs import EnvSpec, make_env
     from minionsrl.function.rollout import rollout
-    from minionsrl.learner.learners import APPOLearner, IMPALALearner, Normalization, PPOLearner
+    from minionsrl.learner.learners import APPOLearner, IMPALALearner, PPOLearner
 
     arch = PolicyArch(4, 2, True, (8, 8))
-    params = PPOParams(minibatch_size=64, kl_coef=0.2, kl_target=0.01)  # one set for all: one compilation
-    learner = {"ppo": PPOLearner(arch, params, Normalization()),
-               "appo": APPOLearner(arch, params, Normalization(), 1.0, 1.0),
-               "impala": IMPALALearner(arch, params, Normalization(), 1.0, 1.0)}[algo]
+    params = learner_settings(minibatch_size=64, kl_coef=0.2, kl_target=0.01)  # one set for all: one compilation
+    learner = {"ppo": PPOLearner, "appo": APPOLearner, "impala": IMPALALearner}[algo](arch, params)
     snap = learner.snapshot(0)
     env = make_env(EnvSpec("CartPole-v1"))
     try:
@@ -315,10 +315,10 @@ def test_the_learner_detects_before_its_update_or_after_it(algo) -> None:
         # the batch learned on is scored by the policy that sampled it (V-trace's too, here)
         np.testing.assert_allclose(got.batch.logprobs, np.concatenate([f.logprobs for f in fragments]), atol=1e-5)
         if where == "before":
-            seen[where] = detect(plan, learner.arch, start, got.batch, learner.engine.params, kl_coef=start_coef)
+            seen[where] = detect(plan, learner.arch, start, got.batch, learner.engine.constants, kl_coef=start_coef)
         else:
             batch = learner.vtrace(fragments) if algo == "impala" else got.batch
-            seen[where] = detect(plan, learner.arch, learner.engine.weights, batch, learner.engine.params,
+            seen[where] = detect(plan, learner.arch, learner.engine.weights, batch, learner.engine.constants,
                                  kl_coef=learner.engine.kl_coef)
         assert asdict(got.detected) == pytest.approx(asdict(seen[where]), rel=1e-5)
         assert None not in asdict(got.detected).values()  # gns and the curvature's three

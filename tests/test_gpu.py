@@ -10,10 +10,11 @@ import json
 import numpy as np
 import pytest
 
+from minionsrl.config import learner_settings
 from minionsrl.function.numpy_policy import PolicyArch, make_numpy_policy
 from minionsrl.learner.batch import Batch
 from minionsrl.learner.networks import init_params
-from minionsrl.learner.ppo import PPOParams, ppo_loss
+from minionsrl.learner.ppo import ppo_loss
 
 HOPPER = PolicyArch(11, 3, False, (64, 64))
 PONG = PolicyArch(4 * 84 * 84, 6, True, (), "cnn", (4, 84, 84))
@@ -106,7 +107,7 @@ def test_an_update_on_the_gpu_is_the_update_on_the_cpu(devices, arch, rows, mini
 
     from minionsrl.learner.engine import SGDEngine
 
-    params = PPOParams(update_epochs=2, learning_rate=3e-4, minibatch_size=minibatch)
+    params = learner_settings(update_epochs=2, learning_rate=3e-4, minibatch_size=minibatch)
     engines = [SGDEngine(arch, init_params(arch, 0), params, ppo_loss, device) for device in devices]
     batch = _batch(arch, rows)
     stats = [engine.update(batch, np.random.default_rng(3)) for engine in engines]

@@ -4,6 +4,7 @@ only beyond its head start."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -121,14 +122,14 @@ def test_a_pipelined_learner_anchors_the_clip_at_the_policy_it_updates(tmp_path)
     try:
         trainer.run_round()
         sampled = trainer.sampler.sample(2, 3)  # round 2's wave, sent ahead with the initial policy
-        assert trainer.learner.anchor_current
+        assert trainer.learner.config.pipeline
         batch = trainer.learner._batch(sampled.fragments)
         behaviour = np.concatenate([f.logprobs for f in sampled.fragments])
         anchor, _ = score(trainer.learner.arch, trainer.learner.engine.weights, batch.obs, batch.actions)
         np.testing.assert_array_equal(batch.logprobs, anchor)
         np.testing.assert_allclose(batch.behaviour_weights, np.exp(anchor.astype(np.float64) - behaviour), rtol=1e-6)
         assert not np.allclose(batch.behaviour_weights, 1.0)  # one update apart
-        trainer.learner.anchor_current = False
+        trainer.learner.config = dataclasses.replace(trainer.learner.config, pipeline=False)
         np.testing.assert_array_equal(trainer.learner._batch(sampled.fragments).logprobs, behaviour)
     finally:
         trainer.close()

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from minionsrl.config import learner_settings
 from minionsrl.function.envs import EnvSpec, make_env
 from minionsrl.function.numpy_policy import NumpyPolicy, PolicyArch
 from minionsrl.function.rollout import rollout
@@ -17,7 +18,7 @@ from minionsrl.learner import networks
 from minionsrl.learner.batch import Batch
 from minionsrl.learner.engine import SGDEngine
 from minionsrl.learner.networks import init_params, snapshot_of
-from minionsrl.learner.ppo import PPOParams, ppo_loss
+from minionsrl.learner.ppo import ppo_loss
 
 DISCRETE = PolicyArch(obs_dim=4, action_dim=2, discrete=True, hidden=(64, 64))  # CartPole
 CONTINUOUS = PolicyArch(obs_dim=11, action_dim=3, discrete=False, hidden=(64, 64))  # Hopper
@@ -59,7 +60,7 @@ def _compare(arch: PolicyArch, params: dict, obs: np.ndarray, actions: np.ndarra
 def _train_a_little(arch: PolicyArch, params: dict, obs: np.ndarray, actions: np.ndarray,
                     updates: int = 3) -> dict[str, np.ndarray]:
     """A few PPO updates (4 epochs of 2 minibatches each) on a batch with random advantages and returns."""
-    ppo = SGDEngine(arch, params, PPOParams(learning_rate=0.01, minibatch_size=128), ppo_loss)
+    ppo = SGDEngine(arch, params, learner_settings(learning_rate=0.01, minibatch_size=128), ppo_loss)
     logp, _, values = networks.evaluate(arch, ppo.weights, jnp.asarray(obs), jnp.asarray(actions))
     rng = np.random.default_rng(7)
     batch = Batch(obs, actions, np.asarray(logp), rng.standard_normal(len(obs)).astype(np.float32),

@@ -9,12 +9,13 @@ import numpy as np
 import optax
 import pytest
 
+from minionsrl.config import LearnerConfig, learner_settings
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner import networks
 from minionsrl.learner.batch import Batch
 from minionsrl.learner.engine import SGDEngine, _update_program, bucket, minibatch_schedule, update_plan
 from minionsrl.learner.networks import init_params
-from minionsrl.learner.ppo import PPOParams, normalize_advantages, normalize_advantages_np, ppo_loss
+from minionsrl.learner.ppo import LossParams, normalize_advantages, normalize_advantages_np, ppo_loss
 
 ARCH = PolicyArch(4, 2, True, (8,))
 CONT = PolicyArch(5, 2, False, (16, 16))
@@ -39,7 +40,7 @@ def _batch(n: int, arch: PolicyArch = ARCH, seed: int = 0) -> Batch:
     (50, 128, [50]),             # ... even under half of one
 ])
 def test_minibatches_are_equal_up_to_one_row_and_partition_each_epoch(rows, minibatch_size, sizes):
-    epochs = minibatch_schedule(rows, PPOParams(update_epochs=2, minibatch_size=minibatch_size),
+    epochs = minibatch_schedule(rows, learner_settings(update_epochs=2, minibatch_size=minibatch_size),
                                 np.random.default_rng(1))
     assert len(epochs) == 2
     for epoch in epochs:
@@ -49,7 +50,8 @@ def test_minibatches_are_equal_up_to_one_row_and_partition_each_epoch(rows, mini
 
 def test_whole_batch_is_one_step_on_all_of_it():
     """whole_batch: one step on the whole batch per call (the caller, IMPALA, makes the passes)."""
-    epochs = minibatch_schedule(384, PPOParams(update_epochs=3, minibatch_size=256), np.random.default_rng(1), True)
+    lc = learner_settings(update_epochs=3, minibatch_size=256)
+    epochs = minibatch_schedule(384, lc, np.random.default_rng(1), True)
     assert [[sorted(mb) for mb in epoch] for epoch in epochs] == [[list(range(384))]]
 
 
@@ -61,22 +63,23 @@ def test_whole_batch_is_one_step_on_all_of_it():
     ("fixed-compute", 64, None, [(32, 640), (64, 640), (512, 640)]),    # 640 steps of 64 rows: 20, 10, 1.25 epochs
 ])
 def test_learner_budgets(budget, mb, k, expected):
-    p = PPOParams(update_epochs=10, minibatch_size=mb, num_minibatches=k, learner_budget=budget,
-                  reference_batch=4096)
-    assert [update_plan(n * 512, p) for n in (4, 8, 64)] == expected
+    p = learner_settings(update_epochs=10, minibatch_size=mb, num_minibatches=k, learner_budget=budget)
+    assert [update_plan(n * 512, p, reference_batch=4096) for n in (4, 8, 64)] == expected
 
 
 def test_fixed_compute_cuts_the_last_epoch_short_and_sqrt_scales_the_rate():
     from minionsrl.learner.engine import lr_factor
 
-    p = PPOParams(update_epochs=2, minibatch_size=16, learner_budget="fixed-compute", reference_batch=64)
-    steps = [len(mb) for epoch in minibatch_schedule(96, p, np.random.default_rng(0)) for mb in epoch]
+    p = learner_settings(update_epochs=2, minibatch_size=16, learner_budget="fixed-compute")
+    steps = [len(mb) for epoch in minibatch_schedule(96, p, np.random.default_rng(0), reference_batch=64)
+             for mb in epoch]
     assert steps == [16] * 8  # 2 epochs x 4 minibatches of the reference: 8 steps, 1.33 epochs of 96 rows
     # more minibatches asked for than the reference has rows: one a row, as an epoch over the reference splits it
-    tiny = PPOParams(update_epochs=2, num_minibatches=100, learner_budget="fixed-compute", reference_batch=64)
-    assert update_plan(128, tiny) == (128, 2 * 64)  # minibatches of one row; the reference's 2 epochs x 64 steps
-    assert lr_factor(256, PPOParams(lr_batch_scaling="sqrt", reference_batch=64)) == pytest.approx(2.0)
-    assert lr_factor(256, PPOParams(reference_batch=64)) == 1.0
+    tiny = learner_settings(update_epochs=2, num_minibatches=100, learner_budget="fixed-compute")
+    # minibatches of one row; the reference's 2 epochs x 64 steps
+    assert update_plan(128, tiny, reference_batch=64) == (128, 2 * 64)
+    assert lr_factor(256, learner_settings(lr_batch_scaling="sqrt"), reference_batch=64) == pytest.approx(2.0)
+    assert lr_factor(256, learner_settings(), reference_batch=64) == 1.0
 
 
 def test_adaptive_kl_rule_on_a_worked_example():
@@ -94,22 +97,21 @@ def test_adaptive_kl_rule_on_a_worked_example():
 def test_rllib_loss_terms_and_the_coefficient_adapting_after_an_update():
     batch, weights = _batch(64), init_params(ARCH, 0)
     mb, w = batch.arrays(), np.ones(64, np.float32)
-    plain = ppo_loss(ARCH, weights, mb, w, PPOParams(clip_vloss=False), 0.0)
-    rllib = ppo_loss(ARCH, weights, mb, w, PPOParams(vf_clip=0.5, kl_coef=0.2), 0.2)
+    plain = ppo_loss(ARCH, weights, mb, w, LossParams.of(learner_settings(clip_vloss=False)), 0.0)
+    rllib = ppo_loss(ARCH, weights, mb, w, LossParams.of(learner_settings(vf_clip=0.5, kl_coef=0.2)), 0.2)
     _, _, value = networks.evaluate(ARCH, weights, batch.obs, batch.actions)
     assert float(rllib.v_loss) == pytest.approx(float(jnp.minimum((value - batch.returns) ** 2, 0.5).mean()), rel=1e-6)
     kl = ((plain.ratio - 1) - plain.logratio).mean()
     expected = plain.pg_loss - 0.01 * plain.entropy + 0.5 * rllib.v_loss + 0.2 * kl  # default ent and vf coefs
     assert float(rllib.loss) == pytest.approx(float(expected), rel=1e-5)
-    ppo = SGDEngine(ARCH, weights, PPOParams(update_epochs=5, num_minibatches=1, learning_rate=0.05, kl_coef=0.2,
-                                             kl_target=1e-6, max_grad_norm=0.0), ppo_loss)
+    ppo = SGDEngine(ARCH, weights, learner_settings(update_epochs=5, num_minibatches=1, learning_rate=0.05,
+                                                    kl_coef=0.2, kl_target=1e-6, max_grad_norm=0.0), ppo_loss)
     ppo.update(batch, np.random.default_rng(0))
     assert ppo.kl_coef == pytest.approx(0.3)  # a large step: the KL was far above twice the tiny target
-    assert ppo.current_params.kl_coef == pytest.approx(0.3)
 
 
 # -- the compiled update against a plain reference ---------------------------------------------------------
-def _reference_update(arch: PolicyArch, weights: dict, batch: Batch, p: PPOParams, rng: np.random.Generator):
+def _reference_update(arch: PolicyArch, weights: dict, batch: Batch, p: LearnerConfig, rng: np.random.Generator):
     """CleanRL's update written plainly: one gradient step per minibatch in a Python loop (each gradient jitted on
     its own), optax's Adam (eps 1e-5) after global-norm clipping, the KL early stop after each epoch. No padding,
     no weights."""
@@ -148,7 +150,7 @@ def _reference_update(arch: PolicyArch, weights: dict, batch: Batch, p: PPOParam
     (CONT, 512, {"minibatch_size": 32, "target_kl": 0.002}),   # the KL early stop ends the update mid-way
 ])
 def test_compiled_update_equals_a_plain_reference_update(arch, rows, kwargs):
-    p = PPOParams(update_epochs=4, learning_rate=3e-3, **kwargs)
+    p = learner_settings(update_epochs=4, learning_rate=3e-3, **kwargs)
     batch, weights = _batch(rows, arch, seed=3), init_params(arch, 7)
     expected = _reference_update(arch, weights, batch, p, np.random.default_rng(11))
     ppo = SGDEngine(arch, weights, p, ppo_loss)
@@ -160,7 +162,7 @@ def test_compiled_update_equals_a_plain_reference_update(arch, rows, kwargs):
 
 
 def test_target_kl_stops_at_an_epoch_end():
-    p = PPOParams(update_epochs=4, learning_rate=3e-3, minibatch_size=32, target_kl=0.002)
+    p = learner_settings(update_epochs=4, learning_rate=3e-3, minibatch_size=32, target_kl=0.002)
     ppo = SGDEngine(CONT, init_params(CONT, 7), p, ppo_loss)
     ppo.update(_batch(512, CONT, seed=3), np.random.default_rng(11))
     count = int(jax.tree.leaves(ppo.opt_state)[0])  # Adam's step count, after the clipping's empty state
@@ -168,7 +170,7 @@ def test_target_kl_stops_at_an_epoch_end():
 
 
 def test_update_is_deterministic_and_resumes_exactly_from_its_state():
-    p = PPOParams(update_epochs=2, minibatch_size=64)
+    p = learner_settings(update_epochs=2, minibatch_size=64)
     batches = [_batch(256, CONT, seed=s) for s in range(3)]
     a = SGDEngine(CONT, init_params(CONT, 1), p, ppo_loss)
     for i, b in enumerate(batches):
@@ -188,7 +190,7 @@ def test_bucketed_shapes_keep_compilations_few_as_n_changes():
     """A scaler moving n over 8..64 actors of 512 steps compiles a handful of programs, not one per n."""
     assert all(x <= bucket(x) <= 1.125 * x for x in range(9, 5000))
     assert all(x <= bucket(x, fine=False) < 2 * x for x in range(1, 5000))
-    p = PPOParams(update_epochs=1, minibatch_size=64)
+    p = learner_settings(update_epochs=1, minibatch_size=64)
     ppo = SGDEngine(ARCH, init_params(ARCH, 0), p, ppo_loss)
     before = _update_program._cache_size()
     for n in (8, 9, 11, 13, 16, 19, 23, 29, 31):  # actors x 64 steps
@@ -199,7 +201,7 @@ def test_bucketed_shapes_keep_compilations_few_as_n_changes():
 def test_a_resumed_update_keeps_the_padded_shapes_and_compiles_nothing_new():
     """The padding caps only grow within a run; they are in the state, so a resumed run pads a small round to the
     shapes the uninterrupted run uses (one compiled program for both)."""
-    p = PPOParams(update_epochs=1, minibatch_size=64)
+    p = learner_settings(update_epochs=1, minibatch_size=64)
     a = SGDEngine(ARCH, init_params(ARCH, 0), p, ppo_loss)
     a.update(_batch(2048), np.random.default_rng(0))  # a boosted round: large caps
     state = a.state_dict()
@@ -234,7 +236,7 @@ def test_advantage_normalisation_on_the_host_is_the_compiled_one(rows):
 def test_the_decoupled_objective_weighs_each_row_by_anchor_over_behaviour():
     """Hilton et al. 2021: the ratio is taken against the anchor policy and each clipped term weighs
     π_anchor/π_behaviour; with weights of 1 it is PPO's loss exactly."""
-    p, batch = PPOParams(), _batch(64)
+    p, batch = LossParams.of(learner_settings()), _batch(64)
     weights = init_params(ARCH, 0)
     w = jnp.ones(64, jnp.float32)
     mb = {k: jnp.asarray(v) for k, v in batch.arrays().items()}

@@ -8,13 +8,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from minionsrl.config import learner_settings
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import rollout
 from minionsrl.learner import networks
 from minionsrl.learner.batch import Batch, compute_gae
 from minionsrl.learner.impala import impala_loss, vtrace, vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
-from minionsrl.learner.ppo import PPOParams
+from minionsrl.learner.ppo import LossParams
 
 
 def _row(*xs):
@@ -119,9 +120,8 @@ def _cart_fragments(weights, steps=32, n=2):
 def test_vtrace_batch_on_policy_matches_the_gae_batch():
     weights = _weights(0)
     frags = _cart_fragments(weights)
-    params = PPOParams(gamma=0.99, gae_lambda=1.0)
-    vb = vtrace_batch(frags, CART, weights, params, None, 10.0, 1.0, 1.0)
-    gb = Batch.from_fragments(frags, params, None)
+    vb = vtrace_batch(frags, CART, weights, 0.99, 1.0, None, 10.0, 1.0, 1.0)
+    gb = Batch.from_fragments(frags, 0.99, 1.0, None)
     np.testing.assert_allclose(vb.returns, gb.returns, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(vb.advantages, gb.advantages, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(vb.logprobs, gb.logprobs, rtol=1e-5, atol=1e-5)
@@ -131,13 +131,13 @@ def test_vtrace_batch_on_policy_matches_the_gae_batch():
 def test_vtrace_batch_off_policy_uses_the_learner_values_and_ratios():
     frags = _cart_fragments(_weights(0))
     learner = _weights(1)  # other weights: the behaviour policy is stale
-    params = PPOParams(gamma=0.99, gae_lambda=1.0)
-    vb = vtrace_batch(frags, CART, learner, params, None, 10.0, 1.0, 1.0)
+    vb = vtrace_batch(frags, CART, learner, 0.99, 1.0, None, 10.0, 1.0, 1.0)
     logp, _, values = networks.evaluate(CART, learner, jnp.asarray(vb.obs), jnp.asarray(vb.actions))
     np.testing.assert_allclose(vb.values, np.asarray(values), rtol=1.3e-6, atol=1e-5)
     np.testing.assert_allclose(vb.logprobs, np.asarray(logp), rtol=1.3e-6, atol=1e-5)
     assert not np.allclose(vb.logprobs, np.concatenate([f.logprobs for f in frags]))
     data = {k: jnp.asarray(v) for k, v in vb.arrays().items()}
+    params = LossParams.of(learner_settings())
     grads = jax.grad(lambda q: impala_loss(CART, q, data, jnp.ones(len(vb)), params, 0.0).loss)(learner)
     assert grads.keys() == learner.keys()
     assert all(np.isfinite(np.asarray(g)).all() and np.abs(np.asarray(g)).max() > 0 for g in grads.values())

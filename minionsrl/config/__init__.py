@@ -61,6 +61,7 @@ from minionsrl.config.train import (
     fields_of,
     flat_values,
     help_text,
+    learner_settings,
     load_yaml,
     resolve,
     validate,
@@ -71,6 +72,6 @@ __all__ = [
     "FIELDS", "LEARNER_BUDGETS", "LR_SCHEDULES", "NITRO_PRESET", "OBJECTIVES", "PRESETS", "PRESET_NAMES", "ROLES",
     "ROLE_OF", "SCALERS", "STOPS", "UNBOUNDED_STEPS", "CostConfig", "EnvConfig", "EvalConfig", "FaultsConfig",
     "FunctionsConfig", "LearnerConfig", "RunConfig", "ScalingConfig", "StepPlan", "TrainConfig", "auto_actors",
-    "build", "check_path", "dump", "field_kind", "fields_of", "flat_values", "help_text", "load_yaml", "lr_schedule_of",
-    "preset_flags", "preset_values", "resolve", "validate",
+    "build", "check_path", "dump", "field_kind", "fields_of", "flat_values", "help_text", "learner_settings",
+    "load_yaml", "lr_schedule_of", "preset_flags", "preset_values", "resolve", "validate",
 ]

@@ -180,6 +180,13 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
     return cfg
 
 
+def learner_settings(family: str = "classic", **overrides: Any) -> roles.LearnerConfig:
+    """The learner's settings as a run resolves them: ``family``'s preset (CleanRL's ``ppo.py`` for ``classic``)
+    under ``overrides`` (any config fields by flat name). For building a learner or its update by hand (tests,
+    benchmarks) with the defaults a run would have."""
+    return resolve(TrainConfig().replace(**{"preset": family, **overrides}), family).learner
+
+
 def auto_actors(cfg: TrainConfig) -> TrainConfig:
     """``actors: auto`` is the ``auto`` scaler, its batch that of the default actor count."""
     if cfg.scaling.actors != "auto":

@@ -17,7 +17,6 @@ import numpy as np
 
 from minionsrl.function.fragment import Fragment
 from minionsrl.function.normalization import CLIP_DEFAULT, RunningMeanStd, scale_of
-from minionsrl.learner.ppo import PPOParams
 
 
 def episode_bootstrap(terminated: np.ndarray, truncated: np.ndarray, trunc_values: np.ndarray,
@@ -81,17 +80,17 @@ class Batch:
     behaviour_weights: np.ndarray | None = None
 
     @classmethod
-    def from_fragments(cls, fragments: list[Fragment], params: PPOParams,
+    def from_fragments(cls, fragments: list[Fragment], gamma: float, gae_lambda: float,
                        reward_rms: RunningMeanStd | None, clip_reward: float = CLIP_DEFAULT) -> Batch:
-        """Stack fragments in invocation order, scale rewards (if enabled) and compute GAE (fragments of unequal
-        length, as a batch size makes them, each with their own)."""
+        """Stack fragments in invocation order, scale rewards (if enabled) and compute GAE(``gamma``,
+        ``gae_lambda``) (fragments of unequal length, as a batch size makes them, each with their own)."""
 
         def gae(group: list[Fragment]) -> dict[str, np.ndarray]:
             stack = stack_fragments(group)
             rewards = scale_rewards(stack["rewards"], reward_rms, clip_reward)
             last_values = np.array([f.last_value for f in group])
             adv, ret = compute_gae(rewards, stack["values"], stack["terminated"], stack["truncated"],
-                                   stack["trunc_values"], last_values, params.gamma, params.gae_lambda)
+                                   stack["trunc_values"], last_values, gamma, gae_lambda)
             return {"obs": stack["obs"], "actions": stack["actions"], "logprobs": stack["logprobs"],
                     "advantages": adv, "returns": ret, "values": stack["values"]}
 

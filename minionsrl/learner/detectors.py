@@ -26,7 +26,7 @@ from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner.batch import Batch
 from minionsrl.learner.engine import bucket, pad_rows
 from minionsrl.learner.networks import Params
-from minionsrl.learner.ppo import PPOParams, normalize_advantages_np, ppo_loss
+from minionsrl.learner.ppo import LossParams, normalize_advantages_np, ppo_loss
 
 CONVEXITY_EPS = 0.01
 
@@ -95,14 +95,14 @@ def _padded(batch: Batch, rows: int) -> tuple[dict[str, np.ndarray], np.ndarray]
     return data, w
 
 
-def _flat_grad(arch: PolicyArch, p: PPOParams, kl_coef: jax.Array, weights: Params, data: dict[str, jax.Array],
+def _flat_grad(arch: PolicyArch, p: LossParams, kl_coef: jax.Array, weights: Params, data: dict[str, jax.Array],
                w: jax.Array) -> jax.Array:
     """The PPO loss's gradient on the rows of ``data`` weighted ``w``, as one flat vector (traced, not jitted)."""
     return ravel_pytree(jax.grad(lambda q: ppo_loss(arch, q, data, w, p, kl_coef).loss)(weights))[0]
 
 
 @partial(jax.jit, static_argnames=("arch", "p"))
-def _hvp(arch: PolicyArch, p: PPOParams, kl_coef: jax.Array, weights: Params, data: dict[str, jax.Array],
+def _hvp(arch: PolicyArch, p: LossParams, kl_coef: jax.Array, weights: Params, data: dict[str, jax.Array],
          w: jax.Array, v: jax.Array) -> jax.Array:
     """The Hessian of the PPO loss (flattened weights) times ``v``: forward-over-reverse differentiation."""
     flat, unravel = ravel_pytree(weights)
@@ -113,7 +113,7 @@ def _hvp(arch: PolicyArch, p: PPOParams, kl_coef: jax.Array, weights: Params, da
     return jax.jvp(grad, (flat,), (v.astype(flat.dtype),))[1]
 
 
-def hessian_curvature(arch: PolicyArch, weights: Params, batch: Batch, params: PPOParams, iterations: int = 100,
+def hessian_curvature(arch: PolicyArch, weights: Params, batch: Batch, params: LossParams, iterations: int = 100,
                       seed: int = 0, kl_coef: float | None = None, tol: float = 0.0) -> Curvature:
     """Lanczos estimate of the Hessian's extreme eigenvalues for the full PPO loss on ``batch``."""
     data, w = _padded(batch, bucket(len(batch)))
@@ -129,13 +129,13 @@ GNS_SETS_PER_CALL = 8  # row sets per compiled call: one program for every n, ho
 
 
 @partial(jax.jit, static_argnames=("arch", "p"))
-def _set_grads(arch: PolicyArch, p: PPOParams, kl_coef: jax.Array, weights: Params, rows: dict[str, jax.Array],
+def _set_grads(arch: PolicyArch, p: LossParams, kl_coef: jax.Array, weights: Params, rows: dict[str, jax.Array],
                w: jax.Array) -> jax.Array:
     """The flat loss gradient of each row set: ``rows[k][i]`` are set i's rows, weighted ``w[i]`` (0: padding)."""
     return jax.lax.map(lambda rows_w: _flat_grad(arch, p, kl_coef, weights, *rows_w), (rows, w))
 
 
-def _set_gradients(arch: PolicyArch, p: PPOParams, kl_coef: np.float32, weights: Params,
+def _set_gradients(arch: PolicyArch, p: LossParams, kl_coef: np.float32, weights: Params,
                    arrays: dict[str, np.ndarray], sets: list[np.ndarray]) -> np.ndarray:
     """``(len(sets), dim)`` float64 gradients, ``GNS_SETS_PER_CALL`` sets of one padded width per call. The rows
     are gathered here, so that the compiled program's shapes depend on neither the batch size nor the count."""
@@ -196,7 +196,7 @@ def slice_noise_scale(set_gradients: Callable[[list[np.ndarray]], np.ndarray], s
                       g2=(size * big_sq - small * small_sq) / (size - small))
 
 
-def gradient_noise_scale(arch: PolicyArch, weights: Params, batch: Batch, params: PPOParams, slices: int,
+def gradient_noise_scale(arch: PolicyArch, weights: Params, batch: Batch, params: LossParams, slices: int,
                          seed: int = 0, kl_coef: float | None = None) -> float:
     """``B_simple`` of the PPO loss on ``batch`` at ``weights``, by :func:`slice_noise_scale` over ``slices`` slices.
     Returns NaN with fewer than 2 slices; the ratio can be negative when the noise is small.
@@ -251,7 +251,7 @@ class Detected:
     gns: float | None = None  # the gradient noise scale B_simple, in samples
 
 
-def detect(plan: DetectorPlan, arch: PolicyArch, weights: Params, batch: Batch, params: PPOParams,
+def detect(plan: DetectorPlan, arch: PolicyArch, weights: Params, batch: Batch, params: LossParams,
            kl_coef: float | None = None) -> Detected:
     """The detectors ``plan`` asks for on a round's batch at ``weights``. The curvature reads
     a random subsample of ``plan.samples`` rows (0: all), since Hessian-vector products cost O(batch) each."""

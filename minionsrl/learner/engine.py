@@ -15,7 +15,6 @@ persistent cache; the padding caps are part of the engine's checkpointed state.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from functools import partial
 from typing import Any
@@ -25,55 +24,59 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from minionsrl.config import LearnerConfig
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner import networks
 from minionsrl.learner.batch import Batch
 from minionsrl.learner.networks import Params
-from minionsrl.learner.ppo import LossFn, LossTerms, PPOParams, adapt_kl_coef, approx_kl, weighted_mean
+from minionsrl.learner.ppo import LossFn, LossParams, LossTerms, adapt_kl_coef, approx_kl, weighted_mean
 
 
-def minibatch_count(rows: int, p: PPOParams) -> int:
+def minibatch_count(rows: int, lc: LearnerConfig) -> int:
     """How many minibatches an epoch over ``rows`` rows takes: ``num_minibatches`` when set (CleanRL's
     ``--num-minibatches``: the SGD steps per round stay fixed as the batch grows; at most one per row), else
     ``rows / minibatch_size`` rounded (half to even), at least 1 — their size is then within half a
     ``minibatch_size`` of it (a batch of fewer than half a minibatch is one minibatch)."""
-    if p.num_minibatches is not None:
-        return min(p.num_minibatches, rows)
-    return max(1, round(rows / p.minibatch_size))
+    if lc.num_minibatches is not None:
+        return min(lc.num_minibatches, rows)
+    return max(1, round(rows / lc.minibatch_size))
 
 
-def update_plan(rows: int, p: PPOParams) -> tuple[int, int]:
-    """(minibatches per epoch, SGD steps in all) of an update on ``rows`` rows under ``p.learner_budget``."""
-    if p.learner_budget == "per-sample":
-        chunks = minibatch_count(rows, p)
-        return chunks, chunks * p.update_epochs
-    reference = p.reference_batch or rows
-    reference_chunks = minibatch_count(reference, p)
-    if p.learner_budget == "per-round":  # the minibatches grow with the batch, their number does not
+def update_plan(rows: int, lc: LearnerConfig, reference_batch: int | None = None) -> tuple[int, int]:
+    """(minibatches per epoch, SGD steps in all) of an update on ``rows`` rows under ``lc.learner_budget``;
+    ``per-round`` and ``fixed-compute`` are relative to ``reference_batch`` (the config's actors' round batch:
+    build.make_learner; None: this batch)."""
+    if lc.learner_budget == "per-sample":
+        chunks = minibatch_count(rows, lc)
+        return chunks, chunks * lc.update_epochs
+    reference = reference_batch or rows
+    reference_chunks = minibatch_count(reference, lc)
+    if lc.learner_budget == "per-round":  # the minibatches grow with the batch, their number does not
         chunks = min(reference_chunks, rows)
-        return chunks, chunks * p.update_epochs
+        return chunks, chunks * lc.update_epochs
     # fixed-compute: the reference's steps, each of the reference's minibatch size: fewer epochs as n grows
     size = reference / reference_chunks
     chunks = min(max(1, round(rows / size)), rows)
-    return chunks, reference_chunks * p.update_epochs
+    return chunks, reference_chunks * lc.update_epochs
 
 
-def lr_factor(rows: int, p: PPOParams) -> float:
-    """The learning rate's multiplier for a batch of ``rows`` under ``p.lr_batch_scaling``."""
-    if p.lr_batch_scaling == "sqrt" and p.reference_batch:
-        return math.sqrt(rows / p.reference_batch)
+def lr_factor(rows: int, lc: LearnerConfig, reference_batch: int | None = None) -> float:
+    """The learning rate's multiplier for a batch of ``rows`` under ``lc.lr_batch_scaling`` (``sqrt``: times
+    sqrt(rows / reference_batch))."""
+    if lc.lr_batch_scaling == "sqrt" and reference_batch:
+        return math.sqrt(rows / reference_batch)
     return 1.0
 
 
-def minibatch_schedule(rows: int, p: PPOParams, rng: np.random.Generator,
-                       whole_batch: bool = False) -> list[list[np.ndarray]]:
+def minibatch_schedule(rows: int, lc: LearnerConfig, rng: np.random.Generator, whole_batch: bool = False,
+                       reference_batch: int | None = None) -> list[list[np.ndarray]]:
     """The rows of every minibatch of an update, epoch by epoch (``whole_batch``: one step on all of it).
 
     Each epoch splits a permutation of the rows into minibatches of equal size up to one row (their number from
     :func:`update_plan`): exactly ``minibatch_size`` rows when that divides the batch (CleanRL's even split), and
     otherwise no ragged tail (a 1-row tail would even skip advantage normalisation). Under ``fixed-compute`` the
     last epoch may be cut short."""
-    chunks, steps = (1, 1) if whole_batch else update_plan(rows, p)
+    chunks, steps = (1, 1) if whole_batch else update_plan(rows, lc, reference_batch)
     epochs = []
     for epoch in range(math.ceil(steps / chunks)):
         split = np.array_split(rng.permutation(rows), chunks)
@@ -137,7 +140,7 @@ def score(arch: PolicyArch, weights: Params, obs: np.ndarray, actions: np.ndarra
     return np.concatenate(logp), np.concatenate(values)
 
 
-def make_optimizer(p: PPOParams) -> optax.GradientTransformation:
+def make_optimizer(p: LossParams) -> optax.GradientTransformation:
     """Gradient clipping by global norm (unless ``max_grad_norm`` is 0, RLlib's default), then Adam's scaling
     with eps 1e-5 (CleanRL); the learning rate multiplies the result in the update."""
     adam = optax.scale_by_adam(eps=1e-5)
@@ -148,7 +151,7 @@ STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
 
 @partial(jax.jit, static_argnames=("arch", "p", "loss"))
-def _update_program(arch: PolicyArch, p: PPOParams, loss: LossFn, weights: Params, opt_state: Any,
+def _update_program(arch: PolicyArch, p: LossParams, loss: LossFn, weights: Params, opt_state: Any,
                     data: dict[str, jax.Array], idx: jax.Array, w: jax.Array, epoch_end: jax.Array,
                     n_steps: jax.Array, lr: jax.Array, kl_coef: jax.Array, target_kl: jax.Array,
                     clip_coef: jax.Array) -> tuple[Params, Any, dict[str, jax.Array], jax.Array, jax.Array, jax.Array]:
@@ -203,28 +206,22 @@ class SGDEngine:
     update one compiled program; the KL coefficient and the adaptive learning rate it carries between updates,
     and the padding caps, are in its checkpointed state."""
 
-    def __init__(self, arch: PolicyArch, weights: dict[str, np.ndarray], params: PPOParams, loss: LossFn,
-                 device: jax.Device | None = None) -> None:
-        self.arch, self.params, self.loss = arch, params, loss
+    def __init__(self, arch: PolicyArch, weights: dict[str, np.ndarray], lc: LearnerConfig, loss: LossFn,
+                 device: jax.Device | None = None, reference_batch: int | None = None) -> None:
+        self.arch, self.config, self.loss, self.reference_batch = arch, lc, loss, reference_batch
+        self.constants = LossParams.of(lc)  # what the compiled update reads as constants
         self.device = device or jax.devices("cpu")[0]
         # NumPy arrays put as they are, the optimiser's state made by one compiled program: op by op, each array
         # shape compiled its own small programs, which was most of a small policy's start-up. Both are committed
         # to the device, as the update's outputs are: otherwise the first update compiles a program of its own
         self.weights: Params = jax.device_put(dict(weights), self.device)
-        self.opt_state = jax.device_put(jax.jit(make_optimizer(params).init)(self.weights), self.device)
+        self.opt_state = jax.device_put(jax.jit(make_optimizer(self.constants).init)(self.weights), self.device)
         self.finite = True  # the weights and optimiser state after the last update are all finite
-        self.kl_coef = params.kl_coef  # adapted after every update when params.kl_target is set
-        self.learning_rate = params.learning_rate
-        self.clip_coef = params.clip_coef  # the round's (annealed with anneal_clip), set before each update
+        self.kl_coef = lc.kl_coef  # adapted after every update when lc.kl_target is set
+        self.learning_rate = lc.learning_rate
+        self.clip_coef = lc.clip_coef  # the round's (annealed with anneal_clip), set before each update
         # padded shapes only grow (in powers of two): a round with fewer actors than an earlier one reuses its program
         self._rows_cap = self._steps_cap = 0
-
-    @property
-    def current_params(self) -> PPOParams:
-        """The parameters with the KL coefficient as adapted so far."""
-        if self.kl_coef == self.params.kl_coef:
-            return self.params
-        return dataclasses.replace(self.params, kl_coef=self.kl_coef)
 
     def set_learning_rate(self, lr: float) -> None:
         """The rate of the next update (the anneal's, or the KL-adaptive rule's)."""
@@ -242,8 +239,8 @@ class SGDEngine:
         """Run ``update_epochs`` epochs of minibatch SGD (``whole_batch``: one step on all of it, the caller
         making the epochs) as one compiled program; return CleanRL's loss statistics (those of the last step,
         the clip fraction averaged over all of them)."""
-        p = self.params
-        epochs = minibatch_schedule(len(batch), p, rng, whole_batch)
+        lc = self.config
+        epochs = minibatch_schedule(len(batch), lc, rng, whole_batch, self.reference_batch)
         steps = [(mb, e == len(epoch) - 1) for epoch in epochs for e, mb in enumerate(epoch)]
         width = bucket(max(len(mb) for mb, _ in steps))
         self._steps_cap = max(self._steps_cap, bucket(len(steps), fine=False))
@@ -256,17 +253,17 @@ class SGDEngine:
         rows = self._rows_cap  # padding rows are never indexed
         data = {k: pad_rows(v, rows) for k, v in batch.arrays().items()}
         put = partial(jax.device_put, device=self.device)
-        target_kl = np.inf if p.target_kl is None else p.target_kl
+        target_kl = np.inf if lc.target_kl is None else lc.target_kl
         self.weights, self.opt_state, stats, done, lr, finite = _update_program(
-            self.arch, p, self.loss, self.weights, self.opt_state, put(data), put(idx), put(w), put(epoch_end),
-            np.int32(len(steps)), np.float32(self.learning_rate), np.float32(self.kl_coef), np.float32(target_kl),
-            np.float32(self.clip_coef))
+            self.arch, self.constants, self.loss, self.weights, self.opt_state, put(data), put(idx), put(w),
+            put(epoch_end), np.int32(len(steps)), np.float32(self.learning_rate), np.float32(self.kl_coef),
+            np.float32(target_kl), np.float32(self.clip_coef))
         done, self.finite = int(done), bool(finite)
-        if p.desired_kl is not None:  # kept across rounds (and in the checkpoint)
+        if lc.desired_kl is not None:  # kept across rounds (and in the checkpoint)
             self.learning_rate = float(lr)
         taken = {name: np.asarray(values)[:done] for name, values in stats.items()}
-        if p.kl_target is not None and done:  # after the update, on its mean KL (RLlib's rule)
-            self.kl_coef = adapt_kl_coef(self.kl_coef, float(taken["approx_kl"].mean()), p.kl_target)
+        if lc.kl_target is not None and done:  # after the update, on its mean KL (RLlib's rule)
+            self.kl_coef = adapt_kl_coef(self.kl_coef, float(taken["approx_kl"].mean()), lc.kl_target)
         var_y = np.var(batch.returns)
         explained_var = float("nan") if var_y == 0 else float(1 - np.var(batch.returns - batch.values) / var_y)
         out = {name: float(values[-1]) for name, values in taken.items()}

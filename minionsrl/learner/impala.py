@@ -42,7 +42,7 @@ from minionsrl.learner import networks
 from minionsrl.learner.batch import Batch, by_length, episode_bootstrap, scale_rewards, stack_fragments
 from minionsrl.learner.engine import bucket, pad_rows, score
 from minionsrl.learner.networks import Params
-from minionsrl.learner.ppo import LossTerms, PPOParams, normalize_advantages, weighted_mean
+from minionsrl.learner.ppo import LossParams, LossTerms, normalize_advantages, weighted_mean
 
 
 def vtrace(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
@@ -84,10 +84,10 @@ def _values(arch: PolicyArch, weights: Params, obs: jax.Array) -> jax.Array:
     return networks.value(arch, weights, obs)
 
 
-def vtrace_batch(fragments: list[Fragment], arch: PolicyArch, weights: Params, params: PPOParams,
+def vtrace_batch(fragments: list[Fragment], arch: PolicyArch, weights: Params, gamma: float, gae_lambda: float,
                  reward_rms: RunningMeanStd | None, clip_reward: float, rho_bar: float, c_bar: float) -> Batch:
-    """Score ``fragments`` with the policy ``weights`` and compute V-trace targets (λ = ``gae_lambda``); fragments
-    of unequal length (a batch size) each with their own."""
+    """Score ``fragments`` with the policy ``weights`` and compute V-trace targets (discount ``gamma``,
+    λ = ``gae_lambda``); fragments of unequal length (a batch size) each with their own."""
     obs, actions = np.concatenate([f.obs for f in fragments]), np.concatenate([f.actions for f in fragments])
     logp, values = score(arch, weights, obs, actions)
     last_obs = np.concatenate([f.last_obs for f in fragments])
@@ -101,15 +101,15 @@ def vtrace_batch(fragments: list[Fragment], arch: PolicyArch, weights: Params, p
         log_rhos = np.stack([logp[r] for r in scored]).astype(np.float64) - stack["logprobs"]
         rewards = scale_rewards(stack["rewards"], reward_rms, clip_reward)
         vs, adv = vtrace(rewards, np.stack([values[r] for r in scored]), stack["terminated"], stack["truncated"],
-                         stack["trunc_values"], bootstrap[at], log_rhos, params.gamma, rho_bar, c_bar,
-                         params.gae_lambda)
+                         stack["trunc_values"], bootstrap[at], log_rhos, gamma, rho_bar, c_bar,
+                         gae_lambda)
         return {"vs": vs, "adv": adv}
 
     out = by_length(fragments, targets)
     return Batch(obs, actions, logp, out["adv"], out["vs"], values)
 
 
-def impala_loss(arch: PolicyArch, weights: Params, mb: dict[str, jax.Array], w: jax.Array, p: PPOParams,
+def impala_loss(arch: PolicyArch, weights: Params, mb: dict[str, jax.Array], w: jax.Array, p: LossParams,
                 kl_coef: jax.Array | float, clip_coef: jax.Array | float | None = None) -> LossTerms:
     """IMPALA's loss on a V-trace (mini)batch: policy gradient with the V-trace advantages (normalised
     per minibatch if ``norm_adv``), entropy bonus and squared error to the targets ``v_s``; nothing is clipped

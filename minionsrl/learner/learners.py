@@ -17,16 +17,17 @@ from typing import Any
 import jax
 import numpy as np
 
+from minionsrl.config import LearnerConfig
 from minionsrl.errors import Diverged
 from minionsrl.function.fragment import Fragment, PolicySnapshot
-from minionsrl.function.normalization import CLIP_DEFAULT, RunningMeanStd
+from minionsrl.function.normalization import RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner.batch import Batch
 from minionsrl.learner.detectors import Detected, DetectorPlan, detect
 from minionsrl.learner.engine import SGDEngine, lr_factor, score
 from minionsrl.learner.impala import impala_loss, vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
-from minionsrl.learner.ppo import LossFn, PPOParams, ppo_loss
+from minionsrl.learner.ppo import LossFn, ppo_loss
 
 LOSS_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl")  # an update's statistics that must be finite
 
@@ -45,16 +46,6 @@ class UpdateStats:
     learning_rate: float
 
 
-@dataclass(frozen=True)
-class Normalization:
-    """Observation and reward normalisation settings."""
-
-    obs: bool = False
-    reward: bool = False
-    clip_obs: float = CLIP_DEFAULT
-    clip_reward: float = CLIP_DEFAULT
-
-
 @dataclass
 class Learned:
     """One update's outcome: the batch it learned on, CleanRL's statistics, and what the detectors read on the
@@ -71,29 +62,31 @@ class Learner(ABC):
     (the compiled SGD update, :class:`~minionsrl.learner.engine.SGDEngine`) holds the weights and the optimiser
     state and trains them on ``loss``: PPO's clipped surrogate unless the algorithm passes its own."""
 
-    def __init__(self, arch: PolicyArch, params: PPOParams, norm: Normalization, device: str = "cpu",
-                 seed: int = 0, loss: LossFn = ppo_loss) -> None:
-        self.arch, self.params, self.norm = arch, params, norm
+    synchronous = True  # its rounds' fragments are all sampled with the current policy (a synchronous sampler)
+
+    def __init__(self, arch: PolicyArch, lc: LearnerConfig, device: str = "cpu", seed: int = 0,
+                 reference_batch: int | None = None, loss: LossFn = ppo_loss) -> None:
+        self.arch, self.config, self.reference_batch = arch, lc, reference_batch
         self.device = jax.devices("cpu" if device == "cpu" else "gpu")[0]
-        self.engine = SGDEngine(arch, init_params(arch, seed), params, loss, self.device)
-        self.lr = params.learning_rate
-        self.obs_rms = RunningMeanStd((arch.obs_dim,)) if norm.obs else None
-        self.ret_rms = RunningMeanStd(()) if norm.reward else None
+        self.engine = SGDEngine(arch, init_params(arch, seed), lc, loss, self.device, reference_batch)
+        self.lr = lc.learning_rate
+        self.obs_rms = RunningMeanStd((arch.obs_dim,)) if lc.normalize_obs else None
+        self.ret_rms = RunningMeanStd(()) if lc.normalize_reward else None
 
     def set_remaining(self, fraction: float) -> None:
         """The fraction of the run left (1 to 0 over whichever limit is nearest its end, kept across resumes:
         :mod:`minionsrl.loop.anneal`), which sets the round's learning rate and clipping coefficient: the
         configured ones, times ``fraction`` where ``lr_schedule`` is ``anneal`` / ``anneal_clip`` asks. The rate is
-        then scaled with the batch (:func:`lr_factor`); the adaptive rate (``params.desired_kl``) ignores it: the
+        then scaled with the batch (:func:`lr_factor`); the adaptive rate (``desired_kl``) ignores it: the
         update steers its own, kept across rounds. The clip is a traced value of the compiled update: a new one
         compiles nothing."""
-        p = self.params
-        self.lr = p.learning_rate * (fraction if p.lr_schedule == "anneal" else 1.0)
-        self.engine.set_clip_coef(p.clip_coef * (fraction if p.anneal_clip else 1.0))
+        lc = self.config
+        self.lr = lc.learning_rate * (fraction if lc.lr_schedule == "anneal" else 1.0)
+        self.engine.set_clip_coef(lc.clip_coef * (fraction if lc.anneal_clip else 1.0))
 
     def snapshot(self, version: int) -> PolicySnapshot:
         """The policy as rollout functions receive it."""
-        return snapshot_of(self.arch, self.engine.weights, self.obs_rms, version, self.norm.clip_obs)
+        return snapshot_of(self.arch, self.engine.weights, self.obs_rms, version, self.config.clip_obs)
 
     def learn(self, fragments: list[Fragment], rng: np.random.Generator, plan: DetectorPlan | None = None) -> Learned:
         """Merge the fragments' normaliser statistics (in the given order), build the round's batch, then update
@@ -105,8 +98,9 @@ class Learner(ABC):
                 self.obs_rms.update(frag.obs_moments)
             if self.ret_rms is not None:
                 self.ret_rms.update(frag.ret_moments)
-        if self.params.desired_kl is None:
-            self.engine.set_learning_rate(self.lr * lr_factor(sum(len(f.rewards) for f in fragments), self.params))
+        if self.config.desired_kl is None:
+            rows = sum(len(f.rewards) for f in fragments)
+            self.engine.set_learning_rate(self.lr * lr_factor(rows, self.config, self.reference_batch))
         lr = self.engine.learning_rate  # adaptive: where the previous rounds' epochs left it
         batch = self._batch(fragments)  # advantages from the weights the fragments were sampled with
         detected, detector_s = self.detect(batch, plan) if plan and plan.placement == "before" else (Detected(), 0.0)
@@ -120,7 +114,8 @@ class Learner(ABC):
         """The detectors ``plan`` asks for on ``batch`` at the current weights (the model left as it was), and the
         seconds they took."""
         started = time.perf_counter()
-        detected = detect(plan, self.arch, self.engine.weights, batch, self.engine.params, kl_coef=self.engine.kl_coef)
+        detected = detect(plan, self.arch, self.engine.weights, batch, self.engine.constants,
+                          kl_coef=self.engine.kl_coef)
         return detected, time.perf_counter() - started
 
     def _check_finite(self, stats: UpdateStats) -> None:
@@ -165,19 +160,16 @@ class Learner(ABC):
 class PPOLearner(Learner):
     """PPO on the round's batch: GAE, then epochs of minibatch SGD on the clipped surrogate.
 
-    ``anchor_current``: fragments lag the learner by an update (pipelined rounds), so the clip is anchored at the
+    Pipelined (``pipeline``), fragments lag the learner by an update, so the clip is anchored at the
     policy being updated rather than the one that sampled them, and each row weighs π_anchor/π_behaviour — the
     decoupled PPO objective of Hilton et al. 2021 ("Batch size-invariance for policy optimization"). Anchored at a
     behaviour policy one update old, the ratio starts off 1 and the clip spends its trust region on the lag
     (docs/archive/RESULTS-2026-11.md: pipelined Hopper learned less per round that way)."""
 
-    def __init__(self, *args: Any, anchor_current: bool = False, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.anchor_current = anchor_current
-
     def _batch(self, fragments: list[Fragment]) -> Batch:
-        batch = Batch.from_fragments(fragments, self.params, self.ret_rms, self.norm.clip_reward)
-        if not self.anchor_current:
+        lc = self.config
+        batch = Batch.from_fragments(fragments, lc.gamma, lc.gae_lambda, self.ret_rms, lc.clip_reward)
+        if not self.config.pipeline:
             return batch
         anchor, _ = score(self.arch, self.engine.weights, batch.obs, batch.actions)
         weights = np.exp(anchor.astype(np.float64) - batch.logprobs).astype(np.float32)
@@ -187,18 +179,17 @@ class PPOLearner(Learner):
 class VTraceLearner(Learner):
     """Learners on V-trace-corrected batches of lagging fragments (Espeholt et al. 2018)."""
 
-    def __init__(self, arch: PolicyArch, params: PPOParams, norm: Normalization, rho_bar: float,
-                 c_bar: float, device: str = "cpu", seed: int = 0, loss: LossFn = ppo_loss) -> None:
-        super().__init__(arch, params, norm, device, seed, loss)
-        self.rho_bar, self.c_bar = rho_bar, c_bar
+    synchronous = False  # fragments arrive as they finish, sampled by policies up to a few updates old
+
 
     def _batch(self, fragments: list[Fragment]) -> Batch:
         return self.vtrace(fragments)
 
     def vtrace(self, fragments: list[Fragment]) -> Batch:
         """The fragments scored by the current policy, with V-trace targets and advantages."""
-        return vtrace_batch(fragments, self.arch, self.engine.weights, self.params, self.ret_rms, self.norm.clip_reward,
-                            self.rho_bar, self.c_bar)
+        lc = self.config
+        return vtrace_batch(fragments, self.arch, self.engine.weights, lc.gamma, lc.gae_lambda, self.ret_rms,
+                            lc.clip_reward, lc.vtrace_rho_bar, lc.vtrace_c_bar)
 
 
 class APPOLearner(VTraceLearner):
@@ -211,12 +202,12 @@ class IMPALALearner(VTraceLearner):
     it is at that step — its loss has no trust region, so a correction computed before earlier steps would be
     stale (Espeholt et al. 2018)."""
 
-    def __init__(self, arch: PolicyArch, params: PPOParams, norm: Normalization, rho_bar: float,
-                 c_bar: float, device: str = "cpu", seed: int = 0) -> None:
-        super().__init__(arch, params, norm, rho_bar, c_bar, device, seed, loss=impala_loss)
+    def __init__(self, arch: PolicyArch, lc: LearnerConfig, device: str = "cpu", seed: int = 0,
+                 reference_batch: int | None = None) -> None:
+        super().__init__(arch, lc, device, seed, reference_batch, loss=impala_loss)
 
     def _update(self, batch: Batch, fragments: list[Fragment], rng: np.random.Generator) -> dict[str, float]:
-        p, count = self.params, len(fragments)
+        p, count = self.config, len(fragments)
         if p.num_minibatches is not None:  # that many learner batches per pass, whatever the fragment count
             groups = min(p.num_minibatches, count)
         else:
@@ -231,3 +222,7 @@ class IMPALALearner(VTraceLearner):
     def _rescored(self, batch: Batch, fragments: list[Fragment]) -> Batch:
         """The whole batch scored again under the updated policy (IMPALA scores each step's batch afresh)."""
         return self.vtrace(fragments)
+
+
+# every learner by its config name (config.ALGOS, --algo): each is built from the resolved learner config alone
+LEARNERS: dict[str, type[Learner]] = {"ppo": PPOLearner, "appo": APPOLearner, "impala": IMPALALearner}

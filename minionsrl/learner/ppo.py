@@ -1,4 +1,4 @@
-"""PPO's loss and its hyper-parameters, faithful to CleanRL's ``ppo.py``, in JAX: the clipped surrogate, the
+"""PPO's loss and the constants it reads, faithful to CleanRL's ``ppo.py``, in JAX: the clipped surrogate, the
 (clipped) value loss and the entropy bonus, RLlib's clipped squared value error and adaptive KL penalty, and the
 pieces other losses share (weighted means over padded rows, advantage normalisation, the KL estimator).
 
@@ -18,58 +18,39 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minionsrl import config
+from minionsrl.config import LearnerConfig
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner import networks
 from minionsrl.learner.networks import Params
 
-_CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(config.LearnerConfig)}
-
-
-def _default(name: str) -> Any:
-    """A learner hyper-parameter's default, as the config writes it (the one place): the classic preset's value
-    (CleanRL's ``ppo.py``), else the config field's own default."""
-    if name in config.PRESETS["classic"]:
-        return config.PRESETS["classic"][name]
-    return _CONFIG_DEFAULTS[name]
-
 
 @dataclass(frozen=True)
-class PPOParams:
-    """PPO hyper-parameters (CleanRL names); their defaults are the config's (:func:`_default`)."""
+class LossParams:
+    """The settings the compiled update and the detectors' loss read as constants: a jit-static argument, so this
+    holds only what those programs read (the round's learning rate, clipping and KL coefficients and ``target_kl``
+    are traced values besides). A projection of the resolved :class:`~minionsrl.config.LearnerConfig`
+    (:meth:`of`), which alone holds the defaults; the host-side settings (epochs, minibatches, discounting, the
+    rate's schedule) the learner reads from that config itself."""
 
-    learning_rate: float = _default("learning_rate")
-    # "anneal": the rate times the fraction of the run left (Learner.set_remaining); "constant"; "adaptive" (with
-    # desired_kl). The classic preset's (CleanRL's) anneals
-    lr_schedule: str = config.lr_schedule_of(_default("anneal_lr"))
-    anneal_clip: bool | None = _default("anneal_clip")  # the clipping coefficient too
-    gamma: float = _default("gamma")
-    gae_lambda: float = _default("gae_lambda")
-    update_epochs: int = _default("update_epochs")
-    minibatch_size: int | None = _default("minibatch_size")
-    num_minibatches: int | None = _default("num_minibatches")  # when set: this many per epoch, whatever the batch
-    # how the update's work follows the batch (DESIGN §1): "per-sample" (minibatches of a fixed size, SGD steps
-    # grow with the batch), "per-round" (a fixed number of minibatches) or "fixed-compute" (a fixed number of
-    # steps of a fixed size); the latter two, and the learning-rate rule, relative to ``reference_batch``
-    learner_budget: str = _default("learner_budget")
-    reference_batch: int | None = None  # the config's actors' round batch (build.make_learner)
-    lr_batch_scaling: str = _default("lr_batch_scaling")  # "sqrt": the rate times sqrt(batch / reference_batch)
+    norm_adv: bool
+    clip_coef: float  # the configured one: the detectors' loss; the update passes the round's (annealed)
+    clip_vloss: bool
     # RLlib's PPO (the published Nitro code's learner): the squared value error clipped at ``vf_clip`` (instead of
-    # CleanRL's clipped value change), and an adaptive KL penalty ``kl_coef · KL`` steered towards ``kl_target``
-    vf_clip: float | None = _default("vf_clip")
-    kl_coef: float = _default("kl_coef")
-    kl_target: float | None = _default("kl_target")
-    norm_adv: bool = _default("norm_adv")
-    clip_coef: float = _default("clip_coef")
-    clip_vloss: bool = _default("clip_vloss")
-    ent_coef: float = _default("ent_coef")
-    vf_coef: float = _default("vf_coef")
-    max_grad_norm: float = _default("max_grad_norm")
-    target_kl: float | None = _default("target_kl")
-    # the KL-adaptive learning rate (:func:`adapt_learning_rate`): on when ``desired_kl`` is set, within bounds
-    desired_kl: float | None = _default("desired_kl")
-    lr_min: float = _default("lr_min")
-    lr_max: float = _default("lr_max")
+    # CleanRL's clipped value change), and an adaptive KL penalty, on when ``kl_coef`` (its initial value) is not 0
+    vf_clip: float | None
+    kl_coef: float
+    ent_coef: float
+    vf_coef: float
+    max_grad_norm: float
+    # the KL-adaptive learning rate (:func:`~minionsrl.learner.engine.adapt_learning_rate`): on when set
+    desired_kl: float | None
+    lr_min: float
+    lr_max: float
+
+    @classmethod
+    def of(cls, lc: LearnerConfig) -> LossParams:
+        """The compiled programs' constants of a resolved learner config."""
+        return cls(**{f.name: getattr(lc, f.name) for f in dataclasses.fields(cls)})
 
 
 class LossTerms(NamedTuple):
@@ -127,7 +108,7 @@ def approx_kl(ratio: jax.Array, logratio: jax.Array, w: jax.Array) -> jax.Array:
     return weighted_mean((ratio - 1) - logratio, w)
 
 
-def ppo_loss(arch: PolicyArch, params: Params, mb: dict[str, jax.Array], w: jax.Array, p: PPOParams,
+def ppo_loss(arch: PolicyArch, params: Params, mb: dict[str, jax.Array], w: jax.Array, p: LossParams,
              kl_coef: jax.Array | float, clip_coef: jax.Array | float | None = None) -> LossTerms:
     """CleanRL's PPO loss on a (mini)batch: clipped surrogate, (clipped) value loss, entropy bonus; RLlib's
     clipped squared value error and KL penalty where ``p`` asks. ``w`` weighs the rows (0: padding).
@@ -157,7 +138,7 @@ def ppo_loss(arch: PolicyArch, params: Params, mb: dict[str, jax.Array], w: jax.
 
 
 # (arch, weights, minibatch, row weights, params, KL coefficient, clipping coefficient): the last two traced
-LossFn = Callable[[PolicyArch, Params, dict[str, jax.Array], jax.Array, PPOParams, Any, Any], LossTerms]
+LossFn = Callable[[PolicyArch, Params, dict[str, jax.Array], jax.Array, LossParams, Any, Any], LossTerms]
 
 
 def adapt_kl_coef(coef: float, kl: float, target: float) -> float:
