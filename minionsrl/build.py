@@ -198,7 +198,7 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
         from minionsrl.function.faults import FaultPlan
         from minionsrl.loop.requests import Publisher, Requests
         from minionsrl.loop.retry import RetryPolicy
-        from minionsrl.loop.sampler import AsyncSampler, SyncSampler
+        from minionsrl.loop.sampler import AsyncSampler, PipelinedSampler, SyncSampler
         from minionsrl.loop.trainer import Trainer
 
         arch = PolicyArch.of(info, cfg.learner.hidden_sizes)
@@ -212,8 +212,8 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
                             FaultPlan(faults.rates, faults.fault_seed), arch, cfg.eval.eval_max_steps)
         parts = (backend, requests, publisher, arch, cfg.env.step_plan(), cfg.env.carry_episodes,
                  RetryPolicy(faults.max_retries, faults.round_deadline_s, faults.min_reply_fraction))
-        sampler = (SyncSampler(*parts) if cfg.learner.algo == "ppo" else
-                   AsyncSampler(*parts, k=cfg.learner.async_fragments))
+        sampler = (AsyncSampler(*parts, k=cfg.learner.async_fragments) if cfg.learner.algo != "ppo" else
+                   PipelinedSampler(*parts) if cfg.learner.pipeline else SyncSampler(*parts))
         return Trainer(cfg, session, learner, sampler, publisher, scaler, ledger, backend)
     except BaseException:
         backend.close()

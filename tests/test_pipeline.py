@@ -17,6 +17,7 @@ from minionsrl.cost import CostLedger, RoundTimes, load_prices
 from minionsrl.errors import ConfigError
 from minionsrl.loop import checkpoint
 from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics, read_rows
+from minionsrl.loop.sampler import PipelinedSampler, SyncSampler
 
 
 def _cfg(run_dir: Path, **overrides) -> TrainConfig:
@@ -41,6 +42,17 @@ def test_a_pipelined_round_samples_with_the_policy_one_update_older(tmp_path):
     assert len(train) == 8 * 3 and {r["status"] for r in train} == {"ok"}  # the last round sent nothing ahead
     evals = [r for r in rows if r["eval_return_mean"]]
     assert [int(r["round"]) for r in evals] == [3, 6, 8]  # held evaluations ran beside the next round
+
+
+@pytest.mark.integration
+def test_only_a_pipelined_run_has_a_sampler_that_sends_ahead(tmp_path):
+    for pipeline, kind in ((True, PipelinedSampler), (False, SyncSampler)):
+        trainer = make_trainer(_cfg(tmp_path / str(pipeline), pipeline=pipeline))
+        try:
+            assert type(trainer.sampler) is kind and trainer.sampler.defers_evaluation is pipeline
+            assert hasattr(trainer.sampler, "ahead") is pipeline  # a plain round keeps no send-ahead state
+        finally:
+            trainer.close()
 
 
 @pytest.mark.integration

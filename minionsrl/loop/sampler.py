@@ -1,7 +1,8 @@
 """Samplers turn "n actors this round" into fragments: the rollout functions of a round, through faults.
 
 :class:`SyncSampler` (PPO) invokes ``n`` functions and waits for them at a barrier with a deadline
-(:func:`~minionsrl.loop.retry.gather`). :class:`AsyncSampler` (APPO, IMPALA; DESIGN §1, last
+(:func:`~minionsrl.loop.retry.gather`); :class:`PipelinedSampler` (``--pipeline``) is that barrier with the next
+round's functions sent while the learner updates. :class:`AsyncSampler` (APPO, IMPALA; DESIGN §1, last
 paragraph) keeps ``n`` invocations in flight and returns once ``k`` fragments have arrived; every
 function that returns is resubmitted at once with the newest published policy, so invocations never
 wait for the learner and fragments lag (each carries the policy version it was sampled with). Both
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -22,6 +24,7 @@ import numpy as np
 
 from minionsrl.backends.base import Backend, Reply
 from minionsrl.config import StepPlan
+from minionsrl.cost import RoundTimes
 from minionsrl.errors import ConfigError, InvocationError
 from minionsrl.function.fragment import Fragment, PolicySnapshot
 from minionsrl.function.numpy_policy import PolicyArch
@@ -42,6 +45,7 @@ from minionsrl.loop.retry import (
     RetryPolicy,
     Tracker,
     gather_groups,
+    slot_chains,
 )
 
 
@@ -59,7 +63,8 @@ class Sampled:
     """A round's fragments (in slot order, or arrival order when asynchronous), every attempt it waited for
     (training, and an evaluation run beside it), that evaluation's mean return, and the sampler's own columns:
     the fragments' policy lag in updates (pipelined and asynchronous rounds), and for asynchronous ones the
-    fragments used and the stale-policy retries."""
+    fragments used and the stale-policy retries. ``sent_ahead``: its training functions were sent before the
+    round began, beside the previous update (pipelined)."""
 
     fragments: list[Fragment]
     gathered: list[Gathered]
@@ -68,12 +73,27 @@ class Sampled:
     policy_lag_max: int | None = None
     used: int | None = None
     stale_retries: int | None = None
+    sent_ahead: bool = False
+
+    def times(self, wall_s: float, learner_s: float, previous_learner_s: float,
+              evaluated_after: list[Gathered] | None = None) -> RoundTimes:
+        """The round's times for the ledger. Functions sent ahead ran beside the previous update: its own seconds
+        (``previous_learner_s``) are their head start, and they are billed apart from an evaluation sent beside
+        them at the round's start (that one had no head start)."""
+        head_start_s = previous_learner_s if self.sent_ahead else 0.0
+        after = slot_chains(evaluated_after or [])
+        if not head_start_s:
+            return RoundTimes(wall_s, learner_s, slot_chains(self.gathered), after)
+        return RoundTimes(wall_s, learner_s, slot_chains(self.gathered[:1]), after, head_start_s,
+                          slot_chains(self.gathered[1:]))
 
 
 class Sampler(ABC):
     """Runs the round's rollout functions on a backend; knows nothing of the learner's algorithm."""
 
     evaluates_beside = False  # whether :meth:`sample` can run an evaluation beside the round's functions
+    # whether a due evaluation always waits to run beside the next round's functions (they hold the backend)
+    defers_evaluation = False
 
     def __init__(self, backend: Backend, requests: Requests, publisher: Publisher, arch: PolicyArch,
                  plan: StepPlan, carry_episodes: bool, retry: RetryPolicy) -> None:
@@ -98,12 +118,13 @@ class Sampler(ABC):
         return Gathered({})
 
     def sent_actors(self, round_idx: int) -> int | None:
-        """The actor count of round ``round_idx``'s functions if they were sent ahead (:meth:`send`)."""
+        """The actor count of round ``round_idx``'s functions if they were sent already, ahead of it."""
         return None
 
-    def send(self, round_idx: int, n: int) -> None:
-        """Send round ``round_idx``'s ``n`` functions ahead of it (pipelined rounds; synchronous samplers only)."""
-        raise NotImplementedError(f"{type(self).__name__} keeps its functions in flight by itself")
+    def before_update(self, round_idx: int, next_actors: Callable[[], int | None]) -> None:  # noqa: B027 - optional
+        """Round ``round_idx``'s fragments are in and its update is about to start. A sampler that keeps functions
+        running while the learner works sends the next round's now: ``next_actors()`` of them (asked only then;
+        None when the round is the last by a count known already)."""
 
     def state_dict(self) -> dict[str, Any]:
         return {"carries": json.dumps({str(k): v for k, v in self.carries.items()})}
@@ -164,37 +185,28 @@ class SentRound:
 
 class SyncSampler(Sampler):
     """A barrier per round: ``n`` invocations, retried and de-duplicated, cut at the round deadline. The
-    previous round's evaluation can run beside them: the policy it evaluates is the one they sample with.
-
-    Pipelined (``--pipeline``), the trainer sends the next round's functions with :meth:`send` before the update
-    of the round just gathered, so they sample with the policy one update older (a policy lag of one, logged
-    as APPO's is) while the learner works; the checkpoint keeps that wave (its actors and its policy), so a
-    resumed run sends the same invocations again."""
+    previous round's evaluation can run beside them: the policy it evaluates is the one they sample with."""
 
     evaluates_beside = True
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.ahead: SentRound | None = None  # sent ahead of its round (pipelined), not yet gathered
-        self.resumed_ahead: tuple[int, int, PolicySnapshot] | None = None  # (round, actors, policy) to send again
-
-    def sent_actors(self, round_idx: int) -> int | None:
-        """The actor count of round ``round_idx``'s functions if they were sent ahead (by :meth:`send`)."""
-        if self.ahead is not None and self.ahead.round == round_idx:
-            return self.ahead.actors
-        if self.resumed_ahead is not None and self.resumed_ahead[0] == round_idx:
-            return self.resumed_ahead[1]
-        return None
-
-    def send(self, round_idx: int, n: int) -> None:
-        """Send round ``round_idx``'s ``n`` training functions now, with the published policy; :meth:`sample`
-        gathers them."""
-        self.ahead = self._send(round_idx, n, keep_policy=True)
-
     def sample(self, round_idx: int, n: int, evaluation: Evaluation | None = None) -> Sampled:
-        ahead = self.ahead is not None and self.ahead.round == round_idx
-        wave = self.ahead if ahead else self._send(round_idx, n)
-        self.ahead = None
+        return self._gather(self._send(round_idx, n), evaluation)
+
+    def _send(self, round_idx: int, n: int) -> SentRound:
+        """Round ``round_idx``'s ``n`` training functions, sent now with the published policy."""
+        return self._wave(round_idx, n, self.publisher.ref(), self.publisher.version)
+
+    def _wave(self, round_idx: int, n: int, ref: str, version: int, policy: PolicySnapshot | None = None
+              ) -> SentRound:
+        """Send ``n`` training functions of round ``round_idx`` sampling with policy ``version`` (``ref``)."""
+        if self.carry_episodes:  # before the requests are made (idempotent: a resumed wave's carries are handed)
+            self._resume_paused(n)
+        training = Group(n, lambda slot, attempt: self._train_request(ref, round_idx, slot, attempt, n),
+                         lambda req, r: self._fragments(req, r, version), self.retry, f"round {round_idx} training")
+        return SentRound(round_idx, n, version, ref, InFlightGroup(self.backend, training), policy)
+
+    def _gather(self, wave: SentRound, evaluation: Evaluation | None, sent_ahead: bool = False) -> Sampled:
+        """Wait for ``wave`` (and ``evaluation``, sent now beside it); its fragments in slot order."""
         beside = [self._evaluation(evaluation, self.publisher.ref())] if evaluation else []
         got, *evaluated = gather_groups(self.backend, beside, wave.in_flight)
         if self.carry_episodes:  # a lost slot's episodes are lost with it: the slot starts new ones
@@ -202,31 +214,68 @@ class SyncSampler(Sampler):
             self.carries = {a: carry for a, carry in self.carries.items() if a >= actors}
             for slot, fragments in got.results.items():
                 self._keep_carries(slot, fragments)
-        lag = self.publisher.version - wave.version  # updates since the wave's policy: 1 sent ahead (or resumed so)
-        # slot order, not arrival order
-        lagged = ahead or bool(lag)
+        lag = self.publisher.version - wave.version  # updates since the wave's policy: 1 when sent ahead
+        lagged = sent_ahead or bool(lag)
         return Sampled([f for slot in sorted(got.results) for f in got.results[slot]], [got, *evaluated],
                        eval_return=self._mean_return(evaluated[0]) if evaluated else None,
-                       policy_lag_mean=float(lag) if lagged else None, policy_lag_max=lag if lagged else None)
+                       policy_lag_mean=float(lag) if lagged else None, policy_lag_max=lag if lagged else None,
+                       sent_ahead=sent_ahead)
+
+    def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Gathered]:
+        got = gather_groups(self.backend, [self._evaluation(Evaluation(round_idx, n_actors, episodes),
+                                                            self.publisher.ref())])[0]
+        return self._mean_return(got), got
+
+    def _evaluation(self, e: Evaluation, ref: str) -> Group:
+        per_slot = eval_split(e.episodes, e.actors)
+        return Group(len(per_slot), lambda slot, attempt: self.requests.make(
+            "eval", ref, e.round, slot, attempt, episodes=per_slot[slot]), eval_returns, self.retry,
+            f"round {e.round} evaluation")
+
+
+class PipelinedSampler(SyncSampler):
+    """The barrier of :class:`SyncSampler`, with the learner off the critical path (``--pipeline``): once a
+    round's fragments are in, the next round's functions are sent before its update (:meth:`before_update`), so
+    they sample with the policy one update older (a policy lag of one, logged as APPO's is) while the learner
+    works. They hold the backend, so a due evaluation runs beside them. The checkpoint keeps that wave (its round,
+    actors and policy), so a resumed run sends the same invocations again."""
+
+    defers_evaluation = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ahead: SentRound | None = None  # sent ahead of its round, not yet gathered
+        self.resumed_ahead: tuple[int, int, PolicySnapshot] | None = None  # (round, actors, policy) to send again
+
+    def sent_actors(self, round_idx: int) -> int | None:
+        if self.ahead is not None and self.ahead.round == round_idx:
+            return self.ahead.actors
+        if self.resumed_ahead is not None and self.resumed_ahead[0] == round_idx:
+            return self.resumed_ahead[1]
+        return None
+
+    def before_update(self, round_idx: int, next_actors: Callable[[], int | None]) -> None:
+        n = next_actors()
+        if n is not None:  # they run while the learner updates
+            self.ahead = self._send(round_idx + 1, n, keep_policy=True)
+
+    def sample(self, round_idx: int, n: int, evaluation: Evaluation | None = None) -> Sampled:
+        sent_ahead = self.sent_actors(round_idx) is not None  # a resumed wave was sent ahead by the checkpointed run
+        wave = self.ahead if self.ahead is not None and self.ahead.round == round_idx else self._send(round_idx, n)
+        self.ahead = None
+        return self._gather(wave, evaluation, sent_ahead)
 
     def _send(self, round_idx: int, n: int, keep_policy: bool = False) -> SentRound:
-        if self.resumed_ahead is not None and self.resumed_ahead[0] == round_idx:  # as the checkpointed run sent it
+        """As :meth:`SyncSampler._send`, keeping the policy for the checkpoint (``keep_policy``); a wave the
+        checkpointed run had sent ahead is sent again as it was, with its actors and its policy."""
+        if self.resumed_ahead is not None and self.resumed_ahead[0] == round_idx:
             _, n, policy = self.resumed_ahead
             ref, version = self.publisher.publish(policy), policy.version
         else:
             ref, version = self.publisher.ref(), self.publisher.version
             policy = self.publisher.last if keep_policy else None
         self.resumed_ahead = None
-        if self.carry_episodes:  # before the requests are made (idempotent: a resumed wave's carries are handed)
-            self._resume_paused(n)
-        training = Group(n, lambda slot, attempt: self._train_request(ref, round_idx, slot, attempt, n),
-                         lambda req, r: self._fragments(req, r, version), self.retry, f"round {round_idx} training")
-        return SentRound(round_idx, n, version, ref, InFlightGroup(self.backend, training), policy)
-
-    def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Gathered]:
-        got = gather_groups(self.backend, [self._evaluation(Evaluation(round_idx, n_actors, episodes),
-                                                            self.publisher.ref())])[0]
-        return self._mean_return(got), got
+        return self._wave(round_idx, n, ref, version, policy)
 
     def finish(self) -> Gathered:
         """Cancel a wave sent ahead, if any (billed for the time it ran)."""
@@ -238,8 +287,8 @@ class SyncSampler(Sampler):
         if self.ahead is not None and self.ahead.policy is not None:
             p = self.ahead.policy
             state["sent_ahead"] = {"round": self.ahead.round, "actors": self.ahead.actors, "version": p.version,
-                             "clip_obs": p.clip_obs, "params": dict(p.params), "obs_mean": p.obs_mean,
-                             "obs_var": p.obs_var}
+                                   "clip_obs": p.clip_obs, "params": dict(p.params), "obs_mean": p.obs_mean,
+                                   "obs_var": p.obs_var}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -261,12 +310,6 @@ class SyncSampler(Sampler):
                                     wave["obs_mean"] if stats else None, wave["obs_var"] if stats else None,
                                     float(wave["clip_obs"]))
             self.resumed_ahead = (int(wave["round"]), int(wave["actors"]), policy)
-
-    def _evaluation(self, e: Evaluation, ref: str) -> Group:
-        per_slot = eval_split(e.episodes, e.actors)
-        return Group(len(per_slot), lambda slot, attempt: self.requests.make(
-            "eval", ref, e.round, slot, attempt, episodes=per_slot[slot]), eval_returns, self.retry,
-            f"round {e.round} evaluation")
 
 
 class AsyncSampler(Sampler):

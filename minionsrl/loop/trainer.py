@@ -21,7 +21,7 @@ import numpy as np
 
 from minionsrl.backends.base import Backend
 from minionsrl.config import TrainConfig
-from minionsrl.cost import CostLedger, RoundTimes
+from minionsrl.cost import CostLedger
 from minionsrl.errors import ConfigError, Diverged
 from minionsrl.forecast import FUNCTION_COLUMNS, function_stats
 from minionsrl.function import fragment, wire
@@ -31,7 +31,7 @@ from minionsrl.learner.learners import Learned, Learner
 from minionsrl.loop import anneal, checkpoint
 from minionsrl.loop.metrics import RunLog, invocation_rows
 from minionsrl.loop.requests import Publisher, invocation_seed
-from minionsrl.loop.retry import OK, Attempt, Gathered, TooFewReplies, fault_counts, slot_chains
+from minionsrl.loop.retry import OK, Attempt, Gathered, TooFewReplies, fault_counts
 from minionsrl.loop.sampler import Evaluation, Sampled, Sampler
 from minionsrl.loop.session import Progress, Session, budgets, nothing_to_do, reached, resumed_stop
 from minionsrl.scaling.base import Scaler
@@ -45,7 +45,7 @@ class Round:
     index: int
     n_actors: int
     started: float  # perf_counter stamps of the round's phases
-    ahead: bool = False  # pipelined: its functions were chosen and sent a round ahead
+    previous_learner_s: float = 0.0  # the previous round's update, beside which its functions may have been sent
     eval_beside: Evaluation | None = None  # the previous round's evaluation, run beside this round's functions
     sampled: Sampled = field(default_factory=lambda: Sampled([], []))
     learned: Learned | None = None  # its detectors' columns and seconds too
@@ -54,7 +54,6 @@ class Round:
     evaluated_after: list[Gathered] = field(default_factory=list)  # an evaluation after the update
     eval_return: float | None = None
     eval_deferred: bool = False  # its evaluation runs beside the next round's functions: its row is written then
-    head_start_s: float = 0.0  # pipelined: the seconds its training wave ran ahead, beside the previous update
     learner_s: float = 0.0  # the learner's part on a host of its own: update and detectors, less their CPU wait
     sampled_at: float = 0.0
     learned_at: float = 0.0  # update and detectors done
@@ -150,8 +149,8 @@ class Trainer:
         """One round, in five phases, the same for every algorithm: **plan** (how many functions, the learning
         rate), **collect** (run them, beside the previous round's evaluation), **learn** (the update and the
         detectors), **decide** (does the run stop here; does the round's evaluation run now or beside the next
-        round's functions) and **record** (bill, log, checkpoint). Pipelined (``--pipeline``), a round's functions
-        were chosen and sent a round ahead, and collect sends the next round's before this one learns."""
+        round's functions) and **record** (bill, log, checkpoint). A sampler may send a round's functions ahead of
+        it, while the previous round learns (:class:`~minionsrl.loop.sampler.PipelinedSampler`)."""
         r = self._plan()
         self._collect(r)
         self._learn(r)
@@ -168,18 +167,22 @@ class Trainer:
         n = sent if sent is not None else self.scaler.next_actors(p.last_round)
         self.learner.set_remaining(self._remaining())
         beside = Evaluation(*p.pending_eval) if p.pending_eval else None  # of the policy this round samples with
-        return Round(p.round, n, started, ahead=sent is not None, eval_beside=beside)
+        previous_s = p.last_round.projected_learner_s if p.last_round else 0.0
+        return Round(p.round, n, started, previous_learner_s=previous_s, eval_beside=beside)
 
     def _collect(self, r: Round) -> None:
         """The round's fragments from its functions (and the return of the previous round's evaluation beside them,
-        whose row is written now); pipelined, the next round's functions are sent before this round learns."""
+        whose row is written now); a sampler that sends ahead sends the next round's functions before this one
+        learns, unless this round is the last by a count."""
         r.sampled = self._logging_failures([], lambda: self.sampler.sample(r.index, r.n_actors, r.eval_beside))
         r.learning = runtime.mark()
         r.sampled_at = r.learning.wall
         if r.eval_beside is not None:
             self._log_deferred_row(r.sampled.eval_return)
-        if self.cfg.learner.pipeline and not self._last_by_count(sum(len(f.rewards) for f in r.sampled.fragments)):
-            self.sampler.send(r.index + 1, self.scaler.next_actors(self.progress.last_round))  # run while it learns
+        steps = sum(len(f.rewards) for f in r.sampled.fragments)
+        # the scaler is asked only by a sampler that sends ahead, and reads the row just completed
+        self.sampler.before_update(r.index, lambda: None if self._last_by_count(steps)
+                                   else self.scaler.next_actors(self.progress.last_round))
 
     def _learn(self, r: Round) -> None:
         """Update the policy on the fragments (the detectors the scaler reads, before or after the update)."""
@@ -201,13 +204,12 @@ class Trainer:
         """Whether the run stops after this round, decided once, here, with what the round has cost so far (a later
         check could find the budget spent after the round and skip the final evaluation it promised); then the
         round's evaluation: now, after the update (the last round always), or held for the next round's functions
-        to run beside (``--eval-overlap``, and pipelined rounds, whose functions sent ahead hold the backend)."""
+        to run beside (``--eval-overlap``, or a sampler that ``defers_evaluation``: its functions sent ahead hold
+        the backend)."""
         cfg, p = self.cfg, self.progress
         r.gathered = list(r.sampled.gathered)
-        # a wave sent ahead ran beside the previous update: its head start is that update's own seconds
-        r.head_start_s = p.last_round.projected_learner_s if r.ahead and p.last_round else 0.0
         assert r.learning is not None
-        so_far = self._times(time.perf_counter() - r.started, runtime.own_s(r.learning), r.sampled, r.head_start_s)
+        so_far = r.sampled.times(time.perf_counter() - r.started, runtime.own_s(r.learning), r.previous_learner_s)
         p.stopped_by = self._stop_reason(self.ledger.round_usd(so_far, [a.reply.record for g in r.gathered
                                                                          for a in g.attempts]),
                                          self.ledger.projected_s(so_far))
@@ -215,7 +217,7 @@ class Trainer:
             r.gathered.append(self.sampler.finish())
         r.decided_at, r.learner_s = time.perf_counter(), runtime.own_s(r.learning)
         due = bool(cfg.eval.eval_every) and r.index % cfg.eval.eval_every == 0
-        r.eval_deferred = (due and not p.stopped_by and (cfg.eval.eval_overlap or cfg.learner.pipeline)
+        r.eval_deferred = (due and not p.stopped_by and (cfg.eval.eval_overlap or self.sampler.defers_evaluation)
                            and self.sampler.evaluates_beside)
         if (due and not r.eval_deferred) or p.stopped_by:
             r.eval_return, evaluated = self._logging_failures(r.gathered, lambda: self.sampler.evaluate(
@@ -243,16 +245,6 @@ class Trainer:
         cfg, p = self.cfg, self.progress
         return ((cfg.run.total_timesteps is not None and p.env_steps + steps >= cfg.run.total_timesteps)
                 or (cfg.run.max_rounds is not None and p.round >= cfg.run.max_rounds))
-
-    @staticmethod
-    def _times(wall_s: float, learner_s: float, sampled: Sampled, head_start_s: float,
-               evaluated_after: list[Gathered] | None = None) -> RoundTimes:
-        """The round's times for the ledger; a wave sent ahead is billed apart from an evaluation sent beside it
-        at the round's start (that one had no head start)."""
-        if not head_start_s:
-            return RoundTimes(wall_s, learner_s, slot_chains(sampled.gathered), slot_chains(evaluated_after or []))
-        return RoundTimes(wall_s, learner_s, slot_chains(sampled.gathered[:1]), slot_chains(evaluated_after or []),
-                          head_start_s, slot_chains(sampled.gathered[1:]))
 
     # -- pieces of a round -----------------------------------------------------------------------
     def _logging_failures(self, earlier: list[Gathered], step: Callable[[], Any]) -> Any:
@@ -283,7 +275,7 @@ class Trainer:
         round it ran); write the row, or only its invocations when the round holds it for its evaluation."""
         attempts = [a for g in r.gathered for a in g.attempts]
         lost = sum(len(g.lost) for g in r.gathered)
-        times = self._times(r.ended - r.started, r.learner_s, r.sampled, r.head_start_s, r.evaluated_after)
+        times = r.sampled.times(r.ended - r.started, r.learner_s, r.previous_learner_s, r.evaluated_after)
         bill = self.ledger.bill_round(times, [a.reply.record for a in attempts], r.n_actors)
         episodes = [x for f in r.sampled.fragments for x in f.episode_returns.tolist()]
         assert r.learned is not None
