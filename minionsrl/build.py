@@ -212,7 +212,8 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
                             FaultPlan(faults.rates, faults.fault_seed), arch, cfg.eval.eval_max_steps)
         parts = (backend, requests, publisher, arch, cfg.env.step_plan(), cfg.env.carry_episodes,
                  RetryPolicy(faults.max_retries, faults.round_deadline_s, faults.min_reply_fraction))
-        sampler = (AsyncSampler(*parts, k=cfg.learner.async_fragments) if cfg.learner.algo != "ppo" else
+        # the learner says whether its fragments must all come from the current policy (a round barrier)
+        sampler = (AsyncSampler(*parts, k=cfg.learner.async_fragments) if not learner.synchronous else
                    PipelinedSampler(*parts) if cfg.learner.pipeline else SyncSampler(*parts))
         return Trainer(cfg, session, learner, sampler, publisher, scaler, ledger, backend)
     except BaseException:
