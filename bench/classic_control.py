@@ -284,8 +284,8 @@ def cartpole_render(mine: dict[int, dict[str, Any]], sb3: dict[int, dict[str, An
          "ratio ours/SB3"], rows, digits=[0, 1, 1, 0, 0, 0, 1, 1, 1, 3])
     threads_note = sb3_threads_note(args.sb3_threads)
     sb3_note = "" if set(sb3) == set(mine) else f" SB3 was timed for seeds {sorted(sb3)} only (time was short)."
-    from minionsrl.build import prepare_config
     from minionsrl.config import TrainConfig
+    from minionsrl.prepare import prepare_config
 
     cfg, _ = prepare_config(TrainConfig(env_id=ENV, actors=args.actors, target_return=TARGET))
     return f"""## 1. CartPole-v1: wall time to reach evaluation return 500 vs SB3 PPO

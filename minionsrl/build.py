@@ -1,25 +1,22 @@
 """The composition root: a config in, the run's parts out. Every factory lives here, so the parts they
 build (scalers, backends, learners, the loop) never import one another to dispatch.
 
-``prepare_config`` checks and resolves a config before any work starts; ``make_trainer`` assembles
-the round loop from a backend, a scaler, a sampler and a learner.
+It only constructs: :func:`~minionsrl.prepare.prepare_config` (the one validation stage) checks and resolves a config
+before any work starts; ``make_trainer`` then assembles the round loop from a backend, a scaler, a sampler and a
+learner.
 """
 
 from __future__ import annotations
 
-import glob
-import importlib.util
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from minionsrl import config
-from minionsrl.config import LearnerConfig, TrainConfig
-from minionsrl.cost import CostLedger, actor_host, load_prices
-from minionsrl.errors import ConfigError
+from minionsrl.config import TrainConfig
+from minionsrl.cost import actor_host, load_prices
 from minionsrl.forecast import FunctionStats, model_round
-from minionsrl.function.envs import EnvInfo, EnvSpec, check_env_id, env_info
-from minionsrl.function.extras import install_hint
+from minionsrl.function.envs import EnvInfo, EnvSpec
 from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.prepare import check_detectors, learner_device, make_ledger, prepare_config
 from minionsrl.scaling.registry import SCALERS, Needs, first_actors
 
 if TYPE_CHECKING:
@@ -28,40 +25,6 @@ if TYPE_CHECKING:
     from minionsrl.loop.trainer import Trainer
     from minionsrl.scaling.base import Scaler
     from minionsrl.scaling.round_model import RoundForecast
-
-
-def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
-    """Check the env id, inspect its spaces and resolve the presets: all before any work starts."""
-    cfg = config.auto_actors(cfg)  # --actors auto is the auto scaler: every check below reads the scaler
-    config.validate(cfg, require_stop=False)  # the preset may still supply total_timesteps
-    learner_device(cfg.learner)  # cuda where there is none fails here; the config keeps what was asked for
-    _check_detectors(cfg, cfg.scaling.scaler, SCALERS[cfg.scaling.scaler].needs)
-    prices = load_prices(cfg.cost.prices)  # a bad catalogue fails here, before any work
-    if cfg.cost.budget_usd is not None:
-        first = first_actors(cfg.scaling)
-        least = make_ledger(cfg, prices).least_round_usd(first)
-        if cfg.cost.budget_usd < least:
-            raise ConfigError(f"budget_usd: ${cfg.cost.budget_usd:g} is less than the least a first round of {first} "
-                              f"function{'s' if first > 1 else ''} and the learner host can cost (${least:.3g}); "
-                              "raise budget_usd")
-    check_env_id(cfg.env.env_id)
-    if cfg.functions.backend == "lithops":
-        from minionsrl.backends.lithops_backend import lithops_config
-
-        lithops_config(cfg.functions.lithops_config)  # a missing or broken Lithops config fails here
-    try:
-        info = env_info(EnvSpec(cfg.env.env_id, cfg.env.env_kwargs), cfg.env.env_check_timeout_s)
-    except ConfigError:
-        raise
-    except Exception as exc:  # bad kwargs, a missing optional dependency, a broken custom env
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"env_id {cfg.env.env_id!r} with env_kwargs {cfg.env.env_kwargs!r} cannot be built "
-                          f"({first}); check env_kwargs against the environment's constructor") from exc
-    cfg = config.resolve(cfg, info.family)
-    if cfg.learner.normalize_obs and len(info.obs_shape) == 3:
-        raise ConfigError(f"normalize_obs: {cfg.env.env_id!r} has image observations (scaled by 1/255 in the "
-                          "network); use --no-normalize-obs")
-    return cfg, info
 
 
 def _local(cfg: TrainConfig, key: bytes) -> Backend:
@@ -106,46 +69,6 @@ def make_backend(cfg: TrainConfig, key: bytes) -> Backend:
     """Build the backend named by ``cfg.functions.backend`` (the memory a function is billed for bounds its
     instances)."""
     return BACKENDS[cfg.functions.backend](cfg, key)
-
-
-def _check_detectors(cfg: TrainConfig, scaler: str, needs: frozenset[str]) -> None:
-    """One clear line, before any work, when the detectors are off but the scaler reads them every round."""
-    if cfg.scaling.detectors == "off" and needs:
-        raise ConfigError(f"detectors: the {scaler} scaler reads the {' and '.join(sorted(needs))} detector(s) "
-                          "every round; use --detectors auto (or on)")
-
-
-def learner_device(lc: LearnerConfig) -> str:
-    """``auto``: a CUDA device when JAX sees one, else the CPU; ``cuda`` where there is none is bad input.
-    Without NVIDIA device files or a CUDA plugin for JAX, the answer needs no JAX (a second saved). Where JAX is
-    asked, the learner's runtime is set up first (:func:`~minionsrl.learner.runtime.configure`): its flags reach
-    XLA only before JAX's first client is made, and asking for a GPU makes them all."""
-    if lc.device == "cpu":
-        return "cpu"
-    if glob.glob("/dev/nvidia[0-9]*") and any(importlib.util.find_spec(f"jax_cuda{v}_plugin") for v in (12, 13)):
-        from minionsrl.learner import runtime
-
-        runtime.configure(lc.learner_threads, gpu=True)
-        import jax
-
-        try:
-            jax.devices("gpu")
-            return "cuda"
-        except RuntimeError:  # no device the plugin can use
-            pass
-    if lc.device == "cuda":
-        raise ConfigError("device: 'cuda' was asked for but JAX sees no CUDA device on this machine (a GPU learner "
-                          f"needs an NVIDIA driver and the `cuda` extra: {install_hint('cuda')}); use --device "
-                          "cpu (or auto)")
-    return "cpu"
-
-
-def make_ledger(cfg: TrainConfig, prices: dict | None = None) -> CostLedger:
-    """The cost ledger of a run: its function platform, and a learner host of the kind the learner runs on."""
-    cost = cfg.cost
-    return CostLedger(load_prices(cost.prices) if prices is None else prices, cost.platform, cost.function_memory_mb,
-                      cost.cold_start_s, learner_device=learner_device(cfg.learner),
-                      backend=cfg.functions.backend)
 
 
 def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
@@ -204,7 +127,7 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
         arch = PolicyArch.of(info, cfg.learner.hidden_sizes)
         learner = make_learner(cfg, arch)
         scaler = scaler or make_scaler(cfg, info.family)
-        _check_detectors(cfg, scaler.name, scaler.needs)  # e.g. a learned scheduler that reads the noise scale
+        check_detectors(cfg, scaler.name, scaler.needs)  # e.g. a learned scheduler that reads the noise scale
         ledger = make_ledger(cfg)
         publisher = Publisher(backend, backend.key, learner.snapshot)
         faults = cfg.faults

@@ -380,7 +380,7 @@ def check_resume_changes(args: argparse.Namespace, cfg: config.TrainConfig) -> N
     what it changes (a resumed run keeps the settings it was learning with). A value that differs from the saved
     config's but resolves to the same run (as the saved one was resolved) is fine; the run dir's own checks follow
     in :class:`~minionsrl.loop.session.Session`."""
-    from minionsrl.build import prepare_config
+    from minionsrl.prepare import prepare_config
 
     saved = config.build(config.load_yaml(files.config_path(cfg.run.run_dir, "--resume")))
     user = {name: args.config for name in config.flat_values(config.load_yaml(args.config))} if args.config else {}
@@ -524,8 +524,8 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     """``minionsrl scheduler``: train the MinionsRL scheduler over training jobs (resumable)."""
     import dataclasses
 
-    from minionsrl.build import prepare_config
     from minionsrl.experiments.scheduler import train_scheduler
+    from minionsrl.prepare import prepare_config
     from minionsrl.scaling.minions import SchedulerHyper
 
     if args.jobs < 1 or args.rounds < 1:
@@ -551,8 +551,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """``minionsrl compare``: arms × seeds side by side; prints the table and where the outputs are."""
     from pathlib import Path
 
-    from minionsrl.build import prepare_config
     from minionsrl.experiments.compare import Arm, run_compare
+    from minionsrl.prepare import prepare_config
 
     arms = [Arm.parse(a) for a in args.scalers.split(",") if a.strip()]
     if not arms:

@@ -143,10 +143,10 @@ def test_atari_frame_stacks_from_the_env_wrapper(tmp_path):
 
 
     from minionsrl import config
-    from minionsrl.build import prepare_config
     from minionsrl.function.numpy_policy import PolicyArch
     from minionsrl.function.numpy_policy import param_shapes as expected_shapes
     from minionsrl.learner import networks
+    from minionsrl.prepare import prepare_config
 
     cfg, info = prepare_config(TrainConfig(env_id="ALE/Pong-v5", env_kwargs={"repeat_action_probability": 0.0},
                                            max_rounds=1, run_dir=str(tmp_path / "pong")))

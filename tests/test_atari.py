@@ -8,7 +8,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from minionsrl.build import prepare_config
 from minionsrl.config import TrainConfig, learner_settings
 from minionsrl.errors import ConfigError
 from minionsrl.function import wire
@@ -20,6 +19,7 @@ from minionsrl.learner import networks
 from minionsrl.learner.engine import SGDEngine
 from minionsrl.learner.networks import init_params, snapshot_of
 from minionsrl.learner.ppo import ppo_loss
+from minionsrl.prepare import prepare_config
 
 PONG = EnvSpec("ALE/Pong-v5", {"repeat_action_probability": 0.0})  # no sticky actions: exact replays
 ARCH = PolicyArch(4 * 84 * 84, 6, True, (), "cnn", (4, 84, 84))

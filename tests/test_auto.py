@@ -172,7 +172,7 @@ def test_an_auto_run_logs_what_its_functions_did_and_runs_its_pick(tmp_path: Pat
     assert 8 <= pick <= 64 and int(rows[i]["n_actors"]) in (pick, int(rows[i - 1]["n_actors"]))
 
 def test_actors_auto_with_a_batch_size_and_a_budget_is_checked_as_the_auto_scaler() -> None:
-    from minionsrl.build import prepare_config
+    from minionsrl.prepare import prepare_config
 
     cfg, _ = prepare_config(TrainConfig(env_id="CartPole-v1", actors="auto", batch_size=512, budget_usd=1.0,
                                         total_timesteps=1000))

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from minionsrl import cli
-from minionsrl.build import make_trainer, prepare_config
+from minionsrl.build import make_trainer
 from minionsrl.config import StepPlan, TrainConfig, learner_settings
 from minionsrl.function.envs import EnvSpec, StepLatency, capture_episode, make_env, restore_episode
 from minionsrl.function.numpy_policy import PolicyArch
@@ -23,6 +23,7 @@ from minionsrl.learner.impala import vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
 from minionsrl.learner.ppo import ppo_loss
 from minionsrl.loop.metrics import read_rows
+from minionsrl.prepare import prepare_config
 
 CART = PolicyArch(4, 2, True, (16, 16))
 FAST = ["--max-rounds", "1", "--eval-episodes", "1", "--hidden-sizes", "8", "--no-progress", "--no-tensorboard"]

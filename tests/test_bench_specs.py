@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from minionsrl import config
-from minionsrl.build import prepare_config
 from minionsrl.errors import ConfigError
 from minionsrl.experiments.compare import Arm, read_spec
+from minionsrl.prepare import prepare_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted((ROOT / "bench" / "specs").glob("*.yaml"))

@@ -13,9 +13,9 @@ import yaml
 from conftest import as_resolved
 
 from minionsrl import cli
-from minionsrl.build import prepare_config
 from minionsrl.config import ENV_PRESETS, PRESETS, ROLES, LearnerConfig, TrainConfig, build, load_yaml
 from minionsrl.errors import ConfigError
+from minionsrl.prepare import prepare_config
 
 FAST = ["--max-rounds", "1", "--actors", "1", "--fragment-length", "32", "--eval-episodes", "1",
         "--hidden-sizes", "8", "--no-progress", "--no-tensorboard"]
@@ -306,10 +306,11 @@ def test_cuda_asked_for_without_one_is_one_line_before_any_work(tmp_path, capsys
 
 
 def test_num_minibatches_is_exclusive_with_minibatch_size_and_replaces_the_presets(tmp_path):
-    from minionsrl.build import make_learner, prepare_config
+    from minionsrl.build import make_learner
     from minionsrl.errors import ConfigError
     from minionsrl.function.numpy_policy import PolicyArch
     from minionsrl.learner.engine import minibatch_count
+    from minionsrl.prepare import prepare_config
 
     with pytest.raises(ConfigError, match=r"num_minibatches.*not both"):
         prepare_config(TrainConfig(env_id="Hopper-v5", num_minibatches=32, minibatch_size=64, max_rounds=1,
@@ -327,9 +328,10 @@ def test_num_minibatches_is_exclusive_with_minibatch_size_and_replaces_the_prese
 
 
 def test_preset_nitro_is_rllib_ppo_as_the_published_code_ran_it():
-    from minionsrl.build import make_learner, prepare_config
+    from minionsrl.build import make_learner
     from minionsrl.function.numpy_policy import PolicyArch
     from minionsrl.learner.engine import update_plan
+    from minionsrl.prepare import prepare_config
 
     cfg, info = prepare_config(TrainConfig(env_id="Hopper-v5", preset="nitro", max_rounds=1, run_dir="unused"))
     lc = cfg.learner

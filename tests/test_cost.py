@@ -159,8 +159,8 @@ def test_bad_price_files_fail_with_one_line(tmp_path) -> None:
 def test_least_budget_counts_the_learner_host(tmp_path) -> None:
     """A budget below what round 1 must cost is refused before any work, learner host included: $0.00001 was
     accepted when only the functions' requests counted, and round 1 then spent 35x that."""
-    from minionsrl.build import prepare_config
     from minionsrl.config import TrainConfig
+    from minionsrl.prepare import prepare_config
 
     ledger = CostLedger(load_prices(), "aws_lambda_x86", cold_start_s=1.0)
     assert ledger.least_round_usd(8) > ledger.learner_usd_s * 1.0 > 0
@@ -173,8 +173,8 @@ def test_least_budget_counts_the_learner_host(tmp_path) -> None:
 def test_the_learner_host_follows_the_learner_device(tmp_path) -> None:
     """A CPU learner is billed as the catalogue's CPU host, a GPU learner as its GPU host; the run's device
     (auto: a GPU when JAX sees one) decides which."""
-    from minionsrl.build import make_ledger, prepare_config
     from minionsrl.config import TrainConfig
+    from minionsrl.prepare import make_ledger, prepare_config
 
     prices = load_prices()
     cpu = CostLedger(prices, learner_device="cpu").bill_round(_times(), _records(), 3)

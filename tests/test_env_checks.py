@@ -12,9 +12,9 @@ import gymnasium as gym
 import pytest
 
 from minionsrl import TrainConfig, train
-from minionsrl.build import prepare_config
 from minionsrl.errors import ConfigError
 from minionsrl.function.envs import EnvSpec, check_env_id, env_info, make_env
+from minionsrl.prepare import prepare_config
 
 SMALL = {"max_rounds": 1, "actors": 2, "fragment_length": 16, "eval_episodes": 1, "hidden_sizes": [8],
          "progress": False, "tensorboard": False}

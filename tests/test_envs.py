@@ -6,9 +6,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from minionsrl.build import prepare_config
 from minionsrl.errors import ConfigError
 from minionsrl.function.envs import EnvSpec, capture_episode, check_env_id, env_info, make_env, restore_episode
+from minionsrl.prepare import prepare_config
 
 
 # -- check_env_id ----------------------------------------------------------------------------------

@@ -72,9 +72,10 @@ def test_an_arm_sets_config_fields_over_the_base() -> None:
 def test_an_arms_learner_budget_is_relative_to_the_base_configs_actors() -> None:
     """fixed:64/per-round keeps the minibatch count of the base's 8-actor batch (64 minibatches of 64 there):
     relative to its own 64 actors it would be per-sample again, 512 minibatches."""
-    from minionsrl.build import make_learner, prepare_config
+    from minionsrl.build import make_learner
     from minionsrl.function.numpy_policy import PolicyArch
     from minionsrl.learner.engine import update_plan
+    from minionsrl.prepare import prepare_config
 
     base = TrainConfig(env_id="Hopper-v5", actors=8, fragment_length=512, minibatch_size=64, max_rounds=1)
     for budget, chunks in (("per-round", 64), ("per-sample", 512), ("fixed-compute", 512)):

@@ -78,6 +78,7 @@ LAYERS = [
     ("minionsrl.learner",),
     ("minionsrl.scaling",),
     ("minionsrl.loop",),
+    ("minionsrl.prepare",),
     ("minionsrl.build",),
     ("minionsrl.experiments", "minionsrl.progress"),
     ("minionsrl.cli", "minionsrl.__main__"),

@@ -10,9 +10,9 @@ import pytest
 from conftest import as_resolved
 
 from minionsrl import config
-from minionsrl.build import prepare_config
 from minionsrl.config import ENV_PRESETS, PRESETS, TrainConfig
 from minionsrl.function.numpy_policy import PolicyArch, param_shapes
+from minionsrl.prepare import prepare_config
 
 CLASSIC = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1",
            pytest.param("LunarLander-v3", marks=pytest.mark.skipif(importlib.util.find_spec("Box2D") is None,

@@ -373,7 +373,7 @@ def run_plan(cfg: TrainConfig, cap: int = DEFAULT_CAP, out_dir: str | Path | Non
              json_path: str | Path | None = None) -> tuple[str, list[Row]]:
     """``minionsrl plan``: probe, forecast, and write ``plan.md`` and ``plan.png`` into ``out_dir`` (and the rows as
     JSON to ``json_path``); returns the Markdown and the rows. Bad input is one line before any work."""
-    from minionsrl.build import prepare_config
+    from minionsrl.prepare import prepare_config
 
     if cap < 1:
         raise ConfigError(f"--cap: {cap} actors; give a cap of at least 1")

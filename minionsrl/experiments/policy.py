@@ -24,7 +24,6 @@ import gymnasium as gym
 import numpy as np
 
 from minionsrl import config, files
-from minionsrl.build import prepare_config
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.function.envs import EnvInfo, EnvSpec, env_info, make_env, search_for_env_code
@@ -32,6 +31,7 @@ from minionsrl.function.fragment import PolicySnapshot
 from minionsrl.function.normalization import ObsNormalizer, RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch, choose_action, exploration_noise, param_shapes
 from minionsrl.loop import checkpoint
+from minionsrl.prepare import prepare_config
 
 if TYPE_CHECKING:
     from minionsrl.loop.trainer import Trainer

@@ -100,8 +100,9 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
                     hyper: SchedulerHyper | None = None,
                     on_job: Callable[[dict[str, Any]], None] | None = None) -> Path:
     """Train the scheduler over ``jobs`` complete training jobs of ``base``; save it and its curve."""
-    from minionsrl.build import learner_device, make_trainer
+    from minionsrl.build import make_trainer
     from minionsrl.learner import runtime
+    from minionsrl.prepare import learner_device
 
     # before the agent's optimiser makes JAX's CPU client: the jobs' learners need it as every run sets it up (one
     # compute thread), or their wait for a CPU is counted on two threads at once and their own time comes out 0
