@@ -78,8 +78,8 @@ class RoundStats:
     stale_retries: int | None
 
     def to_row(self) -> dict[str, Any]:
-        """The row of ``metrics.csv`` (and of a callback), in column order."""
-        return dataclasses.asdict(self)
+        """The row of ``metrics.csv`` (and of a callback), in column order (every field a scalar: a shallow copy)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     @classmethod
     def from_row(cls, row: dict[str, Any], complete: bool = True) -> RoundStats:

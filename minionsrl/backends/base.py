@@ -12,7 +12,7 @@ import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -81,7 +81,8 @@ class InvocationRecord:
     error: str = ""
 
     def row(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields by name (all scalars: no deep copy needed, which ``asdict`` would make for every row)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_row(cls, row: dict[str, str]) -> InvocationRecord:

