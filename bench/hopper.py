@@ -1,9 +1,11 @@
-"""Hopper-v5 against the peers: our final return and wall time against SB3 PPO (BENCHMARKS §2), and RLlib PPO beside
-ours and SB3 (docs/results/rllib-hopper.md), whose run is this file too, run by the RLlib venv's python.
+"""Hopper-v5 against the peers: our final return and wall time against SB3 PPO (BENCHMARKS §2), RLlib PPO beside
+ours and SB3 (docs/results/rllib-hopper.md), whose run is this file too, run by the RLlib venv's python, and our own
+JAX PPO on EnvPool (bench/peer_ppo.py) at equal work.
 
     .venv/bin/python bench/hopper.py [sb3] [--seeds 1 2 3] [--steps 1000000] [--sb3-steps 50000]
     .venv/bin/python bench/hopper.py rllib [all|setup|window|full|report] [--seeds 1 2 3] [--steps 1000000] ...
     bench/out/.venv-rllib/bin/python bench/hopper.py rllib-worker JSON
+    .venv/bin/python bench/hopper.py peer [window|full|all|report] [--seeds 1 2 3 4 5] ...
 
 ``sb3``: Benchmark 2: Hopper-v5, 1M steps — our final return and wall time vs SB3 PPO's extrapolated wall time.
 
@@ -37,6 +39,24 @@ Phases (default: all, in this order):
 
     .venv/bin/python bench/hopper.py rllib [all|setup|window|full|report] [--seeds 1 2 3] [--steps 1000000]
         [--window-steps 50000] [--reuse]
+
+``peer``: Hopper-v5, ours beside ``bench/peer_ppo.py`` (our own JAX PPO on EnvPool in CleanRL's recipe) at equal
+work: the peer runs the batch (8 envs × 512), minibatch size, epochs and PPO constants our Trainer resolves for
+Hopper-v5 (mujoco preset, 8 actors). Phases (default: window; ``all``: window, then full):
+
+- ``window``: per seed, back to back in fresh processes (order alternating by seed), ours and the peer each train
+  ``--window-steps`` (200k) steps, then the peer's pool steps random actions ``--raw-steps`` times (the engine's
+  ceiling): steps/s of each training loop, the ratio ours/peer, the 1-min load before and after, CPU seconds.
+- ``full``: per seed, ours then the peer, ``--steps`` (1M) each with a 10-episode deterministic evaluation at the
+  end: final train and eval returns, bootstrap intervals over seeds, wall times.
+- ``report``: only write the section again.
+
+Each result is appended to bench/out/peer_hopper.jsonl as it comes; a rerun skips what is there (``--fresh``
+measures again). The section (docs/benchmarks/, "hopper-peer") is written once there is a result; ``--out-dir`` and
+``--doc`` send both elsewhere (smoke runs).
+
+    .venv/bin/python bench/hopper.py peer [window|full|all|report] [--seeds 1 2 3 4 5] [--window-steps 200000]
+        [--steps 1000000] [--raw-steps 100000] [--peer-threads 1] [--fresh] [--out-dir DIR] [--doc FILE]
 
 ``rllib-worker``: RLlib PPO on Hopper-v5: the child process of ``rllib``, run by bench/out/.venv-rllib's python
 only.
@@ -814,7 +834,306 @@ def rllib_worker_main(argv: list[str] | None = None) -> None:
     print(json.dumps(done), flush=True)
 
 
-MODES = {"sb3": main, "rllib": rllib_main, "rllib-worker": rllib_worker_main}
+# -- peer: our own JAX PPO on EnvPool (bench/peer_ppo.py) at equal work -----------------------------------------
+
+PEER = Path(__file__).resolve().parent / "peer_ppo.py"
+PEER_SECTION = "hopper-peer"
+PEER_TARGET_RATIO = 2.2  # issue 45: ours ≥ 2.2× the EnvPool peer's steps/s at equal work
+
+
+def peer_hyper_parameters(actors: int) -> dict[str, Any]:
+    """bench/peer_ppo.py's flags from what our Trainer runs on Hopper-v5 (the mujoco preset at ``actors`` actors): the
+    same batch (actors × fragment_length), minibatch size, epochs and PPO constants, so equal work."""
+    from minionsrl.config import TrainConfig, resolve  # lazily: the RLlib venv imports this file, without minionsrl
+
+    d = resolve(TrainConfig(env_id=ENV, actors=actors, run_dir="unused"), "mujoco")
+    lr, batch = d.learner, actors * d.env.fragment_length
+    return {"num-envs": actors, "num-steps": d.env.fragment_length,
+            "minibatch-size": lr.minibatch_size or batch // lr.num_minibatches, "update-epochs": lr.update_epochs,
+            "learning-rate": lr.learning_rate, "gamma": lr.gamma, "gae-lambda": lr.gae_lambda,
+            "clip-coef": lr.clip_coef, "ent-coef": lr.ent_coef, "vf-coef": lr.vf_coef,
+            "max-grad-norm": lr.max_grad_norm, "clip-obs": lr.clip_obs, "clip-reward": lr.clip_reward}
+
+
+def _measured(fn) -> dict[str, Any]:
+    """Run ``fn()`` (which waits for a child process) and add what the machine did meanwhile: start and end time,
+    the 1-min load average before and after, and the CPU seconds of the children reaped during it (the child and
+    the processes it reaped: our rollout functions, EnvPool's threads)."""
+    import resource
+
+    def cpu() -> float:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return ru.ru_utime + ru.ru_stime
+
+    load0, cpu0, t0 = _load1(), cpu(), time.time()
+    result = fn()
+    return {**result, "start": t0, "end": time.time(), "load_before": load0, "load_after": _load1(),
+            "cpu_s": cpu() - cpu0}
+
+
+def _load1() -> float | None:
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def run_peer(seed: int, steps: int, hp: dict[str, Any], threads: int, eval_episodes: int,
+             log_path: Path | None = None, raw_steps: int = 0) -> dict[str, Any]:
+    """bench/peer_ppo.py in a fresh process; its ``done`` (or ``raw``) line plus ``process_wall_s``. The per-update
+    lines go to ``log_path`` when given."""
+    cmd = [sys.executable, str(PEER), "--seed", str(seed), "--num-threads", str(threads), "--quiet"]
+    if raw_steps:
+        cmd += ["--raw", "--raw-steps", str(raw_steps), "--num-envs", str(hp["num-envs"])]
+    else:
+        cmd += ["--total-timesteps", str(steps), "--eval-episodes", str(eval_episodes)]
+        cmd += [x for k, v in hp.items() for x in (f"--{k}", str(v))]
+        if log_path is not None:
+            log_path.unlink(missing_ok=True)
+            cmd += ["--out", str(log_path)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"peer failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    start = next((x for x in lines if x["kind"] == "start"), {})
+    return {**lines[-1], "compile_s": start.get("compile_s", lines[-1].get("compile_s")), "process_wall_s": wall}
+
+
+def _ours_run(out_dir: Path, seed: int, steps: int, actors: int, eval_episodes: int, keep: bool) -> dict[str, Any]:
+    run_dir = out_dir / "runs" / f"peer-ours-s{seed}-{steps}-{int(time.time())}"
+    m = run_minionsrl(dict(env_id=ENV, preset="auto", actors=actors, seed=seed, total_timesteps=steps, eval_every=0,
+                           eval_episodes=eval_episodes, progress=False, tensorboard=False, run_dir=str(run_dir)))
+    m["learner_share"] = learner_share(str(run_dir))
+    if not keep:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return m
+
+
+_OURS_KEYS = ("env_steps", "wall_s", "process_wall_s", "train_return_last100", "final_eval_return", "learner_share")
+
+
+def peer_window(args: argparse.Namespace, records: list[dict[str, Any]], hp: dict[str, Any]) -> None:
+    """Per seed, back to back in fresh processes: ours and the peer (order alternating by seed), then the pool's
+    raw stepping."""
+    w = args.window_steps
+
+    def one(kind: str, seed: int) -> dict[str, Any]:
+        if kind == "ours":
+            m = _ours_run(Path(args.out_dir), seed, w, args.actors, 1, keep=False)
+            return {k: m.get(k) for k in _OURS_KEYS}
+        return run_peer(seed, w, hp, args.peer_threads, 0, raw_steps=args.raw_steps if kind == "raw" else 0)
+
+    order = [(seed, kind) for i, seed in enumerate(args.seeds)
+             for kind in (("ours", "peer") if i % 2 == 0 else ("peer", "ours")) + (("raw",) if args.raw_steps else ())]
+    log(f"windows: ours and the peer {w:,} steps each, raw stepping {args.raw_steps:,} steps, per seed")
+    _run_phase(args, records, hp, "window", w, order, one)
+
+
+def peer_full(args: argparse.Namespace, records: list[dict[str, Any]], hp: dict[str, Any]) -> None:
+    """Per seed: ours, then the peer, each ``--steps`` steps with a 10-episode deterministic evaluation at the end."""
+    n = args.steps
+
+    def one(kind: str, seed: int) -> dict[str, Any]:
+        if kind == "ours":
+            m = _ours_run(Path(args.out_dir), seed, n, args.actors, 10, keep=True)
+            return {k: m.get(k) for k in (*_OURS_KEYS, "run_dir")}
+        log_path = Path(args.out_dir) / "peer_runs" / f"peer-s{seed}-{n}.jsonl"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        return run_peer(seed, n, hp, args.peer_threads, 10, log_path)
+
+    log(f"full runs: ours and the peer {n:,} steps each, per seed")
+    _run_phase(args, records, hp, "full", n, [(seed, kind) for seed in args.seeds for kind in ("ours", "peer")], one)
+
+
+def _run_phase(args: argparse.Namespace, records: list[dict[str, Any]], hp: dict[str, Any], phase: str, steps: int,
+               order: list[tuple[int, str]], one) -> None:
+    """Measure ``one(kind, seed)`` for each (seed, kind) of ``order`` not measured yet (all with ``--fresh``), each
+    result appended to peer_hopper.jsonl and the section written again as it comes."""
+    out = Path(args.out_dir) / "peer_hopper.jsonl"
+    for seed, kind in order:
+        name = f"{kind}-{phase}"
+        if not args.fresh and find_result(records, kind=name, seed=seed, steps=steps) is not None:
+            log(f"{phase} seed {seed}: {kind} already measured, skipped (--fresh measures again)")
+            continue
+        log(f"{phase} seed {seed}: {kind}")
+        rec = {**_measured(lambda k=kind, s=seed: one(k, s)), "kind": name, "seed": seed, "steps": steps,
+               "actors": args.actors, "peer_threads": args.peer_threads}
+        append_jsonl(out, rec)
+        records.append(rec)
+        sps = rec.get("steps_per_s") or ratio(rec["env_steps"], rec.get("wall_s"))
+        log(f"{phase} seed {seed}: {kind} done: {fmt(sps, 0)} train {fmt(rec.get('train_return_last100'))}, "
+            f"eval {fmt(rec.get('final_eval_return', rec.get('eval_return')))}")
+        write_peer_section(args, records, hp)
+
+
+def _sps(rec: dict[str, Any]) -> float:
+    """Training-loop steps/s: ours the Trainer's ``wall_s``, the peer its loop (compilation and start-up apart)."""
+    return rec["env_steps"] / (rec["wall_s"] if rec["kind"].startswith("ours") else rec["loop_s"])
+
+
+def _ci(values: list[float], digits: int = 0, over: list[float] | None = None) -> str:
+    from minionsrl.experiments.compare import bootstrap_ci  # lazily, as above
+
+    if not values:
+        return "—"
+    lo, hi = bootstrap_ci(values, over=over)
+    point = sum(values) / len(values) if over is None else sum(values) / sum(over)
+    return f"{fmt(point, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
+
+
+def _loads(rec: dict[str, Any]) -> str:
+    return f"{fmt(rec.get('load_before'), 1)}→{fmt(rec.get('load_after'), 1)}"
+
+
+def render_peer(args: argparse.Namespace, records: list[dict[str, Any]], hp: dict[str, Any]) -> str | None:
+    """The BENCHMARKS section from the latest record per (kind, seed, steps); None while there is none to show."""
+    w, n = args.window_steps, args.steps
+    win_rows, ratios, raw_sps, win_seeds = [], [], [], []
+    for seed in sorted({r["seed"] for r in records if r["kind"].endswith("-window") and r["steps"] == w}):
+        o = find_result(records, kind="ours-window", seed=seed, steps=w)
+        p = find_result(records, kind="peer-window", seed=seed, steps=w)
+        raw = find_result(records, kind="raw-window", seed=seed, steps=w)
+        if raw:
+            raw_sps.append(raw["steps_per_s"])
+        if not (o and p):
+            continue
+        win_seeds.append(seed)
+        rr = ratio(_sps(o), _sps(p))
+        ratios.append(rr)
+        win_rows.append([seed, "ours → peer" if o["start"] < p["start"] else "peer → ours", _sps(o), _sps(p), rr,
+                         raw["steps_per_s"] if raw else None, p["compile_s"], o["cpu_s"], p["cpu_s"],
+                         ratio(o["env_steps"], o["cpu_s"]), ratio(p["env_steps"], p["cpu_s"]),
+                         f"{_loads(o)} / {_loads(p)}", f"{_hm(min(o['start'], p['start']))}–"
+                         f"{_hm(max(o['end'], p['end']))}"])
+    full_rows, full = [], []
+    for seed in sorted({r["seed"] for r in records if r["kind"].endswith("-full") and r["steps"] == n}):
+        o = find_result(records, kind="ours-full", seed=seed, steps=n)
+        p = find_result(records, kind="peer-full", seed=seed, steps=n)
+        if not (o and p):
+            continue
+        full.append((o, p))
+        full_rows.append([seed, o["train_return_last100"], o["final_eval_return"], o["wall_s"], _sps(o),
+                          p["train_return_last100"], p["eval_return"], p["loop_s"], _sps(p), ratio(_sps(o), _sps(p)),
+                          f"{_loads(o)} / {_loads(p)}", f"{_hm(o['start'])}–{_hm(p['end'])}"])
+    if not win_rows and not full_rows:
+        return None
+    mean_ratio = mean(ratios)
+    raw_mean = mean(raw_sps)
+    parts = [f"""## Hopper-v5: ours beside a JAX PPO on EnvPool at equal work
+
+The peer is `bench/peer_ppo.py`: our own JAX PPO on EnvPool {_dist('envpool')} (`make_gymnasium`,
+{hp['num-envs']} envs, synchronous, {args.peer_threads} worker thread(s)), written after CleanRL's
+`ppo_continuous_action.py` recipe (separate 64-64 tanh actor and critic, orthogonal init, state-independent log-std,
+observation and reward normalisation clipped at 10, GAE, clipped surrogate with value clipping, entropy 0, Adam eps
+1e-5, global-norm clip 0.5, learning rate annealed), with one jitted policy call per env step and the whole update
+(epochs × minibatches) as one jitted program; it imports no minionsrl. **Equal work**: it runs the settings our
+Trainer resolves for Hopper-v5 (`mujoco` preset, {args.actors} actors): batch {hp['num-envs']} × {hp['num-steps']},
+minibatches of {hp['minibatch-size']}, {hp['update-epochs']} epochs, lr {hp['learning-rate']}, γ {hp['gamma']},
+λ {hp['gae-lambda']}, clip {hp['clip-coef']}; like ours it bootstraps time-limit truncations with V(final
+observation) and keeps one set of normalisation statistics over all envs, and runs one XLA thread. Steps/s is each
+training loop's: ours the Trainer's `wall_s` (its first compilation and final evaluation inside it), the peer's loop
+(start-up and compilation timed apart, so this favours the peer). "Raw EnvPool" is random-action stepping of the
+same pool ({hp['num-envs']} envs, {args.peer_threads} thread(s), reset after done): the env engine's ceiling. CPU s:
+the process tree's user + system seconds, start-up and compilation included. Each run is a fresh process; the
+machine is shared (the load columns give the 1-min load average before → after each run).
+"""]
+    if win_rows:
+        ci = f"{_ci(ratios, 2)} (95% bootstrap interval over seeds)" if len(ratios) > 1 else fmt(mean_ratio, 2)
+        parts.append(f"""### Throughput: {w:,}-step windows, side by side
+
+{markdown_table(["seed", "order", "ours steps/s", "peer steps/s", "ours / peer", "raw EnvPool steps/s",
+                 "peer compile s", "ours CPU s", "peer CPU s", "ours steps per CPU s", "peer steps per CPU s",
+                 "load (ours / peer)", "measured"], win_rows, digits=[0, 0, 0, 0, 2, 0, 1, 1, 1, 0, 0, 0, 0])}
+
+Ours / peer over {len(ratios)} seed(s): mean {ci}; target ≥ {PEER_TARGET_RATIO}:
+{met(mean_ratio is not None and mean_ratio >= PEER_TARGET_RATIO)}. Raw EnvPool stepping: {fmt(raw_mean, 0)} steps/s
+(mean).
+""")
+    if full_rows:
+        o_tr = [o["train_return_last100"] for o, _ in full]
+        p_tr = [p["train_return_last100"] for _, p in full]
+        o_ev = [o["final_eval_return"] for o, _ in full]
+        p_ev = [p["eval_return"] for _, p in full]
+        d_tr = [a - b for a, b in zip(o_tr, p_tr, strict=True)]
+        d_ev = [a - b for a, b in zip(o_ev, p_ev, strict=True)]
+        o_wall = [o["wall_s"] for o, _ in full]
+        p_loop = [p["loop_s"] for _, p in full]
+        env_only = n / raw_mean if raw_mean else None
+        summary = markdown_table(
+            ["", "ours", "peer", "ours − peer (paired)"],
+            [["train return, last 100 episodes", _ci(o_tr), _ci(p_tr), _ci(d_tr)],
+             ["deterministic eval return (10 episodes)", _ci(o_ev), _ci(p_ev), _ci(d_ev)],
+             [f"training-loop wall s for {n:,} steps", _ci(o_wall), _ci(p_loop), "—"]], digits=0)
+        limit = (f" The env-only limit: {n:,} steps of raw EnvPool stepping take {fmt(env_only, 0)} s at the windows' "
+                 f"mean rate; our mean wall time is {fmt(ratio(mean(o_wall), env_only), 2)}× that."
+                 if env_only else "")
+        incomplete = ("" if len(full) >= len(args.seeds) else
+                      f"\n**{len(full)} of {len(args.seeds)} seeds finished** when this was written.\n")
+        parts.append(f"""### Returns and wall time at {n:,} steps
+
+Per seed, ours then the peer, each {n:,} steps in a fresh process, one 10-episode deterministic evaluation at
+the end (ours: its final evaluation; the peer: a fresh pool, mean action, frozen statistics).
+{incomplete}
+{markdown_table(["seed", "ours train (last 100)", "ours eval", "ours wall s", "ours steps/s", "peer train (last 100)",
+                 "peer eval", "peer loop s", "peer steps/s", "ours / peer steps/s", "load (ours / peer)",
+                 "measured"], full_rows, digits=[0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0])}
+
+Means over {len(full)} seed(s), [95% bootstrap interval]; "equal within seed noise" where the paired difference's
+interval holds 0. Wall time over {n:,} steps, ours / peer: {_ci(o_wall, 2, over=p_loop)} (ratio of summed times;
+below 1 is ours faster).{limit}
+
+{summary}
+""")
+    shown = [r for r in records if r["steps"] == (w if r["kind"].endswith("-window") else n)]
+    parts.append(provenance(min(r["start"] for r in shown), max(r["end"] for r in shown))
+                 + f"\n- envpool {_dist('envpool')}; the peer: `bench/peer_ppo.py`, one JSON line per update in "
+                 "`bench/out/peer_runs/` for the full runs.")
+    return "\n".join(parts)
+
+
+def _dist(name: str) -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def write_peer_section(args: argparse.Namespace, records: list[dict[str, Any]], hp: dict[str, Any]) -> None:
+    text = render_peer(args, records, hp)
+    if text is not None:  # no section before there is a result
+        write_section(PEER_SECTION, text, Path(args.doc) if args.doc else None)
+
+
+def peer_main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="Hopper-v5: ours beside bench/peer_ppo.py (JAX PPO on EnvPool) at equal "
+                                            "work")
+    p.add_argument("phase", nargs="?", default="window", choices=("window", "full", "all", "report"),
+                   help="window (default): the throughput windows; full: the returns runs; all: both")
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    p.add_argument("--steps", type=int, default=1_000_000, help="env steps of each full (returns) run")
+    p.add_argument("--window-steps", type=int, default=200_000, help="env steps of each throughput window")
+    p.add_argument("--raw-steps", type=int, default=100_000, help="raw EnvPool stepping per seed (0: none)")
+    p.add_argument("--actors", type=int, default=ACTORS)
+    p.add_argument("--peer-threads", type=int, default=1, help="EnvPool worker threads of the peer")
+    p.add_argument("--fresh", action="store_true", help="measure again what earlier runs already measured")
+    p.add_argument("--out-dir", default=str(OUT), help="results (peer_hopper.jsonl), run dirs and the peer's logs")
+    p.add_argument("--doc", default=None, help="write the section to this file (default: the BENCHMARKS section)")
+    args = p.parse_args(argv)
+    records = load_jsonl(Path(args.out_dir) / "peer_hopper.jsonl")
+    hp = peer_hyper_parameters(args.actors)
+    if args.phase in ("all", "window"):
+        peer_window(args, records, hp)
+    if args.phase in ("all", "full"):
+        peer_full(args, records, hp)
+    write_peer_section(args, records, hp)
+    print(render_peer(args, records, hp) or "No results yet.")
+
+
+MODES = {"sb3": main, "rllib": rllib_main, "rllib-worker": rllib_worker_main, "peer": peer_main}
 
 
 if __name__ == "__main__":
