@@ -1,6 +1,8 @@
-"""The learner update: at Hopper sizes on one core (BENCHMARKS §8) and on a GPU against one CPU core (§14).
+"""The learner update: at Hopper sizes on one core (BENCHMARKS §8) and on a GPU against one CPU core (§14); and the
+round's own CPU on the learner's thread besides it (``overhead``).
 
     .venv/bin/python bench/learner_round.py [round] [--reps 5]
+    .venv/bin/python bench/learner_round.py overhead [--env-id Hopper-v5] [--actors 8] [--rounds 14]
     python3 bench/learner_round.py gpu {facts,learner,report,curve} ...   (bench/gpu_check.sh runs it on the GPU)
 
 ``round``: Benchmark: the project's learner update (JAX, one compiled program per update) at Hopper sizes, one core.
@@ -527,7 +529,77 @@ def gpu_main(argv: list[str] | None = None) -> None:
         print(json.dumps(time_update(args.size, args.device, args.reps)))
 
 
-MODES = {"round": main, "gpu": gpu_main}
+# -- overhead: the round's own CPU on the learner's thread -----------------------------------------
+
+PHASES = ("_plan", "_collect", "_learn", "_decide", "_record")
+
+
+def overhead_main(argv: list[str] | None = None) -> None:
+    """The CPU seconds a round costs the learner's thread, phase by phase, besides the update: what the functions lose
+    of the machine they share with the learner (2 cores here). Thread CPU time, so the load of other processes
+    changes it little."""
+    ap = argparse.ArgumentParser(description=overhead_main.__doc__.split("\n")[0])
+    ap.add_argument("--env-id", default="Hopper-v5")
+    ap.add_argument("--actors", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=14, help="rounds measured after two warm-up rounds")
+    args = ap.parse_args(argv)
+    import numpy as np
+
+    from minionsrl.build import make_trainer
+    from minionsrl.config import TrainConfig
+
+    started = time.time()
+    spent: dict[str, float] = {}
+
+    def timed(name: str, method: Any) -> Any:
+        def run(*a: Any, **k: Any) -> Any:
+            t = time.thread_time()
+            try:
+                return method(*a, **k)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.thread_time() - t
+        return run
+
+    per_round: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = make_trainer(TrainConfig(env_id=args.env_id, actors=args.actors, max_rounds=args.rounds + 2,
+                                           eval_every=0, tensorboard=False, run_dir=f"{tmp}/run"))
+        try:
+            for name in PHASES:
+                setattr(trainer, name, timed(name, getattr(trainer, name)))
+            trainer.learner.learn = timed("update", trainer.learner.learn)
+            for r in range(args.rounds + 2):
+                spent.clear()
+                wall, cpu = time.perf_counter(), time.thread_time()
+                trainer.run_round()
+                if r >= 2:  # compiled, instances warm
+                    per_round.append({**spent, "round": time.thread_time() - cpu, "wall": time.perf_counter() - wall})
+        finally:
+            trainer.close()
+    med = {k: float(np.median([r[k] for r in per_round])) for k in per_round[0]}
+    append_jsonl(OUT / "round_overhead.jsonl", {"env_id": args.env_id, "actors": args.actors, **med})
+    rows = [[name.strip("_"), med[name] * 1e3] for name in PHASES]
+    rows.insert(3, ["  of learn: the update (learner.learn)", med["update"] * 1e3])
+    rows.append(["round, outside the update", (med["round"] - med["update"]) * 1e3])
+    table = markdown_table(["phase", "learner thread CPU ms / round (median)"], rows, digits=[0, 1])
+    section = f"""## The round's own CPU on the learner's thread
+
+The learner's thread spends CPU on every round besides the update: sending the requests and publishing the policy,
+waiting on and decoding the replies (and, on the local backend, watching its instances' memory and concurrency),
+billing, logging and checkpointing. On one machine that CPU is taken from the rollout functions. {args.env_id},
+{args.actors} actors on the local backend, the family preset, no evaluation; the median of {len(per_round)} rounds
+after two warm-up rounds, in thread CPU time (the update's compiled program runs on XLA's own thread: its share
+here is the host side, the minibatch draw, padding and transfer). A round took {med["wall"]:.2f} s of wall time here.
+
+{table}
+
+{provenance(started, time.time(), ".venv/bin/python bench/learner_round.py overhead")}
+"""
+    print(section)
+    write_section("round_overhead", section)
+
+
+MODES = {"round": main, "gpu": gpu_main, "overhead": overhead_main}
 
 
 if __name__ == "__main__":
