@@ -56,7 +56,7 @@ measures again). The section (docs/benchmarks/, "hopper-peer") is written once t
 ``--doc`` send both elsewhere (smoke runs).
 
     .venv/bin/python bench/hopper.py peer [window|full|all|report] [--seeds 1 2 3 4 5] [--window-steps 200000]
-        [--steps 1000000] [--raw-steps 100000] [--peer-threads 1] [--fresh] [--out-dir DIR] [--doc FILE]
+        [--steps 1000000] [--raw-steps 100000] [--peer-threads 2] [--fresh] [--out-dir DIR] [--doc FILE]
 
 ``rllib-worker``: RLlib PPO on Hopper-v5: the child process of ``rllib``, run by bench/out/.venv-rllib's python
 only.
@@ -954,7 +954,8 @@ def _run_phase(args: argparse.Namespace, records: list[dict[str, Any]], hp: dict
     out = Path(args.out_dir) / "peer_hopper.jsonl"
     for seed, kind in order:
         name = f"{kind}-{phase}"
-        if not args.fresh and find_result(records, kind=name, seed=seed, steps=steps) is not None:
+        if not args.fresh and find_result(records, kind=name, seed=seed, steps=steps, actors=args.actors,
+                                          peer_threads=args.peer_threads) is not None:
             log(f"{phase} seed {seed}: {kind} already measured, skipped (--fresh measures again)")
             continue
         log(f"{phase} seed {seed}: {kind}")
@@ -1118,7 +1119,8 @@ def peer_main(argv: list[str] | None = None) -> None:
     p.add_argument("--window-steps", type=int, default=200_000, help="env steps of each throughput window")
     p.add_argument("--raw-steps", type=int, default=100_000, help="raw EnvPool stepping per seed (0: none)")
     p.add_argument("--actors", type=int, default=ACTORS)
-    p.add_argument("--peer-threads", type=int, default=1, help="EnvPool worker threads of the peer")
+    p.add_argument("--peer-threads", type=int, default=2, help="EnvPool worker threads of the peer (2: the faster "
+                                                                "here, bench/peer_ppo.py says)")
     p.add_argument("--fresh", action="store_true", help="measure again what earlier runs already measured")
     p.add_argument("--out-dir", default=str(OUT), help="results (peer_hopper.jsonl), run dirs and the peer's logs")
     p.add_argument("--doc", default=None, help="write the section to this file (default: the BENCHMARKS section)")
