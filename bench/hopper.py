@@ -906,12 +906,25 @@ def _ours_run(out_dir: Path, seed: int, steps: int, actors: int, eval_episodes: 
     m = run_minionsrl(dict(env_id=ENV, preset="auto", actors=actors, seed=seed, total_timesteps=steps, eval_every=0,
                            eval_episodes=eval_episodes, progress=False, tensorboard=False, run_dir=str(run_dir)))
     m["learner_share"] = learner_share(str(run_dir))
+    m.update(_loop(str(run_dir)))
     if not keep:
         shutil.rmtree(run_dir, ignore_errors=True)
     return m
 
 
-_OURS_KEYS = ("env_steps", "wall_s", "process_wall_s", "train_return_last100", "final_eval_return", "learner_share")
+def _loop(run_dir: str) -> dict[str, float]:
+    """Our training loop as the peer's is timed: from the end of round 1 (start-up and the first compilation done) to
+    the end of the last round's update (its final evaluation apart), and the steps learned in it."""
+    from minionsrl.loop.metrics import read_metrics  # lazily, as above
+
+    rows = read_metrics(run_dir)
+    first, last = rows[0], rows[-1]
+    return {"loop_s": float(last["wall_s"]) - float(first["wall_s"]) - float(last["eval_s"] or 0.0),
+            "loop_steps": float(last["env_steps"]) - float(first["env_steps"])}
+
+
+_OURS_KEYS = ("env_steps", "wall_s", "process_wall_s", "train_return_last100", "final_eval_return", "learner_share",
+              "loop_s", "loop_steps")
 
 
 def peer_window(args: argparse.Namespace, records: list[dict[str, Any]], hp: dict[str, Any]) -> None:
@@ -970,8 +983,11 @@ def _run_phase(args: argparse.Namespace, records: list[dict[str, Any]], hp: dict
 
 
 def _sps(rec: dict[str, Any]) -> float:
-    """Training-loop steps/s: ours the Trainer's ``wall_s``, the peer its loop (compilation and start-up apart)."""
-    return rec["env_steps"] / (rec["wall_s"] if rec["kind"].startswith("ours") else rec["loop_s"])
+    """Training-loop steps/s, start-up and the first compilation apart on both sides: ours from the end of round 1
+    to the end of the last update (:func:`_loop`), the peer its loop."""
+    if rec["kind"].startswith("ours"):
+        return rec["loop_steps"] / rec["loop_s"]
+    return rec["env_steps"] / rec["loop_s"]
 
 
 def _ci(values: list[float], digits: int = 0, over: list[float] | None = None) -> str:
@@ -1034,8 +1050,8 @@ Trainer resolves for Hopper-v5 (`mujoco` preset, {args.actors} actors): batch {h
 minibatches of {hp['minibatch-size']}, {hp['update-epochs']} epochs, lr {hp['learning-rate']}, γ {hp['gamma']},
 λ {hp['gae-lambda']}, clip {hp['clip-coef']}; like ours it bootstraps time-limit truncations with V(final
 observation) and keeps one set of normalisation statistics over all envs, and runs one XLA thread. Steps/s is each
-training loop's: ours the Trainer's `wall_s` (its first compilation and final evaluation inside it), the peer's loop
-(start-up and compilation timed apart, so this favours the peer). "Raw EnvPool" is random-action stepping of the
+training loop's, start-up and the first compilation apart on both sides: ours from the end of its first round to
+the end of its last update (metrics.csv), the peer's loop. "Raw EnvPool" is random-action stepping of the
 same pool ({hp['num-envs']} envs, {args.peer_threads} thread(s), reset after done): the env engine's ceiling. CPU s:
 the process tree's user + system seconds, start-up and compilation included. Each run is a fresh process; the
 machine is shared (the load columns give the 1-min load average before → after each run).
