@@ -341,7 +341,7 @@ def test_preset_nitro_is_rllib_ppo_as_the_published_code_ran_it():
     assert (lc.kl_coef, lc.kl_target, lc.lr_schedule, cfg.env.fragment_length) == (0.2, 0.01, "constant", 512)
     learner = make_learner(cfg, PolicyArch.of(info, cfg.learner.hidden_sizes))
     # 30 full-batch steps, any n
-    assert [update_plan(n * 512, learner.config, learner.reference_batch) for n in (8, 64)] == [(1, 30), (1, 30)]
+    assert [update_plan(n * 512, learner.config, learner.engine.reference_batch) for n in (8, 64)] == [(1, 30), (1, 30)]
     own, _ = prepare_config(TrainConfig(env_id="Hopper-v5", preset="nitro", minibatch_size=64, max_rounds=1,
                                         run_dir="unused"))
     # the user's split wins over the preset's

@@ -82,7 +82,7 @@ def test_an_arms_learner_budget_is_relative_to_the_base_configs_actors() -> None
         cfg, _ = prepare_config(Arm.parse(f"fixed:64/{budget}").apply(base))
         assert cfg.scaling.actors == 64 and cfg.learner.reference_actors == 8
         learner = make_learner(cfg, PolicyArch(11, 3, False, (64, 64)))
-        assert update_plan(64 * 512, learner.config, learner.reference_batch)[0] == chunks, budget
+        assert update_plan(64 * 512, learner.config, learner.engine.reference_batch)[0] == chunks, budget
 
 
 @pytest.mark.integration

@@ -66,7 +66,7 @@ class Learner(ABC):
 
     def __init__(self, arch: PolicyArch, lc: LearnerConfig, device: str = "cpu", seed: int = 0,
                  reference_batch: int | None = None, loss: LossFn = ppo_loss) -> None:
-        self.arch, self.config, self.reference_batch = arch, lc, reference_batch
+        self.arch, self.config = arch, lc
         self.device = jax.devices("cpu" if device == "cpu" else "gpu")[0]
         self.engine = SGDEngine(arch, init_params(arch, seed), lc, loss, self.device, reference_batch)
         self.lr = lc.learning_rate
@@ -100,7 +100,7 @@ class Learner(ABC):
                 self.ret_rms.update(frag.ret_moments)
         if self.config.desired_kl is None:
             rows = sum(len(f.rewards) for f in fragments)
-            self.engine.set_learning_rate(self.lr * lr_factor(rows, self.config, self.reference_batch))
+            self.engine.set_learning_rate(self.lr * lr_factor(rows, self.config, self.engine.reference_batch))
         lr = self.engine.learning_rate  # adaptive: where the previous rounds' epochs left it
         batch = self._batch(fragments)  # advantages from the weights the fragments were sampled with
         detected, detector_s = self.detect(batch, plan) if plan and plan.placement == "before" else (Detected(), 0.0)
