@@ -23,15 +23,25 @@ Hopper: env steps per second, and the policy's share. Every E runs the same code
 (``rollout_many``); E = 1 is today's default.
 
     .venv/bin/python bench/cnn_runtime.py envs-per-function [--repeats 3]
+
+``atari-function``: what a rollout function costs per million Atari frames (CPU seconds, Lambda dollars): one warm
+instance serving a chain of carried Pong invocations through ``handle``, at E = 1 and 8, optionally beside the code
+of an earlier commit (``--before REV``, unpacked with ``git archive``), interleaved.
+
+    .venv/bin/python bench/cnn_runtime.py atari-function [--before REV] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import common
 from common import run_modes
@@ -224,7 +234,111 @@ on the CNN a cheaper policy per step; the environments themselves still step one
     print(text)
 
 
-MODES = {"cnn": main, "envs-per-function": envs_per_function_main}
+# -- atari-function -------------------------------------------------------------
+
+# Child program: one warm instance serving a chain of carried Pong invocations through the function's real entry
+# point (a new policy each one, as every round publishes one); prints each invocation's CPU seconds.
+_CHAIN = r"""
+import json, sys, time
+from minionsrl.function import rollout, wire
+from minionsrl.function.envs import EnvSpec, env_info
+from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.function.request import Request
+from minionsrl.learner.networks import init_params, snapshot_of
+env_id, envs, steps, invocations = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+key, spec = b"b" * 32, EnvSpec(env_id)
+arch = PolicyArch.of(env_info(spec), (64, 64))
+params = init_params(arch, 0)
+carries, cpu = (None,) * envs, []
+for i in range(invocations):
+    blob = snapshot_of(arch, params, None, i, 10.0).encode(key)
+    req = Request(id=f"r{i}", kind="train", policy=f"p{i}", env=spec, seed=1000 + i, gamma=0.99, steps=steps,
+                  carries=carries)
+    c0 = time.process_time()
+    reply = rollout.handle(req.encode(), lambda ref, blob=blob: blob, key)
+    cpu.append(time.process_time() - c0)
+    _, meta = wire.decode(reply, wire.invocation_key(key, req.id))
+    if meta.get("type") == "error":
+        raise SystemExit(meta["error"])
+    carries = tuple(m.get("carry") for m in meta["fragments"]) if envs > 1 else (meta.get("carry"),)
+import minionsrl
+print(json.dumps({"cpu_s": cpu, "package": minionsrl.__file__}))
+"""
+FRAME_SKIP = 4  # the Atari preset's frames per agent step
+
+
+def _code_at(rev: str, into: str) -> str:
+    """The minionsrl package as commit ``rev`` has it, unpacked under ``into``; the folder to put on PYTHONPATH."""
+    archive = subprocess.run(["git", "archive", rev, "minionsrl"], cwd=common.ROOT, check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
+    return into
+
+
+def _chain_cpu_s(code: str, envs: int, steps: int, invocations: int) -> list[float]:
+    out = subprocess.run([sys.executable, "-c", _CHAIN, "ALE/Pong-v5", str(envs), str(steps), str(invocations)],
+                         env={**os.environ, "PYTHONPATH": code}, cwd=code, capture_output=True, text=True,
+                         check=True)  # in ``code``: `python -c` puts the working folder first on the path
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if Path(result["package"]).resolve().parent.parent != Path(code).resolve():
+        raise RuntimeError(f"the child imported {result['package']}, not the code under {code}")
+    return result["cpu_s"]
+
+
+def atari_function_main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Function seconds and Lambda dollars per 1M Atari frames")
+    parser.add_argument("--before", default=None, help="a commit to measure beside the working tree")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=128, help="steps per environment per invocation (the preset's)")
+    parser.add_argument("--agent-steps", type=int, default=3072, help="agent steps per chain (all envs)")
+    parser.add_argument("--envs", type=int, nargs="+", default=[1, 8])
+    args = parser.parse_args(argv)
+    from minionsrl.cost import FunctionPricing, load_prices
+    from minionsrl.function.faults import DEFAULT_MEMORY_MB
+
+    started = time.time()
+    lam = FunctionPricing.of(load_prices(), "aws_lambda_x86")
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {"working tree": str(common.ROOT)}
+        if args.before:
+            trees = {f"before ({args.before})": _code_at(args.before, tmp), **trees}
+        cpu: dict[tuple[str, int], list[float]] = {}
+        for r in range(args.repeats):  # interleaved: each repeat runs every tree and E back to back
+            for envs in args.envs:
+                for label, code in trees.items():
+                    invocations = 1 + max(1, args.agent_steps // (envs * args.steps))
+                    per = _chain_cpu_s(code, envs, args.steps, invocations)[1:]  # the first builds the envs
+                    cpu.setdefault((label, envs), []).append(sum(per) / (len(per) * envs * args.steps))
+                    common.log(f"repeat {r + 1} {label} E={envs}: {1e3 * cpu[label, envs][-1]:.2f} ms CPU/step")
+    rows, base, first = [], {}, None
+    for (label, envs), per_step in cpu.items():
+        step_s = statistics.median(per_step)
+        frames_s = 1e6 / FRAME_SKIP * step_s  # function seconds per 1M frames
+        invocations = 1e6 / FRAME_SKIP / (envs * args.steps)
+        usd = invocations * lam.invocation_usd(0.0, frames_s / invocations, DEFAULT_MEMORY_MB)
+        base.setdefault(envs, frames_s)
+        first = first or frames_s
+        rows.append([label, envs, 1e3 * step_s, frames_s, usd, frames_s / base[envs], frames_s / first])
+    text = f"""## Atari: function seconds and Lambda dollars per million frames
+
+One warm instance serves a chain of Pong invocations (ALE/Pong-v5, the Atari preset: {args.steps} steps per
+environment, 4 frames per step, sticky actions) through the function's own entry point, each carrying the
+games in progress to the next and each with a newly published policy, as rounds do. "CPU ms/step" is the
+invocation's CPU time per agent step (the first invocation, which builds the envs, left out), median of
+{args.repeats} interleaved chains of about {args.agent_steps:,} agent steps; CPU time, so the machine's load moves
+it little. Function seconds per 1M frames take that CPU time as the billed duration (one vCPU, nothing else
+running on it), and the dollars are Lambda x86's at {DEFAULT_MEMORY_MB:.0f} MB (`prices.yaml`), requests included.
+
+{common.markdown_table(["code", "E", "CPU ms/step", "function s / 1M frames", "Lambda $ / 1M frames",
+                        "vs first row at this E", "vs first row"], rows, [0, 0, 2, 0, 4, 2, 2])}
+
+{common.provenance(started)}
+"""
+    common.write_section("atari_function", text)
+    print(text)
+
+
+MODES = {"cnn": main, "envs-per-function": envs_per_function_main, "atari-function": atari_function_main}
 
 
 if __name__ == "__main__":

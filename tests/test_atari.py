@@ -120,6 +120,30 @@ def test_carried_ale_episode_is_reproducible_on_another_instance(pong):
     assert a.meta["carry"]["ep_length"] == 128
 
 
+@pytest.mark.integration
+def test_a_carried_game_with_sticky_actions_continues_alike_on_any_instance_without_a_rom_load(monkeypatch):
+    spec = EnvSpec("ALE/Pong-v5")  # sticky actions (0.25): the carry must hold the emulator's RNG
+    snap = _snapshot(1)
+    used, fresh = make_env(spec), make_env(spec)
+    try:
+        carry = rollout(used, snap, snap.numpy_policy(), 64, 5, 0.99).meta["carry"]
+        rollout(used, snap, snap.numpy_policy(), 32, 9, 0.99)  # this instance's emulator and RNGs move on
+        loads: list[int] = []
+        for env in (used, fresh):
+            load = env.unwrapped.load_game
+            monkeypatch.setattr(env.unwrapped, "load_game", lambda load=load: (loads.append(1), load())[1])
+        a = rollout(used, snap, snap.numpy_policy(), 64, 6, 0.99, carry)
+        b = rollout(fresh, snap, snap.numpy_policy(), 64, 6, 0.99, carry)
+        assert loads == []  # a seeded reset would reload the ROM (about 120 ms) only for the carry to replace it
+        rollout(fresh, snap, snap.numpy_policy(), 8, 6, 0.99)
+        assert loads == [1]  # a new game is still seeded
+    finally:
+        used.close()
+        fresh.close()
+    for name in ("obs", "actions", "rewards", "terminated"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+
+
 def test_restore_rejects_a_foreign_frame_stack(pong):
     pong.reset(seed=0)
     state = capture_episode(pong)

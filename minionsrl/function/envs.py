@@ -394,7 +394,9 @@ def make_atari(spec: EnvSpec, render_mode: str | None = None) -> gym.Env:
     """An ALE game with the standard preprocessing: no-op reset (up to 30), frame skip 4 with max-pooling
     over the last two frames, 84×84 greyscale, a stack of 4 frames, then :class:`AtariTrainingSignals`.
     Observations are uint8 ``(4, 84, 84)``; ``env_kwargs`` go to the ALE env (e.g. ``repeat_action_probability``)."""
-    kwargs = {**spec.kwargs, "frameskip": 1}  # AtariPreprocessing skips (and max-pools) itself
+    # AtariPreprocessing skips (and max-pools) itself and reads the grey screen from the emulator: the inner env's
+    # own observation of each skipped frame is thrown away, so it is the cheaper grey one rather than RGB
+    kwargs = {**spec.kwargs, "frameskip": 1, "obs_type": "grayscale"}
     env = gym.make(spec.env_id, render_mode=render_mode, disable_env_checker=True, **kwargs)
     env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
                                           terminal_on_life_loss=False, grayscale_obs=True, scale_obs=False)
@@ -544,6 +546,22 @@ def capture_episode(env: gym.Env) -> dict[str, Any] | None:
     limit = _time_limit(env)
     state["elapsed"] = int(limit._elapsed_steps) if limit is not None else 0
     return state
+
+
+def start_episode(env: gym.Env, seed: int, state: dict[str, Any] | None) -> Any:
+    """Seed ``env`` with ``seed`` and return the observation to step from: a new episode's (``state`` None), or the
+    one :func:`capture_episode` carried in ``state``, where the state holds it (the ALE frame stack); None where
+    the carry's own observation is it.
+
+    A carried ALE game is not reset with its seed: that reloads the ROM (about 120 ms, a third of a 128-step Pong
+    function), and the carried state replaces the emulator and its RNG. Only the env's Python RNG (the no-op starts
+    of the fragment's later games) is seeded, so the fragment still depends on the seed and the state alone."""
+    if state is not None and "ale" in state:
+        env.reset()  # without a seed: no ROM load (and a game in progress is not even restarted)
+        _without_latency(env).unwrapped.seed_game(seed)
+        return restore_episode(env, state)
+    obs, _ = env.reset(seed=seed)
+    return obs if state is None else restore_episode(env, state)
 
 
 def restore_episode(env: gym.Env, state: dict[str, Any]) -> np.ndarray | None:

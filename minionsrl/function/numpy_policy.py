@@ -229,20 +229,22 @@ class NumpyPolicy:
 class NumpyCNNPolicy:
     """The Nature CNN actor-critic in NumPy: convolutions as one im2col matmul each, in NHWC layout.
 
-    Weights come in torch's layout; they are reordered once here (kernels to (kh·kw·C, out), the dense
-    layer's inputs from torch's CHW flattening to HWC), so a step needs no transposes but the input's.
+    A strided convolution whose kernel is a multiple of its stride (8/4 and 4/2 here) runs as a stride-1
+    convolution over space-to-depth blocks (each ``stride × stride`` patch folded into the channels): its im2col
+    then copies runs of whole channel vectors rather than one float at a time, which made the first convolution's
+    im2col cost more than all three matmuls (BENCHMARKS §4). Weights come in torch's layout and are reordered once
+    here, so a step needs no transposes but the input's.
     """
 
     def __init__(self, arch: PolicyArch, params: dict[str, np.ndarray]) -> None:
         self.arch, self.head = arch, ActionHead(discrete=True)  # Atari: categorical
         self.log_std, self.std = None, None
-        self.convs: list[tuple[np.ndarray, np.ndarray, int, int]] = []
+        self.convs: list[_Conv] = []
+        side = arch.obs_shape[1]
         for i, (_, k, stride) in enumerate(NATURE_CONVS):
-            w = params[f"conv.{i}.weight"]  # (out, in, kh, kw)
-            w = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(-1, w.shape[0]), dtype=np.float32)
-            self.convs.append((w, params[f"conv.{i}.bias"].astype(np.float32), k, stride))
+            self.convs.append(_Conv.of(params[f"conv.{i}.weight"], params[f"conv.{i}.bias"], k, stride, side))
+            side = (side - k) // stride + 1
         dense = params["dense.weight"]  # (512, C·H·W) in torch's CHW order
-        side = conv_side(arch.obs_shape[1])
         channels = NATURE_CONVS[-1][0]
         dense = dense.reshape(-1, channels, side, side).transpose(0, 2, 3, 1).reshape(dense.shape[0], -1)
         self.dense_w = np.ascontiguousarray(dense.T, dtype=np.float32)
@@ -256,9 +258,9 @@ class NumpyCNNPolicy:
     def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(logits, value) for one uint8 stack ``(C, H, W)`` or a batch ``(B, C, H, W)``."""
         single = obs.ndim == 3
-        x = (obs[None] if single else obs).transpose(0, 2, 3, 1).astype(np.float32) * self.conv_scale
-        for w, b, k, stride in self.convs:
-            x = np.maximum(_conv_nhwc(x, w, k, stride) + b, 0.0)
+        x = (obs[None] if single else obs).transpose(0, 2, 3, 1)  # NHWC, still uint8: the first fold copies bytes
+        for i, conv in enumerate(self.convs):
+            x = conv(x, self.conv_scale if i == 0 else None)
         h = np.maximum(x.reshape(len(x), -1) @ self.dense_w + self.dense_b, 0.0)
         out = h @ self.head_w + self.head_b
         if single:
@@ -277,9 +279,42 @@ def conv_side(size: int) -> int:
     return size
 
 
-def _conv_nhwc(x: np.ndarray, w: np.ndarray, k: int, stride: int) -> np.ndarray:
-    """A valid convolution of NHWC ``x`` with kernels ``w`` of shape (k·k·C, out): im2col, then one matmul."""
-    windows = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(1, 2))[:, ::stride, ::stride]
-    b, ho, wo, c = windows.shape[:4]
-    cols = windows.transpose(0, 1, 2, 4, 5, 3).reshape(b * ho * wo, k * k * c)  # (kh, kw, C) order, as w
-    return (cols @ w).reshape(b, ho, wo, -1)
+@dataclass(frozen=True)
+class _Conv:
+    """One valid convolution with ReLU, NHWC, as space-to-depth by ``fold`` (the stride when it divides the
+    kernel, else 1), then a stride-1 im2col of ``q × q`` blocks and one matmul with ``w`` of shape
+    (q·q·fold·fold·C, out). ``side`` is the input side the layer reads: the rows and columns past the last window
+    are cropped before folding."""
+
+    w: np.ndarray
+    b: np.ndarray
+    fold: int
+    q: int
+    out_side: int
+
+    @classmethod
+    def of(cls, weight: np.ndarray, bias: np.ndarray, k: int, stride: int, side: int) -> _Conv:
+        """The layer of torch-layout ``weight`` (out, C, k, k) over inputs of side ``side``."""
+        fold = stride if k % stride == 0 else 1
+        if fold == 1 and stride != 1:
+            raise ValueError(f"a {k}x{k} convolution of stride {stride}: the kernel is not a multiple of the stride")
+        q, out_c, c = k // fold, weight.shape[0], weight.shape[1]
+        # (out, C, qy, ry, qx, rx) -> rows ordered (qy, qx, ry, rx, C), as the folded im2col lays its columns out
+        w = weight.reshape(out_c, c, q, fold, q, fold).transpose(2, 4, 3, 5, 1, 0).reshape(-1, out_c)
+        return cls(np.ascontiguousarray(w, dtype=np.float32), bias.astype(np.float32), fold, q,
+                   (side - k) // stride + 1)
+
+    def __call__(self, x: np.ndarray, scale: np.float32 | None) -> np.ndarray:
+        """The layer's output for NHWC ``x``; ``scale`` turns uint8 input into floats (the first layer)."""
+        b, _, _, c = x.shape
+        f, q, ho = self.fold, self.q, self.out_side
+        if f > 1:  # fold f x f patches into the channels: (B, H/f, W/f, f·f·C)
+            blocks = ho + q - 1
+            x = x[:, : blocks * f, : blocks * f].reshape(b, blocks, f, blocks, f, c)
+            x = x.transpose(0, 1, 3, 2, 4, 5).reshape(b, blocks, blocks, f * f * c)
+        if scale is not None:
+            x = x.astype(np.float32) * scale
+        cols = np.concatenate([x[:, i: i + ho, j: j + ho] for i in range(q) for j in range(q)], axis=-1) \
+            if q > 1 else x[:, :ho, :ho]
+        y = cols.reshape(b * ho * ho, -1) @ self.w + self.b
+        return np.maximum(y, 0.0, out=y).reshape(b, ho, ho, -1)

@@ -27,7 +27,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from minionsrl.function import clock, faults, wire
-from minionsrl.function.envs import capture_episode, make_env, restore_episode
+from minionsrl.function.envs import capture_episode, make_env, start_episode
 from minionsrl.function.fragment import Fragment, PolicySnapshot, Timings
 from minionsrl.function.normalization import Moments, ObsNormalizer
 from minionsrl.function.numpy_policy import NumpyPolicy, choose_action, exploration_noise
@@ -119,12 +119,11 @@ class _Track:
         self.disc_returns = np.empty(steps, dtype=np.float64)
         self.ep_returns: list[float] = []
         self.ep_lengths: list[int] = []
-        self.obs, _ = env.reset(seed=seed)
+        self.obs = start_episode(env, seed, None if carry is None else carry["env"])
         self.ep_ret, self.ep_len, self.disc = 0.0, 0, 0.0
         if carry is not None:
-            restored = restore_episode(env, carry["env"])
-            self.obs = restored if restored is not None else np.asarray(carry["obs"],
-                                                                        dtype=env.observation_space.dtype)
+            if self.obs is None:
+                self.obs = np.asarray(carry["obs"], dtype=env.observation_space.dtype)
             self.ep_ret, self.ep_len = float(carry["ep_return"]), int(carry["ep_length"])
             self.disc = float(carry["disc_return"])
 
