@@ -66,6 +66,38 @@ def test_frames_are_skipped_max_pooled_grey_and_resized(pong):
     assert len({obs[i].tobytes() for i in range(4)}) > 1  # the frames differ: the game is moving
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("sticky", [0.0, 0.25])
+def test_the_game_is_gymnasiums_preprocessing_frame_for_frame(sticky):
+    """AtariGame drives the emulator itself; its observations, raw rewards and game ends are those of Gymnasium's
+    AtariPreprocessing under a FrameStackObservation, replayed side by side over whole games (with sticky actions
+    too: one seed, one emulator RNG)."""
+    import gymnasium as gym
+
+    ours = make_env(EnvSpec("ALE/Pong-v5", {"repeat_action_probability": sticky}))
+    ref = gym.wrappers.FrameStackObservation(gym.wrappers.AtariPreprocessing(
+        gym.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=sticky, disable_env_checker=True),
+        noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False, grayscale_obs=True), 4)
+    try:
+        a, _ = ours.reset(seed=5)
+        b, _ = ref.reset(seed=5)
+        np.testing.assert_array_equal(a, b)
+        rng, games = np.random.default_rng(0), 0
+        for _ in range(2000):
+            action = int(rng.integers(6))
+            a, _, _, _, info = ours.step(action)
+            b, raw, terminated, truncated, _ = ref.step(action)
+            np.testing.assert_array_equal(a, b)
+            assert (info["raw_reward"], info["game_over"]) == (raw, terminated or truncated)
+            if info["game_over"]:
+                games += 1
+                np.testing.assert_array_equal(ours.reset()[0], ref.reset()[0])  # no seed: the no-ops go on alike
+        assert games >= 1
+    finally:
+        ours.close()
+        ref.close()
+
+
 def test_rewards_clipped_and_lives_end_the_learning_episode_but_not_the_game():
     env = make_env(EnvSpec("ALE/Breakout-v5", {"repeat_action_probability": 0.0}))
     try:
