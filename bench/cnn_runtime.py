@@ -138,9 +138,11 @@ the published weights, and the first call. The first row runs one OpenBLAS threa
 rollout function sets it). The last row is NumPy with two OpenBLAS threads: on shared, busy cores its threads
 contend (while a Pong run used both cores, an ad-hoc check measured 30–50 ms a step with two threads against
 1.3 ms with one; that is why rollout functions pin BLAS to one thread).
-NumPy's convolutions are im2col (a strided window view, one copy) and one
-matmul each, in NHWC layout with the weights reordered once at load; its values match the learner's JAX CNN to
-{max_err:.1e}.
+NumPy's convolutions are one matmul each over an im2col copy, in NHWC layout with the weights reordered once at
+load; the strided ones (8/4, 4/2) first fold each stride × stride patch into the channels (space-to-depth), so the
+copy moves whole channel vectors. Its values match the learner's JAX CNN to {max_err:.1e}. Inside a function the
+dense layer's 6.4 MB of weights, read once a call, cost more than here, where they stay in cache: see §18 for
+what a function pays, and batching (§15) for the fix.
 
 {common.markdown_table(["runtime", "per step ms (median)", "per step ms (best)", "cold: import ms",
                         "cold: build ms", "cold: first call ms", "cold: total ms"], rows, 2)}

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/sampling.py [local] [--actors 2 8 32] [--steps 512] [--rounds 8]
     .venv/bin/python bench/sampling.py backends [--backends local ray lithops] [--actors 8 32] [--rounds 6] [--reps 2]
+    .venv/bin/python bench/sampling.py engines [--steps 3000] [--repeats 3]   (the bench extra: EnvPool)
 
 ``local``: Benchmark 3: sampling throughput of the local backend vs the raw limit, and the per-round overhead.
 
@@ -464,7 +465,136 @@ def backends_main(argv: list[str] | None = None) -> None:
     print(section)
 
 
-MODES = {"local": main, "backends": backends_main}
+# -- engines ---------------------------------------------------------------------
+
+class _Engine:
+    """One way to step an env inside a function: ``build()`` makes it, ``run(actions)`` steps it once per action
+    (resetting where an episode ends); ``envs`` actions go in per step (EnvPool's batch)."""
+
+    def __init__(self, env_id: str, label: str, envs: int, carry: str, build: Any, run: Any) -> None:
+        self.env_id, self.label, self.envs, self.carry, self.build, self.run = env_id, label, envs, carry, build, run
+
+
+def _gym_run(env: Any, actions: Any) -> None:
+    for a in actions:
+        _, _, terminated, truncated, _ = env.step(a)
+        if terminated or truncated:
+            env.reset()
+
+
+def _pool_run(pool: Any, actions: Any) -> None:  # EnvPool resets a finished env itself on its next step
+    for a in actions:
+        pool.step(a)
+
+
+def _ale_run(env: Any, actions: Any) -> None:  # the emulator alone: 4 frames an agent step, no frame read
+    ale, action_set = env.unwrapped.ale, env.unwrapped._action_set
+    for a in actions:
+        for _ in range(4):
+            ale.act(action_set[a])
+        if ale.game_over():
+            ale.reset_game()
+
+
+def _actions(space: Any, envs: int, steps: int, batched: bool, rng: Any) -> list[Any]:
+    """``steps`` random actions: a batch of ``envs`` each for EnvPool, else one (an int where discrete)."""
+    import numpy as np
+
+    discrete = not space.shape
+    a = (rng.integers(space.n, size=(steps, envs)) if discrete else
+         rng.uniform(space.low, space.high, (steps, envs, *space.shape)).astype(np.float32))
+    return list(a) if batched else [int(x[0]) if discrete else x[0] for x in a]
+
+
+def _engines() -> list[_Engine]:
+    import envpool
+    import gymnasium as gym
+
+    from minionsrl.function.envs import EnvSpec, make_env
+
+    def pool(task: str, n: int, **kw: Any) -> Any:
+        return lambda: envpool.make(task, env_type="gymnasium", num_envs=n, batch_size=n, num_threads=1, seed=0,
+                                    **kw)
+
+    def gym_atari() -> Any:  # what rollout functions ran before AtariGame
+        env = gym.make("ALE/Pong-v5", frameskip=1, disable_env_checker=True)
+        return gym.wrappers.FrameStackObservation(gym.wrappers.AtariPreprocessing(
+            env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False), 4)
+
+    sticky = {"repeat_action_probability": 0.25}  # v5's sticky actions (EnvPool's default is none)
+    return [
+        _Engine("Hopper-v5", "Gymnasium (the functions' engine)", 1, "yes (qpos, qvel)",
+                lambda: make_env(EnvSpec("Hopper-v5")), _gym_run),
+        _Engine("Hopper-v5", "EnvPool", 1, "no", pool("Hopper-v5", 1), _pool_run),
+        _Engine("Hopper-v5", "EnvPool", 8, "no", pool("Hopper-v5", 8), _pool_run),
+        _Engine("ALE/Pong-v5", "Gymnasium AtariPreprocessing + FrameStackObservation", 1, "yes (ALE state)",
+                gym_atari, _gym_run),
+        _Engine("ALE/Pong-v5", "AtariGame (the functions' engine)", 1, "yes (ALE state)",
+                lambda: make_env(EnvSpec("ALE/Pong-v5")), _gym_run),
+        _Engine("ALE/Pong-v5", "EnvPool", 1, "no", pool("Pong-v5", 1, **sticky), _pool_run),
+        _Engine("ALE/Pong-v5", "EnvPool", 8, "no", pool("Pong-v5", 8, **sticky), _pool_run),
+        _Engine("ALE/Pong-v5", "the emulator alone (ALE, 4 frames)", 1, "—",
+                lambda: make_env(EnvSpec("ALE/Pong-v5")), _ale_run),
+    ]
+
+
+def engines_main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="Env engines inside a function: CPU per agent step, build time")
+    p.add_argument("--steps", type=int, default=3000, help="agent steps per measurement (all envs)")
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args(argv)
+    import numpy as np
+
+    started, engines = time.time(), _engines()
+    cpu: dict[int, list[float]] = {}
+    build: dict[int, list[float]] = {}
+    for _ in range(args.repeats):  # interleaved: every engine once a repeat
+        for i, e in enumerate(engines):
+            w0 = time.perf_counter()
+            env = e.build()
+            build.setdefault(i, []).append(time.perf_counter() - w0)
+            steps = args.steps // e.envs
+            acts = _actions(env.action_space, e.envs, steps, e.run is _pool_run, np.random.default_rng(0))
+            if e.run is _pool_run:
+                env.reset()
+            else:
+                env.reset(seed=0)  # outside the count: an ALE seed loads the ROM
+            c0 = time.process_time()
+            e.run(env, acts)
+            cpu.setdefault(i, []).append((time.process_time() - c0) / (steps * e.envs))
+            env.close()
+    rows, base = [], {}
+    for i, e in enumerate(engines):
+        step_ms = 1e3 * min(cpu[i])
+        base.setdefault(e.env_id, step_ms)
+        rows.append([e.env_id, e.label, e.envs, step_ms, base[e.env_id] / step_ms, 1e3 * statistics.median(build[i]),
+                     e.carry])
+        log(f"{e.env_id} {e.label} x{e.envs}: {step_ms:.3f} ms CPU a step")
+    section = f"""## Env engines inside a function: Gymnasium, EnvPool and our ALE driver
+
+What a rollout function's env costs per agent step, on its own: random actions, {args.steps:,} agent steps per
+measurement, the least CPU time of {args.repeats} interleaved repeats (CPU time, counting EnvPool's worker thread;
+one worker, as a one-vCPU function would run it). "build" is the wall time to make the env (the median), which a
+function pays per invocation where the env must be made anew. "carries an episode" is whether the engine can hand
+an episode in progress to the next invocation (minionsrl carries them by default: `--carry-episodes`).
+
+{markdown_table(["env", "engine", "envs", "CPU ms / agent step", "steps per CPU s vs first row", "build ms",
+                 "carries an episode"], rows, [0, 0, 0, 3, 2, 1, 0])}
+
+Why EnvPool is not a function's engine here, whatever its CPU row says against the functions' engine above it:
+it cannot carry an episode (it has no state to get or set), and a fragment must depend only on its seed (its
+`reset` takes no seed, so a pool would be built per invocation, at the "build" column's cost). Without the carry
+every fragment would end its episodes (Hopper's 1,000-step episodes cut at 512), which changes what is learned and
+hides the long episodes from the training returns. On Atari the functions' own driver (AtariGame: Gymnasium's
+preprocessing frame for frame, on the emulator directly) keeps the carry; the emulator alone is its floor.
+
+{provenance(started)}
+"""
+    write_section("engines", section)
+    print(section)
+
+
+MODES = {"local": main, "backends": backends_main, "engines": engines_main}
 
 
 if __name__ == "__main__":
