@@ -576,11 +576,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise ConfigError("--rounds: give the rounds per run (or --until target with a cap)")
     else:
         base = base.replace(max_rounds=args.rounds)  # --total-timesteps, when given, stops runs too
-    if base.scaling.actors is None or base.env.envs_per_function is None:
-        # the layout the preset gives the base: an arm's count is of functions of its envs, and the learner's
-        # reference batch (Arm.apply) stays the base's
-        laid_out, _ = prepare_config(base.replace(run_dir="unused"))
-        base = base.replace(actors=laid_out.scaling.actors, envs_per_function=laid_out.env.envs_per_function)
     for arm in arms:  # every arm's config is checked before the first run starts
         prepare_config(arm.apply(base).replace(run_dir="unused"))
     out = args.out or f"runs/compare-{base.env.env_id.replace(':', '_').replace('/', '_')}"

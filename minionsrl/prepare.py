@@ -2,11 +2,10 @@
 
 Its order: the user's own values against their rules (:func:`~minionsrl.config.validate`: each field, each role,
 the rules between roles), then what needs the machine or the env to answer — the learner's device, the detectors the
-scaler reads, the price catalogue, the env id, the Lithops config, the env's spaces (built once, stepped a
-little) — then the presets (:func:`~minionsrl.config.resolve`, which checks the whole again) and the rules that need
-the env's facts or the preset: the budget's least first round (its actors may be the family's), image observations.
-Each failure is one line (:class:`~minionsrl.errors.ConfigError`) naming the setting and the fix.
-:mod:`minionsrl.build` then only constructs.
+scaler reads, the price catalogue and the budget's least first round, the env id, the Lithops config, the env's
+spaces (built once, stepped a little) — then the presets (:func:`~minionsrl.config.resolve`, which checks the
+whole again) and the rules that need the env's facts. Each failure is one line (:class:`~minionsrl.errors.ConfigError`)
+naming the setting and the fix. :mod:`minionsrl.build` then only constructs.
 """
 
 from __future__ import annotations
@@ -31,6 +30,13 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     learner_device(cfg.learner)  # cuda where there is none fails here; the config keeps what was asked for
     check_detectors(cfg, cfg.scaling.scaler, SCALERS[cfg.scaling.scaler].needs)
     prices = load_prices(cfg.cost.prices)  # a bad catalogue fails here, before any work
+    if cfg.cost.budget_usd is not None:
+        first = first_actors(cfg.scaling)
+        least = make_ledger(cfg, prices).least_round_usd(first)
+        if cfg.cost.budget_usd < least:
+            raise ConfigError(f"budget_usd: ${cfg.cost.budget_usd:g} is less than the least a first round of {first} "
+                              f"function{'s' if first > 1 else ''} and the learner host can cost (${least:.3g}); "
+                              "raise budget_usd")
     check_env_id(cfg.env.env_id)
     if cfg.functions.backend == "lithops":
         from minionsrl.backends.lithops_backend import lithops_config
@@ -45,13 +51,6 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
         raise ConfigError(f"env_id {cfg.env.env_id!r} with env_kwargs {cfg.env.env_kwargs!r} cannot be built "
                           f"({first_line}); check env_kwargs against the environment's constructor") from exc
     cfg = config.resolve(cfg, info.family)
-    if cfg.cost.budget_usd is not None:  # after the preset: the first round's actors may be the family's
-        first = first_actors(cfg.scaling)
-        least = make_ledger(cfg, prices).least_round_usd(first)
-        if cfg.cost.budget_usd < least:
-            raise ConfigError(f"budget_usd: ${cfg.cost.budget_usd:g} is less than the least a first round of {first} "
-                              f"function{'s' if first > 1 else ''} and the learner host can cost (${least:.3g}); "
-                              "raise budget_usd")
     if cfg.learner.normalize_obs and len(info.obs_shape) == 3:
         raise ConfigError(f"normalize_obs: {cfg.env.env_id!r} has image observations (scaled by 1/255 in the "
                           "network); use --no-normalize-obs")

@@ -275,19 +275,10 @@ def test_atari_preset_is_cleanrl_ppo_atari(tmp_path):
     cfg, info = prepare_config(TrainConfig(env_id="ALE/Pong-v5", run_dir=str(tmp_path / "r")))
     assert info.family == "atari"
     lc = cfg.learner
-    assert (cfg.run.total_timesteps, cfg.env.fragment_length, lc.learning_rate, lc.lr_schedule) == (
-        10_000_000, 128, 2.5e-4, "anneal")
-    # CleanRL's 8 envs as 2 functions of 4 (one CNN call for four frames): the same 1,024 samples a round
-    assert (cfg.scaling.actors, cfg.env.envs_per_function, cfg.env.step_plan().round_batch(2)) == (2, 4, 1024)
+    assert (cfg.run.total_timesteps, cfg.env.fragment_length, cfg.scaling.actors, lc.learning_rate, lc.lr_schedule) == (
+        10_000_000, 128, 8, 2.5e-4, "anneal")
     assert (lc.update_epochs, lc.minibatch_size, lc.clip_coef, lc.ent_coef, lc.vf_coef) == (4, 256, 0.1, 0.01, 0.5)
     assert (lc.gamma, lc.gae_lambda, lc.max_grad_norm, lc.normalize_obs) == (0.99, 0.95, 0.5, False)
-
-
-@pytest.mark.parametrize(("given", "layout"), [({"actors": 8}, (8, 1)), ({"envs_per_function": 2}, (8, 2)),
-                                               ({"actors": 3, "envs_per_function": 2}, (3, 2))])
-def test_a_given_actor_count_or_envs_per_function_replaces_the_presets_layout(tmp_path, given, layout):
-    cfg, _ = prepare_config(TrainConfig(env_id="ALE/Pong-v5", run_dir=str(tmp_path / "r"), **given))
-    assert (cfg.scaling.actors, cfg.env.envs_per_function) == layout
 
 
 def test_atari_with_observation_normalisation_is_a_config_error(tmp_path):

@@ -10,28 +10,21 @@ from typing import Any
 PRESET_NAMES = ("auto", "classic", "mujoco", "atari", "nitro")
 DEFAULT_DESIRED_KL = 0.01  # rsl_rl's default desired_kl: the adaptive learning rate's target when none is given
 
-# The layout of a round: actors (functions) x envs per function = CleanRL's 8 envs in every family. One env a function
-# where the policy is a small MLP (3-7% of a Hopper function's time: BENCHMARKS §15); on Atari four a function: one
-# CNN call for four frames halves what the dense layer's weights cost to read, and a function of four costs 0.44x
-# the CPU a million frames that a function of one did before (0.59x now), with two functions still using two cores
-# (BENCHMARKS §18). The same 8 streams of 128 steps either way: what is learned is unchanged in expectation.
-# A user's --actors or --envs-per-function replaces the pair (train.resolve): given alone, the other is the plain one.
-PLAIN_LAYOUT: dict[str, int] = dict(actors=8, envs_per_function=1)
 # CleanRL's defaults: ppo.py (classic control) and ppo_continuous_action.py (MuJoCo). Fragment
 # length and evaluation cadence are ours (DESIGN §1: T = 128 for classic control, 512 for MuJoCo).
 PRESETS: dict[str, dict[str, Any]] = {
-    "classic": dict(**PLAIN_LAYOUT, total_timesteps=500_000, fragment_length=128, eval_every=5, learning_rate=2.5e-4,
+    "classic": dict(total_timesteps=500_000, fragment_length=128, eval_every=5, learning_rate=2.5e-4,
                     anneal_lr=True, gamma=0.99, gae_lambda=0.95, update_epochs=4, minibatch_size=128,
                     norm_adv=True, clip_coef=0.2, clip_vloss=True, ent_coef=0.01, vf_coef=0.5,
                     max_grad_norm=0.5, normalize_obs=False, normalize_reward=False, kl_coef=0.0),
-    "mujoco": dict(**PLAIN_LAYOUT, total_timesteps=1_000_000, fragment_length=512, eval_every=10, learning_rate=3e-4,
+    "mujoco": dict(total_timesteps=1_000_000, fragment_length=512, eval_every=10, learning_rate=3e-4,
                    anneal_lr=True, gamma=0.99, gae_lambda=0.95, update_epochs=10, minibatch_size=64,
                    norm_adv=True, clip_coef=0.2, clip_vloss=True, ent_coef=0.0, vf_coef=0.5,
                    max_grad_norm=0.5, normalize_obs=True, normalize_reward=True, kl_coef=0.0),
-    # ppo_atari.py: 8 envs (here 2 functions x 4) x 128 steps in 4 minibatches (256), clip 0.1, 10M steps.
-    "atari": dict(actors=2, envs_per_function=4, total_timesteps=10_000_000, fragment_length=128, eval_every=50,
-                  learning_rate=2.5e-4, anneal_lr=True, gamma=0.99, gae_lambda=0.95, update_epochs=4,
-                  minibatch_size=256, norm_adv=True, clip_coef=0.1, clip_vloss=True, ent_coef=0.01, vf_coef=0.5,
+    # ppo_atari.py: 8 envs x 128 steps in 4 minibatches (256), clip 0.1, 10M steps.
+    "atari": dict(total_timesteps=10_000_000, fragment_length=128, eval_every=50, learning_rate=2.5e-4,
+                  anneal_lr=True, gamma=0.99, gae_lambda=0.95, update_epochs=4, minibatch_size=256,
+                  norm_adv=True, clip_coef=0.1, clip_vloss=True, ent_coef=0.01, vf_coef=0.5,
                   max_grad_norm=0.5, normalize_obs=False, normalize_reward=False, kl_coef=0.0),
 }
 # The papers' learner (--preset nitro), applied over the family preset: PPO as the published Nitro code ran it

@@ -74,11 +74,9 @@ class EnvConfig(Role):
     env_step_latency_ms: float = setting(0.0, "wait this long in every env step (a remote simulator, game server or "
                                          "model-judged reward), sleeping, not burning CPU; training and in-run "
                                          "evaluation (0: off)", min=0.0, max=10_000.0, learning=False)
-    envs_per_function: int | None = setting(None, "environments one rollout function steps together, its policy run "
-                                            "once per step on all of them (RLlib's num_envs_per_env_runner); "
-                                            "fragments stay one per environment; the preset sets it with --actors, "
-                                            "as one layout, only where neither is given (given alone: 8 actors)",
-                                            min=1, max=256)
+    envs_per_function: int = setting(1, "environments one rollout function steps together, its policy run once per "
+                                     "step on all of them (RLlib's num_envs_per_env_runner); fragments stay one per "
+                                     "environment", min=1, max=256)
     env_check_timeout_s: float = setting(60.0, "the learner's check of the env (build, reset, a few random steps) "
                                          "fails after this long: a constructor or step that never returns",
                                          positive=True, learning=False, rare=True)
@@ -93,7 +91,7 @@ class EnvConfig(Role):
     def step_plan(self) -> StepPlan:
         """The steps each rollout function takes (:class:`StepPlan`), once a preset set the fragment length."""
         return StepPlan(None if self.constant_batch else self.fragment_length, self.batch_size,
-                        self.envs_per_function or 1)
+                        self.envs_per_function)
 
     def check(self) -> None:
         try:
@@ -246,12 +244,10 @@ class ScalingConfig(Role):
     """How many actors each round gets: the scaler, the bounds it chooses within, its knobs, its detectors."""
 
     scaler: str = setting("fixed", "how many actors each round gets", choices=SCALERS)
-    actors: int | str | None = setting(None, "number of actors (rollout functions) per round (fixed scaler), or auto: "
-                                       "the count the round model picks from the run's own rounds, within --n-min "
-                                       "and --n-max, the batch kept at what the preset's count samples (--scaler "
-                                       "auto --actors N: N's batch; see --objective); given alone, each function "
-                                       "steps one env (--envs-per-function 1)",
-                                       min=1, max=4096, words=("auto",))
+    actors: int | str = setting(8, "number of actors per round (fixed scaler), or auto: the count the round model "
+                                "picks from the run's own rounds, within --n-min and --n-max, the batch kept at what "
+                                "the default 8 sample (--scaler auto --actors N: N's batch; see --objective)",
+                                min=1, max=4096, words=("auto",))
     n_min: int = setting(8, "fewest actors a scaler may choose", min=1, max=4096)
     n_max: int = setting(64, "most actors a scaler may choose", min=1, max=4096)
     initial_actors: int = setting(16, "actors in round 1 for nitro, critical and auto (n_0)", min=1, max=4096)

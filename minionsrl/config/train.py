@@ -18,7 +18,6 @@ from minionsrl.config.presets import (
     DEFAULT_DESIRED_KL,
     ENV_PRESETS,
     NITRO_PRESET,
-    PLAIN_LAYOUT,
     PRESETS,
     cli_value,
     env_preset,
@@ -148,9 +147,6 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
     """Fill unset fields from the preset (``auto``: by env family, with the env's ``ENV_PRESETS`` row over it) and
     a default run dir; validate. The one place presets are applied."""
     cfg = auto_actors(cfg)
-    if cfg.scaling.actors is not None or cfg.env.envs_per_function is not None:  # the user's layout, not the preset's
-        cfg = cfg.replace(actors=cfg.scaling.actors or PLAIN_LAYOUT["actors"],
-                          envs_per_function=cfg.env.envs_per_function or PLAIN_LAYOUT["envs_per_function"])
     validate(cfg, require_stop=False)  # the user's own values first, before a preset can hide a contradiction
     family = family if family in PRESETS else "classic"
     preset_name = family if cfg.run.preset in ("auto", "nitro") else cfg.run.preset
@@ -198,7 +194,7 @@ def auto_actors(cfg: TrainConfig) -> TrainConfig:
     if cfg.scaling.scaler not in ("fixed", "auto"):
         raise ConfigError(f"actors: auto picks the actor count itself; drop --scaler {cfg.scaling.scaler}, or give "
                           "--actors a number")
-    return cfg.replace(scaler="auto", actors=None)  # the preset's count, as if none were given
+    return cfg.replace(scaler="auto", actors=default_of(FIELDS["actors"]))
 
 
 def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
@@ -211,7 +207,7 @@ def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
     check_config_secrets(cfg.to_dict())
     # the rules between roles
     env, learner, functions, faults = cfg.env, cfg.learner, cfg.functions, cfg.faults
-    if env.constant_batch and cfg.scaling.most_actors is not None:  # (before the preset: a layout still unset)
+    if env.constant_batch:
         env.step_plan().check(cfg.scaling.most_actors)
     if faults.fault_hang > 0 and functions.invocation_timeout_s is None and faults.round_deadline_s is None:
         raise ConfigError("fault_hang: injected hangs need a deadline; set invocation_timeout_s or round_deadline_s")
