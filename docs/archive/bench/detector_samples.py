@@ -40,7 +40,7 @@ def measure(env: str, rounds: int) -> None:
     from minionsrl.function import wire
     from minionsrl.learner.detectors import DetectorPlan
     from minionsrl.learner.learners import Learned
-    from minionsrl.loop.invocations import invocation_seed
+    from minionsrl.loop.requests import invocation_seed
 
     run_dir = OUT / f"detector_samples-{env}"
     shutil.rmtree(run_dir, ignore_errors=True)  # a fresh run, not a resumed one
