@@ -179,7 +179,10 @@ def measure(env_id: str, steps: int, n_envs: int, repeats: int) -> dict[str, flo
     policy = snapshot.numpy_policy()
     envs = [make_env(EnvSpec(env_id)) for _ in range(n_envs)]
     seeds = rollout_mod.env_seeds(7, n_envs)
-    rollout_mod.rollout_many(envs, snapshot, policy, 8, seeds, 0.99, [None] * n_envs)  # warm-up
+    # warm-up; then each rollout carries on the episodes of the one before, as training does by default (a fresh
+    # seeded start would reload an ALE game's ROM, 120 ms an env, which carried rounds do not pay)
+    carries = [f.meta["carry"] for f in rollout_mod.rollout_many(envs, snapshot, policy, 8, seeds, 0.99,
+                                                                 [None] * n_envs)]
     times, policy_s = [], []
     forward = policy.forward
     for r in range(repeats):
@@ -193,8 +196,9 @@ def measure(env_id: str, steps: int, n_envs: int, repeats: int) -> dict[str, flo
 
         policy.forward = timed
         t0 = time.perf_counter()
-        rollout_mod.rollout_many(envs, snapshot, policy, steps, rollout_mod.env_seeds(r, n_envs), 0.99,
-                                 [None] * n_envs)
+        fragments = rollout_mod.rollout_many(envs, snapshot, policy, steps, rollout_mod.env_seeds(r, n_envs), 0.99,
+                                             carries)
+        carries = [f.meta["carry"] for f in fragments]
         times.append(time.perf_counter() - t0)
         policy_s.append(spent[0])
         policy.forward = forward
@@ -222,7 +226,8 @@ def envs_per_function_main(argv: list[str] | None = None) -> None:
 One function of E environments runs the policy once per step on all E observations (one matmul per
 layer, or one im2col per convolution, for the batch) and returns one fragment per environment. Measured
 in one process, BLAS pinned to one thread as in a function, median of {args.repeats} rollouts of T steps
-per environment (a cold instance's env construction excluded).
+per environment, each carrying on the episodes of the one before, as training rounds do (a cold instance's env
+construction excluded).
 
 {common.markdown_table(["env", "E", "T", "function wall s", "env steps/s", "vs E=1", "policy % of wall"], rows,
                        [0, 0, 0, 2, 0, 2, 0])}
