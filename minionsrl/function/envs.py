@@ -358,17 +358,18 @@ def is_atari(env_id: str) -> bool:
 
 
 class AtariGame(gym.Wrapper):
-    """An ALE game as the Atari preset trains on it (Machado et al. 2018; Mnih et al. 2015): up to 30 no-ops at a
-    new game, 4 frames an agent step, the last two max-pooled, grey, resized to 84×84 (OpenCV's area rule), a stack
-    of the last 4; rewards clipped to their sign and a lost life ``terminated`` for the learning signal only.
+    """An ALE game as the Atari preset trains on it (Machado et al. 2018; Mnih et al. 2015): up to 30 no-ops at a new
+    game, 4 frames an agent step, the last two max-pooled, grey, resized to 84×84 (OpenCV's area rule), a stack of
+    the last 4; rewards clipped to their sign and a lost life ``terminated`` for the learning signal only.
 
     The observations, raw rewards and game ends are those of Gymnasium's ``AtariPreprocessing(noop_max=30,
     frame_skip=4, screen_size=84)`` under a ``FrameStackObservation(4)``, frame for frame (``tests/test_atari.py``
     replays both), but a step drives the emulator directly: those wrappers make four Python steps of the ALE env a
     step, each building an observation and an info mapping, which was a third of a Pong function's env time
-    (0.82 against 0.52 ms of CPU an agent step, BENCHMARKS §18). A lost life does not end the game: the next
-    ``reset()`` without a seed plays on from where it stopped. ``info["raw_reward"]`` is the unclipped reward and
-    ``info["game_over"]`` says whether the game really ended, so the rollout reports full-game returns.
+    (0.79–0.93 against 0.56–0.67 ms of CPU an agent step; the emulator alone takes 0.38: BENCHMARKS §19). A lost life
+    does not end the game: the next ``reset()`` without a seed plays on from where it stopped. ``info["raw_reward"]``
+    is the unclipped reward and ``info["game_over"]`` says whether the game really ended, so the rollout reports
+    full-game returns.
     """
 
     FRAME_SKIP, NOOP_MAX, SIDE, STACK = 4, 30, 84, 4
