@@ -243,7 +243,7 @@ class NumpyCNNPolicy:
         side = arch.obs_shape[1]
         for i, (_, k, stride) in enumerate(NATURE_CONVS):
             self.convs.append(_Conv.of(params[f"conv.{i}.weight"], params[f"conv.{i}.bias"], k, stride, side))
-            side = (side - k) // stride + 1
+            side = self.convs[-1].out_side
         dense = params["dense.weight"]  # (512, C·H·W) in torch's CHW order
         channels = NATURE_CONVS[-1][0]
         dense = dense.reshape(-1, channels, side, side).transpose(0, 2, 3, 1).reshape(dense.shape[0], -1)
