@@ -178,7 +178,7 @@ def measure(env_id: str, steps: int, n_envs: int, repeats: int) -> dict[str, flo
     snapshot = snapshot_of(arch, init_params(arch, 0), None, 0, 10.0)
     policy = snapshot.numpy_policy()
     envs = [make_env(EnvSpec(env_id)) for _ in range(n_envs)]
-    seeds = rollout_mod.env_seeds(7, n_envs)
+    seeds = [7 + e for e in range(n_envs)]
     # warm-up; then each rollout carries on the episodes of the one before, as training does by default (a fresh
     # seeded start would reload an ALE game's ROM, 120 ms an env, which carried rounds do not pay)
     carries = [f.meta["carry"] for f in rollout_mod.rollout_many(envs, snapshot, policy, 8, seeds, 0.99,
@@ -196,7 +196,7 @@ def measure(env_id: str, steps: int, n_envs: int, repeats: int) -> dict[str, flo
 
         policy.forward = timed
         t0 = time.perf_counter()
-        fragments = rollout_mod.rollout_many(envs, snapshot, policy, steps, rollout_mod.env_seeds(r, n_envs), 0.99,
+        fragments = rollout_mod.rollout_many(envs, snapshot, policy, steps, [100 * r + e for e in range(n_envs)], 0.99,
                                              carries)
         carries = [f.meta["carry"] for f in fragments]
         times.append(time.perf_counter() - t0)
@@ -259,8 +259,11 @@ params = init_params(arch, 0)
 carries, cpu = (None,) * envs, []
 for i in range(invocations):
     blob = snapshot_of(arch, params, None, i, 10.0).encode(key)
-    req = Request(id=f"r{i}", kind="train", policy=f"p{i}", env=spec, seed=1000 + i, gamma=0.99, steps=steps,
-                  carries=carries)
+    seeds = {"env_seeds": tuple(1000 * i + e for e in range(envs))} if envs > 1 else {}
+    if seeds and "env_seeds" not in Request.__dataclass_fields__:  # the code before 2026-11-29 drew them itself
+        seeds = {}
+    req = Request(id=f"r{i}", kind="train", policy=f"p{i}", env=spec, seed=1000 * i, gamma=0.99, steps=steps,
+                  carries=carries, **seeds)
     c0 = time.process_time()
     reply = rollout.handle(req.encode(), lambda ref, blob=blob: blob, key)
     cpu.append(time.process_time() - c0)

@@ -12,11 +12,14 @@ import pytest
 from minionsrl.function import rollout as rollout_mod
 from minionsrl.function import wire
 from minionsrl.function.envs import EnvSpec, make_env
+from minionsrl.function.faults import FaultPlan
 from minionsrl.function.fragment import Fragment, PolicySnapshot
 from minionsrl.function.normalization import RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch
+from minionsrl.function.request import Request
 from minionsrl.function.rollout import evaluate, handle, rollout
 from minionsrl.learner.networks import init_params, snapshot_of
+from minionsrl.loop.requests import Requests
 
 CART = PolicyArch(4, 2, True, (64, 64))
 PEND = PolicyArch(3, 1, False, (64, 64))
@@ -417,8 +420,7 @@ def test_several_environments_per_function_each_give_the_fragment_they_would_alo
     """``envs_per_function``: one function steps E environments with one batched forward pass per step; each
     fragment equals the one-environment rollout with that environment's seed and carried episode."""
     spec, snap = EnvSpec("Pendulum-v1"), _snapshot(PolicyArch(3, 1, False, (64, 64)))
-    seeds = rollout_mod.env_seeds(123, 3)
-    assert len(set(seeds)) == 3 and rollout_mod.env_seeds(123, 1) == [123]
+    seeds = [123, 7, 99]
     alone = [_run(spec, snap, 50, s) for s in seeds]
     carry = alone[1].meta["carry"]
     envs = [make_env(spec) for _ in range(3)]
@@ -435,7 +437,7 @@ def test_a_function_of_several_environments_replies_with_one_fragment_each():
     key = b"k" * 32
     blob = snap.encode(key)
     request = {"id": "r1-train-0", "kind": "train", "attempt": 0, "policy": "p", "env": spec.to_json(), "seed": 5,
-               "gamma": 0.99, "steps": 40, "carries": [None] * 4}
+               "gamma": 0.99, "steps": 40, "carries": [None] * 4, "env_seeds": [5, 6, 7, 8]}
     arrays, meta = _decode(handle(json.dumps(request).encode(), lambda ref: blob, key), key=key)
     frags = Fragment.many_from_wire(arrays, meta, 40, CART, envs=4, version=0)
     assert len(frags) == 4 and all(f.obs.shape == (40, 4) for f in frags)
@@ -445,3 +447,35 @@ def test_a_function_of_several_environments_replies_with_one_fragment_each():
         Fragment.many_from_wire(arrays, meta, 40, CART, envs=3)
     with pytest.raises(wire.WireError, match="unexpected arrays"):
         Fragment.many_from_wire({**arrays, "e9/obs": arrays["e0/obs"]}, meta, 40, CART, envs=4)
+
+
+@pytest.mark.parametrize("env_seeds", [None, [5, 6], [6, 5, 7, 8], "5678"])
+def test_a_request_of_several_environments_needs_each_ones_seed(env_seeds):
+    request = {"id": "r1-train-0", "kind": "train", "policy": "p", "env": EnvSpec("CartPole-v1").to_json(),
+               "seed": 5, "gamma": 0.99, "steps": 40, "carries": [None] * 4}
+    if env_seeds is not None:
+        request["env_seeds"] = env_seeds
+    with pytest.raises(ValueError, match="env_seeds"):
+        Request.from_json(request)
+
+
+def test_grouping_actors_into_functions_changes_no_sample(cold_instance):
+    """Round 3's requests of 2 functions × 4 environments hold the seeds of 8 one-environment functions, actor
+    ``s·4 + e`` in both; so each environment's fragment is the one its one-environment function samples (up to
+    the rounding of the batched forward pass)."""
+    spec, snap = EnvSpec("Pendulum-v1"), _snapshot(PEND)
+    blob = snap.encode(KEY)
+    requests = Requests(spec, seed=11, gamma=0.99, faults=FaultPlan({}))
+    one = [requests.make("train", "p", 3, slot, 0, steps=30) for slot in range(8)]
+    four = [requests.make("train", "p", 3, slot, 0, steps=30, carries=(None,) * 4) for slot in range(2)]
+    assert [r.seed for r in one] == [s for r in four for s in r.seeds]
+
+    def fragments(req: Request, envs: int) -> list[Fragment]:
+        arrays, meta = _decode(handle(req.encode(), lambda ref: blob, KEY), req.id)
+        return Fragment.many_from_wire(arrays, meta, 30, PEND, envs=envs, version=0)
+
+    alone = [f for req in one for f in fragments(req, 1)]
+    grouped = [f for req in four for f in fragments(req, 4)]
+    for got, want in zip(grouped, alone, strict=True):
+        for name in Fragment._STEP_ARRAYS:
+            np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-5, atol=1e-5, err_msg=name)

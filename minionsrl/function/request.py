@@ -23,7 +23,11 @@ class Request:
     """One invocation: attempt ``attempt`` of a slot (every attempt of a slot has its seed, each its own ``id``),
     of ``kind`` ``train`` (``steps`` steps in each of ``len(carries)`` environments, each continuing its carried
     episode, if any) or ``eval`` (``episodes`` deterministic episodes, each cut after ``max_steps``), with the
-    published policy ``policy``."""
+    published policy ``policy``.
+
+    ``seed`` seeds an evaluation, or a training function's first environment; a function of several
+    environments gets each one's seed in ``env_seeds`` (the seeds that many one-environment functions would
+    have), so its fragments are theirs: how actors are grouped into functions changes no sample."""
 
     id: str
     kind: str
@@ -34,15 +38,25 @@ class Request:
     attempt: int = 0
     steps: int = 0
     carries: tuple[dict[str, Any] | None, ...] = (None,)  # one per environment: its episode in progress
+    env_seeds: tuple[int, ...] = ()  # one per environment, the first being ``seed``; empty for one environment
     episodes: int = 0
     max_steps: int = EVAL_MAX_STEPS
     max_reply_bytes: int | None = None  # the backend refuses a bigger reply before decoding it
     fault: dict[str, Any] | None = None  # an injected fault the function enacts (minionsrl.function.faults)
 
+    def __post_init__(self) -> None:
+        if len(self.seeds) != self.envs or self.seeds[0] != self.seed:
+            raise ValueError("env_seeds: one seed per environment (as many as carries), the first being seed")
+
     @property
     def envs(self) -> int:
         """The environments a training function steps in lockstep (one policy call a step for all of them)."""
         return len(self.carries) if self.kind == "train" else 1
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        """Each environment's seed."""
+        return self.env_seeds or (self.seed,)
 
     def encode(self) -> bytes:
         """The request as the JSON a function receives."""
@@ -50,6 +64,8 @@ class Request:
                                 "env": self.env.to_json(), "seed": self.seed, "gamma": self.gamma}
         if self.kind == "train":
             data.update(steps=self.steps, carries=list(self.carries))
+            if self.env_seeds:
+                data["env_seeds"] = list(self.env_seeds)
         else:
             data.update(episodes=self.episodes, max_steps=self.max_steps)
         if self.max_reply_bytes is not None:
@@ -78,10 +94,14 @@ class Request:
             carries = raw.get("carries", [None]) if kind == "train" else [None]
             if not isinstance(carries, list) or not carries:
                 raise ValueError("carries: a list of one episode (or null) per environment")
+            env_seeds = raw.get("env_seeds", [])
+            if not isinstance(env_seeds, list):
+                raise ValueError("env_seeds: a list of one seed per environment")
             cap = raw.get("max_reply_bytes")
             return cls(id=str(raw["id"]), kind=kind, policy=str(raw["policy"]), env=EnvSpec.from_json(raw["env"]),
                        seed=int(raw["seed"]), gamma=float(raw["gamma"]), attempt=int(raw.get("attempt", 0)),
-                       steps=int(raw.get("steps", 0)), carries=tuple(carries), episodes=int(raw.get("episodes", 0)),
+                       steps=int(raw.get("steps", 0)), carries=tuple(carries),
+                       env_seeds=tuple(int(s) for s in env_seeds), episodes=int(raw.get("episodes", 0)),
                        max_steps=int(raw.get("max_steps", EVAL_MAX_STEPS)),
                        max_reply_bytes=None if cap is None else int(cap), fault=raw.get("fault") or None)
         except KeyError as exc:

@@ -210,13 +210,6 @@ def _greedy(policy: NumpyPolicy, x: np.ndarray, env: gym.Env) -> Any:
     return choose_action(head, 0.0, False, env.action_space.low, env.action_space.high)[1]
 
 
-def env_seeds(seed: int, n_envs: int) -> list[int]:
-    """The seeds of a function's environments: its own seed for one, else one drawn per environment."""
-    if n_envs == 1:
-        return [seed]
-    return [int(s) for s in np.random.SeedSequence([seed, n_envs]).generate_state(n_envs)]
-
-
 def _instance() -> dict[str, Any]:
     """Which instance serves this invocation, and how many it served before (pid read now: platforms fork)."""
     served, _SERVED[0] = _SERVED[0], _SERVED[0] + 1
@@ -263,7 +256,7 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
         meta: dict[str, Any] = {"id": invocation_id, "env_built": env_built, "policy_fetched": policy_fetched,
                                 "policy_bytes": bytes_fetched, "instance": _instance()}
         if req.kind == "train":
-            fragments = rollout_many(envs, snapshot, policy, req.steps, env_seeds(req.seed, n_envs), req.gamma,
+            fragments = rollout_many(envs, snapshot, policy, req.steps, list(req.seeds), req.gamma,
                                      list(req.carries))
             arrays_reply = None
         else:

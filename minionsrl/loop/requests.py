@@ -4,7 +4,9 @@ A request is a :class:`~minionsrl.function.request.Request`: its id, kind (``tra
 policy reference, env spec and seed, plus what its kind needs (steps and carried episodes, or episodes). The
 seed of an invocation is a function of (run seed, index, slot, seed stream) only, so a fragment never depends on
 which instance or backend ran it, nor on arrival order; every attempt of a slot has the slot's seed (a retry
-samples what the first attempt would have) and its own id.
+samples what the first attempt would have) and its own id. A function of E environments is E actors: slot ``s``'s
+environment ``e`` has the seed of actor ``s·E + e``, as a one-environment function in that slot would, so a run
+samples the same whatever E.
 """
 
 from __future__ import annotations
@@ -65,9 +67,11 @@ class Requests:
              carries: tuple[dict[str, Any] | None, ...] = (None,), episodes: int = 0) -> Request:
         """Attempt ``attempt`` of ``slot``; ``index`` is the round (synchronous learners) or the slot's
         invocation count (asynchronous ones)."""
-        cap = None if self.arch is None else reply_cap(self.arch, kind, steps, len(carries), episodes)
+        envs = len(carries)
+        cap = None if self.arch is None else reply_cap(self.arch, kind, steps, envs, episodes)
+        seeds = [invocation_seed(self.seed, index, slot * envs + e, wire.SEED_STREAMS[kind]) for e in range(envs)]
         return Request(id=f"r{index}-{kind}-{slot}" + (f"-a{attempt}" if attempt else ""), kind=kind, policy=ref,
-                       env=self.env, seed=invocation_seed(self.seed, index, slot, wire.SEED_STREAMS[kind]),
+                       env=self.env, seed=seeds[0], env_seeds=tuple(seeds) if envs > 1 else (),
                        gamma=self.gamma, attempt=attempt, steps=steps, carries=carries, episodes=episodes,
                        max_steps=self.eval_max_steps, max_reply_bytes=cap,
                        fault=self.faults.draw(index, slot, attempt, kind))

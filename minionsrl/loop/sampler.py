@@ -166,6 +166,11 @@ class Sampler(ABC):
             else:
                 self.carries[actor] = carry
 
+    def _eval_split(self, episodes: int, n_actors: int) -> list[int]:
+        """Evaluation episodes per function, over the round's actors (``n_actors`` functions' environments): the
+        same split, and so the same episode seeds, however the actors are grouped into functions."""
+        return eval_split(episodes, n_actors * self.envs)
+
     @staticmethod
     def _mean_return(got: Gathered) -> float:
         return float(np.concatenate([got.results[slot] for slot in sorted(got.results)]).mean())  # slot order
@@ -227,7 +232,7 @@ class SyncSampler(Sampler):
         return self._mean_return(got), got
 
     def _evaluation(self, e: Evaluation, ref: str) -> Group:
-        per_slot = eval_split(e.episodes, e.actors)
+        per_slot = self._eval_split(e.episodes, e.actors)
         return Group(len(per_slot), lambda slot, attempt: self.requests.make(
             "eval", ref, e.round, slot, attempt, episodes=per_slot[slot]), eval_returns, self.retry,
             f"round {e.round} evaluation")
@@ -353,7 +358,7 @@ class AsyncSampler(Sampler):
         """Evaluation while training invocations stay in flight: every reply that arrives meanwhile is routed,
         until each evaluation slot has a result (a failed slot is retried up to ``max_retries`` times; a refused,
         throttled, one after a back-off, up to ``max_throttled`` times)."""
-        per_slot, ref = eval_split(episodes, n_actors), self.publisher.ref()
+        per_slot, ref = self._eval_split(episodes, n_actors), self.publisher.ref()
         retries = Retries(self.retry)  # the evaluation's slots, apart from the actors'
 
         def submit(sent: list[tuple[int, int]]) -> None:
