@@ -253,8 +253,8 @@ def _reply_cases() -> list[Outcome]:
     from minionsrl.function.envs import EnvSpec
     from minionsrl.function.faults import FaultPlan
     from minionsrl.function.numpy_policy import PolicyArch
-    from minionsrl.loop.requests import Requests, eval_returns
     from minionsrl.loop.retry import Tracker
+    from minionsrl.loop.sampler import Requests, eval_returns
 
     key = wire.new_key()
     out = []

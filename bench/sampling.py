@@ -81,7 +81,7 @@ class Learner:
 
     def requests(self, round_idx: int, ref: str, n: int) -> list[Any]:
         from minionsrl.function.request import Request
-        from minionsrl.loop.requests import invocation_seed
+        from minionsrl.loop.sampler import invocation_seed
 
         return [Request(id=f"r{round_idx}-train-{slot}", kind="train", policy=ref, env=self.spec,
                         seed=invocation_seed(SEED, round_idx, slot, 0), gamma=GAMMA, steps=self.steps,

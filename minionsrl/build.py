@@ -119,9 +119,8 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
     try:
         session.create()  # only once the backend is up: one that cannot start leaves no half-made run dir
         from minionsrl.function.faults import FaultPlan
-        from minionsrl.loop.requests import Publisher, Requests
         from minionsrl.loop.retry import RetryPolicy
-        from minionsrl.loop.sampler import AsyncSampler, PipelinedSampler, SyncSampler
+        from minionsrl.loop.sampler import AsyncSampler, PipelinedSampler, Publisher, Requests, SyncSampler
         from minionsrl.loop.trainer import Trainer
 
         arch = PolicyArch.of(info, cfg.learner.hidden_sizes)

@@ -6,7 +6,7 @@ from minionsrl.function.envs import EnvSpec
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.request import Request
 from minionsrl.learner.networks import init_params, snapshot_of
-from minionsrl.loop.requests import invocation_seed
+from minionsrl.loop.sampler import invocation_seed
 
 CART = PolicyArch(4, 2, True, (64, 64))
 COUNTER = PolicyArch(2, 3, True, (8,))

@@ -21,8 +21,7 @@ from minionsrl.function import rollout as rollout_mod
 from minionsrl.function.fragment import PolicySnapshot
 from minionsrl.function.request import Request
 from minionsrl.loop.metrics import read_metrics
-from minionsrl.loop.requests import invocation_seed
-from minionsrl.loop.sampler import AsyncSampler
+from minionsrl.loop.sampler import AsyncSampler, invocation_seed
 
 KEY = b"a" * 32
 

@@ -21,7 +21,7 @@ from minionsrl.learner.batch import Batch
 from minionsrl.learner.engine import SGDEngine, adapt_learning_rate
 from minionsrl.learner.impala import vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
-from minionsrl.learner.ppo import ppo_loss
+from minionsrl.learner.ppo import gae_batch, ppo_loss
 from minionsrl.loop.metrics import read_rows
 from minionsrl.prepare import prepare_config
 
@@ -106,8 +106,8 @@ def test_lr_schedule_and_the_anneal_flags_are_one_setting(given, schedule):
 # -- fragments of unequal length ---------------------------------------------------------------------------
 def test_unequal_fragments_each_get_their_own_gae_and_vtrace():
     frags = _fragments([33, 33, 32, 32])
-    whole = Batch.from_fragments(frags, 0.99, 0.95, None)
-    alone = [Batch.from_fragments([f], 0.99, 0.95, None) for f in frags]
+    whole = gae_batch(frags, 0.99, 0.95, None)
+    alone = [gae_batch([f], 0.99, 0.95, None) for f in frags]
     assert len(whole) == 130
     for name in ("obs", "advantages", "returns", "values", "logprobs"):
         np.testing.assert_array_equal(getattr(whole, name), np.concatenate([getattr(b, name) for b in alone]))
@@ -154,7 +154,7 @@ def test_adapt_learning_rate_rule(lr, kl, expected):
 
 
 def _ppo_batch() -> Batch:
-    return Batch.from_fragments(_fragments([64, 64]), 0.99, 0.95, None)
+    return gae_batch(_fragments([64, 64]), 0.99, 0.95, None)
 
 
 @pytest.mark.parametrize(("start", "direction"), [(1e-2, "down"), (1e-5, "up")])

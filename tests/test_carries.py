@@ -14,9 +14,8 @@ from minionsrl.function.faults import FaultPlan
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.request import Request
 from minionsrl.learner.networks import init_params, snapshot_of
-from minionsrl.loop.requests import Publisher, Requests
 from minionsrl.loop.retry import RetryPolicy
-from minionsrl.loop.sampler import SyncSampler
+from minionsrl.loop.sampler import Publisher, Requests, SyncSampler
 
 CART = PolicyArch(4, 2, True, (8,))
 KEY = b"c" * 32

@@ -17,7 +17,7 @@ from minionsrl.learner.engine import SGDEngine, _update_program
 from minionsrl.learner.learners import PPOLearner
 from minionsrl.learner.networks import init_params
 from minionsrl.learner.ppo import ppo_loss
-from minionsrl.loop import anneal
+from minionsrl.loop.session import Schedule
 
 ARCH = PolicyArch(4, 2, True, (8,))
 BASE = {"env_id": "CartPole-v1", "actors": 2, "fragment_length": 64, "eval_episodes": 1, "eval_every": 100,
@@ -103,10 +103,9 @@ def test_a_resume_keeps_the_clip_schedule_with_the_rate_constant():
     """With the clip annealed alone the kept scale is the clip's: 0.25 of it left at 384 of 512 steps, then half of
     1,024 left at 512 steps: the clip goes on at twice the fraction left."""
     cfg = TrainConfig(**BASE, anneal_lr=False, anneal_clip=True, total_timesteps=1024)
-    kept = anneal.keep_on_resume(cfg, {"limits": [512, None, None], "scale": 1.0, "spent": [384, 0.0, 0.0]},
-                                 [512, 0.0, 0.0])
-    assert kept["scale"] == pytest.approx(0.5)
-    fraction = kept["scale"] * anneal.remaining([512, 0.0, 0.0], anneal.limits(cfg))
+    kept = Schedule.resumed(cfg, Schedule([512, None, None], 1.0, [384, 0.0, 0.0]), [512, 0.0, 0.0])
+    assert kept.scale == pytest.approx(0.5)
+    fraction = kept.remaining(cfg, [512, 0.0, 0.0])
     params = learner_settings(learning_rate=1e-3, clip_coef=0.2, lr_schedule="constant", anneal_clip=True)
     assert _annealed(params, fraction) == pytest.approx((1e-3, 0.05))
 

@@ -21,7 +21,7 @@ from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import handle
 from minionsrl.learner.networks import init_params, snapshot_of
 from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics
-from minionsrl.loop.requests import invocation_seed
+from minionsrl.loop.sampler import invocation_seed
 
 KEY = b"f" * 32
 CART = PolicyArch(4, 2, True, (8,))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from oracles import gae_step_loop as step_loop  # the step-by-step loop compute_gae ran until 2026-11-27
 
-from minionsrl.learner.batch import compute_gae
+from minionsrl.learner.ppo import compute_gae
 
 GAMMA, LAM = 0.9, 0.8  # gamma * lambda = 0.72
 

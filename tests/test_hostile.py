@@ -318,7 +318,7 @@ def _requests():
     from minionsrl.function.envs import EnvSpec
     from minionsrl.function.faults import FaultPlan
     from minionsrl.function.numpy_policy import PolicyArch
-    from minionsrl.loop.requests import Requests
+    from minionsrl.loop.sampler import Requests
 
     arch = PolicyArch(4, 2, True, (8,))
     return arch, Requests(EnvSpec("CartPole-v1"), 1, 0.99, FaultPlan({}, 0), arch)
@@ -330,8 +330,8 @@ def _gather_forged(forge, kind: str):
     from test_trust import _snapshot
 
     from minionsrl.function.fragment import Fragment
-    from minionsrl.loop.requests import eval_returns
     from minionsrl.loop.retry import RetryPolicy, gather
+    from minionsrl.loop.sampler import eval_returns
 
     arch, requests = _requests()
     backend = _forging_backend(forge)
@@ -374,7 +374,7 @@ def test_the_reply_cap_holds_real_replies_with_room():
 
     from minionsrl.backends.base import InvocationRecord, make_reply, reply_limit
     from minionsrl.function import rollout, wire
-    from minionsrl.loop.requests import reply_cap
+    from minionsrl.loop.sampler import reply_cap
 
     arch, requests = _requests()
     key = wire.new_key()

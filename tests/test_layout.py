@@ -97,10 +97,10 @@ def test_imports_point_one_way():
     assert not wrong, wrong
 
 
-# Inside the learner, one job a module, each importing only those before it: the networks, the loss and its
-# hyper-parameters, the batch (and its return estimation), the update's budget and compiled program (generic in its
-# loss), then V-trace's algorithms, the detectors and the learners.
-LEARNER_MODULES = ["runtime", "networks", "ppo", "batch", "engine", "impala", "detectors", "learners"]
+# Inside the learner, one job a module, each importing only those before it: the networks, the batch (and the
+# boundary rule every return estimator shares), PPO (GAE, the loss and its hyper-parameters), the update's budget and
+# compiled program (generic in its loss), then V-trace's algorithms, the detectors and the learners.
+LEARNER_MODULES = ["runtime", "networks", "batch", "ppo", "engine", "impala", "detectors", "learners"]
 
 
 def test_the_learner_modules_import_one_way():

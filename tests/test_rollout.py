@@ -19,7 +19,7 @@ from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.request import Request
 from minionsrl.function.rollout import evaluate, handle, rollout
 from minionsrl.learner.networks import init_params, snapshot_of
-from minionsrl.loop.requests import Requests
+from minionsrl.loop.sampler import Requests
 
 CART = PolicyArch(4, 2, True, (64, 64))
 PEND = PolicyArch(3, 1, False, (64, 64))

@@ -18,7 +18,7 @@ from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
 from minionsrl.loop import checkpoint
 from minionsrl.loop.metrics import INVOCATION_COLUMNS, LEARNING_COLUMNS, METRIC_COLUMNS, read_metrics, read_rows
-from minionsrl.loop.requests import invocation_seed
+from minionsrl.loop.sampler import invocation_seed
 
 
 def _train(run_dir: Path, **overrides) -> dict:

@@ -12,10 +12,9 @@ from minionsrl.config import learner_settings
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.function.rollout import rollout
 from minionsrl.learner import networks
-from minionsrl.learner.batch import Batch, compute_gae
 from minionsrl.learner.impala import impala_loss, vtrace, vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
-from minionsrl.learner.ppo import LossParams
+from minionsrl.learner.ppo import LossParams, compute_gae, gae_batch
 
 
 def _row(*xs):
@@ -121,7 +120,7 @@ def test_vtrace_batch_on_policy_matches_the_gae_batch():
     weights = _weights(0)
     frags = _cart_fragments(weights)
     vb = vtrace_batch(frags, CART, weights, 0.99, 1.0, None, 10.0, 1.0, 1.0)
-    gb = Batch.from_fragments(frags, 0.99, 1.0, None)
+    gb = gae_batch(frags, 0.99, 1.0, None)
     np.testing.assert_allclose(vb.returns, gb.returns, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(vb.advantages, gb.advantages, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(vb.logprobs, gb.logprobs, rtol=1e-5, atol=1e-5)

@@ -30,7 +30,7 @@ COLUMNS = ["actors", "cold_round_s", "round_s", "functions_s", "ideal_s", "overh
 def run_scale(cfg: TrainConfig, max_actors: int, steps: int, repeats: int, out_dir: str | Path) -> list[dict[str, Any]]:
     """Measure rounds of 1, 2, 4, … ``max_actors`` invocations of ``steps`` steps each on ``cfg.functions.backend``."""
     from minionsrl.build import make_backend
-    from minionsrl.loop.requests import invocation_seed
+    from minionsrl.loop.sampler import invocation_seed
     from minionsrl.prepare import prepare_config
 
     cfg, info = prepare_config(cfg.replace(max_rounds=cfg.run.max_rounds or 1))

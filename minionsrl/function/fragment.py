@@ -7,6 +7,7 @@ Torch-free: rollout functions import this module.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -135,6 +136,16 @@ class Fragment:
                 arrays[f"{prefix}/var"] = np.asarray(m.var, dtype=np.float64).reshape(-1)
                 arrays[f"{prefix}/count"] = np.array([m.count], dtype=np.float64)
         return arrays
+
+    @staticmethod
+    def digest(fragments: list[Fragment]) -> str:
+        """A short digest of the step arrays of a reply's fragments: equal digests, equal training data."""
+        h = hashlib.sha256()
+        for fragment in fragments:
+            for name in Fragment._STEP_ARRAYS:
+                h.update(np.ascontiguousarray(getattr(fragment, name)).tobytes())
+            h.update(np.float32(fragment.last_value).tobytes())
+        return h.hexdigest()[:16]
 
     @staticmethod
     def encode_many(fragments: list[Fragment], meta: dict[str, Any], key: bytes) -> bytes:

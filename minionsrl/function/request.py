@@ -1,6 +1,6 @@
 """What the learner asks of one rollout function: :class:`Request`, the same type on both sides of the wire.
 
-The learner builds it (:class:`~minionsrl.loop.requests.Requests`), a backend ships :meth:`Request.encode`'s JSON
+The learner builds it (:class:`~minionsrl.loop.sampler.Requests`), a backend ships :meth:`Request.encode`'s JSON
 and reads the few fields it routes on (``id``, ``kind``, ``policy``, ``max_reply_bytes``, ``fault``), and the
 function parses it back with :meth:`Request.decode`, which refuses anything else with one line.
 """

@@ -1,10 +1,10 @@
-"""The round's batch: fragments stacked and flattened to rows, with their advantages and value targets; and the
-return estimation over ``(n, T)`` fragments it is built with, on the host: the rewards as the estimators read them
-(scaled and clipped when reward scaling is on), the episode-boundary rule every estimator shares, and GAE.
+"""The round's batch: fragments stacked and flattened to rows, with their advantages and value targets; and what
+every return estimator over ``(n, T)`` fragments shares, on the host: the rewards as the estimators read them
+(scaled and clipped when reward scaling is on), the episode-boundary rule, and the grouping of fragments by length.
 
-:meth:`Batch.from_fragments` is PPO's (GAE); the V-trace learners build theirs in
-:func:`minionsrl.learner.impala.vtrace_batch`, on the same boundary rule. The update
-(:mod:`minionsrl.learner.engine`) and the detectors read it.
+PPO builds its batch with GAE (:func:`minionsrl.learner.ppo.gae_batch`), the V-trace learners with V-trace
+(:func:`minionsrl.learner.impala.vtrace_batch`). The update (:mod:`minionsrl.learner.engine`) and the detectors
+read it.
 """
 
 from __future__ import annotations
@@ -16,44 +16,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from minionsrl.function.fragment import Fragment
-from minionsrl.function.normalization import CLIP_DEFAULT, RunningMeanStd, scale_of
+from minionsrl.function.normalization import RunningMeanStd, scale_of
 
 
 def episode_bootstrap(terminated: np.ndarray, truncated: np.ndarray, trunc_values: np.ndarray,
                       next_value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The episode-boundary rule of one step, for every return estimator over fragments (GAE here, V-trace in
-    :mod:`minionsrl.learner.impala`): (the value the step bootstraps with, whether an episode ends there). A
-    terminated step bootstraps with 0, a time-limit truncation with V(final obs) (``trunc_values``), any other step
-    with ``next_value`` (the next step's value, or the fragment's bootstrap after its last step); the chain of
-    advantages (or of traces) is cut wherever an episode ends."""
+    """The episode-boundary rule of one step, for every return estimator over fragments (GAE in
+    :mod:`minionsrl.learner.ppo`, V-trace in :mod:`minionsrl.learner.impala`): (the value the step bootstraps with,
+    whether an episode ends there). A terminated step bootstraps with 0, a time-limit truncation with V(final obs)
+    (``trunc_values``), any other step with ``next_value`` (the next step's value, or the fragment's bootstrap after
+    its last step); the chain of advantages (or of traces) is cut wherever an episode ends."""
     bootstrap = np.where(terminated, 0.0, np.where(truncated, trunc_values, next_value))
     return bootstrap, terminated | truncated
-
-
-def compute_gae(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
-                trunc_values: np.ndarray, last_values: np.ndarray, gamma: float,
-                lam: float) -> tuple[np.ndarray, np.ndarray]:
-    """Generalised advantage estimation over ``(n, T)`` fragments, ``T ≥ 1``; return (advantages, returns).
-
-    Episode boundaries by :func:`episode_bootstrap`; the fragment's cut bootstraps with ``last_values``.
-    """
-    # Every step's bootstrap and TD error at once; only the recurrence runs over T (docs/BENCHMARKS.md, "GAE on
-    # the host or inside the compiled program"). The arithmetic keeps a step-by-step loop's dtypes, so the results are
-    # bit-identical to it: an inner step bootstraps with the next value in the values' own dtype (NumPy 2 then
-    # computes gamma * bootstrap in float32), the last step with the fragment's bootstrap in float64.
-    inner, inner_done = episode_bootstrap(terminated[:, :-1], truncated[:, :-1], trunc_values[:, :-1], values[:, 1:])
-    last, last_done = episode_bootstrap(terminated[:, -1], truncated[:, -1], trunc_values[:, -1],
-                                        last_values.astype(np.float64))
-    delta = np.empty(rewards.shape, dtype=np.float64)
-    delta[:, :-1] = rewards[:, :-1] + gamma * inner - values[:, :-1]
-    delta[:, -1] = rewards[:, -1] + gamma * last - values[:, -1]
-    carry = gamma * lam * ~np.concatenate([inner_done, last_done[:, None]], axis=1)  # 0 where an episode ends
-    advantages = np.empty(rewards.shape, dtype=np.float64)
-    last_gae = np.zeros(len(rewards), dtype=np.float64)
-    for t in reversed(range(rewards.shape[1])):
-        last_gae = delta[:, t] + carry[:, t] * last_gae
-        advantages[:, t] = last_gae
-    return advantages.astype(np.float32), (advantages + values).astype(np.float32)
 
 
 def scale_rewards(rewards: np.ndarray, reward_rms: RunningMeanStd | None, clip_reward: float) -> np.ndarray:
@@ -78,23 +52,6 @@ class Batch:
     # decoupled PPO (lagging fragments): π_anchor / π_behaviour per row, the clip anchored at π_anchor, whose
     # log-probabilities ``logprobs`` then holds (Hilton et al. 2021); None: anchored at the behaviour policy
     behaviour_weights: np.ndarray | None = None
-
-    @classmethod
-    def from_fragments(cls, fragments: list[Fragment], gamma: float, gae_lambda: float,
-                       reward_rms: RunningMeanStd | None, clip_reward: float = CLIP_DEFAULT) -> Batch:
-        """Stack fragments in invocation order, scale rewards (if enabled) and compute GAE(``gamma``,
-        ``gae_lambda``) (fragments of unequal length, as a batch size makes them, each with their own)."""
-
-        def gae(group: list[Fragment]) -> dict[str, np.ndarray]:
-            stack = stack_fragments(group)
-            rewards = scale_rewards(stack["rewards"], reward_rms, clip_reward)
-            last_values = np.array([f.last_value for f in group])
-            adv, ret = compute_gae(rewards, stack["values"], stack["terminated"], stack["truncated"],
-                                   stack["trunc_values"], last_values, gamma, gae_lambda)
-            return {"obs": stack["obs"], "actions": stack["actions"], "logprobs": stack["logprobs"],
-                    "advantages": adv, "returns": ret, "values": stack["values"]}
-
-        return cls(**by_length(fragments, gae))
 
     def __len__(self) -> int:
         return len(self.obs)

@@ -27,7 +27,7 @@ from minionsrl.learner.detectors import Detected, DetectorPlan, detect
 from minionsrl.learner.engine import SGDEngine, lr_factor, score
 from minionsrl.learner.impala import impala_loss, vtrace_batch
 from minionsrl.learner.networks import init_params, snapshot_of
-from minionsrl.learner.ppo import LossFn, ppo_loss
+from minionsrl.learner.ppo import LossFn, gae_batch, ppo_loss
 
 LOSS_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl")  # an update's statistics that must be finite
 
@@ -75,7 +75,7 @@ class Learner(ABC):
 
     def set_remaining(self, fraction: float) -> None:
         """The fraction of the run left (1 to 0 over whichever limit is nearest its end, kept across resumes:
-        :mod:`minionsrl.loop.anneal`), which sets the round's learning rate and clipping coefficient: the
+        :class:`~minionsrl.loop.session.Schedule`), which sets the round's learning rate and clipping coefficient: the
         configured ones, times ``fraction`` where ``lr_schedule`` is ``anneal`` / ``anneal_clip`` asks. The rate is
         then scaled with the batch (:func:`lr_factor`); the adaptive rate (``desired_kl``) ignores it: the
         update steers its own, kept across rounds. The clip is a traced value of the compiled update: a new one
@@ -168,7 +168,7 @@ class PPOLearner(Learner):
 
     def _batch(self, fragments: list[Fragment]) -> Batch:
         lc = self.config
-        batch = Batch.from_fragments(fragments, lc.gamma, lc.gae_lambda, self.ret_rms, lc.clip_reward)
+        batch = gae_batch(fragments, lc.gamma, lc.gae_lambda, self.ret_rms, lc.clip_reward)
         if not self.config.pipeline:
             return batch
         anchor, _ = score(self.arch, self.engine.weights, batch.obs, batch.actions)

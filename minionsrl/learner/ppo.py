@@ -1,10 +1,10 @@
-"""PPO's loss and the constants it reads, faithful to CleanRL's ``ppo.py``, in JAX: the clipped surrogate, the
-(clipped) value loss and the entropy bonus, RLlib's clipped squared value error and adaptive KL penalty, and the
-pieces other losses share (weighted means over padded rows, advantage normalisation, the KL estimator).
+"""PPO, faithful to CleanRL's ``ppo.py``: its batch with GAE advantages (on the host, NumPy), then its loss and the
+constants it reads (in JAX): the clipped surrogate, the (clipped) value loss and the entropy bonus, RLlib's clipped
+squared value error and adaptive KL penalty, and the pieces other losses share (weighted means over padded rows,
+advantage normalisation, the KL estimator).
 
-Where the rest of the update is: the round's batch in :mod:`minionsrl.learner.batch` (GAE in
-:mod:`minionsrl.learner.batch`), how many SGD steps and at what rate in :mod:`minionsrl.learner.engine`, and
-the compiled program that runs them with this loss (or IMPALA's) in :mod:`minionsrl.learner.engine`.
+The compiled program that runs the SGD steps with this loss (or IMPALA's), and how many at what rate, is
+:mod:`minionsrl.learner.engine`; IMPALA's batch and loss are :mod:`minionsrl.learner.impala`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,57 @@ import jax.numpy as jnp
 import numpy as np
 
 from minionsrl.config import LearnerConfig
+from minionsrl.function.fragment import Fragment
+from minionsrl.function.normalization import CLIP_DEFAULT, RunningMeanStd
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner import networks
+from minionsrl.learner.batch import Batch, by_length, episode_bootstrap, scale_rewards, stack_fragments
 from minionsrl.learner.networks import Params
+
+
+def compute_gae(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+                trunc_values: np.ndarray, last_values: np.ndarray, gamma: float,
+                lam: float) -> tuple[np.ndarray, np.ndarray]:
+    """Generalised advantage estimation over ``(n, T)`` fragments, ``T ≥ 1``; return (advantages, returns).
+
+    Episode boundaries by :func:`~minionsrl.learner.batch.episode_bootstrap`; the fragment's cut bootstraps with
+    ``last_values``.
+    """
+    # Every step's bootstrap and TD error at once; only the recurrence runs over T (docs/BENCHMARKS.md, "GAE on
+    # the host or inside the compiled program"). The arithmetic keeps a step-by-step loop's dtypes, so the results are
+    # bit-identical to it: an inner step bootstraps with the next value in the values' own dtype (NumPy 2 then
+    # computes gamma * bootstrap in float32), the last step with the fragment's bootstrap in float64.
+    inner, inner_done = episode_bootstrap(terminated[:, :-1], truncated[:, :-1], trunc_values[:, :-1], values[:, 1:])
+    last, last_done = episode_bootstrap(terminated[:, -1], truncated[:, -1], trunc_values[:, -1],
+                                        last_values.astype(np.float64))
+    delta = np.empty(rewards.shape, dtype=np.float64)
+    delta[:, :-1] = rewards[:, :-1] + gamma * inner - values[:, :-1]
+    delta[:, -1] = rewards[:, -1] + gamma * last - values[:, -1]
+    carry = gamma * lam * ~np.concatenate([inner_done, last_done[:, None]], axis=1)  # 0 where an episode ends
+    advantages = np.empty(rewards.shape, dtype=np.float64)
+    last_gae = np.zeros(len(rewards), dtype=np.float64)
+    for t in reversed(range(rewards.shape[1])):
+        last_gae = delta[:, t] + carry[:, t] * last_gae
+        advantages[:, t] = last_gae
+    return advantages.astype(np.float32), (advantages + values).astype(np.float32)
+
+
+def gae_batch(fragments: list[Fragment], gamma: float, gae_lambda: float, reward_rms: RunningMeanStd | None,
+              clip_reward: float = CLIP_DEFAULT) -> Batch:
+    """PPO's batch: fragments stacked in invocation order, rewards scaled (if enabled), GAE(``gamma``,
+    ``gae_lambda``) advantages and returns (fragments of unequal length, as a batch size makes them, each with
+    their own)."""
+
+    def gae(group: list[Fragment]) -> dict[str, np.ndarray]:
+        stack = stack_fragments(group)
+        rewards = scale_rewards(stack["rewards"], reward_rms, clip_reward)
+        last_values = np.array([f.last_value for f in group])
+        adv, ret = compute_gae(rewards, stack["values"], stack["terminated"], stack["truncated"],
+                               stack["trunc_values"], last_values, gamma, gae_lambda)
+        return {"obs": stack["obs"], "actions": stack["actions"], "logprobs": stack["logprobs"],
+                "advantages": adv, "returns": ret, "values": stack["values"]}
+
+    return Batch(**by_length(fragments, gae))
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from minionsrl import files
 from minionsrl.backends.base import InvocationRecord
 from minionsrl.errors import ConfigError
 from minionsrl.function.extras import check_tensorboard
-from minionsrl.loop.requests import fragment_digest
+from minionsrl.function.fragment import Fragment
 from minionsrl.loop.retry import OK, Attempt, Gathered
 from minionsrl.redact import redact_text
 from minionsrl.stats import METRIC_COLUMNS, RoundStats
@@ -212,7 +212,7 @@ def _invocation_row(round_idx: int, attempt: Attempt) -> dict[str, Any]:
     return {"round": round_idx, **record.row(), "error": redact_text(record.error), "status": attempt.status,
             "slot": attempt.slot, "attempt": attempt.attempt, "seed": "" if req is None else req.seed,
             "steps": req.steps if train else "", "fault": ((req and req.fault) or {}).get("kind", ""),
-            "digest": fragment_digest(attempt.result) if accepted else ""}
+            "digest": Fragment.digest(attempt.result) if accepted else ""}
 
 
 def _fmt(value: Any) -> Any:

@@ -26,9 +26,80 @@ from minionsrl import config, files
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.loop import checkpoint
+from minionsrl.numbers import is_amount
 from minionsrl.stats import RoundStats
 
 LOCK = ".lock"  # in the run dir: held by the learner using it
+LIMITS = ("total_timesteps", "budget_usd", "time_budget_s")  # what the rate anneals over: steps, dollars, seconds
+
+
+def run_limits(cfg: TrainConfig) -> list[float | None]:
+    """The run's value of each of :data:`LIMITS` (None where it sets none)."""
+    return [cfg.get(name) for name in LIMITS]
+
+
+def fraction_left(spent: list[float], limits: list[float | None]) -> float:
+    """``1 - f``: the fraction of the nearest limit left (1 without limits)."""
+    fractions = [s / lim for s, lim in zip(spent, limits, strict=True) if lim is not None]
+    return max(1.0 - max(fractions), 0.0) if fractions else 1.0
+
+
+@dataclass
+class Schedule:
+    """How much of the run is left, kept across resumes: the fraction the learner anneals its rate and clip by.
+
+    The trainer tells the learner ``1 - f`` each round, ``f`` the spent fraction of whichever limit is nearest its
+    end (:data:`LIMITS`); with ``lr_schedule`` anneal the learner's rate is the config's times it
+    (:meth:`~minionsrl.learner.learners.Learner.set_remaining`), and with ``anneal_clip`` the surrogate's clip too
+    (rl-baselines3-zoo's ``lin_`` rate and clip range). Those limits are stop conditions, which a resumed run may
+    change: raised, ``f`` fell and the rate jumped back up (a run annealed to 3e-5 resumed at 5e-4). A resumed run
+    keeps its schedule instead: with the same limits it is exactly the uninterrupted run's; with changed ones the
+    rate goes on from the last round's and falls linearly to 0 at the new nearest limit. ``scale`` does it, and
+    travels with the checkpoint, so a second resume keeps it too."""
+
+    limits: list[float | None]  # the run's value of each of LIMITS
+    scale: float = 1.0  # multiplies the fraction left
+    spent: list[float] | None = None  # what the run had spent of each of LIMITS when its last round started
+
+    @classmethod
+    def resumed(cls, cfg: TrainConfig, kept: Schedule | None, spent: list[float]) -> Schedule:
+        """The schedule of this session: ``kept`` is the checkpoint's (None: a fresh run), ``spent`` what the run
+        has spent so far (steps, serverless dollars, projected seconds)."""
+        now = run_limits(cfg)
+        if kept is None:
+            return cls(now)
+        scale = kept.scale
+        if (cfg.learner.lr_schedule == "anneal" or cfg.learner.anneal_clip) and kept.limits != now \
+                and kept.spent is not None:
+            rate = scale * fraction_left(kept.spent, kept.limits)  # the last round's fraction of the config's rate
+            left = fraction_left(spent, now)
+            if left > 0.0:
+                scale = rate / left  # rate at the next round, falling to 0 at the new nearest limit
+        return cls(now, scale, kept.spent)
+
+    def remaining(self, cfg: TrainConfig, spent: list[float]) -> float:
+        """The fraction of the run left with ``spent`` spent, remembered (checkpointed with the round: where its
+        rate stood)."""
+        self.spent = spent
+        return self.scale * fraction_left(spent, run_limits(cfg))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"limits": self.limits, "scale": self.scale, "spent": self.spent}
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Schedule | None:
+        """A checkpoint's schedule (None when it kept none); a malformed one is a ConfigError."""
+        if raw is None:
+            return None
+        if not isinstance(raw, dict) or not _amounts(raw.get("limits"), True) or not is_amount(raw.get("scale")) \
+                or not (raw.get("spent") is None or _amounts(raw.get("spent"), False)):
+            raise ConfigError("--resume: the checkpoint's learning-rate schedule (anneal) is malformed")
+        return cls(list(raw["limits"]), float(raw["scale"]), raw.get("spent"))
+
+
+def _amounts(value: Any, none_ok: bool) -> bool:
+    return isinstance(value, list) and len(value) == len(LIMITS) and all(
+        (v is None and none_ok) or is_amount(v) for v in value)
 
 
 @dataclass
@@ -51,9 +122,7 @@ class Progress:
     # (round, actors, episodes): the evaluation of round ``round``'s policy that runs beside the next round's
     # functions; that round's row (last_round) is written once it returns
     pending_eval: tuple[int, int, int] | None = None
-    # the learning-rate schedule across resumes (minionsrl/loop/anneal.py): the limits it anneals over, the
-    # factor on the config's rate, and what the run had spent when its last round started; None: not known
-    anneal: dict[str, Any] | None = None
+    anneal: Schedule | None = None  # the learning-rate schedule across resumes; None: not known yet
     started: float = field(default_factory=time.perf_counter)
 
     def wall(self) -> float:
@@ -67,7 +136,7 @@ class Progress:
                 "last_row": json.dumps(None if self.last_round is None else self.last_round.to_row()),
                 "stop": json.dumps({"stopped_by": self.stopped_by, "budget": self.stop_budget}),
                 "pending_eval": json.dumps(self.pending_eval),
-                "anneal": json.dumps(self.anneal)}
+                "anneal": json.dumps(None if self.anneal is None else self.anneal.to_json())}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.round, self.env_steps, self.wall_offset = int(state["round"]), int(state["env_steps"]), state["wall_s"]
@@ -84,7 +153,7 @@ class Progress:
         self.stopped_by, self.stop_budget = stop["stopped_by"], stop["budget"]
         pending = json.loads(state["pending_eval"])
         self.pending_eval = tuple(pending) if pending else None
-        self.anneal = json.loads(state["anneal"])
+        self.anneal = Schedule.from_json(json.loads(state["anneal"]))
 
 
 def budgets(cfg: TrainConfig) -> dict[str, float | None]:

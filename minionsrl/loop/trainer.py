@@ -28,12 +28,11 @@ from minionsrl.function import fragment, wire
 from minionsrl.learner import runtime
 from minionsrl.learner.detectors import DetectorPlan
 from minionsrl.learner.learners import Learned, Learner
-from minionsrl.loop import anneal, checkpoint
+from minionsrl.loop import checkpoint
 from minionsrl.loop.metrics import RunLog, invocation_rows
-from minionsrl.loop.requests import Publisher, invocation_seed
 from minionsrl.loop.retry import OK, Attempt, Gathered, TooFewReplies, fault_counts
-from minionsrl.loop.sampler import Evaluation, Sampled, Sampler
-from minionsrl.loop.session import Progress, Session, budgets, nothing_to_do, reached, resumed_stop
+from minionsrl.loop.sampler import Evaluation, Publisher, Sampled, Sampler, invocation_seed
+from minionsrl.loop.session import Progress, Schedule, Session, budgets, nothing_to_do, reached, resumed_stop
 from minionsrl.scaling.base import Scaler
 from minionsrl.stats import RoundStats
 
@@ -74,7 +73,7 @@ class Trainer:
         if session.resume_state is not None:
             self._restore(session.resume_state)
         # a resumed run keeps its learning-rate schedule, whatever limits it was given now
-        self.progress.anneal = anneal.keep_on_resume(cfg, self.progress.anneal, self._spent())
+        self.progress.anneal = Schedule.resumed(cfg, self.progress.anneal, self._spent())
         # a checkpoint taken while its round's evaluation was in flight: that round's row is written again, after
         # the evaluation runs again (metrics.csv may hold it already, if the run stopped later)
         held = self.progress.pending_eval is not None
@@ -100,7 +99,7 @@ class Trainer:
         returns False the run stops after that round (``stopped_by: callback``): a row still waiting for its
         evaluation is written without it, and the round is checkpointed (``--resume`` continues the run).
 
-        A resumed run keeps its learning-rate schedule (:mod:`minionsrl.loop.anneal`): changed limits
+        A resumed run keeps its learning-rate schedule (:class:`~minionsrl.loop.session.Schedule`): changed limits
         (``total_timesteps``, the budgets) do not restart the annealing."""
         self.progress.started = time.perf_counter()
         try:
@@ -346,10 +345,9 @@ class Trainer:
         """The fraction of the run left, which the learner anneals its rate (``lr_schedule`` anneal) and clip
         (``anneal_clip``) by: linearly to 0 over the run's spent fraction of whichever limit is nearest its end —
         total_timesteps (CleanRL's schedule), the dollar budget, or the projected-time budget — times the scale a
-        resumed run with changed limits keeps (:mod:`minionsrl.loop.anneal`)."""
-        kept = self.progress.anneal
-        kept["spent"] = self._spent()  # checkpointed with the round: where its rate stood
-        return kept["scale"] * anneal.remaining(kept["spent"], anneal.limits(self.cfg))
+        resumed run with changed limits keeps (:class:`~minionsrl.loop.session.Schedule`)."""
+        assert self.progress.anneal is not None  # set in __init__
+        return self.progress.anneal.remaining(self.cfg, self._spent())
 
     def _abandon_in_flight(self) -> None:
         """Cancel what still runs after the last round (a wave sent ahead, asynchronous invocations) and bill it: its
