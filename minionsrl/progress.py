@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from minionsrl.config import TrainConfig
+from minionsrl.stats import RunSummary
 
 LINE_EVERY_S = 10.0  # the least seconds between two plain lines (a CartPole round takes a few milliseconds)
 
@@ -164,7 +165,7 @@ def command(name: str) -> str | None:
         return shlex.quote(str(script))
 
 
-def next_steps(summary: dict[str, Any], run_dir: Path) -> list[str]:
+def next_steps(summary: RunSummary, run_dir: Path) -> list[str]:
     """The commands that use a finished run, runnable as printed: its policy from Python, its evaluation (the
     ``minionsrl`` script by the path that works here), its TensorBoard events (the viewer where it is installed,
     else how to get it). When the last round's policy evaluated well below the best, the first line says so."""
@@ -189,7 +190,7 @@ def next_steps(summary: dict[str, Any], run_dir: Path) -> list[str]:
     return steps
 
 
-def _label(key: str, summary: dict[str, Any]) -> str:
+def _label(key: str, summary: RunSummary) -> str:
     """A summary field with what it measures, where the name alone leaves it open: the three returns are of
     different policies and episodes, and need not agree."""
     span = summary.get("train_return_last100_rounds")
@@ -202,7 +203,7 @@ def _label(key: str, summary: dict[str, Any]) -> str:
     return labels.get(key, key)
 
 
-def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
+def print_summary(summary: RunSummary, run_dir: Path) -> None:
     """The end of a run on stdout: outcome, both bills (serverless and server dollars, projected cloud seconds),
     where the functions ran, then the next steps, last."""
     table = Table(title=f"minionsrl · {summary['env_id']}", show_header=False)

@@ -1,4 +1,5 @@
-"""What one round measured: :class:`RoundStats`, the contract between the round loop and what reads a round.
+"""What one round measured: :class:`RoundStats`, the contract between the round loop and what reads a round; and
+what a whole run did: :class:`RunSummary`.
 
 The trainer builds one per round; the scaler picks the next ``n`` from it, ``minionsrl plan`` and the ``auto``
 scaler feed the round model from it, the logger writes it as a row of ``metrics.csv`` (:meth:`RoundStats.to_row`,
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from minionsrl.forecast import FUNCTION_COLUMNS, FunctionStats
 
@@ -108,3 +109,29 @@ class RoundStats:
 
 
 METRIC_COLUMNS = [f.name for f in dataclasses.fields(RoundStats)]  # metrics.csv's header
+
+
+class RunSummary(TypedDict):
+    """What a finished run returns (``minionsrl.train``, ``Trainer.run``) and ``summary.json`` holds: the run's outcome,
+    what stopped it, what it cost, and its config (a dict at run time: ``summary["final_eval_return"]``). A number
+    that does not exist (no evaluation yet) is None: JSON has no NaN."""
+
+    env_id: str
+    seed: int
+    scaler: str
+    backend: str
+    rounds: int
+    env_steps: int
+    wall_s: float
+    stopped_by: str | None
+    stop_checkpoint: str  # the checkpoint of the policy the stop condition holds for
+    final_eval_return: float | None  # the last round's policy, evaluated (deterministic)
+    best_eval_return: float | None  # the best evaluated policy's (round best_round, checkpoints/best.safetensors)
+    best_round: int | None
+    train_return_last100: float | None  # the mean of the last 100 training episodes (CleanRL's figure)
+    train_return_last100_rounds: list[int] | None  # the rounds those episodes ended in, first and last
+    functions_ran_on: str | None
+    cost_usd: dict[str, float]  # serverless, server, serverless_wall, server_wall
+    projected_cloud_s: float
+    learner_host: str | None
+    config: dict[str, Any]  # TrainConfig.to_dict()

@@ -17,7 +17,7 @@ from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.loop import tracking
-from minionsrl.stats import RoundStats
+from minionsrl.stats import RoundStats, RunSummary
 
 if TYPE_CHECKING:
     from minionsrl.loop.trainer import Trainer
@@ -38,7 +38,7 @@ class Callback:
         False to stop the run after this round (``stopped_by: callback``)."""
         return None
 
-    def on_end(self, summary: dict[str, Any], trainer: Trainer) -> None:
+    def on_end(self, summary: RunSummary, trainer: Trainer) -> None:
         """Once, after the run's summary is written."""
 
 
@@ -46,7 +46,7 @@ CallbackLike = Callback | Callable[[dict[str, Any], "Trainer"], bool | None]
 
 
 def train(cfg: TrainConfig, resume: bool = False, on_round: Callable[[dict[str, Any]], bool | None] | None = None,
-          plots: bool = True, callback: CallbackLike | list[CallbackLike] | None = None) -> dict[str, Any]:
+          plots: bool = True, callback: CallbackLike | list[CallbackLike] | None = None) -> RunSummary:
     """Train the run ``cfg`` describes (``resume``: continue the one in ``cfg.run.run_dir`` from its checkpoint, its
     learning-rate schedule kept) and return its summary (also in ``RUN_DIR/summary.json``). ``callback``: a
     :class:`Callback`, a function ``fn(row, trainer)``, or a list of them, called after each round; one that
@@ -67,7 +67,7 @@ def _callbacks(callback: CallbackLike | list[CallbackLike] | None) -> list[Callb
 
 
 def run_trainer(trainer: Trainer, on_round: Callable[[dict[str, Any]], bool | None] | None = None,
-                plots: bool = True, callback: CallbackLike | list[CallbackLike] | None = None) -> dict[str, Any]:
+                plots: bool = True, callback: CallbackLike | list[CallbackLike] | None = None) -> RunSummary:
     """Run an assembled trainer to its end: the rounds, then the plots; with ``track``, all of it logged to
     Weights & Biases as it happens. Returns the summary."""
     callbacks = _callbacks(callback)
@@ -80,7 +80,7 @@ def run_trainer(trainer: Trainer, on_round: Callable[[dict[str, Any]], bool | No
             stop = answer is False or stop
         return not stop
 
-    def ended(summary: dict[str, Any]) -> dict[str, Any]:
+    def ended(summary: RunSummary) -> RunSummary:
         for cb in callbacks:
             if isinstance(cb, Callback):
                 cb.on_end(summary, trainer)

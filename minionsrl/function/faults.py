@@ -28,12 +28,11 @@ import os
 import signal
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from minionsrl.function import wire
-from minionsrl.function.request import Request
+from minionsrl.function.request import Fault, Request
 
 # the order fixes which kind a draw falls into; new kinds go at the end, so that the draws of the others stay
 KINDS = ("raise", "hang", "kill", "duplicate", "malformed", "throttle", "oom")
@@ -59,7 +58,7 @@ class FaultPlan:
     def active(self) -> bool:
         return any(r > 0 for r in self.rates.values())
 
-    def draw(self, round_idx: int, slot: int, attempt: int, kind: str) -> dict[str, Any] | None:
+    def draw(self, round_idx: int, slot: int, attempt: int, kind: str) -> Fault | None:
         """The fault of one invocation attempt (``None``: none), deterministic in its arguments."""
         if not self.active:
             return None
@@ -69,7 +68,7 @@ class FaultPlan:
         for name in KINDS:
             edge += self.rates.get(name, 0.0)
             if u < edge:
-                fault: dict[str, Any] = {"kind": name}
+                fault: Fault = {"kind": name}
                 if name == "hang":
                     fault["sleep_s"] = self.hang_s
                 elif name == "malformed":

@@ -10,11 +10,30 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from minionsrl.function.envs import EnvSpec
 
 KINDS = ("train", "eval")
+
+
+class Carry(TypedDict):
+    """An episode in progress: it travels back with a fragment and out again with its actor's next request (JSON)."""
+
+    env: dict[str, Any]  # the env's state: MuJoCo qpos/qvel, a classic-control state, or the ALE emulator and frames
+    obs: list[Any] | None  # the last observation; None where the env's state holds it (the ALE frame stack)
+    ep_return: float
+    ep_length: int
+    disc_return: float  # the reward scaler's discounted return
+
+
+class Fault(TypedDict):
+    """An injected fault the function (or the backend, for ``throttle`` and ``duplicate``) enacts
+    (:mod:`minionsrl.function.faults`)."""
+
+    kind: str
+    sleep_s: NotRequired[float]  # hang: how long
+    variant: NotRequired[int]  # malformed: which corruption
 EVAL_MAX_STEPS = 27_000  # an evaluation episode still running after this many steps is cut (Atari's 108k frames / 4)
 
 
@@ -37,12 +56,12 @@ class Request:
     gamma: float
     attempt: int = 0
     steps: int = 0
-    carries: tuple[dict[str, Any] | None, ...] = (None,)  # one per environment: its episode in progress
+    carries: tuple[Carry | None, ...] = (None,)  # one per environment: its episode in progress
     env_seeds: tuple[int, ...] = ()  # one per environment, the first being ``seed``; empty for one environment
     episodes: int = 0
     max_steps: int = EVAL_MAX_STEPS
     max_reply_bytes: int | None = None  # the backend refuses a bigger reply before decoding it
-    fault: dict[str, Any] | None = None  # an injected fault the function enacts (minionsrl.function.faults)
+    fault: Fault | None = None  # an injected fault the function enacts (minionsrl.function.faults)
 
     def __post_init__(self) -> None:
         if len(self.seeds) != self.envs or self.seeds[0] != self.seed:

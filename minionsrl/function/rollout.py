@@ -31,7 +31,7 @@ from minionsrl.function.envs import capture_episode, make_env, start_episode
 from minionsrl.function.fragment import Fragment, PolicySnapshot, Timings
 from minionsrl.function.normalization import Moments, ObsNormalizer
 from minionsrl.function.numpy_policy import NumpyPolicy, choose_action, exploration_noise
-from minionsrl.function.request import EVAL_MAX_STEPS, Request
+from minionsrl.function.request import EVAL_MAX_STEPS, Carry, Request
 
 # A function has about one vCPU: BLAS threads beyond one only contend (measured on the CNN's matmuls on
 # 2 shared cores: 1.3 ms per step with one OpenBLAS thread, 30-50 ms with two; docs/BENCHMARKS.md §4).
@@ -52,7 +52,7 @@ def close_envs() -> None:
 
 
 def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: int, seed: int,
-            gamma: float, carry: dict[str, Any] | None = None) -> Fragment:
+            gamma: float, carry: Carry | None = None) -> Fragment:
     """Run ``steps`` steps of the stochastic policy, seeded with ``seed`` (one environment).
 
     The env is reset with ``seed``; if ``carry`` holds an episode captured at the end of a previous
@@ -72,7 +72,7 @@ def rollout(env: gym.Env, snapshot: PolicySnapshot, policy: NumpyPolicy, steps: 
 
 
 def rollout_many(envs: list[gym.Env], snapshot: PolicySnapshot, policy: NumpyPolicy, steps: int, seeds: list[int],
-                 gamma: float, carries: list[dict[str, Any] | None]) -> list[Fragment]:
+                 gamma: float, carries: list[Carry | None]) -> list[Fragment]:
     """:func:`rollout` of several environments in lockstep, one fragment each: every step runs the policy
     once on all their observations (batched inference: one matmul, or one im2col per convolution, for
     all of them). Each environment has its own seed, noise and carried episode."""
@@ -95,7 +95,7 @@ class _Track:
     """One environment's fragment in the making: its noise, buffers and episode in progress."""
 
     def __init__(self, env: gym.Env, policy: NumpyPolicy, normalize: ObsNormalizer, steps: int, seed: int,
-                 carry: dict[str, Any] | None) -> None:
+                 carry: Carry | None) -> None:
         arch = policy.arch
         self.env, self.policy, self.normalize, self.arch = env, policy, normalize, arch
         rng = np.random.default_rng(seed)
@@ -165,7 +165,7 @@ class _Track:
         last_obs = self.normalize(self.obs)
         last_value = float(self.policy.forward(last_obs)[1])
         env_state = capture_episode(self.env)
-        next_carry = None if env_state is None else {
+        next_carry: Carry | None = None if env_state is None else {
             "env": env_state, "obs": None if self.arch.image else np.asarray(self.obs).tolist(),
             "ep_return": self.ep_ret, "ep_length": self.ep_len, "disc_return": self.disc}
         return Fragment(

@@ -41,7 +41,7 @@ from minionsrl.function.envs import EnvSpec
 from minionsrl.function.faults import FaultPlan
 from minionsrl.function.fragment import Fragment, PolicySnapshot, checked_episodes
 from minionsrl.function.numpy_policy import PolicyArch
-from minionsrl.function.request import EVAL_MAX_STEPS, Request
+from minionsrl.function.request import EVAL_MAX_STEPS, Carry, Request
 from minionsrl.loop import checkpoint
 from minionsrl.loop.retry import (
     DUPLICATE,
@@ -99,7 +99,7 @@ class Requests:
         self.eval_max_steps = eval_max_steps  # an evaluation episode is cut after this many steps
 
     def make(self, kind: str, ref: str, index: int, slot: int, attempt: int, steps: int = 0,
-             carries: tuple[dict[str, Any] | None, ...] = (None,), episodes: int = 0) -> Request:
+             carries: tuple[Carry | None, ...] = (None,), episodes: int = 0) -> Request:
         """Attempt ``attempt`` of ``slot``; ``index`` is the round (synchronous learners) or the slot's
         invocation count (asynchronous ones)."""
         envs = len(carries)
@@ -214,7 +214,7 @@ class Sampler(ABC):
         self.plan, self.carry_episodes, self.retry = plan, carry_episodes, retry
         self.envs = plan.envs
         # actor (slot · envs + env) -> its episode in progress, sent with the slot's next request
-        self.carries: dict[int, dict[str, Any]] = {}
+        self.carries: dict[int, Carry] = {}
 
     @abstractmethod
     def sample(self, round_idx: int, n: int, evaluation: Evaluation | None = None) -> Sampled:

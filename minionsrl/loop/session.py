@@ -27,7 +27,7 @@ from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.loop import checkpoint
 from minionsrl.numbers import is_amount
-from minionsrl.stats import RoundStats
+from minionsrl.stats import RoundStats, RunSummary
 
 LOCK = ".lock"  # in the run dir: held by the learner using it
 LIMITS = ("total_timesteps", "budget_usd", "time_budget_s")  # what the rate anneals over: steps, dollars, seconds
@@ -316,7 +316,7 @@ class Session:
             raise error
 
     def write_summary(self, progress: Progress, cost_usd: dict[str, float], projected_cloud_s: float,
-                      learner_host: str | None = None, functions_ran_on: str | None = None) -> dict[str, Any]:
+                      learner_host: str | None = None, functions_ran_on: str | None = None) -> RunSummary:
         """``summary.json``: the run's outcome, the stop condition that ended it, what it cost (and the server the
         learner was billed as: a GPU host for a GPU learner), where its functions ran, and its config. Numbers that
         do not exist (no evaluation yet) are ``null``: JSON has no NaN.
@@ -330,7 +330,7 @@ class Session:
         span = [progress.recent_rounds[0], progress.recent_rounds[-1]] if progress.recent_rounds else None
         # a target is met by an evaluated policy (the best one); the other conditions stop the run as it stands
         stop_checkpoint = checkpoint.BEST if progress.stopped_by == "target_return" else checkpoint.LATEST
-        summary = {
+        summary: RunSummary = {
             "env_id": self.cfg.env.env_id, "seed": self.cfg.run.seed, "scaler": self.cfg.scaling.scaler,
             "backend": self.cfg.functions.backend, "rounds": progress.round, "env_steps": progress.env_steps,
             "wall_s": round(progress.wall(), 3), "stopped_by": progress.stopped_by,

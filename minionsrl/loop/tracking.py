@@ -21,6 +21,7 @@ from minionsrl.errors import ConfigError
 from minionsrl.function.extras import check_tensorboard, require_extra
 from minionsrl.loop.metrics import TENSORBOARD_TAGS
 from minionsrl.numbers import is_number
+from minionsrl.stats import RunSummary
 
 RUN_ID_FILE = "minionsrl-run-id"  # in RUN_DIR/wandb/: the W&B run a resumed run continues
 STEP = "global_step"
@@ -75,7 +76,7 @@ class WandbTracker:
         if paths:
             self.run.log({f"plots/{Path(p).stem}": self._wandb.Image(str(p)) for p in paths}, step=self._last_step)
 
-    def log_summary(self, summary: dict[str, Any]) -> None:
+    def log_summary(self, summary: RunSummary) -> None:
         """The run's outcome (``summary.json`` less the config, which the run already holds)."""
         self.run.summary.update({k: v for k, v in summary.items() if k != "config" and v is not None})
 

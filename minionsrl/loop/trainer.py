@@ -34,7 +34,7 @@ from minionsrl.loop.retry import OK, Attempt, Gathered, TooFewReplies, fault_cou
 from minionsrl.loop.sampler import Evaluation, Publisher, Sampled, Sampler, invocation_seed
 from minionsrl.loop.session import Progress, Schedule, Session, budgets, nothing_to_do, reached, resumed_stop
 from minionsrl.scaling.base import Scaler
-from minionsrl.stats import RoundStats
+from minionsrl.stats import RoundStats, RunSummary
 
 
 @dataclass
@@ -93,7 +93,7 @@ class Trainer:
         return self.progress.last_round
 
     # -- the loop --------------------------------------------------------------------------------
-    def run(self, on_round: Callable[[RoundStats], bool | None] | None = None) -> dict[str, Any]:
+    def run(self, on_round: Callable[[RoundStats], bool | None] | None = None) -> RunSummary:
         """Train until a stop condition holds; return the summary (also written to summary.json). ``on_round``
         gets each metrics row once it is written, complete: a row held for its evaluation a round later. When it
         returns False the run stops after that round (``stopped_by: callback``): a row still waiting for its
