@@ -8,6 +8,7 @@ from pathlib import Path
 from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
 from minionsrl.loop.metrics import INVOCATION_COLUMNS, METRIC_COLUMNS
+from minionsrl.stats import RunSummary
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -30,6 +31,7 @@ def test_readme_lists_the_summary_keys(tmp_path):
                                        eval_episodes=1, progress=False, tensorboard=False, device="cpu",
                                        run_dir=str(tmp_path / "r"))).run()
     assert _listed("summary.json") == [k for k in summary if k != "config"]
+    assert list(summary) == list(RunSummary.__annotations__)  # the type train() declares is what it returns
     assert "cost_usd: {serverless, server, serverless_wall, server_wall}" in README
     assert list(summary["cost_usd"]) == ["serverless", "server", "serverless_wall", "server_wall"]
     assert summary["learner_host"] == "c5.large"  # a CPU learner: the catalogue's CPU host
@@ -43,6 +45,23 @@ def test_module_map_paths_exist_and_the_design_is_ours():
     assert len(paths) >= 10
     assert all((ROOT / p).exists() for p in paths), [p for p in paths if not (ROOT / p).exists()]
     assert "shared/SPEC" not in README and (ROOT / "docs" / "DESIGN.md").exists()
+
+
+def test_design_names_at_most_ten_files_to_follow_a_round_in():
+    """DESIGN §1's phase table: the files a round's logic lives in (its "read" column) are at most ten, and every
+    file it names, to read or one call below, exists."""
+    design = (ROOT / "docs" / "DESIGN.md").read_text()
+    rows = [line.split(" | ") for line in design.splitlines() if line.startswith("| **")
+            and line.split(" | ")[0].strip("| *") in ("plan", "collect", "learn", "decide", "record")]
+    assert len(rows) == 5
+
+    def files(column: int) -> set[str]:
+        return {p for row in rows for p in re.findall(r"`((?:\w+/)*\w+\.py)`", row[column])}
+
+    read, below = files(2), files(3)
+    assert 5 <= len(read) <= 10, sorted(read)
+    missing = [p for p in read | below if not (ROOT / "minionsrl" / p).exists()]
+    assert not missing, missing
 
 
 def _anchor(heading: str) -> str:
