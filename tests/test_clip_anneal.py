@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from minionsrl import Callback, TrainConfig, train
 from minionsrl.cli import build_parser
 from minionsrl.config import LearnerConfig, learner_settings
+from minionsrl.errors import ConfigError
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.learner.batch import Batch
 from minionsrl.learner.engine import SGDEngine, _update_program
@@ -117,3 +119,13 @@ def test_anneal_clip_is_in_train_help_with_its_default():
     assert "with the learning rate's schedule (the zoo's lin_ clip_range) (default: off)" in text
     params = learner_settings(learning_rate=1e-3, clip_coef=0.2, lr_schedule="anneal", anneal_clip=None)
     assert TrainConfig().learner.anneal_clip is None and _annealed(params, 0.5) == pytest.approx((5e-4, 0.2))
+
+
+def test_a_checkpoints_schedule_round_trips_and_a_malformed_one_is_refused():
+    kept = Schedule([512, None, 3600.0], 0.5, [384, 0.0, 12.5])
+    assert Schedule.from_json(json.loads(json.dumps(kept.to_json()))) == kept
+    assert Schedule.from_json(None) is None
+    for bad in ({"limits": [512], "scale": 1.0}, {"limits": [512, None, None], "scale": "1"},
+                {"limits": [512, None, None], "scale": 1.0, "spent": [1, None, 0]}, [512, 1.0]):
+        with pytest.raises(ConfigError, match="learning-rate schedule"):
+            Schedule.from_json(bad)

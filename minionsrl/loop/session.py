@@ -122,7 +122,7 @@ class Progress:
     # (round, actors, episodes): the evaluation of round ``round``'s policy that runs beside the next round's
     # functions; that round's row (last_round) is written once it returns
     pending_eval: tuple[int, int, int] | None = None
-    anneal: Schedule | None = None  # the learning-rate schedule across resumes; None: not known yet
+    schedule: Schedule | None = None  # the learning-rate schedule across resumes (its checkpoint key: anneal)
     started: float = field(default_factory=time.perf_counter)
 
     def wall(self) -> float:
@@ -136,7 +136,7 @@ class Progress:
                 "last_row": json.dumps(None if self.last_round is None else self.last_round.to_row()),
                 "stop": json.dumps({"stopped_by": self.stopped_by, "budget": self.stop_budget}),
                 "pending_eval": json.dumps(self.pending_eval),
-                "anneal": json.dumps(None if self.anneal is None else self.anneal.to_json())}
+                "anneal": json.dumps(None if self.schedule is None else self.schedule.to_json())}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.round, self.env_steps, self.wall_offset = int(state["round"]), int(state["env_steps"]), state["wall_s"]
@@ -153,7 +153,7 @@ class Progress:
         self.stopped_by, self.stop_budget = stop["stopped_by"], stop["budget"]
         pending = json.loads(state["pending_eval"])
         self.pending_eval = tuple(pending) if pending else None
-        self.anneal = Schedule.from_json(json.loads(state["anneal"]))
+        self.schedule = Schedule.from_json(json.loads(state["anneal"]))
 
 
 def budgets(cfg: TrainConfig) -> dict[str, float | None]:

@@ -73,7 +73,7 @@ class Trainer:
         if session.resume_state is not None:
             self._restore(session.resume_state)
         # a resumed run keeps its learning-rate schedule, whatever limits it was given now
-        self.progress.anneal = Schedule.resumed(cfg, self.progress.anneal, self._spent())
+        self.progress.schedule = Schedule.resumed(cfg, self.progress.schedule, self._spent())
         # a checkpoint taken while its round's evaluation was in flight: that round's row is written again, after
         # the evaluation runs again (metrics.csv may hold it already, if the run stopped later)
         held = self.progress.pending_eval is not None
@@ -346,8 +346,8 @@ class Trainer:
         (``anneal_clip``) by: linearly to 0 over the run's spent fraction of whichever limit is nearest its end —
         total_timesteps (CleanRL's schedule), the dollar budget, or the projected-time budget — times the scale a
         resumed run with changed limits keeps (:class:`~minionsrl.loop.session.Schedule`)."""
-        assert self.progress.anneal is not None  # set in __init__
-        return self.progress.anneal.remaining(self.cfg, self._spent())
+        assert self.progress.schedule is not None  # set in __init__
+        return self.progress.schedule.remaining(self.cfg, self._spent())
 
     def _abandon_in_flight(self) -> None:
         """Cancel what still runs after the last round (a wave sent ahead, asynchronous invocations) and bill it: its
