@@ -15,6 +15,7 @@ from typing import Any, NotRequired, TypedDict
 from minionsrl.function.envs import EnvSpec
 
 KINDS = ("train", "eval")
+EVAL_MAX_STEPS = 27_000  # an evaluation episode still running after this many steps is cut (Atari's 108k frames / 4)
 
 
 class Carry(TypedDict):
@@ -34,7 +35,6 @@ class Fault(TypedDict):
     kind: str
     sleep_s: NotRequired[float]  # hang: how long
     variant: NotRequired[int]  # malformed: which corruption
-EVAL_MAX_STEPS = 27_000  # an evaluation episode still running after this many steps is cut (Atari's 108k frames / 4)
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,6 @@ def eval_returns(request: Request, reply: Reply) -> np.ndarray:
     return checked_episodes(reply.arrays, "evaluation reply", episodes)[0]
 
 
-
 class Evaluation(NamedTuple):
     """An evaluation of round ``round``'s policy: ``episodes`` deterministic episodes over up to ``actors``
     functions (its seeds follow from these three, wherever it runs)."""
