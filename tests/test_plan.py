@@ -15,7 +15,7 @@ import pytest
 from minionsrl.backends.base import InvocationRecord
 from minionsrl.config import TrainConfig
 from minionsrl.cost import CostLedger, RoundTimes, load_prices
-from minionsrl.experiments.plan import PLATFORMS, Probe, forecast, picks, run_plan, verdict
+from minionsrl.experiments.plan import PLATFORMS, Probe, forecast, picks, probe_actors, run_plan, verdict
 from minionsrl.forecast import function_stats, model_round
 
 
@@ -158,3 +158,9 @@ def test_bad_input_to_plan_is_one_line_before_any_work(args, says, tmp_path, sub
     assert code == 2 and len(lines) == 1 and lines[0].startswith("minionsrl: error:"), lines
     assert says in lines[0]
     assert not (tmp_path / "out").exists()  # no probe ran
+
+
+@pytest.mark.parametrize(("envs", "actors"), [(1, (2, 8)), (2, (1, 4)), (4, (1, 2)), (8, (1, 2)), (16, (1, 2))])
+def test_the_probe_learns_on_the_one_env_layouts_batches(envs, actors):
+    """With E envs a function, the probe runs E times fewer actors: 1 × 8 is measured at 8 streams, as 8 × 1 is."""
+    assert probe_actors(envs) == actors

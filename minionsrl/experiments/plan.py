@@ -1,9 +1,10 @@
 """``minionsrl plan``: what ``n`` actors would cost for this env and learner, before the spend (SPEC §4).
 
 **The probe.** Two short runs of the configured job on this machine's ``local`` backend — 2 and 8 actors (one run
-under a constant batch), four rounds each, evaluation cut to a step — measure what the forecast needs from their
-warm rounds (the first round starts instances and compiles the learner's programs, reported apart): a function's
-own-instance seconds per sample (the env's CPU, its waits, the policy's inference), a warm invocation's init
+under a constant batch; with ``--envs-per-function E``, E times fewer, at least 1 and 2: :func:`probe_actors`),
+four rounds each, evaluation cut to a step — measure what the forecast needs from their warm rounds (the first
+round starts instances and compiles the learner's programs, reported apart): a function's own-instance seconds per
+sample (the env's CPU, its waits, the policy's inference), a warm invocation's init
 (policy load), the share of its time it keeps a CPU busy, its reply's bytes per sample, and the learner's
 own-instance seconds a round at each run's batch (the median of its warm rounds, as a run's rounds are read). The
 learner's time is linear in the batch only within one regime of its update: a batch under one minibatch takes the
@@ -61,7 +62,7 @@ from minionsrl.forecast import (
     warm_train,
 )
 
-PROBE_ACTORS = (2, 8)  # the probe's two runs (one, at the second count, under a constant batch)
+PROBE_ACTORS = (2, 8)  # the probe's two runs (one, at the second count, under a constant batch) ...
 PROBE_ROUNDS = 4  # a run's first round is cold (instances, compilation); the others are measured
 LEARNER_REACH = 4  # the larger run's update is replayed at this many times its batch ...
 LEARNER_REPLAYS = 5  # ... this many times at each size (after one that compiles), their median
@@ -167,7 +168,8 @@ def probe(cfg: TrainConfig) -> Probe:
     """Measure what the forecast needs with short runs of ``cfg`` on this machine (see the module's docstring)."""
     t0 = time.perf_counter()
     plan = cfg.env.step_plan()
-    counts = PROBE_ACTORS[-1:] if plan.constant_batch else PROBE_ACTORS
+    counts = probe_actors(cfg.env.envs_per_function)
+    counts = counts[-1:] if plan.constant_batch else counts
     learner: dict[int, float] = {}
     per_sample, inits, shares, sizes, colds, compiles = [], [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="minionsrl-plan-") as tmp:
@@ -201,6 +203,15 @@ def probe(cfg: TrainConfig) -> Probe:
                  busy_share=float(np.median(shares)), reply_bytes_per_sample=float(np.median(sizes)),
                  learner_batches=batches, learner_seconds=seconds, compile_s=float(np.median(compiles)),
                  local_cold_start_s=float(np.median(colds)) if colds else 0.0, probe_s=time.perf_counter() - t0)
+
+
+def probe_actors(envs_per_function: int) -> tuple[int, int]:
+    """The actor counts of the probe's two runs: :data:`PROBE_ACTORS` of one-env functions, and for functions of
+    ``envs_per_function`` envs as many fewer (at least 1 and 2), so that the probe learns on the batches of the
+    one-env layout's runs (8 functions of 1 env and 1 of 8 are both measured at 8 streams) rather than on batches E
+    times larger, which its forecast would then extrapolate down from, at E times the probe's time."""
+    small, large = PROBE_ACTORS
+    return max(1, small // envs_per_function), max(2, large // envs_per_function)
 
 
 def _points(learner: dict[int, float]) -> tuple[tuple[int, ...], tuple[float, ...]]:
