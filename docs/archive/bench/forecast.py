@@ -4,7 +4,7 @@ compiles, nor its last, which evaluates, nor one that started instances) billed 
 and serverless dollars a round — against the forecast for the same ``n`` with the same profile (the local
 backend's: a Lambda Invoke).
 
-    .venv/bin/python bench/forecast.py [--envs cartpole,hopper,...] [--rounds N] [--out docs/results/forecast.md]
+    .venv/bin/python docs/archive/bench/forecast.py [--envs cartpole,hopper,...] [--rounds N] [--out docs/results/forecast.md]
 
 Results are kept per env in ``bench/out/forecast/ENV.json`` (an env done is not run again: delete its file to
 redo it), and the table is written after each env. Goal: every error within ±15%. Each env's plan, as ``minionsrl
@@ -24,7 +24,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]  # docs/archive/bench/ -> the repository
 sys.path.insert(0, str(REPO))
 from minionsrl.config import TrainConfig  # noqa: E402
 from minionsrl.experiments.plan import Probe, forecast, frontier_plot, picks, probe, report  # noqa: E402
@@ -102,7 +102,7 @@ def write_plan(res: dict) -> None:
     PLANS.mkdir(parents=True, exist_ok=True)
     flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in res["fields"].items())
     (PLANS / f"{res['env']}.md").write_text(
-        report(cfg, p, rows) + f"\nThe probe kept by `bench/forecast.py` (`minionsrl plan {flags}` probes afresh).\n")
+        report(cfg, p, rows) + f"\nThe probe kept by `docs/archive/bench/forecast.py` (`minionsrl plan {flags}` probes afresh).\n")
     frontier_plot(rows, PLANS / f"{res['env']}.png", f"plan: {res['env']}")
 
 
@@ -141,7 +141,7 @@ def main() -> int:
                 "nor its last) as the ledger billed them, against the forecast for the same count and profile.\n\n"
                 + table(results) + "\nEach env's plan (every count and platform, the picks, the verdict): "
                 + ", ".join(f"[{r['env']}](plan/{r['env']}.md)" for r in results)
-                + ".\n\nReproduce: `.venv/bin/python bench/forecast.py` (results kept in "
+                + ".\n\nReproduce: `.venv/bin/python docs/archive/bench/forecast.py` (results kept in "
                 "bench/out/forecast/; delete an env's file to run it again).\n")
         Path(args.out).write_text(text)
         print(table(results), flush=True)

@@ -7,7 +7,7 @@ A custom env whose ``step`` sleeps 10 ms inside (``custom_env:CounterEnv``, ``sl
 cores). Reported: the median wall time of a round over the rounds after the first two (instances started,
 programs compiled) and before the last (which evaluates), and how many instances ran.
 
-    .venv/bin/python bench/local_concurrency.py [--rounds 8] [--out docs/results/local-concurrency.md]
+    .venv/bin/python docs/archive/bench/local_concurrency.py [--rounds 8] [--out docs/results/local-concurrency.md]
 
 Goal (issue 42): 64 functions take ≤ 0.25x the wall time of 8 per round, with no flag.
 """
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]  # docs/archive/bench/ -> the repository
 ENV = ["--env-id", "custom_env:CounterEnv", "--env-kwargs", json.dumps({"length": 1000, "sleep_s": 0.01})]
 COMMON = ["--batch-size", "4096", "--hidden-sizes", "64", "64", "--eval-every", "0", "--no-progress",
           "--no-tensorboard"]
@@ -70,7 +70,7 @@ def main() -> int:
     ratio = arms[(64, None)]["round_s"] / arms[(8, None)]["round_s"]
     lines += ["", f"Goal: 64 functions ≤ 0.25x the wall time of 8 per round, no flag: **{ratio:.2f}x, "
               f"{'met' if ratio <= 0.25 else 'missed'}**.", "",
-              "Reproduce: `.venv/bin/python bench/local_concurrency.py`"]
+              "Reproduce: `.venv/bin/python docs/archive/bench/local_concurrency.py`"]
     text = "\n".join(lines) + "\n"
     print(text)
     Path(args.out).write_text(text)
