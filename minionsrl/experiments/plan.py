@@ -62,7 +62,7 @@ from minionsrl.forecast import (
     warm_train,
 )
 
-PROBE_ACTORS = (2, 8)  # the probe's two runs (one, at the second count, under a constant batch) ...
+PROBE_ACTORS = (2, 8)  # the probe's two runs of one-env functions (one, at the second count, under a constant batch)
 PROBE_ROUNDS = 4  # a run's first round is cold (instances, compilation); the others are measured
 LEARNER_REACH = 4  # the larger run's update is replayed at this many times its batch ...
 LEARNER_REPLAYS = 5  # ... this many times at each size (after one that compiles), their median

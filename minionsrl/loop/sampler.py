@@ -140,12 +140,6 @@ class Publisher:
         return self._newest
 
 
-def eval_split(episodes: int, n_actors: int) -> list[int]:
-    """Evaluation episodes per function: ``episodes`` spread over up to ``n_actors`` functions."""
-    slots = min(episodes, n_actors)
-    return [episodes // slots + (1 if i < episodes % slots else 0) for i in range(slots)]
-
-
 EVAL_ARRAYS = frozenset({"episode_returns", "episode_lengths"})
 
 
@@ -279,9 +273,11 @@ class Sampler(ABC):
                 self.carries[actor] = carry
 
     def _eval_split(self, episodes: int, n_actors: int) -> list[int]:
-        """Evaluation episodes per function, over the round's actors (``n_actors`` functions' environments): the
-        same split, and so the same episode seeds, however the actors are grouped into functions."""
-        return eval_split(episodes, n_actors * self.envs)
+        """Evaluation episodes per function: ``episodes`` spread over up to one function per actor (``n_actors``
+        functions' environments), so the split, and with it the episodes' seeds, does not depend on how the actors
+        are grouped into functions."""
+        slots = min(episodes, n_actors * self.envs)
+        return [episodes // slots + (1 if i < episodes % slots else 0) for i in range(slots)]
 
     @staticmethod
     def _mean_return(got: Gathered) -> float:
