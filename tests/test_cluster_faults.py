@@ -12,16 +12,20 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from run_dir_tools import train_process, wait_rounds
 
 from minionsrl.backends.local import LocalBackend
+from minionsrl.backends.ray_backend import RayBackend
 from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
+from minionsrl.errors import ClusterLost
 from minionsrl.function import wire
 from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics, read_rows
 
@@ -270,3 +274,19 @@ def test_ray_head_lost_is_one_line_and_resume_continues(cluster, tmp_path):
     _, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err.decode()
     assert [int(r["round"]) for r in read_metrics(run)] == [1, 2, 3, 4]
+
+
+def test_a_raylet_gone_a_moment_before_its_gcs_is_a_lost_head():
+    """A failing head machine's processes die one by one: the raylet can be seen gone while the GCS, killed in
+    the same instant, still accepts connections for a few milliseconds. That is the head's loss, not the raylet's.
+    (Real processes and sockets: a raylet that has ended, a GCS port that closes 0.2 s later.)"""
+    raylet = psutil.Popen([sys.executable, "-c", "pass"])
+    raylet.wait()
+    gcs = socket.create_server(("127.0.0.1", 0))
+    backend = object.__new__(RayBackend)  # the checks only, without a cluster
+    backend.lost, backend._raylet_lost, backend._watchdog, backend.token_path = None, False, None, None
+    backend._gcs, backend._address, backend._raylet = gcs.getsockname()[:2], "127.0.0.1:6379", raylet
+    threading.Timer(0.2, gcs.close).start()
+    with pytest.raises(ClusterLost, match=r"the Ray cluster's head .* is gone: its GCS"):
+        backend._check_raylet()
+    assert not backend._raylet_lost

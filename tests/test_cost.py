@@ -230,6 +230,24 @@ def test_a_reused_policy_load_is_billed_only_where_it_can_be_true(reused, fetche
     assert ok or record.error.startswith("bad reply: timings")
 
 
+@pytest.mark.parametrize("policy_bytes", ["abc", -5, 1.5, True, [1], None])
+def test_a_reply_whose_policy_bytes_are_not_a_byte_count_is_a_failed_attempt(policy_bytes) -> None:
+    """The bytes a function says it fetched are billed as transfer: a reply signed with the run key that gives
+    anything but a non-negative whole number there is a bad reply (retried), never a crash or a negative bill."""
+    from minionsrl.backends.base import make_reply
+    from minionsrl.function import wire
+
+    key = b"k" * 32
+    meta = {"id": "r1-train-0", "policy_bytes": policy_bytes, "timings": {"run_s": 0.5}}
+    record = InvocationRecord("r1-train-0", "train", duration_s=2.0)
+    reply = make_reply(record, wire.encode({}, meta, wire.invocation_key(key, "r1-train-0")), key)
+    assert not reply.ok and record.error.startswith("bad reply: policy_bytes"), record.error
+    meta["policy_bytes"] = 4096
+    good = InvocationRecord("r1-train-0", "train", duration_s=2.0)
+    assert make_reply(good, wire.encode({}, meta, wire.invocation_key(key, "r1-train-0")), key).ok
+    assert good.bytes_in == 4096
+
+
 def test_a_row_of_an_older_run_reads_with_the_new_columns_at_their_defaults() -> None:
     """invocations.csv of a run from before reused_policy_s: the column missing, or (a resumed run, its file
     rewritten with the new header) empty in its old rows."""

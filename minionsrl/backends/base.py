@@ -13,12 +13,12 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from minionsrl.function import wire
-from minionsrl.function.fragment import Timings
+from minionsrl.function.fragment import ReplyMeta, Timings
 from minionsrl.function.request import Request
 from minionsrl.numbers import is_amount
 
@@ -99,7 +99,7 @@ class Reply:
 
     record: InvocationRecord
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: ReplyMeta = field(default_factory=ReplyMeta)
 
     @property
     def ok(self) -> bool:
@@ -131,7 +131,8 @@ def make_reply(record: InvocationRecord, data: bytes | None, key: bytes, cold_st
         record.status, record.error = FAILED, oversize(len(data), max_bytes)
         return Reply(record)
     try:
-        arrays, meta = wire.decode(data, wire.invocation_key(key, record.invocation_id))
+        arrays, header = wire.decode(data, wire.invocation_key(key, record.invocation_id))
+        meta = cast(ReplyMeta, header)  # from outside: each field is checked where it is read
         if meta.get("id") != record.invocation_id:
             raise wire.WireError(f"reply names invocation {meta.get('id')!r}, not {record.invocation_id!r}")
     except wire.WireError as exc:
@@ -144,15 +145,18 @@ def make_reply(record: InvocationRecord, data: bytes | None, key: bytes, cold_st
     instance = meta.get("instance")
     if isinstance(instance, dict) and not record.instance_id:  # remote platforms: the function says where it ran
         record.instance_id, record.cold = str(instance.get("id", "")), instance.get("served") == 0
+    policy_bytes = meta.get("policy_bytes", 0)
     try:
         timings = checked_timings(meta.get("timings", {}), record.duration_s, bool(meta.get("policy_fetched")))
+        if not (isinstance(policy_bytes, int) and not isinstance(policy_bytes, bool) and policy_bytes >= 0):
+            raise ValueError(f"policy_bytes is {policy_bytes!r}, not a byte count")
     except ValueError as exc:  # billed as given it would be a forged bill: a failed attempt, retried
         record.status, record.error = FAILED, f"bad reply: {exc}"
         return Reply(record)
     for name in TIMINGS:
         setattr(record, name, timings[name])
     record.init_s += cold_start_s
-    record.bytes_in += int(meta.get("policy_bytes", 0))
+    record.bytes_in += policy_bytes
     return Reply(record, arrays, meta)
 
 

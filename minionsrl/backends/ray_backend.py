@@ -72,6 +72,9 @@ PROBE_TIMEOUT_S = 3.0  # how long a joined cluster's address may take to accept 
 CLIENT_PORT = 10001  # Ray Client's default port (``ray://HOST``)
 HEAD_CHECK_S = 2.0  # while waiting for tasks, how often the head's GCS is checked (Ray's own wait is 60 s)
 RAYLET_CHECK_S = 0.25  # and how often this machine's raylet is (a look at its process)
+# a head's processes die one by one even when its machine fails at once: a raylet found gone is taken for the
+# head's loss if the GCS stops answering within this while
+HEAD_GONE_WITHIN_S = 1.0
 # Ray gives a starting node 30 s to register (hard-coded in ray._private.node); a busy machine can miss that once
 PRIVATE_START_TRIES = 2
 _START_TIMED_OUT = "timed out during startup"  # what Ray's exception then says
@@ -356,9 +359,13 @@ class RayBackend(RemoteBackend):
         """Raise :class:`ClusterLost` (one line) if something of the cluster was found gone, or this machine's
         raylet has ended: Ray's driver would end the process at its next call that reaches the raylet's object
         store (``ray.put``, ``ray.get`` of an object held there). A raylet that went with its head (the GCS gone
-        too) is a lost head."""
+        too, or going within ``HEAD_GONE_WITHIN_S``) is a lost head."""
         if self.lost is None and self._raylet is not None and not _running(self._raylet):
             self.lost = self._head_lost()
+            deadline = time.perf_counter() + HEAD_GONE_WITHIN_S
+            while self.lost is None and time.perf_counter() < deadline:
+                time.sleep(0.05)
+                self.lost = self._head_lost()
             if self.lost is None:
                 self.lost, self._raylet_lost = self._raylet_message(), True
         if self.lost is not None:

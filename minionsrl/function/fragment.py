@@ -1,4 +1,5 @@
-"""What crosses the wire each round: the published policy snapshot and the fragments that come back.
+"""What crosses the wire each round: the published policy snapshot and the fragments that come back, with the
+reply's header (:class:`ReplyMeta`), the same type on both sides.
 
 Both are encoded with :mod:`minionsrl.function.wire` (safetensors + HMAC). Decoding validates every array's
 name, dtype and shape against the request, so a malformed reply is an error, never a silent batch.
@@ -9,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 
 from minionsrl.function import wire
 from minionsrl.function.normalization import CLIP_DEFAULT, Moments
 from minionsrl.function.numpy_policy import NumpyPolicy, PolicyArch, make_numpy_policy
+from minionsrl.function.request import Carry
 from minionsrl.numbers import is_number
 
 
@@ -89,6 +91,33 @@ class Timings:
         return asdict(self)
 
 
+class Instance(TypedDict):
+    """Which instance served an invocation: ``id`` (host and process), and how many it ``served`` before."""
+
+    id: str
+    served: int
+
+
+class ReplyMeta(TypedDict, total=False):
+    """A reply's header (JSON beside its arrays): what the function writes (:func:`~minionsrl.function.rollout.handle`)
+    and the learner reads. It comes from outside the learner, so each field is checked where it is read:
+    ``id`` and ``timings`` by the backend (:func:`~minionsrl.backends.base.make_reply`), ``policy_version`` and
+    ``carry`` by :meth:`Fragment.from_wire`, ``fragments`` by :meth:`Fragment.many_from_wire`."""
+
+    type: Literal["fragment", "eval", "error"]
+    id: str  # the invocation it answers
+    env_built: bool  # the instance built its environments for this invocation
+    policy_fetched: bool  # and fetched the policy (False: a warm instance reused it)
+    policy_bytes: int  # the bytes it fetched
+    instance: Instance
+    timings: dict[str, float]  # Timings.to_json()
+    policy_version: int  # the policy its fragments were sampled with
+    carry: Carry | None  # one environment's episode in progress (a reply of one fragment)
+    fragments: list[ReplyMeta]  # a reply of several: each fragment's own header, its ``carry``
+    error: str  # an ``error`` reply: what failed, and where
+    traceback: str
+
+
 @dataclass
 class Fragment:
     """``T`` consecutive steps from one actor, with everything PPO and the normalisers need.
@@ -115,11 +144,11 @@ class Fragment:
     obs_moments: Moments | None  # raw observations seen
     ret_moments: Moments | None  # discounted returns seen (for reward scaling)
     policy_version: int = 0
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: ReplyMeta = field(default_factory=ReplyMeta)
 
     _STEP_ARRAYS = ("obs", "actions", "logprobs", "values", "rewards", "terminated", "truncated", "trunc_values")
 
-    def encode(self, meta: dict[str, Any], key: bytes) -> bytes:
+    def encode(self, meta: ReplyMeta, key: bytes) -> bytes:
         """The fragment and ``meta`` as one signed wire message under ``key``."""
         return wire.encode(self.arrays(), {**meta, "type": "fragment", "policy_version": self.policy_version}, key)
 
@@ -148,7 +177,7 @@ class Fragment:
         return h.hexdigest()[:16]
 
     @staticmethod
-    def encode_many(fragments: list[Fragment], meta: dict[str, Any], key: bytes) -> bytes:
+    def encode_many(fragments: list[Fragment], meta: ReplyMeta, key: bytes) -> bytes:
         """One reply for a function's fragments: a single fragment as :meth:`encode` writes it; several with
         their arrays under ``e{i}/`` and their carried episodes in ``meta["fragments"]``."""
         if len(fragments) == 1:
@@ -160,7 +189,7 @@ class Fragment:
                                     "fragments": [frag.meta for frag in fragments]}, key)
 
     @classmethod
-    def many_from_wire(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any], steps: int, arch: PolicyArch,
+    def many_from_wire(cls, arrays: dict[str, np.ndarray], meta: ReplyMeta, steps: int, arch: PolicyArch,
                        envs: int = 1, version: int | None = None) -> list[Fragment]:
         """The ``envs`` fragments of one reply (:meth:`encode_many`), each checked as :meth:`from_wire` does."""
         if envs == 1:
@@ -177,7 +206,7 @@ class Fragment:
                 for i in range(envs)]
 
     @classmethod
-    def from_wire(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any], steps: int,
+    def from_wire(cls, arrays: dict[str, np.ndarray], meta: ReplyMeta, steps: int,
                   arch: PolicyArch, version: int | None = None) -> Fragment:
         """Build a fragment from decoded arrays, checking names, dtypes and shapes against the request (and the
         policy version it was sampled with, if ``version`` is given); anything else is a WireError."""

@@ -28,7 +28,7 @@ from threadpoolctl import threadpool_limits
 
 from minionsrl.function import clock, faults, wire
 from minionsrl.function.envs import capture_episode, make_env, start_episode
-from minionsrl.function.fragment import Fragment, PolicySnapshot, Timings
+from minionsrl.function.fragment import Fragment, Instance, PolicySnapshot, ReplyMeta, Timings
 from minionsrl.function.normalization import Moments, ObsNormalizer
 from minionsrl.function.numpy_policy import NumpyPolicy, choose_action, exploration_noise
 from minionsrl.function.request import EVAL_MAX_STEPS, Carry, Request
@@ -210,7 +210,7 @@ def _greedy(policy: NumpyPolicy, x: np.ndarray, env: gym.Env) -> Any:
     return choose_action(head, 0.0, False, env.action_space.low, env.action_space.high)[1]
 
 
-def _instance() -> dict[str, Any]:
+def _instance() -> Instance:
     """Which instance serves this invocation, and how many it served before (pid read now: platforms fork)."""
     served, _SERVED[0] = _SERVED[0], _SERVED[0] + 1
     return {"id": f"{socket.gethostname()}-{os.getpid()}", "served": served}
@@ -253,7 +253,7 @@ def handle(request: bytes, fetch_policy: Callable[[str], bytes], key: bytes) -> 
                                       clock.own_s(time.perf_counter() - load_t0, clock.thread_wait_s() - load_w0))
         snapshot, policy, load_s = _POLICY[req.policy]
         t1, w1 = time.perf_counter(), clock.thread_wait_s()
-        meta: dict[str, Any] = {"id": invocation_id, "env_built": env_built, "policy_fetched": policy_fetched,
+        meta: ReplyMeta = {"id": invocation_id, "env_built": env_built, "policy_fetched": policy_fetched,
                                 "policy_bytes": bytes_fetched, "instance": _instance()}
         if req.kind == "train":
             fragments = rollout_many(envs, snapshot, policy, req.steps, list(req.seeds), req.gamma,

@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import json
 import struct
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -68,7 +69,7 @@ def invocation_key(run_key: bytes, invocation_id: str) -> bytes:
     return derive_key(run_key, f"invocation:{invocation_id}")
 
 
-def encode(arrays: dict[str, np.ndarray], meta: dict[str, Any], key: bytes) -> bytes:
+def encode(arrays: dict[str, np.ndarray], meta: Mapping[str, Any], key: bytes) -> bytes:
     """Serialise named arrays plus a JSON-able ``meta`` dict into an authenticated message."""
     body = st_save(
         {k: np.ascontiguousarray(v).reshape(np.shape(v)) for k, v in arrays.items()},
