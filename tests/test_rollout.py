@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 
@@ -479,3 +480,36 @@ def test_grouping_actors_into_functions_changes_no_sample(cold_instance):
     for got, want in zip(grouped, alone, strict=True):
         for name in Fragment._STEP_ARRAYS:
             np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+HOSTILE = ["x", None, [1], {"a": 1}, -1, 1.5, True, float("nan"), 10**30]
+
+
+@pytest.mark.parametrize("envs", [1, 2])
+def test_a_signed_reply_with_any_header_field_forged_is_a_good_or_a_failed_attempt_never_a_crash(cold_instance, envs):
+    """A reply signed with its invocation's key (a function of the run's own code, gone wrong) whose header field,
+    or a fragment's own header, holds any JSON value: the backend and the sampler's decoding accept it or refuse it
+    as a bad reply; nothing else is raised."""
+    from minionsrl.backends.base import InvocationRecord, make_reply
+
+    fetch, _ = _policies(_snapshot(CART).encode(KEY))
+    reply_key = wire.invocation_key(KEY, "r1-train-0")
+    seeds = {} if envs == 1 else {"env_seeds": [5, 6], "carries": [None, None]}
+    arrays, meta = wire.decode(handle(_request(**seeds), fetch, KEY), reply_key)
+    paths = [(name,) for name in meta] + [("fragments", 0, name) for name in (meta.get("fragments") or [{}])[0]]
+    paths += [("timings", name) for name in meta["timings"]] + [("instance", name) for name in meta["instance"]]
+    for path in paths:
+        for value in HOSTILE:
+            forged = json.loads(json.dumps(meta))
+            *parents, last = path
+            node = forged
+            for step in parents:
+                node = node[step]
+            node[last] = value
+            record = InvocationRecord("r1-train-0", "train", duration_s=60.0)
+            reply = make_reply(record, wire.encode(arrays, forged, reply_key), KEY)
+            if reply.ok:
+                with contextlib.suppress(wire.WireError):
+                    Fragment.many_from_wire(reply.arrays, reply.meta, 32, CART, envs, version=None)
+            else:
+                assert record.error, (path, value)
