@@ -30,6 +30,28 @@ def wait_rounds(run_dir: Path, n: int, proc: subprocess.Popen, timeout_s: float 
         time.sleep(0.05)
 
 
+def alive(process: Any, started: float | None = None) -> bool:
+    """Whether a ``psutil.Process`` still runs (not a zombie; the same process, where its start time ``started`` is
+    given): a process that ends while it is asked is gone, not an error."""
+    import psutil
+
+    try:
+        return (process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+                and (started is None or process.create_time() == started))
+    except psutil.Error:
+        return False
+
+
+def command_line(process: Any) -> str:
+    """A ``psutil.Process``'s name and command line, "" if it has ended meanwhile."""
+    import psutil
+
+    try:
+        return f"{process.name()} {' '.join(process.cmdline())}"
+    except psutil.Error:
+        return ""
+
+
 def set_at(path: str, value: Any) -> Callable[[dict], None]:
     """A change of a checkpoint's state at ``path`` (``a/b/c``): ``value``, ``value(old)`` if callable, or the key
     deleted if ``value`` is ``KeyError``."""

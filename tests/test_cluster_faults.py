@@ -175,6 +175,17 @@ class RayCluster:
                 raise RuntimeError(f"Ray node {name} did not start; see {log}")
             time.sleep(0.5)
 
+    def running_task(self, name: str, proc: subprocess.Popen, timeout_s: float = 120.0) -> None:
+        """Wait until a rollout function runs on node ``name`` (Ray titles a worker process by its task)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and proc.poll() is None:
+            for pid in _descendants(self.nodes[name].pid):
+                with contextlib.suppress(OSError):
+                    if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::ray_rollout"):
+                        return
+            time.sleep(0.05)
+        raise AssertionError(f"no rollout function ran on Ray node {name} within {timeout_s:g} s")
+
     def kill(self, name: str) -> None:
         """Stop a node as a machine that fails: SIGKILL to every process of it at once — its raylet, its worker
         processes (which Ray starts in sessions of their own) and, on the head, its GCS."""
@@ -240,7 +251,7 @@ def test_ray_worker_node_stopped_mid_run_the_run_goes_on(cluster, tmp_path):
     proc = train_process([*SLOW, "--backend", "ray", "--ray-address", cluster.address, "--actors", "3",
                           "--max-rounds", "5", "--run-dir", str(run)], cluster.env)
     wait_rounds(run, 1, proc)
-    time.sleep(0.6)  # round 2's functions are running, two of them on the worker node
+    cluster.running_task("worker", proc)  # round 2's functions are running, on the worker node too
     cluster.kill("worker")
     _, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err.decode()

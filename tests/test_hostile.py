@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from run_dir_tools import set_at, tensorboard_events
+from run_dir_tools import alive, command_line, set_at, tensorboard_events
 
 from minionsrl import cli, files
 from minionsrl.errors import ConfigError, one_line
@@ -495,8 +495,8 @@ def _ray_run(tmp_path, subprocess_env):
     proc = _start_run(run, subprocess_env, "--backend", "ray", "--actors", "2")
     _wait_for_rounds(proc, run, 240)
     learner = psutil.Process(proc.pid)
-    cluster = [p for p in learner.children(recursive=True) if "import json, signal" not in " ".join(p.cmdline())]
-    assert any("raylet" in p.name() for p in cluster) and any("Agent" in " ".join(p.cmdline()) for p in cluster)
+    cluster = learner.children(recursive=True)  # the private cluster's processes, and its watchdog
+    assert any("raylet" in command_line(p) for p in cluster) and any("Agent" in command_line(p) for p in cluster)
     return proc, run, cluster
 
 
@@ -505,11 +505,11 @@ def _gone_within(procs, seconds: float) -> list:
 
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        alive = [p for p in procs if p.is_running() and p.status() != "zombie"]
-        if not alive:
+        left = [p for p in procs if alive(p)]
+        if not left:
             return []
         time.sleep(0.2)
-    return alive
+    return left
 
 
 @pytest.mark.slow

@@ -84,12 +84,13 @@ def test_concurrency_cap(make_backend):
 
 @pytest.mark.integration
 def test_idle_instances_are_reaped(make_backend):
-    backend = make_backend(max_concurrency=1, idle_timeout_s=0.5)
+    backend = make_backend(max_concurrency=1, idle_timeout_s=60.0)
     ref = backend.publish(snapshot())
     first = backend.invoke(requests_for(ref, 2))
     processes = [inst.process for inst in backend._instances]
     assert len(processes) == 1
     assert backend.reap_idle() == 0  # just used
+    backend.idle_timeout_s = 0.5  # (set after the check above, which a stall of 0.5 s would otherwise fail)
     time.sleep(1.0)
     assert backend.reap_idle() == 1
     assert backend.instance_ids == [] and backend.instances_reaped == 1
@@ -226,7 +227,7 @@ def test_a_served_instance_is_reused_before_one_that_only_became_ready_later(mak
 
 @pytest.mark.integration
 def test_invocation_timeout_kills_a_hung_instance(make_backend):
-    backend = make_backend(invocation_timeout_s=1.0)
+    backend = make_backend(invocation_timeout_s=5.0)  # room for the other instance's start on a loaded machine
     ref = backend.publish(snapshot(COUNTER))
     hang = EnvSpec("custom_env:CounterEnv", {"sleep_s": 3600.0})  # were it waited for, the test would time out
     fine = EnvSpec("custom_env:CounterEnv", {"length": 5})
@@ -234,7 +235,7 @@ def test_invocation_timeout_kills_a_hung_instance(make_backend):
     hung, ok = replies
     assert hung.record.status == "timed_out" and "timed out" in hung.record.error
     assert hung.record.invocation_id == "r1-train-0"
-    assert hung.record.duration_s >= 1.0
+    assert hung.record.duration_s >= 5.0
     assert ok.ok
     assert hung.record.instance_id not in backend.instance_ids  # the hung instance was killed
     # the backend keeps working

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from run_dir_tools import train_process, wait_rounds
+from run_dir_tools import alive, train_process, wait_rounds
 
 from minionsrl.function.request import Request
 from minionsrl.loop.metrics import read_metrics, read_rows
@@ -58,8 +58,7 @@ def test_private_ray_cluster_process_killed_is_one_line_and_leaves_nothing(tmp_p
     assert out.decode().strip() == "", out.decode()[-2000:]  # no "Raylet is terminated ..." dump
     assert list(Path(tempfile.gettempdir()).glob(f"minionsrl-ray-token-{proc.pid}-*")) == []
     deadline = time.monotonic() + 15  # an agent may take a moment to go after its raylet
-    while left := [p for p, started in cluster if p.is_running() and p.create_time() == started
-                   and p.status() != psutil.STATUS_ZOMBIE]:
+    while left := [p for p, started in cluster if alive(p, started)]:
         assert time.monotonic() < deadline, [(p.pid, p.name()) for p in left]
         time.sleep(0.2)
 

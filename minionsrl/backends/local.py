@@ -354,11 +354,13 @@ class LocalBackend(Backend):
         stack = self._stack_file(inst)
         with contextlib.suppress(OSError):
             os.kill(inst.process.pid, signal.SIGUSR1)
-            for _ in range(20):  # the dump is written by a C signal handler, at once: give it 0.2 s at most
+            # a C signal handler writes the dump, thread by thread, as soon as the worker gets a CPU: on a loaded
+            # machine that may take a while, so wait (2 s at most) until the serving thread's frames are in it
+            text, until = "", time.perf_counter() + 2.0
+            while not local_worker.SERVING.search(text) and time.perf_counter() < until:
                 time.sleep(0.01)
-                if stack.exists() and stack.stat().st_size:
-                    break
-            return local_worker.where_hung(stack.read_text(errors="replace"))
+                text = stack.read_text(errors="replace") if stack.exists() else ""
+            return local_worker.where_hung(text)
         return ""
 
     def _stack_file(self, inst: _Instance) -> Path:

@@ -144,6 +144,7 @@ def _watch_learner(learner: int) -> None:
 
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)')
+SERVING = re.compile(r'local_worker\.py", line \d+ in main')  # the frame of the thread that serves invocations
 _PHASES = {"make_env": "building the env", "reset": "in the env's reset()", "step": "in the env's step()",
            "evaluate": "in an evaluation episode"}
 
@@ -155,7 +156,7 @@ def where_hung(stack: str) -> str:
     threads = [block for block in stack.split("\n\n") if _FRAME.search(block)]
     if not threads:
         return ""
-    serving = next((b for b in threads if re.search(r'local_worker\.py", line \d+ in main', b)), threads[0])
+    serving = next((b for b in threads if SERVING.search(b)), threads[0])
     frames = [m.groupdict() for m in _FRAME.finditer(serving)]
     phase = next((_PHASES[f["name"]] for f in frames if f["name"] in _PHASES), "")
     top = frames[0]

@@ -102,16 +102,17 @@ def function_memory_mb() -> float:
 
 
 def exceed_memory(limit_mb: float, margin_mb: float = 64.0) -> None:
-    """Allocate and touch memory until this process holds more than ``limit_mb`` + ``margin_mb``: quickly up to
-    the limit, then slowly (8 MB every 20 ms), so that a platform watching the process's memory kills it past its
-    limit. A platform that enforces no limit lets it get there: then it raises ``MemoryError`` itself."""
+    """Allocate and touch memory until this process holds more than ``limit_mb`` + ``margin_mb``: quickly to just
+    under the limit, then slowly (8 MB every 25 ms), so that it stays past its limit for a while (at least
+    ``margin_mb`` / 8 × 25 ms) and a platform watching the process's memory kills it there. A platform that enforces
+    no limit lets it get to the end: then it raises ``MemoryError`` itself."""
     held: list[np.ndarray] = []
-    step, target = 8 << 20, (limit_mb + margin_mb) * (1 << 20)
-    while _rss_bytes() < target:
-        block = np.ones(step if _rss_bytes() > limit_mb * (1 << 20) else 8 * step, dtype=np.uint8)  # touched
-        held.append(block)
-        if _rss_bytes() > limit_mb * (1 << 20):
-            time.sleep(0.02)
+    step, limit, target = 8 << 20, limit_mb * (1 << 20), (limit_mb + margin_mb) * (1 << 20)
+    while (rss := _rss_bytes()) < target:
+        fast = rss + 8 * step <= limit  # a large block only where it cannot cross the limit in one go
+        held.append(np.ones(8 * step if fast else step, dtype=np.uint8))  # touched
+        if not fast:
+            time.sleep(0.025)
     raise MemoryError(f"out of memory (injected): allocated past the function's {limit_mb:g} MB and no platform "
                       "stopped it")
 
