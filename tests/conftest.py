@@ -103,6 +103,7 @@ def ray_address():
                     raise RuntimeError(f"the Ray head did not start; see {log_dir}/head.log") from None
                 time.sleep(0.5)
         start("worker", [f"--address={address}"])
+        deadline = time.monotonic() + 90  # the second node's own time to join, on a machine the head has loaded
         while sum(1 for n in ray.nodes() if n["Alive"]) < 2:
             if time.monotonic() > deadline or nodes[1].poll() is not None:
                 raise RuntimeError(f"the second Ray node did not join; see {log_dir}/worker.log")
