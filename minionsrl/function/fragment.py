@@ -100,9 +100,9 @@ class Instance(TypedDict):
 
 class ReplyMeta(TypedDict, total=False):
     """A reply's header (JSON beside its arrays): what the function writes (:func:`~minionsrl.function.rollout.handle`)
-    and the learner reads. It comes from outside the learner, so each field is checked where it is read:
-    ``id`` and ``timings`` by the backend (:func:`~minionsrl.backends.base.make_reply`), ``policy_version`` and
-    ``carry`` by :meth:`Fragment.from_wire`, ``fragments`` by :meth:`Fragment.many_from_wire`."""
+    and the learner reads. It comes from outside the learner, so each field is checked where it is read: ``id``,
+    ``timings`` and ``policy_bytes`` by the backend (:func:`~minionsrl.backends.base.make_reply`), ``policy_version``
+    and ``carry`` by :meth:`Fragment.from_wire`, ``fragments`` by :meth:`Fragment.many_from_wire`."""
 
     type: Literal["fragment", "eval", "error"]
     id: str  # the invocation it answers
