@@ -19,7 +19,7 @@ from minionsrl.learner.engine import SGDEngine, _update_program
 from minionsrl.learner.learners import PPOLearner
 from minionsrl.learner.networks import init_params
 from minionsrl.learner.ppo import ppo_loss
-from minionsrl.loop.session import Schedule
+from minionsrl.loop.session import Remaining
 
 ARCH = PolicyArch(4, 2, True, (8,))
 BASE = {"env_id": "CartPole-v1", "actors": 2, "fragment_length": 64, "eval_episodes": 1, "eval_every": 100,
@@ -105,9 +105,9 @@ def test_a_resume_keeps_the_clip_schedule_with_the_rate_constant():
     """With the clip annealed alone the kept scale is the clip's: 0.25 of it left at 384 of 512 steps, then half of
     1,024 left at 512 steps: the clip goes on at twice the fraction left."""
     cfg = TrainConfig(**BASE, anneal_lr=False, anneal_clip=True, total_timesteps=1024)
-    kept = Schedule.resumed(cfg, Schedule([512, None, None], 1.0, [384, 0.0, 0.0]), [512, 0.0, 0.0])
+    kept = Remaining.resumed(cfg, Remaining([512, None, None], 1.0, [384, 0.0, 0.0]), [512, 0.0, 0.0])
     assert kept.scale == pytest.approx(0.5)
-    fraction = kept.remaining(cfg, [512, 0.0, 0.0])
+    fraction = kept.fraction(cfg, [512, 0.0, 0.0])
     params = learner_settings(learning_rate=1e-3, clip_coef=0.2, lr_schedule="constant", anneal_clip=True)
     assert _annealed(params, fraction) == pytest.approx((1e-3, 0.05))
 
@@ -122,10 +122,10 @@ def test_anneal_clip_is_in_train_help_with_its_default():
 
 
 def test_a_checkpoints_schedule_round_trips_and_a_malformed_one_is_refused():
-    kept = Schedule([512, None, 3600.0], 0.5, [384, 0.0, 12.5])
-    assert Schedule.from_json(json.loads(json.dumps(kept.to_json()))) == kept
-    assert Schedule.from_json(None) is None
+    kept = Remaining([512, None, 3600.0], 0.5, [384, 0.0, 12.5])
+    assert Remaining.from_json(json.loads(json.dumps(kept.to_json()))) == kept
+    assert Remaining.from_json(None) is None
     for bad in ({"limits": [512], "scale": 1.0}, {"limits": [512, None, None], "scale": "1"},
                 {"limits": [512, None, None], "scale": 1.0, "spent": [1, None, 0]}, [512, 1.0]):
         with pytest.raises(ConfigError, match="learning-rate schedule"):
-            Schedule.from_json(bad)
+            Remaining.from_json(bad)

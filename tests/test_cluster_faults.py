@@ -83,7 +83,7 @@ def test_a_slot_throttled_past_max_throttled_is_lost(tmp_path):
     from minionsrl.backends.base import OK
     from minionsrl.function.envs import EnvSpec
     from minionsrl.function.request import Request
-    from minionsrl.loop.retry import RetryPolicy, TooFewReplies, gather
+    from minionsrl.loop.retry import RetryPolicy, TooFewReplies, run_group
 
     with LocalBackend(wire.new_key(), max_concurrency=1) as backend:
         def request(slot: int, attempt: int) -> Request:
@@ -91,9 +91,9 @@ def test_a_slot_throttled_past_max_throttled_is_lost(tmp_path):
                            seed=slot, gamma=0.99, attempt=attempt, fault={"kind": "throttle"})
 
         with pytest.raises(TooFewReplies, match="TooManyRequestsException") as caught:
-            gather(backend, 2, request, lambda req, reply: None,
+            run_group(backend, 2, request, lambda req, reply: None,
                    RetryPolicy(max_retries=0, max_throttled=3, backoff_base_s=0.01))
-    attempts = caught.value.gathered.attempts
+    attempts = caught.value.outcome.attempts
     assert len(attempts) == 2 * 4 and all(a.status == "throttled" for a in attempts)  # 1 try + 3 after back-off
     assert OK not in {a.status for a in attempts}
 

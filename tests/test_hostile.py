@@ -325,12 +325,12 @@ def _requests():
 
 
 def _gather_forged(forge, kind: str):
-    """One slot gathered through a backend that forges its first reply: the forged attempt's record, and the
+    """One slot run through a backend that forges its first reply: the forged attempt's record, and the
     result the retry gave."""
     from test_trust import _snapshot
 
     from minionsrl.function.fragment import Fragment
-    from minionsrl.loop.retry import RetryPolicy, gather
+    from minionsrl.loop.retry import RetryPolicy, run_group
     from minionsrl.loop.sampler import eval_returns
 
     arch, requests = _requests()
@@ -346,7 +346,7 @@ def _gather_forged(forge, kind: str):
         def make(slot, attempt):
             return requests.make("eval", ref, 1, slot, attempt, episodes=2)
         validate = eval_returns
-    got = gather(backend, 1, make, validate, RetryPolicy(max_retries=2))
+    got = run_group(backend, 1, make, validate, RetryPolicy(max_retries=2))
     first, *rest = got.attempts
     return first.reply.record, first.status, got.results, len(rest)
 

@@ -111,7 +111,7 @@ def _gather_round(backend, slots: int = 2, max_retries: int = 2):
     from backend_helpers import CART, STEPS, requests_for, snapshot
 
     from minionsrl.function.fragment import Fragment
-    from minionsrl.loop.retry import RetryPolicy, gather
+    from minionsrl.loop.retry import RetryPolicy, run_group
 
     ref = backend.publish(snapshot())
 
@@ -119,8 +119,9 @@ def _gather_round(backend, slots: int = 2, max_retries: int = 2):
         req = requests_for(ref, slots)[slot]
         return replace(req, id=req.id + (f"-a{attempt}" if attempt else ""), attempt=attempt)
 
-    return gather(backend, slots, request, lambda req, reply: Fragment.from_wire(reply.arrays, reply.meta, STEPS, CART),
-                  RetryPolicy(max_retries=max_retries))
+    return run_group(backend, slots, request,
+                     lambda req, reply: Fragment.from_wire(reply.arrays, reply.meta, STEPS, CART),
+                     RetryPolicy(max_retries=max_retries))
 
 
 @pytest.mark.parametrize("mode", ["delete", "garbage"])
@@ -157,7 +158,7 @@ def test_lithops_storage_that_keeps_losing_the_policy_ends_the_round_with_one_li
     assert "\n" not in message and "only 0 of 2 invocations succeeded" in message
     assert "PolicyUnavailable: the policy object " in message
     assert backend.republishes == 1
-    attempts = caught.value.gathered.attempts
+    attempts = caught.value.outcome.attempts
     assert len(attempts) == 4 and all(a.status == "failed" for a in attempts)
 
 

@@ -81,13 +81,13 @@ def _validate(request: Request, reply: Reply) -> int:
     return int(reply.arrays["x"][0])
 
 
-def _gather(script, slots: int = 4, **policy) -> tuple[retry.Gathered, ScriptedBackend]:
+def _run_group(script, slots: int = 4, **policy) -> tuple[retry.Outcome, ScriptedBackend]:
     backend = ScriptedBackend(script)
-    return retry.gather(backend, slots, _request, _validate, retry.RetryPolicy(**policy)), backend
+    return retry.run_group(backend, slots, _request, _validate, retry.RetryPolicy(**policy)), backend
 
 
 def test_every_slot_ok_first_time():
-    got, backend = _gather(lambda s, a: "ok")
+    got, backend = _run_group(lambda s, a: "ok")
     assert got.results == {0: 0, 1: 1, 2: 2, 3: 3} and got.lost == []
     assert retry.fault_counts(got.attempts, 0) == {"failed": 0, "retried": 0, "timed_out": 0, "duplicates": 0,
                                                    "lost": 0, "throttled": 0}
@@ -96,7 +96,7 @@ def test_every_slot_ok_first_time():
 
 def test_failures_are_retried_until_they_succeed():
     script = {(1, 0): "error", (1, 1): "timeout", (2, 0): "bad"}
-    got, backend = _gather(lambda s, a: script.get((s, a), "ok"), max_retries=3)
+    got, backend = _run_group(lambda s, a: script.get((s, a), "ok"), max_retries=3)
     assert got.results == {0: 0, 1: 1, 2: 2, 3: 3} and got.lost == []
     assert [(r.seed, r.attempt) for r in backend.submitted[4:]] == [(1, 1), (2, 1), (1, 2)]
     assert retry.fault_counts(got.attempts, 0) == {"failed": 3, "retried": 3, "timed_out": 1, "duplicates": 0,
@@ -106,7 +106,7 @@ def test_failures_are_retried_until_they_succeed():
 
 
 def test_retries_are_bounded_and_a_lost_slot_is_tolerated_above_the_fraction():
-    got, _ = _gather(lambda s, a: "error" if s == 3 else "ok", max_retries=2, min_fraction=0.75)
+    got, _ = _run_group(lambda s, a: "error" if s == 3 else "ok", max_retries=2, min_fraction=0.75)
     assert sorted(got.results) == [0, 1, 2] and got.lost == [3]
     assert [a.attempt for a in got.attempts if a.slot == 3] == [0, 1, 2]  # 1 try + 2 retries, then given up
 
@@ -114,12 +114,12 @@ def test_retries_are_bounded_and_a_lost_slot_is_tolerated_above_the_fraction():
 def test_too_few_replies_fail_the_round_with_one_clear_line():
     with pytest.raises(InvocationError, match=r"round: only 2 of 4 invocations succeeded, fewer than "
                                               r"min_reply_fraction 0.75 .* s2-a0: boom") as info:
-        _gather(lambda s, a: "error" if s >= 2 else "ok", max_retries=0, min_fraction=0.75)
+        _run_group(lambda s, a: "error" if s >= 2 else "ok", max_retries=0, min_fraction=0.75)
     assert "\n" not in str(info.value)
 
 
 def test_duplicate_deliveries_are_discarded_but_kept_for_billing():
-    got, _ = _gather(lambda s, a: "twice" if s in (0, 2) else "ok")
+    got, _ = _run_group(lambda s, a: "twice" if s in (0, 2) else "ok")
     assert got.results == {0: 0, 1: 1, 2: 2, 3: 3}
     assert [a.status for a in got.attempts].count(retry.DUPLICATE) == 2
     assert retry.fault_counts(got.attempts, 0)["duplicates"] == 2
@@ -127,7 +127,7 @@ def test_duplicate_deliveries_are_discarded_but_kept_for_billing():
 
 def test_round_deadline_cancels_stragglers_and_proceeds():
     t0 = time.perf_counter()
-    got, _ = _gather(lambda s, a: "never" if s == 1 else "ok", deadline_s=0.3, min_fraction=0.5)
+    got, _ = _run_group(lambda s, a: "never" if s == 1 else "ok", deadline_s=0.3, min_fraction=0.5)
     # the straggler never answers, so the round returned only because the deadline ended it, and not before it
     assert time.perf_counter() - t0 >= 0.3
     assert sorted(got.results) == [0, 2, 3] and got.lost == [1]
@@ -138,7 +138,7 @@ def test_round_deadline_cancels_stragglers_and_proceeds():
 
 def test_round_deadline_with_too_few_replies_fails():
     with pytest.raises(InvocationError, match="only 1 of 4"):
-        _gather(lambda s, a: "ok" if s == 0 else "never", deadline_s=0.2, min_fraction=0.5)
+        _run_group(lambda s, a: "ok" if s == 0 else "never", deadline_s=0.2, min_fraction=0.5)
 
 
 def test_duplicating_backend_delivers_marked_requests_twice():
@@ -160,7 +160,7 @@ def test_a_stray_reply_is_billed_and_ignored():
             return [Reply(InvocationRecord("r0-train-9", "train", run_s=0.2), {"x": np.array([99])}), *out]
 
     backend = Stray(lambda s, a: "ok")
-    got = retry.gather(backend, 2, _request, _validate, retry.RetryPolicy())
+    got = retry.run_group(backend, 2, _request, _validate, retry.RetryPolicy())
     assert got.results == {0: 0, 1: 1}
     stray = [a for a in got.attempts if a.status == retry.STRAY]
     assert len(stray) == 1 and stray[0].reply.record.run_s == 0.2

@@ -47,7 +47,7 @@ def hosts_for(actors: int, vcpus_per_host: int) -> int:
     return math.ceil(actors / vcpus_per_host)
 
 
-# What happened to an invocation: one vocabulary for backends, the gather policy and invocations.csv.
+# What happened to an invocation: one vocabulary for backends, the retry engine and invocations.csv.
 OK, FAILED, TIMED_OUT, CANCELLED = "ok", "failed", "timed_out", "cancelled"
 # Two failures named by their cause: the platform refused the call (it never ran: back off, then retry), and the
 # function ran out of memory (killed at its limit, or its allocation failed: retried as a failure).

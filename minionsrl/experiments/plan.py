@@ -34,7 +34,6 @@ same steps, which only a run (``compare``) can weigh.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -46,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from minionsrl import files
 from minionsrl.backends.base import OK, InvocationRecord
 from minionsrl.config import TrainConfig
 from minionsrl.cost import CostLedger, load_prices
@@ -61,6 +61,8 @@ from minionsrl.forecast import (
     per_sample_s,
     warm_train,
 )
+from minionsrl.loop.metrics import read_metrics, read_rows
+from minionsrl.stats import RoundStats
 
 PROBE_ACTORS = (2, 8)  # the probe's two runs of one-env functions (one, at the second count, under a constant batch)
 PROBE_ROUNDS = 4  # a run's first round is cold (instances, compilation); the others are measured
@@ -116,11 +118,11 @@ def learner_line(batches: tuple[int, ...], seconds: tuple[float, ...], batch: fl
 
 @dataclass
 class _ProbeRun:
-    """What a probe run left: its metrics rows, its successful training invocations (those of its warm rounds
+    """What a probe run left: its rounds, its successful training invocations (those of its warm rounds
     apart: the first round's warm calls ran beside instances starting), and its learner with a round's fragments
     sampled after its last update (to replay an update of that size)."""
 
-    rows: list[dict[str, str]]
+    rounds: list[RoundStats]
     records: list[InvocationRecord]
     warm_rounds: list[InvocationRecord]
     learner: Any
@@ -143,12 +145,10 @@ def _probe_run(cfg: TrainConfig, actors: int, folder: Path) -> _ProbeRun:
         fragments = trainer.sampler.sample(PROBE_ROUNDS + 1, actors).fragments  # what the replays learn on
     finally:
         trainer.close()
-    with open(run_dir / "metrics.csv") as fh:
-        rows = list(csv.DictReader(fh))
-    with open(run_dir / "invocations.csv") as fh:
-        records = [(r["round"], InvocationRecord.from_row(r)) for r in csv.DictReader(fh)]
+    rounds = [RoundStats.from_row(row) for row in read_metrics(run_dir)]
+    records = [(row["round"], InvocationRecord.from_row(row)) for row in read_rows(run_dir / files.INVOCATIONS)]
     train = [(rnd, r) for rnd, r in records if r.kind == "train" and r.status == OK]
-    return _ProbeRun(rows, [r for _, r in train], [r for rnd, r in train if rnd != "1"], trainer.learner, fragments)
+    return _ProbeRun(rounds, [r for _, r in train], [r for rnd, r in train if rnd != "1"], trainer.learner, fragments)
 
 
 def _replayed_s(run: _ProbeRun, copies: int) -> float:
@@ -175,13 +175,13 @@ def probe(cfg: TrainConfig) -> Probe:
     with tempfile.TemporaryDirectory(prefix="minionsrl-plan-") as tmp:
         for n in counts:
             run = _probe_run(cfg, n, Path(tmp))
-            rows = run.rows
+            rounds = run.rounds
             samples = plan.round_batch(n) / n  # per function
             # the median of the warm rounds, as a run's are read: on a busy machine a round's own-instance seconds
             # come out high or low (its threads' waits overlap), and the least of them is the lowest reading
-            learner_warm = float(np.median([float(r["projected_learner_s"]) for r in rows[1:]]))
+            learner_warm = float(np.median([r.projected_learner_s for r in rounds[1:]]))
             learner[plan.round_batch(n)] = learner_warm
-            compiles.append(max(float(rows[0]["projected_learner_s"]) - learner_warm, 0.0))
+            compiles.append(max(rounds[0].projected_learner_s - learner_warm, 0.0))
             colds += [r.init_s for r in run.records if r.cold]
             for r in warm_train(run.warm_rounds):
                 per_sample.append(per_sample_s(r, samples))

@@ -23,7 +23,7 @@ from minionsrl.backends.base import InvocationRecord
 from minionsrl.errors import ConfigError
 from minionsrl.function.extras import check_tensorboard
 from minionsrl.function.fragment import Fragment
-from minionsrl.loop.retry import OK, Attempt, Gathered
+from minionsrl.loop.retry import OK, Attempt, Outcome
 from minionsrl.redact import redact_text
 from minionsrl.stats import METRIC_COLUMNS, RoundStats
 
@@ -196,9 +196,9 @@ class EventFile:
         self._fh.close()
 
 
-def invocation_rows(round_idx: int, gathered: list[Gathered]) -> list[dict[str, Any]]:
+def invocation_rows(round_idx: int, outcomes: list[Outcome]) -> list[dict[str, Any]]:
     """A round's rows of invocations.csv: training before evaluation, by slot and attempt (then arrival)."""
-    attempts = sorted((a for g in gathered for a in g.attempts),
+    attempts = sorted((a for g in outcomes for a in g.attempts),
                       key=lambda a: (a.reply.record.kind != "train", a.slot, a.attempt))
     return [_invocation_row(round_idx, a) for a in attempts]
 

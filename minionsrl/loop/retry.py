@@ -2,7 +2,7 @@
 
 :class:`Tracker` is the one place where replies meet the invocations they answer: every reply is
 classified once (a first delivery, accepted or failed; a second delivery; a reply to nothing sent),
-whichever sampler keeps the invocations in flight. :func:`gather` is the synchronous round on top of
+whichever sampler keeps the invocations in flight. :func:`run_group` is the synchronous round on top of
 it: each slot of the round (one actor) is invoked, and re-invoked after a failure up to
 ``max_retries`` times; every attempt of a slot carries the slot's seed, so a retried fragment is the
 fragment the first attempt would have returned. A call the platform refused (``throttled``) is re-invoked
@@ -49,17 +49,17 @@ DUPLICATE, STRAY = "duplicate", "stray"
 # What becomes of a slot after a failed attempt (:meth:`Retries.after`)
 RETRY, BACK_OFF, GIVE_UP = "retry", "back off", "give up"
 __all__ = ["BACK_OFF", "CANCELLED", "DUPLICATE", "FAILED", "GIVE_UP", "OK", "OOM", "RETRY", "STRAY", "THROTTLED",
-           "TIMED_OUT", "Attempt", "Gathered", "Group", "InFlightGroup", "Retries", "RetryPolicy", "TooFewReplies",
-           "Tracker", "Verdict", "backoff_s", "fault_counts", "gather", "gather_groups", "slot_chains"]
+           "TIMED_OUT", "Attempt", "Group", "InFlightGroup", "Outcome", "Retries", "RetryPolicy", "TooFewReplies",
+           "Tracker", "Verdict", "backoff_s", "fault_counts", "run_group", "run_groups", "slot_chains"]
 _JITTER = random.Random()  # back-off jitter: timing only, never what is learned
 
 
 class TooFewReplies(InvocationError):
-    """A round got fewer results than its policy allows; ``gathered`` holds every attempt, to log and bill."""
+    """A round got fewer results than its policy allows; ``outcome`` holds every attempt, to log and bill."""
 
-    def __init__(self, message: str, gathered: Gathered) -> None:
+    def __init__(self, message: str, outcome: Outcome) -> None:
         super().__init__(message)
-        self.gathered = gathered
+        self.outcome = outcome
 
 
 @dataclass(frozen=True)
@@ -93,19 +93,20 @@ class Attempt:
 
 
 @dataclass
-class Gathered:
-    """What a round got back: a validated result per slot that succeeded, and every attempt."""
+class Outcome:
+    """What a group of invocations came to: a validated result per slot that succeeded, every attempt, and the
+    slots lost."""
 
     results: dict[int, Any]  # slot -> the accepted reply's result
     attempts: list[Attempt] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)  # slots with no result
 
 
-def slot_chains(gathered: list[Gathered]) -> list[list[InvocationRecord]]:
+def slot_chains(outcomes: list[Outcome]) -> list[list[InvocationRecord]]:
     """Each slot's attempts, in the order they ran: a platform runs a slot's retries one after the other. A second
     delivery of one invocation, or a stray reply, is not an attempt of its own."""
     chains: dict[tuple[int, int], list[InvocationRecord]] = {}
-    for group, g in enumerate(gathered):
+    for group, g in enumerate(outcomes):
         for a in g.attempts:
             if a.status not in (DUPLICATE, STRAY):
                 chains.setdefault((group, a.slot), []).append(a.reply.record)
@@ -245,7 +246,7 @@ class Tracker:
 
 @dataclass(frozen=True)
 class Group:
-    """Slots gathered together under one retry policy: a round's training invocations, or an evaluation's.
+    """Slots run together under one retry policy: a round's training invocations, or an evaluation's.
     ``make_request(slot, attempt)`` builds each attempt; ``validate(request, reply)`` turns an ok reply into a
     result or raises ``WireError``."""
 
@@ -256,11 +257,11 @@ class Group:
     what: str = "round"
 
 
-class _Gathering:
-    """One group's invocations while they are gathered: its tracker, its open slots, its deadline."""
+class _RunningGroup:
+    """One group's invocations while they run: its tracker, its open slots, its deadline."""
 
     def __init__(self, backend: Backend, group: Group) -> None:
-        self.group, self.tracker, self.out = group, Tracker(backend), Gathered(results={})
+        self.group, self.tracker, self.out = group, Tracker(backend), Outcome(results={})
         deadline = group.policy.deadline_s
         self.end = None if deadline is None else time.perf_counter() + deadline
         self.open = set(range(group.slots))
@@ -300,7 +301,7 @@ class _Gathering:
         if retries:
             self.tracker.submit([(slot, attempt, self.group.make_request(slot, attempt)) for slot, attempt in retries])
 
-    def close(self) -> Gathered:
+    def close(self) -> Outcome:
         """Cancel what still runs (past the deadline), list the slots without a result; too few is an error."""
         out, g = self.out, self.group
         stragglers = self.tracker.cancel() if self.tracker.flying else []
@@ -319,31 +320,31 @@ class _Gathering:
         return out
 
 
-def gather(backend: Backend, slots: int, make_request: Callable[[int, int], Request],
-           validate: Validator, policy: RetryPolicy, what: str = "round") -> Gathered:
+def run_group(backend: Backend, slots: int, make_request: Callable[[int, int], Request],
+              validate: Validator, policy: RetryPolicy, what: str = "round") -> Outcome:
     """Invoke ``slots`` functions and collect them under ``policy`` (one :class:`Group`)."""
-    return gather_groups(backend, [Group(slots, make_request, validate, policy, what)])[0]
+    return run_groups(backend, [Group(slots, make_request, validate, policy, what)])[0]
 
 
 class InFlightGroup:
-    """A group's invocations submitted now and gathered later by :func:`gather_groups` (a pipelined round's
+    """A group's invocations submitted now and awaited later by :func:`run_groups` (a pipelined round's
     training wave, sent before the update it overlaps)."""
 
     def __init__(self, backend: Backend, group: Group) -> None:
-        self.state = _Gathering(backend, group)
+        self.state = _RunningGroup(backend, group)
 
-    def cancel(self) -> Gathered:
+    def cancel(self) -> Outcome:
         """Cancel what still runs of the group (billed, never learned from)."""
-        return Gathered({}, self.state.tracker.cancel())
+        return Outcome({}, self.state.tracker.cancel())
 
 
-def gather_groups(backend: Backend, groups: list[Group], in_flight: InFlightGroup | None = None) -> list[Gathered]:
+def run_groups(backend: Backend, groups: list[Group], in_flight: InFlightGroup | None = None) -> list[Outcome]:
     """Several groups' invocations in flight at once (an evaluation beside a training round): each reply goes
     to the group that sent it (a reply to nothing sent is the first group's stray), each group keeps its own
     retries and deadline, and all of them are done when this returns. ``in_flight``: a group submitted earlier,
-    gathered first. A group that gets too few results raises :class:`TooFewReplies` with every group's
+    awaited first. A group that gets too few results raises :class:`TooFewReplies` with every group's
     attempts, to log and bill."""
-    states = [*([in_flight.state] if in_flight else []), *(_Gathering(backend, group) for group in groups)]
+    states = [*([in_flight.state] if in_flight else []), *(_RunningGroup(backend, group) for group in groups)]
     while backend.in_flight or any(s.retries.pending for s in states):
         now = time.perf_counter()
         waiting = [s for s in states if s.open and (s.end is None or s.end > now)]  # past its deadline: closed below
@@ -372,7 +373,7 @@ def gather_groups(backend: Backend, groups: list[Group], in_flight: InFlightGrou
             closed.append(s.close())
         except TooFewReplies as exc:
             failure = failure or exc
-            closed.append(exc.gathered)
+            closed.append(exc.outcome)
     if failure is not None:
-        raise TooFewReplies(str(failure), Gathered({}, [a for g in closed for a in g.attempts]))
+        raise TooFewReplies(str(failure), Outcome({}, [a for g in closed for a in g.attempts]))
     return closed

@@ -11,7 +11,7 @@ slot ``s``'s environment ``e`` has the seed of actor ``s·E + e``, as a one-envi
 so a run samples the same whatever E.
 
 How it comes back: :class:`SyncSampler` (PPO) invokes ``n`` functions and waits for them at a barrier with a
-deadline (:func:`~minionsrl.loop.retry.gather`); :class:`PipelinedSampler` (``--pipeline``) is that barrier with the
+deadline (:func:`~minionsrl.loop.retry.run_group`); :class:`PipelinedSampler` (``--pipeline``) is that barrier with the
 next round's functions sent while the learner updates. :class:`AsyncSampler` (APPO, IMPALA; DESIGN §1, last
 paragraph) keeps ``n`` invocations in flight and returns once ``k`` fragments have arrived; every function that
 returns is resubmitted at once with the newest published policy, so invocations never wait for the learner and
@@ -50,13 +50,13 @@ from minionsrl.loop.retry import (
     STRAY,
     THROTTLED,
     Attempt,
-    Gathered,
     Group,
     InFlightGroup,
+    Outcome,
     Retries,
     RetryPolicy,
     Tracker,
-    gather_groups,
+    run_groups,
     slot_chains,
 )
 
@@ -173,7 +173,7 @@ class Sampled:
     round began, beside the previous update (pipelined)."""
 
     fragments: list[Fragment]
-    gathered: list[Gathered]
+    outcomes: list[Outcome]
     eval_return: float | None = None
     policy_lag_mean: float | None = None
     policy_lag_max: int | None = None
@@ -182,16 +182,16 @@ class Sampled:
     sent_ahead: bool = False
 
     def times(self, wall_s: float, learner_s: float, previous_learner_s: float,
-              evaluated_after: list[Gathered] | None = None) -> RoundTimes:
+              evaluated_after: list[Outcome] | None = None) -> RoundTimes:
         """The round's times for the ledger. Functions sent ahead ran beside the previous update: its own seconds
         (``previous_learner_s``) are their head start, and they are billed apart from an evaluation sent beside
         them at the round's start (that one had no head start)."""
         head_start_s = previous_learner_s if self.sent_ahead else 0.0
         after = slot_chains(evaluated_after or [])
         if not head_start_s:
-            return RoundTimes(wall_s, learner_s, slot_chains(self.gathered), after)
-        return RoundTimes(wall_s, learner_s, slot_chains(self.gathered[:1]), after, head_start_s,
-                          slot_chains(self.gathered[1:]))
+            return RoundTimes(wall_s, learner_s, slot_chains(self.outcomes), after)
+        return RoundTimes(wall_s, learner_s, slot_chains(self.outcomes[:1]), after, head_start_s,
+                          slot_chains(self.outcomes[1:]))
 
 
 class Sampler(ABC):
@@ -215,13 +215,13 @@ class Sampler(ABC):
         ``evaluation`` (samplers that :attr:`evaluates_beside`), that evaluation of the same policy too."""
 
     @abstractmethod
-    def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Gathered]:
+    def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Outcome]:
         """Mean return of ``episodes`` deterministic episodes of the published policy, run as up to
         ``n_actors`` rollout functions (the mean is over the episodes of the slots that came back)."""
 
-    def finish(self) -> Gathered:
+    def finish(self) -> Outcome:
         """Stop: cancel whatever is still in flight (billed for the time it ran)."""
-        return Gathered({})
+        return Outcome({})
 
     def sent_actors(self, round_idx: int) -> int | None:
         """The actor count of round ``round_idx``'s functions if they were sent already, ahead of it."""
@@ -280,7 +280,7 @@ class Sampler(ABC):
         return [episodes // slots + (1 if i < episodes % slots else 0) for i in range(slots)]
 
     @staticmethod
-    def _mean_return(got: Gathered) -> float:
+    def _mean_return(got: Outcome) -> float:
         return float(np.concatenate([got.results[slot] for slot in sorted(got.results)]).mean())  # slot order
 
 
@@ -303,7 +303,7 @@ class SyncSampler(Sampler):
     evaluates_beside = True
 
     def sample(self, round_idx: int, n: int, evaluation: Evaluation | None = None) -> Sampled:
-        return self._gather(self._send(round_idx, n), evaluation)
+        return self._await_round(self._send(round_idx, n), evaluation)
 
     def _send(self, round_idx: int, n: int) -> SentRound:
         """Round ``round_idx``'s ``n`` training functions, sent now with the published policy."""
@@ -318,10 +318,10 @@ class SyncSampler(Sampler):
                          lambda req, r: self._fragments(req, r, version), self.retry, f"round {round_idx} training")
         return SentRound(round_idx, n, version, ref, InFlightGroup(self.backend, training), policy)
 
-    def _gather(self, wave: SentRound, evaluation: Evaluation | None, sent_ahead: bool = False) -> Sampled:
+    def _await_round(self, wave: SentRound, evaluation: Evaluation | None, sent_ahead: bool = False) -> Sampled:
         """Wait for ``wave`` (and ``evaluation``, sent now beside it); its fragments in slot order."""
         beside = [self._evaluation(evaluation, self.publisher.ref())] if evaluation else []
-        got, *evaluated = gather_groups(self.backend, beside, wave.in_flight)
+        got, *evaluated = run_groups(self.backend, beside, wave.in_flight)
         if self.carry_episodes:  # a lost slot's episodes are lost with it: the slot starts new ones
             actors = wave.actors * self.envs  # the paused episodes of actors outside the round wait (_resume_paused)
             self.carries = {a: carry for a, carry in self.carries.items() if a >= actors}
@@ -334,8 +334,8 @@ class SyncSampler(Sampler):
                        policy_lag_mean=float(lag) if lagged else None, policy_lag_max=lag if lagged else None,
                        sent_ahead=sent_ahead)
 
-    def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Gathered]:
-        got = gather_groups(self.backend, [self._evaluation(Evaluation(round_idx, n_actors, episodes),
+    def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Outcome]:
+        got = run_groups(self.backend, [self._evaluation(Evaluation(round_idx, n_actors, episodes),
                                                             self.publisher.ref())])[0]
         return self._mean_return(got), got
 
@@ -357,7 +357,7 @@ class PipelinedSampler(SyncSampler):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.ahead: SentRound | None = None  # sent ahead of its round, not yet gathered
+        self.ahead: SentRound | None = None  # sent ahead of its round, not yet awaited
         self.resumed_ahead: tuple[int, int, PolicySnapshot] | None = None  # (round, actors, policy) to send again
 
     def sent_actors(self, round_idx: int) -> int | None:
@@ -376,7 +376,7 @@ class PipelinedSampler(SyncSampler):
         sent_ahead = self.sent_actors(round_idx) is not None  # a resumed wave was sent ahead by the checkpointed run
         wave = self.ahead if self.ahead is not None and self.ahead.round == round_idx else self._send(round_idx, n)
         self.ahead = None
-        return self._gather(wave, evaluation, sent_ahead)
+        return self._await_round(wave, evaluation, sent_ahead)
 
     def _send(self, round_idx: int, n: int, keep_policy: bool = False) -> SentRound:
         """As :meth:`SyncSampler._send`, keeping the policy for the checkpoint (``keep_policy``); a wave the
@@ -390,10 +390,10 @@ class PipelinedSampler(SyncSampler):
         self.resumed_ahead = None
         return self._wave(round_idx, n, ref, version, policy)
 
-    def finish(self) -> Gathered:
+    def finish(self) -> Outcome:
         """Cancel a wave sent ahead, if any (billed for the time it ran)."""
         wave, self.ahead = self.ahead, None
-        return wave.in_flight.cancel() if wave is not None else Gathered({})
+        return wave.in_flight.cancel() if wave is not None else Outcome({})
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
@@ -442,8 +442,8 @@ class AsyncSampler(Sampler):
         self.slot_calls: dict[int, int] = {}  # slot -> invocations started so far (seeds and ids)
         # per slot: failures in a row (stale-policy ones not counted), refusals in a row, the retry not made yet
         self.retries = Retries(self.retry)
-        self.arrived: list[tuple[list[Fragment], Gathered]] = []  # replies' fragments not yet used by an update
-        self.unlogged: list[Gathered] = []  # failed, duplicate and stray deliveries not yet logged and billed
+        self.arrived: list[tuple[list[Fragment], Outcome]] = []  # replies' fragments not yet used by an update
+        self.unlogged: list[Outcome] = []  # failed, duplicate and stray deliveries not yet logged and billed
         self.n_target = 0  # invocations to keep in flight (the scaler's n of the current round)
         self.stale_retries = 0  # failed invocations that held an outdated policy reference, resubmitted
 
@@ -456,13 +456,13 @@ class AsyncSampler(Sampler):
         while len(self.arrived) < k:
             self._route(self._collect())
         arrived, self.arrived = self.arrived, []
-        gathered, self.unlogged = [g for _, g in arrived] + self.unlogged, []
+        outcomes, self.unlogged = [g for _, g in arrived] + self.unlogged, []
         fragments = [f for frags, _ in arrived for f in frags]
         lags = [self.publisher.version - f.policy_version for f in fragments]  # updates since each was sampled
-        return Sampled(fragments, gathered, policy_lag_mean=float(np.mean(lags)), policy_lag_max=int(max(lags)),
+        return Sampled(fragments, outcomes, policy_lag_mean=float(np.mean(lags)), policy_lag_max=int(max(lags)),
                        used=len(fragments), stale_retries=self.stale_retries)
 
-    def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Gathered]:
+    def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Outcome]:
         """Evaluation while training invocations stay in flight: every reply that arrives meanwhile is routed,
         until each evaluation slot has a result (a failed slot is retried up to ``max_retries`` times; a refused,
         throttled, one after a back-off, up to ``max_throttled`` times)."""
@@ -476,7 +476,7 @@ class AsyncSampler(Sampler):
                                      for slot, attempt in sent])
 
         submit([(slot, 0) for slot in range(len(per_slot))])
-        got = Gathered({})
+        got = Outcome({})
         while len(got.results) < len(per_slot):
             for attempt in self._route(self._collect(retries.next_due())):
                 got.attempts.append(attempt)
@@ -491,9 +491,9 @@ class AsyncSampler(Sampler):
             submit(retries.due(time.perf_counter()))  # failed ones at once, refused ones once backed off
         return self._mean_return(got), got
 
-    def finish(self) -> Gathered:
+    def finish(self) -> Outcome:
         self.n_target = 0  # submit nothing more, not even while a final evaluation runs
-        return Gathered({}, self.tracker.cancel())
+        return Outcome({}, self.tracker.cancel())
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "slot_calls": json.dumps({str(k): v for k, v in self.slot_calls.items()})}
@@ -538,7 +538,7 @@ class AsyncSampler(Sampler):
         for reply in replies:
             attempt = self.tracker.receive(reply, self._validate)
             if attempt.status in (DUPLICATE, STRAY):  # billed, never learned from
-                self.unlogged.append(Gathered({}, [attempt]))
+                self.unlogged.append(Outcome({}, [attempt]))
             elif attempt.request is not None and attempt.request.kind == "eval":
                 evaluations.append(attempt)
             elif attempt.status != OK:
@@ -547,14 +547,14 @@ class AsyncSampler(Sampler):
                 self.retries.succeeded(attempt.slot)
                 if self.carry_episodes:
                     self._keep_carries(attempt.slot, attempt.result)
-                self.arrived.append((attempt.result, Gathered({attempt.slot: attempt.result}, [attempt])))
+                self.arrived.append((attempt.result, Outcome({attempt.slot: attempt.result}, [attempt])))
         self._top_up()
         return evaluations
 
     def _failed(self, attempt: Attempt) -> None:
         """Keep a failed (or refused) attempt's slot for its retry (a new id, the same seed, the newest policy) at
-        the next top-up, a refused one once backed off, as gather does; a slot given up fails the run."""
-        self.unlogged.append(Gathered({}, [attempt]))
+        the next top-up, a refused one once backed off, as run_group does; a slot given up fails the run."""
+        self.unlogged.append(Outcome({}, [attempt]))
         stale = attempt.status != THROTTLED and self.publisher.newest is not None \
             and attempt.request is not None and attempt.request.policy != self.publisher.newest
         self.stale_retries += stale

@@ -45,7 +45,7 @@ def fraction_left(spent: list[float], limits: list[float | None]) -> float:
 
 
 @dataclass
-class Schedule:
+class Remaining:
     """How much of the run is left, kept across resumes: the fraction the learner anneals its rate and clip by.
 
     The trainer tells the learner ``1 - f`` each round, ``f`` the spent fraction of whichever limit is nearest its
@@ -62,9 +62,9 @@ class Schedule:
     spent: list[float] | None = None  # what the run had spent of each of LIMITS when its last round started
 
     @classmethod
-    def resumed(cls, cfg: TrainConfig, kept: Schedule | None, spent: list[float]) -> Schedule:
-        """The schedule of this session: ``kept`` is the checkpoint's (None: a fresh run), ``spent`` what the run
-        has spent so far (steps, serverless dollars, projected seconds)."""
+    def resumed(cls, cfg: TrainConfig, kept: Remaining | None, spent: list[float]) -> Remaining:
+        """What is left of the run, this session: ``kept`` is the checkpoint's (None: a fresh run), ``spent`` what
+        the run has spent so far (steps, serverless dollars, projected seconds)."""
         now = run_limits(cfg)
         if kept is None:
             return cls(now)
@@ -77,7 +77,7 @@ class Schedule:
                 scale = rate / left  # rate at the next round, falling to 0 at the new nearest limit
         return cls(now, scale, kept.spent)
 
-    def remaining(self, cfg: TrainConfig, spent: list[float]) -> float:
+    def fraction(self, cfg: TrainConfig, spent: list[float]) -> float:
         """The fraction of the run left with ``spent`` spent, remembered (checkpointed with the round: where its
         rate stood)."""
         self.spent = spent
@@ -87,7 +87,7 @@ class Schedule:
         return {"limits": self.limits, "scale": self.scale, "spent": self.spent}
 
     @classmethod
-    def from_json(cls, raw: Any) -> Schedule | None:
+    def from_json(cls, raw: Any) -> Remaining | None:
         """A checkpoint's schedule (None when it kept none); a malformed one is a ConfigError."""
         if raw is None:
             return None
@@ -122,7 +122,7 @@ class Progress:
     # (round, actors, episodes): the evaluation of round ``round``'s policy that runs beside the next round's
     # functions; that round's row (last_round) is written once it returns
     pending_eval: tuple[int, int, int] | None = None
-    schedule: Schedule | None = None  # the learning-rate schedule across resumes (its checkpoint key: anneal)
+    remaining: Remaining | None = None  # the fraction of the run left, across resumes (its checkpoint key: anneal)
     started: float = field(default_factory=time.perf_counter)
 
     def wall(self) -> float:
@@ -136,7 +136,7 @@ class Progress:
                 "last_row": json.dumps(None if self.last_round is None else self.last_round.to_row()),
                 "stop": json.dumps({"stopped_by": self.stopped_by, "budget": self.stop_budget}),
                 "pending_eval": json.dumps(self.pending_eval),
-                "anneal": json.dumps(None if self.schedule is None else self.schedule.to_json())}
+                "anneal": json.dumps(None if self.remaining is None else self.remaining.to_json())}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.round, self.env_steps, self.wall_offset = int(state["round"]), int(state["env_steps"]), state["wall_s"]
@@ -153,7 +153,7 @@ class Progress:
         self.stopped_by, self.stop_budget = stop["stopped_by"], stop["budget"]
         pending = json.loads(state["pending_eval"])
         self.pending_eval = tuple(pending) if pending else None
-        self.schedule = Schedule.from_json(json.loads(state["anneal"]))
+        self.remaining = Remaining.from_json(json.loads(state["anneal"]))
 
 
 def budgets(cfg: TrainConfig) -> dict[str, float | None]:

@@ -30,9 +30,9 @@ from minionsrl.learner.detectors import DetectorPlan
 from minionsrl.learner.learners import Learned, Learner
 from minionsrl.loop import checkpoint
 from minionsrl.loop.metrics import RunLog, invocation_rows
-from minionsrl.loop.retry import OK, Attempt, Gathered, TooFewReplies, fault_counts
+from minionsrl.loop.retry import OK, Attempt, Outcome, TooFewReplies, fault_counts
 from minionsrl.loop.sampler import Evaluation, Publisher, Sampled, Sampler, invocation_seed
-from minionsrl.loop.session import Progress, Schedule, Session, budgets, nothing_to_do, reached, resumed_stop
+from minionsrl.loop.session import Progress, Remaining, Session, budgets, nothing_to_do, reached, resumed_stop
 from minionsrl.scaling.base import Scaler
 from minionsrl.stats import RoundStats, RunSummary
 
@@ -49,8 +49,8 @@ class Round:
     sampled: Sampled = field(default_factory=lambda: Sampled([], []))
     learned: Learned | None = None  # its detectors' columns and seconds too
     learning: runtime.Mark | None = None  # the learner's clocks when its part began
-    gathered: list[Gathered] = field(default_factory=list)  # every attempt: training, evaluation, cancelled ones
-    evaluated_after: list[Gathered] = field(default_factory=list)  # an evaluation after the update
+    outcomes: list[Outcome] = field(default_factory=list)  # every attempt: training, evaluation, cancelled ones
+    evaluated_after: list[Outcome] = field(default_factory=list)  # an evaluation after the update
     eval_return: float | None = None
     eval_deferred: bool = False  # its evaluation runs beside the next round's functions: its row is written then
     learner_s: float = 0.0  # the learner's part on a host of its own: update and detectors, less their CPU wait
@@ -73,7 +73,7 @@ class Trainer:
         if session.resume_state is not None:
             self._restore(session.resume_state)
         # a resumed run keeps its learning-rate schedule, whatever limits it was given now
-        self.progress.schedule = Schedule.resumed(cfg, self.progress.schedule, self._spent())
+        self.progress.remaining = Remaining.resumed(cfg, self.progress.remaining, self._spent())
         # a checkpoint taken while its round's evaluation was in flight: that round's row is written again, after
         # the evaluation runs again (metrics.csv may hold it already, if the run stopped later)
         held = self.progress.pending_eval is not None
@@ -99,7 +99,7 @@ class Trainer:
         returns False the run stops after that round (``stopped_by: callback``): a row still waiting for its
         evaluation is written without it, and the round is checkpointed (``--resume`` continues the run).
 
-        A resumed run keeps its learning-rate schedule (:class:`~minionsrl.loop.session.Schedule`): changed limits
+        A resumed run keeps its learning-rate schedule (:class:`~minionsrl.loop.session.Remaining`): changed limits
         (``total_timesteps``, the budgets) do not restart the annealing."""
         self.progress.started = time.perf_counter()
         try:
@@ -206,23 +206,23 @@ class Trainer:
         to run beside (``--eval-overlap``, or a sampler that ``defers_evaluation``: its functions sent ahead hold
         the backend)."""
         cfg, p = self.cfg, self.progress
-        r.gathered = list(r.sampled.gathered)
+        r.outcomes = list(r.sampled.outcomes)
         assert r.learning is not None
         so_far = r.sampled.times(time.perf_counter() - r.started, runtime.own_s(r.learning), r.previous_learner_s)
-        p.stopped_by = self._stop_reason(self.ledger.round_usd(so_far, [a.reply.record for g in r.gathered
+        p.stopped_by = self._stop_reason(self.ledger.round_usd(so_far, [a.reply.record for g in r.outcomes
                                                                          for a in g.attempts]),
                                          self.ledger.projected_s(so_far))
         if p.stopped_by:  # abandon what is still in flight, a wave sent ahead too (billed for the time it ran)
-            r.gathered.append(self.sampler.finish())
+            r.outcomes.append(self.sampler.finish())
         r.decided_at, r.learner_s = time.perf_counter(), runtime.own_s(r.learning)
         due = bool(cfg.eval.eval_every) and r.index % cfg.eval.eval_every == 0
         r.eval_deferred = (due and not p.stopped_by and (cfg.eval.eval_overlap or self.sampler.defers_evaluation)
                            and self.sampler.evaluates_beside)
         if (due and not r.eval_deferred) or p.stopped_by:
-            r.eval_return, evaluated = self._logging_failures(r.gathered, lambda: self.sampler.evaluate(
+            r.eval_return, evaluated = self._logging_failures(r.outcomes, lambda: self.sampler.evaluate(
                 r.index, r.n_actors, cfg.eval.eval_episodes))
             self._evaluated(r.index, r.eval_return)
-            r.gathered.append(evaluated)
+            r.outcomes.append(evaluated)
             r.evaluated_after.append(evaluated)
             p.stopped_by = p.stopped_by or self._stop_reason(check_budget=False)  # this evaluation may reach the target
         r.ended = time.perf_counter()
@@ -246,16 +246,16 @@ class Trainer:
                 or (cfg.run.max_rounds is not None and p.round >= cfg.run.max_rounds))
 
     # -- pieces of a round -----------------------------------------------------------------------
-    def _logging_failures(self, earlier: list[Gathered], step: Callable[[], Any]) -> Any:
+    def _logging_failures(self, earlier: list[Outcome], step: Callable[[], Any]) -> Any:
         """Run a sampling step; a round that fails still lists its attempts (and ``earlier`` ones of the same
         round) in invocations.csv before the error ends the run."""
         try:
             return step()
         except TooFewReplies as exc:
-            self.log.log_invocations(invocation_rows(self.round, [*earlier, exc.gathered]))
+            self.log.log_invocations(invocation_rows(self.round, [*earlier, exc.outcome]))
             if fragment.ENV_FAULT in str(exc):  # a reply failed its checks on what the env returned: name the env
                 named = str(exc).replace(fragment.ENV_FAULT, f"the env {self.cfg.env.env_id!r} returned", 1)
-                raise TooFewReplies(named, exc.gathered) from None
+                raise TooFewReplies(named, exc.outcome) from None
             raise
 
     def _detector_plan(self, fragments: int) -> DetectorPlan | None:
@@ -272,8 +272,8 @@ class Trainer:
     def _bill_and_log(self, r: Round) -> RoundStats:
         """Bill every attempt (failed ones, retries, duplicates and cancelled stragglers too, an evaluation in the
         round it ran); write the row, or only its invocations when the round holds it for its evaluation."""
-        attempts = [a for g in r.gathered for a in g.attempts]
-        lost = sum(len(g.lost) for g in r.gathered)
+        attempts = [a for g in r.outcomes for a in g.attempts]
+        lost = sum(len(g.lost) for g in r.outcomes)
         times = r.sampled.times(r.ended - r.started, r.learner_s, r.previous_learner_s, r.evaluated_after)
         bill = self.ledger.bill_round(times, [a.reply.record for a in attempts], r.n_actors)
         episodes = [x for f in r.sampled.fragments for x in f.episode_returns.tolist()]
@@ -303,9 +303,9 @@ class Trainer:
         self.progress.recent_costs.append(bill.cost_serverless_usd)
         self.progress.recent_projected.append(bill.projected_round_s)
         if r.eval_deferred:
-            self.log.log_invocations(invocation_rows(r.index, r.gathered))
+            self.log.log_invocations(invocation_rows(r.index, r.outcomes))
         else:
-            self.log.log_round(stats, invocation_rows(r.index, r.gathered))
+            self.log.log_round(stats, invocation_rows(r.index, r.outcomes))
             self.written.append(stats)
         self.progress.last_round = stats
         return stats
@@ -345,9 +345,9 @@ class Trainer:
         """The fraction of the run left, which the learner anneals its rate (``lr_schedule`` anneal) and clip
         (``anneal_clip``) by: linearly to 0 over the run's spent fraction of whichever limit is nearest its end —
         total_timesteps (CleanRL's schedule), the dollar budget, or the projected-time budget — times the scale a
-        resumed run with changed limits keeps (:class:`~minionsrl.loop.session.Schedule`)."""
-        assert self.progress.schedule is not None  # set in __init__
-        return self.progress.schedule.remaining(self.cfg, self._spent())
+        resumed run with changed limits keeps (:class:`~minionsrl.loop.session.Remaining`)."""
+        assert self.progress.remaining is not None  # set in __init__
+        return self.progress.remaining.fraction(self.cfg, self._spent())
 
     def _abandon_in_flight(self) -> None:
         """Cancel what still runs after the last round (a wave sent ahead, asynchronous invocations) and bill it: its
