@@ -22,7 +22,24 @@ from minionsrl.function.fragment import ReplyMeta, Timings
 from minionsrl.function.request import Request
 from minionsrl.numbers import is_amount
 
-NAMES = ("local", "server", "ray", "lithops")  # the backends, by the name a config gives them
+
+@dataclass(frozen=True)
+class Kind:
+    """A backend as a config names it: where its functions run, in the summary's words, and the pip extra it needs
+    (checked before any work). Its constructor is in the composition root (:data:`minionsrl.build.BACKENDS`)."""
+
+    where: str
+    extra: str | None = None
+
+
+# every backend, by the name a config gives it: the one table the config's choices, the summary and the checks read
+KINDS: dict[str, Kind] = {
+    "local": Kind("local worker processes (this machine)"),
+    "server": Kind("long-lived worker processes (this machine: the server-based baseline)"),
+    "ray": Kind("Ray tasks", extra="ray"),
+    "lithops": Kind("Lithops", extra="lithops"),
+}
+NAMES = tuple(KINDS)
 
 
 # The defaults of the backends that run functions on this machine (here, not in backends.local, so that the
@@ -348,11 +365,6 @@ def earliest(*timeouts: float | None) -> float | None:
     return max(0.0, min(given)) if given else None
 
 
-# what each backend's functions run on, for the summary (Backend.where)
-WHERE = {"local": "local worker processes (this machine)", "server": "long-lived worker processes (this machine: the "
-         "server-based baseline)", "ray": "Ray tasks", "lithops": "Lithops"}
-
-
 class Backend(ABC):
     """Runs rollout functions: ``local`` (embedded FaaS runtime), ``server``, ``ray`` and ``lithops``.
 
@@ -394,7 +406,8 @@ class Backend(ABC):
     def where(self) -> str:
         """Where the functions run, in words: the summary's "functions ran on" (a backend that knows more, such as
         Lithops' compute backend and config, says more)."""
-        return WHERE.get(self.name, self.name)
+        kind = KINDS.get(self.name)
+        return kind.where if kind is not None else self.name
 
     def prewarm(self, count: int) -> None:  # noqa: B027 - optional: most platforms cannot prewarm
         """Start up to ``count`` instances ahead of the first invocations, where the platform can (their first

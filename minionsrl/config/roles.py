@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from minionsrl.backends.base import IDLE_TIMEOUT_S
+from minionsrl.backends.base import IDLE_TIMEOUT_S, KINDS
 from minionsrl.backends.base import NAMES as BACKENDS
 from minionsrl.config.fields import check_path, setting
 from minionsrl.config.presets import ENV_PRESETS, PRESET_NAMES
@@ -311,8 +311,9 @@ class FunctionsConfig(Role):
                                          learning=False)
 
     def check(self) -> None:
-        if self.backend in ("ray", "lithops"):
-            require_extra(f"--backend {self.backend}", self.backend)
+        extra = KINDS[self.backend].extra
+        if extra is not None:
+            require_extra(f"--backend {self.backend}", extra)
 
 
 @dataclass(frozen=True)
