@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from minionsrl.config import TrainConfig
-from minionsrl.stats import RunSummary
+from minionsrl.stats import RoundStats, RunSummary
 
 LINE_EVERY_S = 10.0  # the least seconds between two plain lines (a CartPole round takes a few milliseconds)
 
@@ -53,26 +53,26 @@ def _count(n: float) -> str:
     return f"{n // 1000}k" if n >= 10_000 and n % 1000 == 0 else f"{n:,}"
 
 
-def _nearest(cfg: TrainConfig, row: dict[str, Any], projected_s: float) -> tuple[float, str]:
+def _nearest(cfg: TrainConfig, row: RoundStats, projected_s: float) -> tuple[float, str]:
     """The spent fraction of the limit nearest its end (steps, rounds, dollar or projected-time budget), and that
     limit in words (``500k steps``); ``(0.0, "")`` without limits."""
-    spent = [(row["env_steps"], cfg.run.total_timesteps, lambda n: f"{_count(n)} steps"),
-             (row["round"], cfg.run.max_rounds, lambda n: f"round {n}"),
-             (row.get("cum_cost_serverless_usd") or 0.0, cfg.cost.budget_usd, lambda n: f"${n:g}"),
+    spent = [(row.env_steps, cfg.run.total_timesteps, lambda n: f"{_count(n)} steps"),
+             (row.round, cfg.run.max_rounds, lambda n: f"round {n}"),
+             (row.cum_cost_serverless_usd or 0.0, cfg.cost.budget_usd, lambda n: f"${n:g}"),
              (projected_s, cfg.cost.time_budget_s, lambda n: f"{n:g} projected s")]
     return max(((used / limit, name(limit)) for used, limit, name in spent if limit), default=(0.0, ""))
 
 
-def eta_s(cfg: TrainConfig, row: dict[str, Any], projected_s: float) -> float | None:
+def eta_s(cfg: TrainConfig, row: RoundStats, projected_s: float) -> float | None:
     """Wall seconds left until the nearest limit the run has (steps, rounds, dollar or projected-time budget),
     extrapolated from the wall time so far; None when no limit gives one (a target return alone)."""
     fraction, _ = _nearest(cfg, row, projected_s)
     if not fraction > 0:
         return None
-    return max(row["wall_s"] * (1.0 - fraction) / fraction, 0.0) if fraction < 1 else 0.0
+    return max(row.wall_s * (1.0 - fraction) / fraction, 0.0) if fraction < 1 else 0.0
 
 
-def eta_goal(cfg: TrainConfig, row: dict[str, Any], projected_s: float) -> str:
+def eta_goal(cfg: TrainConfig, row: RoundStats, projected_s: float) -> str:
     """What the ETA counts to: the nearest limit (``to 500k steps``), and the target return that may stop the run
     sooner (``to 500k steps or return 500``; a target alone: ``until return 500``)."""
     _, limit = _nearest(cfg, row, projected_s)
@@ -82,13 +82,13 @@ def eta_goal(cfg: TrainConfig, row: dict[str, Any], projected_s: float) -> str:
     return f"to {limit} or return {target:g}" if limit else f"until return {target:g}"
 
 
-def figures(row: dict[str, Any], last_eval: Any, eta: float | None, goal: str = "") -> str:
+def figures(row: RoundStats, last_eval: float | None, eta: float | None, goal: str = "") -> str:
     """The round's figures as one line: the bar's text and the log's line. ``train`` is the mean return of the
     training episodes that ended in this round; ``eval`` the latest evaluation (deterministic); ``goal`` what the
     ETA counts to (:func:`eta_goal`)."""
-    return (f"round {row['round']} · {row['env_steps']} steps · {_num(row['sps'], '.0f')} steps/s · "
-            f"{row['n_actors']} actors · train {_num(row['train_return_mean'])} · eval {_num(last_eval)} · "
-            f"{_usd(row.get('cum_cost_serverless_usd') or 0.0)} · ETA {'-' if eta is None else _clock(eta)}"
+    return (f"round {row.round} · {row.env_steps} steps · {_num(row.sps, '.0f')} steps/s · "
+            f"{row.n_actors} actors · train {_num(row.train_return_mean)} · eval {_num(last_eval)} · "
+            f"{_usd(row.cum_cost_serverless_usd or 0.0)} · ETA {'-' if eta is None else _clock(eta)}"
             + (f" {goal}" if goal else ""))
 
 
@@ -114,7 +114,7 @@ class TrainingDisplay:
         )
         self.task = self.progress.add_task(cfg.env.env_id, total=total, stats="starting actors…",
                                            completed=start_steps if self.by_steps else start_round)
-        self.last_eval: Any = None
+        self.last_eval: float | None = None
         self._line_at = -math.inf  # when the last plain line was written (monotonic seconds)
         self._unwritten: str | None = None  # the newest figures not yet written as a line
 
@@ -126,13 +126,13 @@ class TrainingDisplay:
         self.progress.stop()
         self._write_line(force=True)
 
-    def update(self, row: dict[str, Any]) -> None:
-        """Show a metrics row (``on_round``)."""
-        if row.get("eval_return_mean") is not None:
-            self.last_eval = row["eval_return_mean"]
+    def update(self, row: RoundStats) -> None:
+        """Show a round's row, once it is written."""
+        if row.eval_return_mean is not None:
+            self.last_eval = row.eval_return_mean
         projected = self.projected_s()
         stats = figures(row, self.last_eval, eta_s(self.cfg, row, projected), eta_goal(self.cfg, row, projected))
-        self.progress.update(self.task, completed=row["env_steps"] if self.by_steps else row["round"], stats=stats)
+        self.progress.update(self.task, completed=row.env_steps if self.by_steps else row.round, stats=stats)
         if self.lines:
             self._unwritten = stats
             self._write_line()

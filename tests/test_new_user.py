@@ -22,6 +22,7 @@ from minionsrl.experiments.evaluate import evaluate_run
 from minionsrl.experiments.policy import WorseThanBest, well_below
 from minionsrl.loop import checkpoint
 from minionsrl.progress import eta_goal, eta_s, figures, next_steps
+from minionsrl.stats import RoundStats
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = ["--actors", "2", "--fragment-length", "32", "--eval-episodes", "1", "--hidden-sizes", "8",
@@ -122,9 +123,10 @@ def test_the_tensorboard_step_only_where_the_viewer_is_installed(run, monkeypatc
 
 
 # -- row 5: the ETA says what it counts to; the next steps are the last lines ----------------------------------
-def _row(round_idx: int, steps: int, wall_s: float) -> dict:
-    return {"round": round_idx, "env_steps": steps, "wall_s": wall_s, "sps": 1000.0, "n_actors": 8,
-            "train_return_mean": 20.0, "eval_return_mean": None, "cum_cost_serverless_usd": 0.001}
+def _row(round_idx: int, steps: int, wall_s: float) -> RoundStats:
+    return RoundStats.from_row({"round": round_idx, "env_steps": steps, "wall_s": wall_s, "sps": 1000.0, "n_actors": 8,
+                                "train_return_mean": 20.0, "eval_return_mean": None, "cum_cost_serverless_usd": 0.001},
+                               complete=False)
 
 
 @pytest.mark.parametrize(("limits", "goal"), [

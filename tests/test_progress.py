@@ -9,13 +9,15 @@ import pytest
 from minionsrl import cli
 from minionsrl.config import TrainConfig
 from minionsrl.progress import TrainingDisplay, eta_s, figures
+from minionsrl.stats import RoundStats
 
 FAST = ["--actors", "1", "--fragment-length", "32", "--eval-episodes", "1", "--hidden-sizes", "8"]
 
 
-def _row(round_idx: int, steps: int, wall_s: float, cost: float = 0.001) -> dict:
-    return {"round": round_idx, "env_steps": steps, "wall_s": wall_s, "sps": 1000.0, "n_actors": 2,
-            "train_return_mean": 20.0, "eval_return_mean": None, "cum_cost_serverless_usd": cost}
+def _row(round_idx: int, steps: int, wall_s: float, cost: float = 0.001) -> RoundStats:
+    return RoundStats.from_row({"round": round_idx, "env_steps": steps, "wall_s": wall_s, "sps": 1000.0, "n_actors": 2,
+                                "train_return_mean": 20.0, "eval_return_mean": None, "cum_cost_serverless_usd": cost},
+                               complete=False)
 
 
 @pytest.mark.parametrize(("limits", "expected"), [

@@ -67,12 +67,16 @@ def _callbacks(callback: CallbackLike | list[CallbackLike] | None) -> list[Callb
 
 
 def run_trainer(trainer: Trainer, on_round: Callable[[dict[str, Any]], bool | None] | None = None,
-                plots: bool = True, callback: CallbackLike | list[CallbackLike] | None = None) -> RunSummary:
+                plots: bool = True, callback: CallbackLike | list[CallbackLike] | None = None,
+                show: Callable[[RoundStats], None] | None = None) -> RunSummary:
     """Run an assembled trainer to its end: the rounds, then the plots; with ``track``, all of it logged to
-    Weights & Biases as it happens. Returns the summary."""
+    Weights & Biases as it happens. ``show`` gets each round's stats as they are written (the CLI's progress
+    display). Returns the summary."""
     callbacks = _callbacks(callback)
 
     def each_round(stats: RoundStats) -> bool:
+        if show is not None:
+            show(stats)
         row = stats.to_row()  # what metrics.csv holds, for the user's functions
         stop = on_round is not None and on_round(row) is False
         for cb in callbacks:
@@ -98,7 +102,7 @@ def run_trainer(trainer: Trainer, on_round: Callable[[dict[str, Any]], bool | No
         raise
 
     def logged_round(stats: RoundStats) -> bool:
-        tracker.log_round(stats.to_row())
+        tracker.log_round(stats)
         return each_round(stats)
 
     exit_code = 1

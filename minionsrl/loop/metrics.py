@@ -24,6 +24,7 @@ from minionsrl.errors import ConfigError
 from minionsrl.function.extras import check_tensorboard
 from minionsrl.function.fragment import Fragment
 from minionsrl.loop.retry import OK, Attempt, Outcome
+from minionsrl.numbers import is_number
 from minionsrl.redact import redact_text
 from minionsrl.stats import METRIC_COLUMNS, RoundStats
 
@@ -49,6 +50,14 @@ TENSORBOARD_TAGS = {
     "convexity_ratio": "detectors/convexity_ratio", "gns": "detectors/gns", "scaler_score": "charts/scaler_score",
     "policy_lag_mean": "charts/policy_lag_mean",
 }
+
+
+def tensorboard_scalars(stats: RoundStats) -> dict[str, float]:
+    """A round's numbers under their TensorBoard tags (what it left empty, or not finite, is left out): what
+    TensorBoard and Weights & Biases plot."""
+    return {tag: value for key, tag in TENSORBOARD_TAGS.items() if is_number(value := getattr(stats, key))}
+
+
 _WRITERS = itertools.count()  # TensorBoard writers opened by this process
 
 
@@ -105,9 +114,8 @@ class RunLog:
         row = stats.to_row()
         self._write(self._metrics, self.metrics_path, lambda: self._mw.writerow({k: _fmt(v) for k, v in row.items()}))
         if self._tb is not None:
-            scalars = {tag: row[key] for key, tag in TENSORBOARD_TAGS.items()
-                       if isinstance(row.get(key), int | float) and math.isfinite(row[key])}
-            self._write(self._tb, self._tb.path, lambda: self._tb.add_scalars(scalars, row["env_steps"]))
+            scalars = tensorboard_scalars(stats)
+            self._write(self._tb, self._tb.path, lambda: self._tb.add_scalars(scalars, stats.env_steps))
 
     def log_config(self, values: dict[str, Any], step: int) -> None:
         """The resolved config as TensorBoard text (CleanRL's ``hyperparameters`` table), at ``step``: a resumed

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import Any
 
 from minionsrl import files
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.function.extras import check_tensorboard, require_extra
-from minionsrl.loop.metrics import TENSORBOARD_TAGS
-from minionsrl.numbers import is_number
-from minionsrl.stats import RunSummary
+from minionsrl.loop.metrics import tensorboard_scalars
+from minionsrl.stats import RoundStats, RunSummary
 
 RUN_ID_FILE = "minionsrl-run-id"  # in RUN_DIR/wandb/: the W&B run a resumed run continues
 STEP = "global_step"
@@ -65,11 +63,10 @@ class WandbTracker:
         self.run.define_metric("*", step_metric=STEP)  # plotted against environment steps, as in TensorBoard
         self._last_step = 0
 
-    def log_round(self, row: dict[str, Any]) -> None:
+    def log_round(self, stats: RoundStats) -> None:
         """A round's scalars under their TensorBoard tags."""
-        data: dict[str, Any] = {tag: row[key] for key, tag in TENSORBOARD_TAGS.items() if is_number(row.get(key))}
-        self._last_step = int(row["env_steps"])
-        self.run.log({**data, STEP: self._last_step, "round": row["round"]}, step=self._last_step)
+        self._last_step = stats.env_steps
+        self.run.log({**tensorboard_scalars(stats), STEP: self._last_step, "round": stats.round}, step=self._last_step)
 
     def log_plots(self, paths: list[Path]) -> None:
         """The run's PNG plots, as images at the last step (``plots/return``, ``plots/cost``, …)."""
