@@ -390,8 +390,8 @@ def report(src: Path, here: Path | None) -> str:
     pair = {r["device"]: r for r in runs if r["seed"] == 1}
     gpu1, cpu1 = pair["cuda"]["summary"], pair["cpu"]["summary"]
     usd_ratio = gpu1["cost_usd"]["serverless"] / cpu1["cost_usd"]["serverless"]
-    prices = load_prices()["servers"]
-    gpu_rate, cpu_rate = prices["gpu_learner_host"]["usd_per_hour"], prices["cpu_learner_host"]["usd_per_hour"]
+    prices = load_prices()
+    gpu_rate, cpu_rate = prices.gpu_learner_host.usd_per_hour, prices.cpu_learner_host.usd_per_hour
     b_speedup = by[("b", "cpu")]["median_s"] / by[("b", "cuda")]["median_s"]
     prow = []
     for name, rate, p in (("GPU", gpu_rate, pong_gpu), (f"CPU ({facts_['cores']} cores)", cpu_rate, pong_cpu)):

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from minionsrl.config import TrainConfig
-from minionsrl.cost import actor_host, load_prices
+from minionsrl.cost import load_prices
 from minionsrl.forecast import FunctionStats, model_round
 from minionsrl.function.envs import EnvInfo, EnvSpec
 from minionsrl.function.numpy_policy import PolicyArch
@@ -39,9 +39,10 @@ def _server(cfg: TrainConfig, key: bytes) -> Backend:
     from minionsrl.backends.server import ServerBackend
 
     fn = cfg.functions
-    vcpus, startup_s = actor_host(load_prices(cfg.cost.prices))  # the servers the ledger bills
-    return ServerBackend(key, vcpus_per_host=vcpus, startup_s=startup_s, max_concurrency=fn.max_concurrency,
-                         wait_for_startup=fn.server_wait_startup, invocation_timeout_s=fn.invocation_timeout_s)
+    prices = load_prices(cfg.cost.prices)  # the servers the ledger bills
+    return ServerBackend(key, vcpus_per_host=prices.actor_host.vcpus, startup_s=prices.startup_s,
+                         max_concurrency=fn.max_concurrency, wait_for_startup=fn.server_wait_startup,
+                         invocation_timeout_s=fn.invocation_timeout_s)
 
 
 def _ray(cfg: TrainConfig, key: bytes) -> Backend:

@@ -42,8 +42,8 @@ PLATFORMS = ("aws_lambda_x86", "aws_lambda_arm", "azure_functions")
 COLD_START_S = 1.0  # seconds of a cloud function's modelled cold start (the config's default)
 
 
-def load_prices(path: str | Path | None = None) -> dict[str, Any]:
-    """Read the price catalogue (the shipped one when ``path`` is None) and check its fields."""
+def load_prices(path: str | Path | None = None) -> Prices:
+    """Read the price catalogue (the shipped one when ``path`` is None), check its fields and return it typed."""
     if path is None:
         text = resources.files("minionsrl").joinpath("data", "prices.yaml").read_text()
         source = "the shipped prices.yaml"
@@ -68,7 +68,7 @@ def load_prices(path: str | Path | None = None) -> dict[str, Any]:
     if vcpus is not None and (not isinstance(vcpus, int) or isinstance(vcpus, bool) or vcpus < 1):
         raise ConfigError(f"prices: {source} needs a positive integer at servers.actor_host.vcpus")
     _check_overheads(prices, source)
-    return prices
+    return Prices.of(prices)
 
 
 def _check_overheads(prices: dict[str, Any], source: str) -> None:
@@ -114,10 +114,15 @@ class FunctionPricing:
     bill_init: bool
 
     @classmethod
-    def of(cls, prices: dict[str, Any], platform: str) -> FunctionPricing:
+    def of(cls, prices: Prices, platform: str) -> FunctionPricing:
         """The billing rule of ``platform`` in the catalogue ``prices`` (a platform not in it: one clear line)."""
-        if platform not in PLATFORMS:
+        if platform not in prices.functions:
             raise ConfigError(f"platform: {platform!r} is not one of {', '.join(PLATFORMS)}")
+        return prices.functions[platform]
+
+    @classmethod
+    def _from_catalogue(cls, prices: dict[str, Any], platform: str) -> FunctionPricing:
+        """The billing rule of ``platform`` (one of :data:`PLATFORMS`) in a catalogue :func:`load_prices` checked."""
         if platform.startswith("aws_lambda"):
             lam = prices["aws_lambda"]
             rate = lam["x86_usd_per_gb_s"] if platform.endswith("x86") else lam["arm_usd_per_gb_s"]
@@ -224,32 +229,66 @@ class RoundTimes:
     beside: list[list[InvocationRecord]] = field(default_factory=list)
 
 
-def actor_host(prices: dict[str, Any]) -> tuple[int, float]:
-    """(vCPUs, start-up seconds) of a server of actors in the catalogue ``prices``: what the ledger bills and the
-    server backend models (16 vCPUs where the catalogue does not say)."""
-    servers = prices["servers"]
-    return int(servers["actor_host"].get("vcpus", 16)), float(servers["startup_s"])
+@dataclass(frozen=True)
+class Host:
+    """A server the ledger bills by the hour (``prices.yaml`` ``servers.*``); ``vcpus``: how many functions a host of
+    actors runs at once (16 where the catalogue does not say)."""
+
+    name: str
+    usd_per_hour: float
+    vcpus: int = 16
+
+    @classmethod
+    def of(cls, raw: dict[str, Any]) -> Host:
+        return cls(str(raw.get("name", "")), float(raw["usd_per_hour"]), int(raw.get("vcpus", 16)))
+
+
+@dataclass(frozen=True)
+class Prices:
+    """The price catalogue, checked (:func:`load_prices`): each function platform's billing rule, the servers (a
+    host of actors, the learner's host on a CPU or a GPU, what a host costs besides, how long one takes to start),
+    storage requests, and each backend's invoke-and-collect profile."""
+
+    functions: dict[str, FunctionPricing]  # by platform (PLATFORMS)
+    actor_host: Host
+    cpu_learner_host: Host
+    gpu_learner_host: Host
+    usd_per_host_month: float
+    startup_s: float  # a new server's start, billed
+    usd_per_request: dict[str, float]  # a storage request, by kind: put, get, list
+    overheads: dict[str, Overhead]  # by backend (backends.base.NAMES)
+
+    @classmethod
+    def of(cls, prices: dict[str, Any]) -> Prices:
+        """The typed form of a catalogue whose fields :func:`load_prices` checked."""
+        servers = prices["servers"]
+        return cls(
+            functions={p: FunctionPricing._from_catalogue(prices, p) for p in PLATFORMS},
+            actor_host=Host.of(servers["actor_host"]), cpu_learner_host=Host.of(servers["cpu_learner_host"]),
+            gpu_learner_host=Host.of(servers["gpu_learner_host"]),
+            usd_per_host_month=float(servers["usd_per_host_month"]), startup_s=float(servers["startup_s"]),
+            usd_per_request={kind: prices["storage_requests"][f"usd_per_1000_{kind}"] / 1000.0
+                             for kind in ("put", "get", "list")},
+            overheads={backend: Overhead(**{name: profile[name] for name in Overhead.FIELDS if name in profile})
+                       for backend, profile in prices["overheads"].items() if backend in BACKENDS})
 
 
 class CostLedger:
     """Bills every round both ways and keeps the running totals (checkpointed)."""
 
-    def __init__(self, prices: dict[str, Any], platform: str = "aws_lambda_x86", memory_mb: float = DEFAULT_MEMORY_MB,
+    def __init__(self, prices: Prices, platform: str = "aws_lambda_x86", memory_mb: float = DEFAULT_MEMORY_MB,
                  cold_start_s: float = COLD_START_S, learner_device: str = "cpu", backend: str = "local") -> None:
-        self.prices = prices
         self.pricing = FunctionPricing.of(prices, platform)
-        self.overhead = overhead_of(prices, backend)
-        self.request_usd = {kind: prices["storage_requests"][f"usd_per_1000_{kind}"] / 1000.0
-                            for kind in ("put", "get", "list")}
+        self.overhead = prices.overheads[backend]
+        self.request_usd = prices.usd_per_request
         self.memory_mb = memory_mb
         self.cold_start_s = cold_start_s
-        servers = prices["servers"]
         # the learner is billed on the kind of host it ran on: a GPU host only for a GPU learner
-        self.learner_host = servers["gpu_learner_host" if learner_device == "cuda" else "cpu_learner_host"]
-        self.learner_usd_s = self.learner_host["usd_per_hour"] / 3600.0
-        self.actor_usd_s = servers["actor_host"]["usd_per_hour"] / 3600.0
-        self.vcpus_per_host, self.startup_s = actor_host(prices)
-        self.host_overhead_usd_s = servers["usd_per_host_month"] / SECONDS_PER_MONTH
+        self.learner_host = prices.gpu_learner_host if learner_device == "cuda" else prices.cpu_learner_host
+        self.learner_usd_s = self.learner_host.usd_per_hour / 3600.0
+        self.actor_usd_s = prices.actor_host.usd_per_hour / 3600.0
+        self.vcpus_per_host, self.startup_s = prices.actor_host.vcpus, prices.startup_s
+        self.host_overhead_usd_s = prices.usd_per_host_month / SECONDS_PER_MONTH
         self.actor_hosts = 0
         self.total_serverless_usd = 0.0
         self.total_server_usd = 0.0
@@ -375,10 +414,3 @@ class CostLedger:
         self.actor_hosts = int(state["actor_hosts"])
         for name in self._TOTALS:
             setattr(self, name, float(state[name]))
-
-
-def overhead_of(prices: dict[str, Any], backend: str) -> Overhead:
-    """The invoke-and-collect profile of ``backend``'s data path (``overheads.<backend>`` in a catalogue that
-    :func:`load_prices` checked)."""
-    profile = prices["overheads"][backend]
-    return Overhead(**{name: profile[name] for name in Overhead.FIELDS if name in profile})

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import glob
 import importlib.util
-from typing import Any
 
 from minionsrl import config
 from minionsrl.config import LearnerConfig, TrainConfig
-from minionsrl.cost import CostLedger, load_prices
+from minionsrl.cost import CostLedger, Prices, load_prices
 from minionsrl.errors import ConfigError
 from minionsrl.function.envs import EnvInfo, EnvSpec, check_env_id, env_info
 from minionsrl.function.extras import install_hint
@@ -89,7 +88,7 @@ def learner_device(lc: LearnerConfig) -> str:
     return "cpu"
 
 
-def make_ledger(cfg: TrainConfig, prices: dict[str, Any] | None = None) -> CostLedger:
+def make_ledger(cfg: TrainConfig, prices: Prices | None = None) -> CostLedger:
     """The cost ledger of a run: its function platform and memory, its backend's overhead, and a learner host of the
     kind its learner runs on (``prices``: the catalogue, if already loaded). The budget's check prices with it."""
     cost = cfg.cost

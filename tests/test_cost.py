@@ -179,8 +179,7 @@ def test_the_learner_host_follows_the_learner_device(tmp_path) -> None:
     prices = load_prices()
     cpu = CostLedger(prices, learner_device="cpu").bill_round(_times(), _records(), 3)
     gpu = CostLedger(prices, learner_device="cuda").bill_round(_times(), _records(), 3)
-    gap_usd_s = (prices["servers"]["gpu_learner_host"]["usd_per_hour"]
-                 - prices["servers"]["cpu_learner_host"]["usd_per_hour"]) / 3600
+    gap_usd_s = (prices.gpu_learner_host.usd_per_hour - prices.cpu_learner_host.usd_per_hour) / 3600
     assert gpu.cost_serverless_usd - cpu.cost_serverless_usd == pytest.approx(gpu.projected_round_s * gap_usd_s)
     assert gpu.cost_server_usd - cpu.cost_server_usd == pytest.approx((gpu.projected_round_s + 60.0) * gap_usd_s)
     cfg, _ = prepare_config(TrainConfig(env_id="CartPole-v1", max_rounds=1, run_dir=str(tmp_path / "r")))
@@ -191,7 +190,7 @@ def test_the_learner_host_follows_the_learner_device(tmp_path) -> None:
         gpu_here = bool(jax.devices("gpu"))
     except RuntimeError:  # no GPU backend (or no device it can use)
         gpu_here = False
-    assert make_ledger(cfg).learner_host["name"] == ("p3.2xlarge" if gpu_here else "c5.large")
+    assert make_ledger(cfg).learner_host.name == ("p3.2xlarge" if gpu_here else "c5.large")
 
 
 @pytest.mark.parametrize("run_s", ["abc", float("nan"), -1.0, 1e12, True, None])

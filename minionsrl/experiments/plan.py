@@ -48,7 +48,7 @@ import numpy as np
 from minionsrl import files
 from minionsrl.backends.base import OK, InvocationRecord
 from minionsrl.config import TrainConfig
-from minionsrl.cost import CostLedger, load_prices
+from minionsrl.cost import CostLedger, Prices, load_prices
 from minionsrl.errors import ConfigError
 from minionsrl.experiments.tables import markdown_table
 from minionsrl.forecast import (
@@ -246,12 +246,12 @@ def _local_round(p: Probe, n: int, samples: float, learner_s: float, cpus: int) 
     return learner_s + max(math.ceil(n / together) * one, n * one * p.busy_share / cpus)
 
 
-def forecast(cfg: TrainConfig, p: Probe, cap: int = DEFAULT_CAP, prices: dict[str, Any] | None = None,
+def forecast(cfg: TrainConfig, p: Probe, cap: int = DEFAULT_CAP, prices: Prices | None = None,
              platforms: dict[str, str] = PLATFORMS, counts: list[int] | None = None) -> list[Row]:
     """Rows for ``n`` = 1, 2, 4, … ``cap`` (or ``counts``) on each of ``platforms`` (name -> the backend whose
     profile it bills; see the module's docstring): ``server`` and ``ray`` bill servers, ``local`` this machine's wall
     time, any other name serverless functions."""
-    prices = prices or load_prices(cfg.cost.prices)
+    prices = prices if prices is not None else load_prices(cfg.cost.prices)
     plan, total = cfg.env.step_plan(), cfg.run.total_timesteps
     cpus = os.cpu_count() or 1
     ledgers = {platform: CostLedger(prices, cfg.cost.platform, cfg.cost.function_memory_mb, cfg.cost.cold_start_s,
