@@ -303,11 +303,11 @@ def atari_function_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--agent-steps", type=int, default=3072, help="agent steps per chain (all envs)")
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 8])
     args = parser.parse_args(argv)
-    from minionsrl.cost import FunctionPricing, load_prices
+    from minionsrl.cost import load_prices
     from minionsrl.function.faults import DEFAULT_MEMORY_MB
 
     started = time.time()
-    lam = FunctionPricing.of(load_prices(), "aws_lambda_x86")
+    lam = load_prices().pricing("aws_lambda_x86")
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"working tree": str(common.ROOT)}
         if args.before:

@@ -114,14 +114,7 @@ class FunctionPricing:
     bill_init: bool
 
     @classmethod
-    def of(cls, prices: Prices, platform: str) -> FunctionPricing:
-        """The billing rule of ``platform`` in the catalogue ``prices`` (a platform not in it: one clear line)."""
-        if platform not in prices.functions:
-            raise ConfigError(f"platform: {platform!r} is not one of {', '.join(PLATFORMS)}")
-        return prices.functions[platform]
-
-    @classmethod
-    def _from_catalogue(cls, prices: dict[str, Any], platform: str) -> FunctionPricing:
+    def of(cls, prices: dict[str, Any], platform: str) -> FunctionPricing:
         """The billing rule of ``platform`` (one of :data:`PLATFORMS`) in a catalogue :func:`load_prices` checked."""
         if platform.startswith("aws_lambda"):
             lam = prices["aws_lambda"]
@@ -240,7 +233,7 @@ class Host:
 
     @classmethod
     def of(cls, raw: dict[str, Any]) -> Host:
-        return cls(str(raw.get("name", "")), float(raw["usd_per_hour"]), int(raw.get("vcpus", 16)))
+        return cls(str(raw.get("name", "")), float(raw["usd_per_hour"]), int(raw.get("vcpus", cls.vcpus)))
 
 
 @dataclass(frozen=True)
@@ -263,7 +256,7 @@ class Prices:
         """The typed form of a catalogue whose fields :func:`load_prices` checked."""
         servers = prices["servers"]
         return cls(
-            functions={p: FunctionPricing._from_catalogue(prices, p) for p in PLATFORMS},
+            functions={p: FunctionPricing.of(prices, p) for p in PLATFORMS},
             actor_host=Host.of(servers["actor_host"]), cpu_learner_host=Host.of(servers["cpu_learner_host"]),
             gpu_learner_host=Host.of(servers["gpu_learner_host"]),
             usd_per_host_month=float(servers["usd_per_host_month"]), startup_s=float(servers["startup_s"]),
@@ -272,13 +265,19 @@ class Prices:
             overheads={backend: Overhead(**{name: profile[name] for name in Overhead.FIELDS if name in profile})
                        for backend, profile in prices["overheads"].items() if backend in BACKENDS})
 
+    def pricing(self, platform: str) -> FunctionPricing:
+        """The billing rule of function platform ``platform`` (one not in the catalogue: one clear line)."""
+        if platform not in self.functions:
+            raise ConfigError(f"platform: {platform!r} is not one of {', '.join(PLATFORMS)}")
+        return self.functions[platform]
+
 
 class CostLedger:
     """Bills every round both ways and keeps the running totals (checkpointed)."""
 
     def __init__(self, prices: Prices, platform: str = "aws_lambda_x86", memory_mb: float = DEFAULT_MEMORY_MB,
                  cold_start_s: float = COLD_START_S, learner_device: str = "cpu", backend: str = "local") -> None:
-        self.pricing = FunctionPricing.of(prices, platform)
+        self.pricing = prices.pricing(platform)
         self.overhead = prices.overheads[backend]
         self.request_usd = prices.usd_per_request
         self.memory_mb = memory_mb

@@ -92,7 +92,7 @@ def test_a_slot_throttled_past_max_throttled_is_lost(tmp_path):
 
         with pytest.raises(TooFewReplies, match="TooManyRequestsException") as caught:
             run_group(backend, 2, request, lambda req, reply: None,
-                   RetryPolicy(max_retries=0, max_throttled=3, backoff_base_s=0.01))
+                      RetryPolicy(max_retries=0, max_throttled=3, backoff_base_s=0.01))
     attempts = caught.value.outcome.attempts
     assert len(attempts) == 2 * 4 and all(a.status == "throttled" for a in attempts)  # 1 try + 3 after back-off
     assert OK not in {a.status for a in attempts}

@@ -336,7 +336,7 @@ class SyncSampler(Sampler):
 
     def evaluate(self, round_idx: int, n_actors: int, episodes: int) -> tuple[float, Outcome]:
         got = run_groups(self.backend, [self._evaluation(Evaluation(round_idx, n_actors, episodes),
-                                                            self.publisher.ref())])[0]
+                                                         self.publisher.ref())])[0]
         return self._mean_return(got), got
 
     def _evaluation(self, e: Evaluation, ref: str) -> Group:
