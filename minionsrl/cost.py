@@ -17,8 +17,13 @@ wall time less the wait for a CPU here (:mod:`minionsrl.function.clock`). Formul
 * projected round P = the learner's own-instance part + the stage before the update + an evaluation's after it;
 * serverless round = learner_host_rate · P + Σ invocation bills + storage requests of the backend's data path
   (PUT/GET per invocation and per round, LIST per second the round waited for functions);
-* server round = (learner host + every actor host started so far) · P (billed idle: a pool stays up), plus
+* server round = (learner host + every actor host started so far) · P_servers (billed idle: a pool stays up), plus
   every host's share of its monthly IP/disk, plus ``startup_s`` when the pool grows.
+
+Every projected figure prices one *deployment* (:class:`Deployment`): a platform and the path to it. ``P`` and the
+serverless bill price the run's (``priced_as`` in ``summary.json``; by default the one its backend ships: a local
+run is priced as Lambda through Lithops, what ``--backend lithops`` runs); the server bill prices the servers'
+path (``P_servers``: the same round with the servers' RPC profile).
 """
 
 from __future__ import annotations
@@ -30,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from minionsrl import files
-from minionsrl.backends.base import NAMES as BACKENDS
 from minionsrl.backends.base import OK, THROTTLED, InvocationRecord, hosts_for
 from minionsrl.errors import ConfigError
 from minionsrl.function.clock import own_s
@@ -40,6 +44,37 @@ from minionsrl.numbers import is_amount
 SECONDS_PER_MONTH = 30 * 24 * 3600
 PLATFORMS = ("aws_lambda_x86", "aws_lambda_arm", "azure_functions")
 COLD_START_S = 1.0  # seconds of a cloud function's modelled cold start (the config's default)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A path to the functions (``prices.yaml`` ``overheads.<path>`` holds its invoke-and-collect profile): whether a
+    backend of this package makes those calls (an unshipped path is a labelled what-if, never a headline), and
+    whether it runs on servers (its dollars are the server bill) rather than on a function platform."""
+
+    path: str
+    label: str  # how a figure names it, after the function platform where it runs on one
+    shipped: bool
+    servers: bool = False
+
+    def priced_as(self, platform: str) -> str:
+        """The deployment's name in ``summary.json``, ``plan`` and the progress line: ``aws_lambda_x86 via lithops``."""
+        return self.label if self.servers else f"{platform} {self.label}"
+
+
+DEPLOYMENTS: dict[str, Deployment] = {
+    "lithops": Deployment("lithops", "via lithops", shipped=True),  # --backend lithops: Lithops over S3
+    "direct": Deployment("direct", "direct invoke (what-if: no backend ships it)", shipped=False),  # the papers'
+    "ray": Deployment("ray", "ray cluster", shipped=True, servers=True),
+    "servers": Deployment("servers", "servers", shipped=True, servers=True),
+}
+# the deployment a backend's run prices by default: a local run stands for the functions a user can deploy
+BACKEND_DEPLOYMENT = {"local": "lithops", "lithops": "lithops", "ray": "ray", "server": "servers"}
+
+
+def deployment_of(path: str | None, backend: str) -> Deployment:
+    """The deployment a run prices: ``path`` (``--deployment``), else its backend's own."""
+    return DEPLOYMENTS[path or BACKEND_DEPLOYMENT[backend]]
 
 
 def load_prices(path: str | Path | None = None) -> Prices:
@@ -73,8 +108,8 @@ def load_prices(path: str | Path | None = None) -> Prices:
 
 def _check_overheads(prices: dict[str, Any], source: str) -> None:
     """Every backend's invoke-and-collect profile is complete, and storage prices are numbers."""
-    for backend in BACKENDS:
-        where = f"overheads.{backend}"
+    for path in DEPLOYMENTS:
+        where = f"overheads.{path}"
         profile = _at(prices, where)
         if not isinstance(profile, dict):
             raise ConfigError(f"prices: {source} has no {where} profile ({', '.join(Overhead.REQUIRED)}, source); "
@@ -140,8 +175,8 @@ class FunctionPricing:
 
 @dataclass(frozen=True)
 class Overhead:
-    """What reaching the functions adds to a round on a platform, beyond their own time (``prices.yaml``
-    ``overheads.<backend>``, with its public source): the learner sends ``parallel_invokes`` calls at once, each
+    """What reaching the functions adds to a round on a deployment's path, beyond their own time (``prices.yaml``
+    ``overheads.<path>``, with its public source): the learner sends ``parallel_invokes`` calls at once, each
     taking ``invoke_s`` to start its function; a result reaches the learner ``collect_s`` after its function
     ends. Backends that move data through object storage make requests billed per request: PUTs and GETs per
     invocation and per round, and LISTs while the learner polls for results."""
@@ -240,7 +275,7 @@ class Host:
 class Prices:
     """The price catalogue, checked (:func:`load_prices`): each function platform's billing rule, the servers (a
     host of actors, the learner's host on a CPU or a GPU, what a host costs besides, how long one takes to start),
-    storage requests, and each backend's invoke-and-collect profile."""
+    storage requests, and each deployment's invoke-and-collect profile."""
 
     functions: dict[str, FunctionPricing]  # by platform (PLATFORMS)
     actor_host: Host
@@ -249,7 +284,7 @@ class Prices:
     usd_per_host_month: float
     startup_s: float  # a new server's start, billed
     usd_per_request: dict[str, float]  # a storage request, by kind: put, get, list
-    overheads: dict[str, Overhead]  # by backend (backends.base.NAMES)
+    overheads: dict[str, Overhead]  # by deployment path (DEPLOYMENTS)
 
     @classmethod
     def of(cls, prices: dict[str, Any]) -> Prices:
@@ -262,8 +297,8 @@ class Prices:
             usd_per_host_month=float(servers["usd_per_host_month"]), startup_s=float(servers["startup_s"]),
             usd_per_request={kind: prices["storage_requests"][f"usd_per_1000_{kind}"] / 1000.0
                              for kind in ("put", "get", "list")},
-            overheads={backend: Overhead(**{name: profile[name] for name in Overhead.FIELDS if name in profile})
-                       for backend, profile in prices["overheads"].items() if backend in BACKENDS})
+            overheads={path: Overhead(**{name: profile[name] for name in Overhead.FIELDS if name in profile})
+                       for path, profile in prices["overheads"].items() if path in DEPLOYMENTS})
 
     def pricing(self, platform: str) -> FunctionPricing:
         """The billing rule of function platform ``platform`` (one not in the catalogue: one clear line)."""
@@ -276,9 +311,12 @@ class CostLedger:
     """Bills every round both ways and keeps the running totals (checkpointed)."""
 
     def __init__(self, prices: Prices, platform: str = "aws_lambda_x86", memory_mb: float = DEFAULT_MEMORY_MB,
-                 cold_start_s: float = COLD_START_S, learner_device: str = "cpu", backend: str = "local") -> None:
+                 cold_start_s: float = COLD_START_S, learner_device: str = "cpu",
+                 deployment: Deployment = DEPLOYMENTS["lithops"]) -> None:
         self.pricing = prices.pricing(platform)
-        self.overhead = prices.overheads[backend]
+        self.deployment, self.priced_as = deployment, deployment.priced_as(platform)
+        self.overhead = prices.overheads[deployment.path]
+        self.server_overhead = prices.overheads["servers"]  # the server bill prices the servers' own path
         self.request_usd = prices.usd_per_request
         self.memory_mb = memory_mb
         self.cold_start_s = cold_start_s
@@ -321,20 +359,22 @@ class CostLedger:
         return self.pricing.invocation_usd(*self.function_s(record), self.memory_mb)
 
     # -- one round -----------------------------------------------------------------------------------
-    def projected_s(self, times: RoundTimes) -> float:
-        """What the round takes in the cloud: the learner's own-instance part, the wave of functions it waited
-        for before its update and, if any, the evaluation after it, each as a platform stage (:class:`Overhead`):
-        dispatch, the slowest slot (its attempts one after the other), collection. A wave sent ahead (pipelined)
-        is waited for only beyond its head start."""
+    def projected_s(self, times: RoundTimes, overhead: Overhead | None = None) -> float:
+        """What the round takes in the cloud on the run's deployment (or on the path of ``overhead``): the
+        learner's own-instance part, the wave of functions it waited for before its update and, if any, the
+        evaluation after it, each as a platform stage (:class:`Overhead`): dispatch, the slowest slot (its attempts
+        one after the other), collection. A wave sent ahead (pipelined) is waited for only beyond its head start."""
+        path = overhead or self.overhead
+
         def stage(chains: list[list[InvocationRecord]]) -> float:
-            return self.overhead.stage_s([self._chain_s(c) for c in chains])
+            return path.stage_s([self._chain_s(c, path) for c in chains])
 
         waited = max(stage(times.sampled) - times.head_start_s, stage(times.beside), 0.0)
         return times.learner_s + (waited + stage(times.evaluated_after))  # summed in the order it always was
 
-    def _chain_s(self, chain: list[InvocationRecord]) -> float:
+    def _chain_s(self, chain: list[InvocationRecord], path: Overhead) -> float:
         ran = [r for r in chain if r.status != THROTTLED]
-        return sum(self.latency_s(r) for r in ran) + max(len(ran) - 1, 0) * self.overhead.retry_s()
+        return sum(self.latency_s(r) for r in ran) + max(len(ran) - 1, 0) * path.retry_s()
 
     def serverless_usd(self, host_s: float, records: list[InvocationRecord], wait_s: float) -> tuple[float, float]:
         """(the serverless cost, its storage part) of a round or of its part so far: the learner host for
@@ -356,7 +396,7 @@ class CostLedger:
     def bill_round(self, times: RoundTimes, records: list[InvocationRecord], n_actors: int) -> RoundBill:
         """Bill one round from its times and every invocation record (training, evaluation, failed attempts,
         duplicates, stragglers), hosts over the projected round; update the totals."""
-        projected = self.projected_s(times)
+        projected, on_servers = self.projected_s(times), self.projected_s(times, self.server_overhead)
         wait_s = projected - times.learner_s
         hosts = hosts_for(n_actors, self.vcpus_per_host)
         startup = self.startup_s if hosts > self.actor_hosts else 0.0
@@ -364,8 +404,8 @@ class CostLedger:
         server_rate = self.server_usd_s(self.actor_hosts)
         serverless, storage = self.serverless_usd(projected, records, wait_s)
         serverless_wall, _ = self.serverless_usd(times.wall_s, records, wait_s)
-        bill = RoundBill(serverless, server_rate * (projected + startup), serverless_wall,
-                         server_rate * (times.wall_s + startup), projected, projected + startup, self.actor_hosts,
+        bill = RoundBill(serverless, server_rate * (on_servers + startup), serverless_wall,
+                         server_rate * (times.wall_s + startup), projected, on_servers + startup, self.actor_hosts,
                          storage)
         self.total_serverless_usd += bill.cost_serverless_usd
         self.total_server_usd += bill.cost_server_usd
@@ -386,9 +426,10 @@ class CostLedger:
         of ``learner_s``, billed as :meth:`bill_round` bills a measured one, without touching the totals: the
         forecast (``minionsrl plan``) is this ledger's own rule, not a copy of it."""
         records = [function] * (n_actors - 1) + [slowest or function]
-        projected = self.projected_s(RoundTimes(0.0, learner_s, [[r] for r in records]))
+        times = RoundTimes(0.0, learner_s, [[r] for r in records])
+        projected, on_servers = self.projected_s(times), self.projected_s(times, self.server_overhead)
         serverless, _ = self.serverless_usd(projected, records, projected - learner_s)
-        server = self.server_usd_s(hosts_for(n_actors, self.vcpus_per_host)) * projected
+        server = self.server_usd_s(hosts_for(n_actors, self.vcpus_per_host)) * on_servers
         return ModelledRound(projected, serverless, server, learner_s, self.latency_s(slowest or function))
 
     def round_usd(self, times: RoundTimes, records: list[InvocationRecord]) -> float:

@@ -36,6 +36,11 @@ def one_line(text: str, limit: int = MAX_LINE) -> str:
     return f"{text[:half]} […] {text[-half:]}"
 
 
+class EpisodesNotCarried(UserWarning):
+    """The env's episodes cannot continue across rounds (its state is not one minionsrl can read): each fragment
+    starts new ones, and a fragment shorter than an episode cuts it (said once, before any work)."""
+
+
 class Diverged(ConfigError):
     """An update made the loss, the weights or the optimiser state non-finite: the run stops before anything of
     that update is checkpointed or published."""

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import glob
 import importlib.util
+import warnings
 
 from minionsrl import config
 from minionsrl.config import LearnerConfig, TrainConfig
-from minionsrl.cost import CostLedger, Prices, load_prices
-from minionsrl.errors import ConfigError
-from minionsrl.function.envs import EnvInfo, EnvSpec, check_env_id, env_info
+from minionsrl.cost import CostLedger, Prices, deployment_of, load_prices
+from minionsrl.errors import ConfigError, EpisodesNotCarried
+from minionsrl.function.envs import EnvInfo, EnvSpec, check_env_id, env_info, is_entry_point
 from minionsrl.function.extras import install_hint
 from minionsrl.scaling.registry import SCALERS, first_actors
 
@@ -50,10 +51,37 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
         raise ConfigError(f"env_id {cfg.env.env_id!r} with env_kwargs {cfg.env.env_kwargs!r} cannot be built "
                           f"({first_line}); check env_kwargs against the environment's constructor") from exc
     cfg = config.resolve(cfg, info.family)
+    cfg = _episodes_not_carried(cfg, info)
     if cfg.learner.normalize_obs and len(info.obs_shape) == 3:
         raise ConfigError(f"normalize_obs: {cfg.env.env_id!r} has image observations (scaled by 1/255 in the "
                           "network); use --no-normalize-obs")
     return cfg, info
+
+
+def _episodes_not_carried(cfg: TrainConfig, info: EnvInfo) -> TrainConfig:
+    """Say once, before any work, that the env's episodes are not carried, and where its fragments would cut
+    every episode of its time limit; ``--actors auto`` is held to the counts whose fragments do not (its
+    ``n_max`` lowered)."""
+    if info.carries or not cfg.env.carry_episodes:
+        return cfg
+    env_id, plan, limit = cfg.env.env_id, cfg.env.step_plan(), info.episode_steps
+    text = (f"env_id {env_id!r}: its episodes cannot be carried across rounds (minionsrl cannot read its state), so "
+            "every fragment starts new ones" + ("; give the env get_episode_state() and set_episode_state(state) "
+                                                "(README, 'Your own env') to carry them" if is_entry_point(env_id)
+                                                else ""))
+    most = None if limit is None else plan.most_actors_within(limit)
+    if most is not None and cfg.scaling.scaler == "auto" and most >= cfg.scaling.n_min:
+        if most < cfg.scaling.n_max:
+            cfg = cfg.replace(n_max=most)
+            text += (f". --actors auto stays at n <= {most}: more functions would cut every fragment shorter "
+                     f"than its {limit}-step episodes")
+    elif most is not None and first_actors(cfg.scaling) > most:
+        steps = min(plan.steps(first_actors(cfg.scaling)))
+        text += (f". Fragments of {steps} steps are shorter than its {limit}-step episodes: no training episode "
+                 "longer than that ends; use " + (f"at most {most} actors" if most else
+                                                  f"--fragment-length {limit} or more") + " to let every one end")
+    warnings.warn(text, EpisodesNotCarried, stacklevel=3)
+    return cfg
 
 
 def check_detectors(cfg: TrainConfig, scaler: str, needs: frozenset[str]) -> None:
@@ -89,8 +117,10 @@ def learner_device(lc: LearnerConfig) -> str:
 
 
 def make_ledger(cfg: TrainConfig, prices: Prices | None = None) -> CostLedger:
-    """The cost ledger of a run: its function platform and memory, its backend's overhead, and a learner host of the
-    kind its learner runs on (``prices``: the catalogue, if already loaded). The budget's check prices with it."""
+    """The cost ledger of a run: its function platform and memory, the deployment it prices (``--deployment``, else
+    its backend's own), and a learner host of the kind its learner runs on (``prices``: the catalogue, if already
+    loaded). The budget's check prices with it."""
     cost = cfg.cost
     return CostLedger(load_prices(cost.prices) if prices is None else prices, cost.platform, cost.function_memory_mb,
-                      cost.cold_start_s, learner_device=learner_device(cfg.learner), backend=cfg.functions.backend)
+                      cost.cold_start_s, learner_device=learner_device(cfg.learner),
+                      deployment=deployment_of(cost.deployment, cfg.functions.backend))

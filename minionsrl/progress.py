@@ -82,14 +82,14 @@ def eta_goal(cfg: TrainConfig, row: RoundStats, projected_s: float) -> str:
     return f"to {limit} or return {target:g}" if limit else f"until return {target:g}"
 
 
-def figures(row: RoundStats, last_eval: float | None, eta: float | None, goal: str = "") -> str:
+def figures(row: RoundStats, last_eval: float | None, eta: float | None, goal: str = "", priced_as: str = "") -> str:
     """The round's figures as one line: the bar's text and the log's line. ``train`` is the mean return of the
-    training episodes that ended in this round; ``eval`` the latest evaluation (deterministic); ``goal`` what the
-    ETA counts to (:func:`eta_goal`)."""
+    training episodes that ended in this round; ``eval`` the latest evaluation (deterministic); the dollars so far
+    on the deployment ``priced_as`` names; ``goal`` what the ETA counts to (:func:`eta_goal`)."""
     return (f"round {row.round} · {row.env_steps} steps · {_num(row.sps, '.0f')} steps/s · "
             f"{row.n_actors} actors · train {_num(row.train_return_mean)} · eval {_num(last_eval)} · "
-            f"{_usd(row.cum_cost_serverless_usd or 0.0)} · ETA {'-' if eta is None else _clock(eta)}"
-            + (f" {goal}" if goal else ""))
+            f"{_usd(row.cum_cost_serverless_usd or 0.0)}" + (f" as {priced_as}" if priced_as else "")
+            + f" · ETA {'-' if eta is None else _clock(eta)}" + (f" {goal}" if goal else ""))
 
 
 class TrainingDisplay:
@@ -100,8 +100,8 @@ class TrainingDisplay:
 
     def __init__(self, cfg: TrainConfig, enabled: bool = True, start_steps: int = 0, start_round: int = 0,
                  projected_s: Callable[[], float] = lambda: 0.0, out: IO[str] | None = None,
-                 line_every_s: float = LINE_EVERY_S) -> None:
-        self.cfg, self.projected_s, self.line_every_s = cfg, projected_s, line_every_s
+                 line_every_s: float = LINE_EVERY_S, priced_as: str = "") -> None:
+        self.cfg, self.projected_s, self.line_every_s, self.priced_as = cfg, projected_s, line_every_s, priced_as
         self.console = Console(stderr=True)
         self.out = out if out is not None else sys.stdout
         self.lines = enabled and not _is_terminal(self.out)
@@ -131,7 +131,8 @@ class TrainingDisplay:
         if row.eval_return_mean is not None:
             self.last_eval = row.eval_return_mean
         projected = self.projected_s()
-        stats = figures(row, self.last_eval, eta_s(self.cfg, row, projected), eta_goal(self.cfg, row, projected))
+        stats = figures(row, self.last_eval, eta_s(self.cfg, row, projected), eta_goal(self.cfg, row, projected),
+                        self.priced_as)
         self.progress.update(self.task, completed=row.env_steps if self.by_steps else row.round, stats=stats)
         if self.lines:
             self._unwritten = stats
@@ -215,6 +216,8 @@ def print_summary(summary: RunSummary, run_dir: Path) -> None:
     table.add_row("cost (serverless)", _usd(cost["serverless"]))
     table.add_row("cost (server)", _usd(cost["server"]))
     table.add_row("projected_cloud_s", _num(summary.get("projected_cloud_s"), ".1f"))
+    if summary.get("priced_as"):
+        table.add_row("priced as", summary["priced_as"])
     if summary.get("functions_ran_on"):
         table.add_row("functions ran on", summary["functions_ran_on"])
     table.add_row("run_dir", str(run_dir))

@@ -114,3 +114,43 @@ class WrongShapeEnv(CounterEnv):
 # a module that registers an id on import: ``custom_env:NoRender-v0`` (Gymnasium's module:id form) reaches it in
 # every rollout function, which imports the module too
 gym.register("NoRender-v0", entry_point=NoRenderModeEnv, max_episode_steps=50)
+
+
+class HeldPendulum(gym.Env):
+    """Pendulum held by a class of its own (``self.inner = gym.make(...)``), each step waiting ``wait_ms``: the
+    wrapper a user writes around a classic env, whose episodes minionsrl carries through the env it holds."""
+
+    metadata = {"render_modes": []}  # noqa: RUF012 - gymnasium's class attribute
+
+    def __init__(self, wait_ms: float = 0.0, render_mode: str | None = None) -> None:
+        self.inner = gym.make("Pendulum-v1")
+        self.wait_s = wait_ms / 1000.0
+        self.observation_space, self.action_space = self.inner.observation_space, self.inner.action_space
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        return self.inner.reset(seed=seed)
+
+    def step(self, action):
+        if self.wait_s:
+            time.sleep(self.wait_s)
+        return self.inner.step(action)
+
+
+class StatefulCounter(CounterEnv):
+    """CounterEnv with the episode-state protocol: its step count carried across rounds."""
+
+    def get_episode_state(self) -> dict:
+        return {"t": self.t}
+
+    def set_episode_state(self, state: dict) -> None:
+        self.t = int(state["t"])
+
+
+class UnreadableState(CounterEnv):
+    """The protocol with a state that is not plain JSON (a NumPy array): bad input, said before any work."""
+
+    def get_episode_state(self) -> dict:
+        return {"t": np.array([self.t])}
+
+    def set_episode_state(self, state: dict) -> None:
+        self.t = int(state["t"][0])

@@ -10,7 +10,7 @@ import yaml
 
 import minionsrl
 from minionsrl.backends.base import InvocationRecord
-from minionsrl.cost import CostLedger, RoundTimes, load_prices
+from minionsrl.cost import DEPLOYMENTS, CostLedger, RoundTimes, load_prices
 from minionsrl.errors import ConfigError
 
 
@@ -52,38 +52,45 @@ def test_a_policy_load_reused_on_a_shared_instance_is_billed_as_its_own_instance
 
 
 def test_round_bill_matches_the_worked_example() -> None:
-    """docs/COST.md's example: hosts billed over the projected round (1.9804 s), the wall-time bill beside it."""
+    """docs/COST.md's example, on the shipped deployment (Lambda through Lithops over S3): hosts billed over the
+    projected round (2.5104 s), the servers over theirs (1.9544 s), the wall-time bills beside them. Lithops pays 4
+    PUTs and 3 GETs per invocation, the round's policy PUT, and a LIST every 0.25 s (ours) and 2 s (Lithops'
+    monitor) while the learner waits: dearer than the functions."""
     ledger = CostLedger(load_prices(), "aws_lambda_x86", memory_mb=1769.0, cold_start_s=1.0, learner_device="cuda")
-    bill = ledger.bill_round(_times(), _records(), n_actors=3)
-    assert bill.projected_round_s == pytest.approx(0.45 + 0.03 + 1.5004)
-    assert bill.cost_serverless_usd == pytest.approx(0.00176481624, rel=1e-8)
-    assert bill.storage_usd == 0.0  # Lambda invoked directly moves nothing through storage
-    assert bill.cost_server_usd == pytest.approx(0.06524776183, rel=1e-8)
-    assert bill.cost_serverless_wall_usd == pytest.approx(0.00178147624, rel=1e-8)
-    assert bill.cost_server_wall_usd == pytest.approx(0.0652683951, rel=1e-8)
-    again = ledger.bill_round(_times(), _records(), n_actors=3)
-    assert again.cost_server_usd == pytest.approx(0.00208479886, rel=1e-8)  # no host starts this time
-    assert ledger.total_serverless_usd == pytest.approx(2 * 0.00176481624, rel=1e-8)
-    assert ledger.total_server_usd == pytest.approx(0.06524776183 + 0.00208479886, rel=1e-8)
-    assert bill.actor_hosts == 1
-
-
-def test_lithops_pays_its_storage_requests_and_overheads() -> None:
-    """The same round through Lithops over S3: 4 PUTs and 3 GETs per invocation, the round's policy PUT, and a
-    LIST every 0.25 s (ours) and 2 s (Lithops' monitor) while the learner waits: dearer than the functions."""
-    ledger = CostLedger(load_prices(), "aws_lambda_x86", cold_start_s=1.0, learner_device="cuda", backend="lithops")
+    assert ledger.priced_as == "aws_lambda_x86 via lithops"
     bill = ledger.bill_round(_times(), _records(), n_actors=3)
     assert bill.projected_round_s == pytest.approx(0.45 + 0.13 + 1.5004 + 0.43)
     assert bill.storage_usd == pytest.approx(17 * 5e-6 + 12 * 4e-7 + 4.5 * 2.0604 * 5e-6, rel=1e-9)
-    functions = sum(ledger.invocation_usd(r) for r in _records())
-    assert bill.storage_usd > functions
+    assert bill.storage_usd > sum(ledger.invocation_usd(r) for r in _records())
     assert bill.cost_serverless_usd == pytest.approx(0.00235147524, rel=1e-8)
+    assert bill.projected_server_round_s == pytest.approx(0.45 + 3 * 0.001 + 1.5004 + 0.001 + 60.0)
+    assert bill.cost_server_usd == pytest.approx(0.06522039121, rel=1e-8)
+    assert bill.cost_serverless_wall_usd == pytest.approx(0.00191763524, rel=1e-8)
+    assert bill.cost_server_wall_usd == pytest.approx(0.0652683951, rel=1e-8)
+    again = ledger.bill_round(_times(), _records(), n_actors=3)
+    assert again.cost_server_usd == pytest.approx(0.00205742825, rel=1e-8)  # no host starts this time
+    assert ledger.total_serverless_usd == pytest.approx(2 * 0.00235147524, rel=1e-8)
+    assert ledger.total_server_usd == pytest.approx(0.06522039121 + 0.00205742825, rel=1e-8)
+    assert bill.actor_hosts == 1
+
+
+def test_the_direct_invoke_what_if_prices_the_same_round_without_storage() -> None:
+    """The same round invoked directly (the papers' path, which no backend ships: 0.03 s a call, the result in the
+    response): a shorter round, no storage requests; the server bill is the servers' path either way."""
+    ledger = CostLedger(load_prices(), "aws_lambda_x86", cold_start_s=1.0, learner_device="cuda",
+                        deployment=DEPLOYMENTS["direct"])
+    assert ledger.priced_as.startswith("aws_lambda_x86 direct invoke (what-if")
+    bill = ledger.bill_round(_times(), _records(), n_actors=3)
+    assert bill.projected_round_s == pytest.approx(0.45 + 0.03 + 1.5004)
+    assert bill.cost_serverless_usd == pytest.approx(0.00176481624, rel=1e-8)
+    assert bill.storage_usd == 0.0
+    assert bill.cost_server_usd == pytest.approx(0.06522039121, rel=1e-8)
 
 
 def test_retries_of_one_slot_run_in_series() -> None:
     """A slot retried three times waits for each attempt in turn (and a new call and collection for each retry),
     where the old ledger took the longest attempt as if they ran side by side."""
-    ledger = CostLedger(load_prices(), cold_start_s=1.0)
+    ledger = CostLedger(load_prices(), cold_start_s=1.0, deployment=DEPLOYMENTS["direct"])
     tries = [InvocationRecord(f"s-{i}", "train", status="failed", duration_s=0.4) for i in range(3)]
     ok = InvocationRecord("s-3", "train", run_s=0.4)
     times = RoundTimes(1.0, 0.1, [[*tries, ok], [InvocationRecord("t", "train", run_s=0.5)]])
@@ -109,9 +116,9 @@ def test_hosts_are_billed_for_the_projected_round_not_the_queued_local_one() -> 
     ledger = CostLedger(load_prices(), "aws_lambda_x86", cold_start_s=1.0)
     warm = [InvocationRecord(str(i), "train", init_s=0.001, run_s=0.3) for i in range(64)]
     bill = ledger.bill_round(RoundTimes(12.0, 2.0, [[r] for r in warm]), warm, n_actors=64)
-    assert bill.projected_round_s == pytest.approx(2.0 + 0.03 + 0.301)
+    assert bill.projected_round_s == pytest.approx(2.0 + 0.13 + 0.301 + 0.43)
     host_s = ledger.learner_usd_s
-    assert bill.cost_serverless_wall_usd - bill.cost_serverless_usd == pytest.approx(host_s * (12.0 - 2.331))
+    assert bill.cost_serverless_wall_usd - bill.cost_serverless_usd == pytest.approx(host_s * (12.0 - 2.861))
     assert bill.cost_server_usd < bill.cost_server_wall_usd
 
 
@@ -146,8 +153,8 @@ def test_bad_price_files_fail_with_one_line(tmp_path) -> None:
     shipped = yaml.safe_load((Path(minionsrl.__file__).parent / "data" / "prices.yaml").read_text())
     for breaks, message in ((lambda p: p["overheads"]["lithops"].pop("collect_s"), "overheads.lithops.collect_s"),
                             (lambda p: p["overheads"].pop("ray"), "no overheads.ray profile"),
-                            (lambda p: p["overheads"]["local"].update(parallel_invokes=0), "positive integer"),
-                            (lambda p: p["overheads"]["server"].pop("source"), "where its figures come from"),
+                            (lambda p: p["overheads"]["direct"].update(parallel_invokes=0), "positive integer"),
+                            (lambda p: p["overheads"]["servers"].pop("source"), "where its figures come from"),
                             (lambda p: p["storage_requests"].update(usd_per_1000_list=-1), "usd_per_1000_list")):
         prices = copy.deepcopy(shipped)
         breaks(prices)
@@ -181,7 +188,7 @@ def test_the_learner_host_follows_the_learner_device(tmp_path) -> None:
     gpu = CostLedger(prices, learner_device="cuda").bill_round(_times(), _records(), 3)
     gap_usd_s = (prices.gpu_learner_host.usd_per_hour - prices.cpu_learner_host.usd_per_hour) / 3600
     assert gpu.cost_serverless_usd - cpu.cost_serverless_usd == pytest.approx(gpu.projected_round_s * gap_usd_s)
-    assert gpu.cost_server_usd - cpu.cost_server_usd == pytest.approx((gpu.projected_round_s + 60.0) * gap_usd_s)
+    assert gpu.cost_server_usd - cpu.cost_server_usd == pytest.approx(gpu.projected_server_round_s * gap_usd_s)
     cfg, _ = prepare_config(TrainConfig(env_id="CartPole-v1", max_rounds=1, run_dir=str(tmp_path / "r")))
     import jax
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import pytest
 
+from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.function.envs import EnvSpec, capture_episode, check_env_id, env_info, make_env, restore_episode
 from minionsrl.prepare import prepare_config
@@ -85,8 +89,6 @@ def test_entry_point_with_relative_module_is_config_error():
 
 
 def test_entry_point_naming_a_non_env_is_config_error():
-    from minionsrl.config import TrainConfig
-
     with pytest.raises(ConfigError):
         prepare_config(TrainConfig(env_id="custom_env:NOT_AN_ENV", max_rounds=1))
 
@@ -206,6 +208,63 @@ def test_capture_returns_none_for_env_without_state():
         assert capture_episode(env) is None
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("env_id", ["custom_env:HeldPendulum", "custom_env:StatefulCounter"])
+def test_a_custom_env_carries_its_episode_through_the_env_it_holds_or_its_own_protocol(env_id):
+    """A class that holds Pendulum (``self.inner = gym.make(...)``) carries the inner env's state and time limit;
+    an env with get_episode_state/set_episode_state carries what it says. The copy goes on as the original."""
+    spec = EnvSpec(env_id)
+    original, copy = make_env(spec), make_env(spec)
+    steps = 150 if env_id.endswith("Pendulum") else 4
+    actions = [original.action_space.sample() for _ in range(steps + 60)]
+    try:
+        original.reset(seed=3)
+        for action in actions[:steps]:
+            original.step(action)
+        state = capture_episode(original)
+        assert state is not None
+        copy.reset(seed=77)
+        restore_episode(copy, json.loads(json.dumps(state)))
+        a, b = _play(original, actions[steps:]), _play(copy, actions[steps:])
+    finally:
+        original.close()
+        copy.close()
+    assert len(a) == len(b) > 0
+    for (oa, ra, ta, ua), (ob, rb, tb, ub) in zip(a, b, strict=True):
+        np.testing.assert_allclose(oa, ob, atol=1e-6, rtol=0)
+        assert ra == pytest.approx(rb, abs=1e-6) and (ta, ua) == (tb, ub)
+    if env_id.endswith("Pendulum"):  # the inner time limit came along: 200 steps in all, 50 after the carry
+        assert len(a) == 50 and a[-1][3] is True
+
+
+def test_the_env_check_says_whether_episodes_carry_and_how_long_they_run():
+    held = env_info(EnvSpec("custom_env:HeldPendulum"))
+    assert held.carries and held.episode_steps == 200
+    counter = env_info(EnvSpec("custom_env:CounterEnv"))
+    assert not counter.carries and counter.episode_steps is None
+    assert env_info(EnvSpec("CartPole-v1")).episode_steps == 500
+    with pytest.raises(ConfigError, match="get_episode_state\\(\\) must return plain JSON"):
+        env_info(EnvSpec("custom_env:UnreadableState"))
+
+
+def test_uncarried_episodes_are_said_once_and_auto_keeps_fragments_that_hold_an_episode(monkeypatch):
+    """An env whose episodes cannot be carried: one warning before any work; where its fragments would be shorter
+    than its time limit, the warning says so, and --actors auto's n_max falls to the counts that hold one."""
+    from minionsrl.errors import EpisodesNotCarried
+    from minionsrl.function import envs
+
+    real = envs.capture_episode
+    monkeypatch.setattr(envs, "capture_episode", lambda env: None if "Pendulum" in str(env.spec) else real(env))
+    with pytest.warns(EpisodesNotCarried, match="shorter than its 200-step episodes") as said:
+        prepare_config(TrainConfig(env_id="Pendulum-v1", actors=64, batch_size=2048, max_rounds=1))
+    assert len(said) == 1 and "at most 10 actors" in str(said[0].message)
+    with pytest.warns(EpisodesNotCarried, match="auto stays at n <= 10"):
+        cfg, _ = prepare_config(TrainConfig(env_id="Pendulum-v1", actors="auto", batch_size=2048, max_rounds=1))
+    assert cfg.scaling.n_max == 10
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EpisodesNotCarried)
+        prepare_config(TrainConfig(env_id="CartPole-v1", actors=64, batch_size=2048, max_rounds=1))  # carried
 
 
 def test_restore_rejects_state_of_another_env():

@@ -269,7 +269,7 @@ def test_summary_says_why_the_run_stopped_and_is_valid_json(tmp_path) -> None:
     assert capped["stopped_by"] == "budget_usd" and capped["rounds"] < 50
     # a run that has not evaluated yet: null, not NaN
     session = Session(_cfg(tmp_path, run_dir=str(tmp_path / "fresh")), resume=False)
-    session.write_summary(Progress(), {"serverless": 0.0, "server": 0.0}, 0.0)
+    session.write_summary(Progress(), {"serverless": 0.0, "server": 0.0}, 0.0, "aws_lambda_x86 via lithops")
     fresh = _strict_json(tmp_path / "fresh" / "summary.json")
     assert fresh["final_eval_return"] is None and fresh["best_eval_return"] is None and fresh["stopped_by"] is None
 

@@ -13,7 +13,7 @@ import pytest
 from minionsrl.backends.base import InvocationRecord
 from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig, validate
-from minionsrl.cost import CostLedger, RoundTimes, load_prices
+from minionsrl.cost import DEPLOYMENTS, CostLedger, RoundTimes, load_prices
 from minionsrl.errors import ConfigError
 from minionsrl.loop import checkpoint
 from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics, read_rows
@@ -114,7 +114,7 @@ def _record(run_s: float) -> InvocationRecord:
 
 
 def test_the_ledger_waits_for_a_wave_sent_ahead_only_beyond_its_head_start():
-    ledger = CostLedger(load_prices(), backend="local")
+    ledger = CostLedger(load_prices(), deployment=DEPLOYMENTS["direct"])
     chains = [[_record(0.5)], [_record(0.3)]]
     synchronous = ledger.projected_s(RoundTimes(2.0, 0.2, chains))
     stage = synchronous - 0.2

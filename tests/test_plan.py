@@ -15,7 +15,7 @@ import yaml
 
 from minionsrl.backends.base import InvocationRecord
 from minionsrl.config import TrainConfig
-from minionsrl.cost import CostLedger, RoundTimes, load_prices
+from minionsrl.cost import DEPLOYMENTS, CostLedger, RoundTimes, load_prices
 from minionsrl.experiments.plan import PLATFORMS, Probe, forecast, picks, probe_actors, run_plan, verdict
 from minionsrl.forecast import function_stats, model_round
 
@@ -26,10 +26,11 @@ def _shipped_catalogue() -> dict:
 
 
 def test_a_modelled_round_is_billed_as_worked_by_hand():
-    """4 functions of 10 ms init and 1 s run, a learner part of 0.5 s, the local profile (a Lambda Invoke: 30 ms,
-    64 calls at once, nothing to collect), Lambda x86 at 1,769 MB, one actor host of 16 vCPUs."""
+    """4 functions of 10 ms init and 1 s run, a learner part of 0.5 s, the direct-invoke profile (a Lambda Invoke:
+    30 ms, 64 calls at once, nothing to collect), Lambda x86 at 1,769 MB, one actor host of 16 vCPUs, whose bill
+    prices the servers' path (4 RPCs of 1 ms one after the other, 1 ms to collect)."""
     prices = load_prices()
-    ledger = CostLedger(prices, "aws_lambda_x86", 1769, 1.0, "cpu", "local")
+    ledger = CostLedger(prices, "aws_lambda_x86", 1769, 1.0, "cpu", DEPLOYMENTS["direct"])
     function = InvocationRecord(invocation_id="m", kind="train", init_s=0.01, run_s=1.0, cpu_s=1.0)
     got = ledger.model_round(0.5, function, 4)
     assert got.round_s == pytest.approx(0.5 + 0.03 + 1.01 + 0.0)
@@ -40,7 +41,7 @@ def test_a_modelled_round_is_billed_as_worked_by_hand():
     assert got.serverless_usd == pytest.approx(learner_usd_s * 1.54 + 4 * one)
     per_s = (learner_usd_s + servers["actor_host"]["usd_per_hour"] / 3600
              + 2 * servers["usd_per_host_month"] / (30 * 24 * 3600))
-    assert got.server_usd == pytest.approx(per_s * 1.54)
+    assert got.server_usd == pytest.approx(per_s * (0.5 + 4 * 0.001 + 1.01 + 0.001))
     assert (got.learner_s, got.function_s, got.overhead_s) == pytest.approx((0.5, 1.01, 0.03))
 
 
@@ -98,7 +99,7 @@ def test_the_learner_follows_its_measured_points_not_a_line_through_the_first_tw
     # a round of 64 functions of 32 steps: 2,048 samples, the last segment's 73 ms (a line through 64 and 256
     # samples would say 62 ms)
     rows = forecast(TrainConfig(env_id="CartPole-v1", fragment_length=32, total_timesteps=65_536), steps,
-                    platforms={"lambda": "local"}, counts=[64])
+                    platforms={"lambda": "direct"}, counts=[64])
     assert rows[0].learner_s == pytest.approx(0.040 + 0.025 / 768 * 1024)
 
 
@@ -106,7 +107,7 @@ def test_the_functions_of_a_modelled_round_bill_n_times_the_mean_and_it_waits_fo
     """Three warm functions of 100 samples and 10 ms init, at 1, 1 and 4 ms a sample: the round's stats are the
     mean (2 ms) and the slowest (4 ms), and a round modelled from them bills 2 x 110 ms + 410 ms, as the three did
     (not 2 means and the slowest on top: 2 x 210 ms + 410 ms), and waits 410 ms for the slowest."""
-    ledger = CostLedger(load_prices(), "aws_lambda_x86", 1769, 1.0, "cpu", "local")
+    ledger = CostLedger(load_prices(), "aws_lambda_x86", 1769, 1.0, "cpu", DEPLOYMENTS["direct"])
     records = [InvocationRecord(invocation_id=str(i), kind="train", init_s=0.01, run_s=run, cpu_s=run)
                for i, run in enumerate((0.1, 0.1, 0.4))]
     stats = function_stats([(r, 100) for r in records])
@@ -120,11 +121,26 @@ def test_the_functions_of_a_modelled_round_bill_n_times_the_mean_and_it_waits_fo
         (2 * 0.11 + 0.41) * gb_s + 3 * 2e-7)
 
 
-def test_the_verdict_says_when_one_machine_does_the_job():
+def test_the_verdict_says_what_serverless_pays_in():
+    """Time against this machine, dollars against servers: one, both or neither, said as such; the direct invoke
+    only as a labelled what-if."""
     quick = _probe(3e-5)  # 30 µs a step: Lambda's half-second a round dominates
-    assert verdict(forecast(_cfg(), quick, cap=64), quick).startswith("Serverless does not pay for this job")
-    slow = _probe(0.02)  # 20 ms of CPU a step: 2 cores take 22 min
-    assert verdict(forecast(_cfg(), slow, cap=64), slow).startswith("Serverless pays")
+    said = verdict(forecast(_cfg(), quick, cap=64), quick)
+    assert said.startswith("Serverless (Lambda via Lithops) pays neither in time nor in dollars for this job")
+    slow = _probe(0.02)  # 20 ms of CPU a step: 2 cores take 22 min; Lambda sooner, servers cheaper
+    said = verdict(forecast(_cfg(), slow, cap=64), slow)
+    assert said.startswith("Serverless (Lambda via Lithops) pays in time, not in dollars")
+    assert "What-if: invoked directly, as the papers ran it (no backend here ships that path)" in said
+
+
+def test_every_row_names_its_deployment_as_a_run_does():
+    rows = forecast(_cfg(), PROBE, cap=8)
+    named = {r.platform: (r.priced_as, r.shipped) for r in rows}
+    assert named["lambda"] == ("aws_lambda_x86 via lithops", True)
+    assert named["lambda-direct"][1] is False and "what-if" in named["lambda-direct"][0]
+    assert named["server"] == ("servers", True) and named["ray"] == ("ray cluster", True)
+    from minionsrl.prepare import make_ledger
+    assert make_ledger(_cfg()).priced_as == named["lambda"][0]  # a local run's deployment has a row
 
 
 @pytest.mark.integration

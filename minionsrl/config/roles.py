@@ -30,7 +30,7 @@ from minionsrl.backends.base import NAMES as BACKENDS
 from minionsrl.config.fields import check_path, setting
 from minionsrl.config.presets import ENV_PRESETS, PRESET_NAMES
 from minionsrl.config.steps import StepPlan
-from minionsrl.cost import COLD_START_S, PLATFORMS
+from minionsrl.cost import COLD_START_S, DEPLOYMENTS, PLATFORMS
 from minionsrl.errors import ConfigError
 from minionsrl.function.extras import require_extra
 from minionsrl.function.faults import DEFAULT_MEMORY_MB
@@ -336,6 +336,11 @@ class CostConfig(Role):
 
     prices: str | None = setting(None, "price catalogue YAML for the cost ledger (default: the shipped one)")
     platform: str = setting("aws_lambda_x86", "function platform the ledger bills", choices=PLATFORMS)
+    deployment: str | None = setting(None, "the path to the functions the projected time and dollars price "
+                                     "(summary.json's priced_as): lithops (Lambda through Lithops, what --backend "
+                                     "lithops runs), direct (a direct Invoke: a what-if, no backend ships it), ray, "
+                                     "servers; default: the backend's own (local and lithops: lithops)",
+                                     choices=tuple(DEPLOYMENTS), learning=False)
     function_memory_mb: float = setting(DEFAULT_MEMORY_MB, "memory of one function (1769 MB = 1 vCPU on Lambda); the "
                                         "local backend stops an instance that holds more, as the platform would "
                                         "(status oom)", min=128, max=10240)

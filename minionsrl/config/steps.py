@@ -49,6 +49,14 @@ class StepPlan:
         """The samples of a round of ``n`` functions."""
         return sum(self.steps(n)) * self.envs
 
+    def most_actors_within(self, episode_steps: int) -> int | None:
+        """The most functions whose every fragment holds ``episode_steps`` steps (None: any count, as a fixed
+        fragment length does not shrink with the count; 0: none, as a fixed one is shorter)."""
+        if self.batch_size is None:
+            assert self.fragment_length is not None
+            return None if self.fragment_length >= episode_steps else 0
+        return self.batch_size // self.envs // episode_steps
+
     def check(self, most_actors: int) -> None:
         """Raise a one-line :class:`ConfigError` if a round of up to ``most_actors`` functions cannot split
         ``batch_size`` into whole steps, at least one per environment."""

@@ -19,11 +19,16 @@ line through these points, extended at either end by its end segments.
 round of ``n`` such functions (:func:`minionsrl.forecast.model_round`, the model the ``auto`` scaler also uses, priced
 by the rule that bills a real round, not a copy of it):
 
-* ``lambda``: AWS Lambda through Lithops (its invoke-and-collect profile, S3 requests), the serverless bill;
+* ``lambda``: AWS Lambda through Lithops (its invoke-and-collect profile, S3 requests), the serverless bill: what
+  ``--backend lithops`` runs, and what a ``--backend local`` run is priced as (the same ``priced_as``);
+* ``lambda-direct``: the same functions invoked directly (Lambda ``Invoke``, as the papers ran them): a labelled
+  what-if, since no backend of this package makes those calls; never a pick of the verdict's headline;
 * ``server``: the server baseline, the learner host and ``ceil(n / vCPUs)`` actor hosts billed over the round;
 * ``ray``: a Ray cluster (its profile), billed as servers;
 * ``local``: this machine's wall time, its cores shared by the learner and ``n`` functions, run as many at once as
   the local backend would (:class:`~minionsrl.backends.local.Concurrency`); its dollars are the learner host's.
+
+Each row names its deployment (``priced_as``, as ``summary.json`` does), so a run and its forecast can be matched.
 
 Per row: seconds and dollars a round, the run's rounds for its step budget (``total_timesteps``) and their time and
 dollars, and the round's split (learner / one function / the platform's overhead). Per platform: the ``n`` that
@@ -39,7 +44,7 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +53,7 @@ import numpy as np
 from minionsrl import files
 from minionsrl.backends.base import OK, InvocationRecord
 from minionsrl.config import TrainConfig
-from minionsrl.cost import CostLedger, Prices, load_prices
+from minionsrl.cost import DEPLOYMENTS, CostLedger, Prices, load_prices
 from minionsrl.errors import ConfigError
 from minionsrl.experiments.tables import markdown_table
 from minionsrl.forecast import (
@@ -70,8 +75,9 @@ LEARNER_REACH = 4  # the larger run's update is replayed at this many times its 
 LEARNER_REPLAYS = 5  # ... this many times at each size (after one that compiles), their median
 REPLAY_MAX_S = 1.0  # ... where the runs' line says such an update takes less than this
 DEFAULT_CAP = 256
-PLATFORMS = {"lambda": "lithops", "server": "server", "ray": "ray", "local": "local"}  # platform -> its profile
-SERVERS = ("server", "ray")  # platforms billed as servers; ``local`` is this machine; any other, serverless
+# platform -> the deployment it prices (cost.DEPLOYMENTS); ``local`` is this machine's wall time
+PLATFORMS = {"lambda": "lithops", "lambda-direct": "direct", "server": "servers", "ray": "ray", "local": "servers"}
+THIS_MACHINE = "this machine (wall time)"  # the ``local`` rows' priced_as
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,8 @@ class Probe:
     compile_s: float  # the learner's first round beyond a warm one (its programs compiled)
     local_cold_start_s: float  # an instance's start on this machine
     probe_s: float  # how long the probe took
+    carries: bool = True  # the env's episodes continue across rounds (EnvInfo.carries)
+    episode_steps: int | None = None  # its time limit, where it has one
 
     def learner_s(self, batch: int) -> float:
         """The learner's own seconds for a round of ``batch`` samples: the line through the measured points,
@@ -226,6 +234,9 @@ class Row:
 
     n: int
     platform: str
+    priced_as: str  # the deployment, as a run's summary.json names it
+    shipped: bool  # a backend of this package runs it (else a what-if)
+    cuts_episodes: bool  # its fragments are shorter than the env's episodes, which are not carried: never picked
     round_s: float
     usd_per_round: float
     rounds: int
@@ -248,14 +259,14 @@ def _local_round(p: Probe, n: int, samples: float, learner_s: float, cpus: int) 
 
 def forecast(cfg: TrainConfig, p: Probe, cap: int = DEFAULT_CAP, prices: Prices | None = None,
              platforms: dict[str, str] = PLATFORMS, counts: list[int] | None = None) -> list[Row]:
-    """Rows for ``n`` = 1, 2, 4, … ``cap`` (or ``counts``) on each of ``platforms`` (name -> the backend whose
-    profile it bills; see the module's docstring): ``server`` and ``ray`` bill servers, ``local`` this machine's wall
-    time, any other name serverless functions."""
+    """Rows for ``n`` = 1, 2, 4, … ``cap`` (or ``counts``) on each of ``platforms`` (name -> the deployment it
+    prices; see the module's docstring): a deployment on servers bills servers, ``local`` this machine's wall time,
+    any other serverless functions."""
     prices = prices if prices is not None else load_prices(cfg.cost.prices)
     plan, total = cfg.env.step_plan(), cfg.run.total_timesteps
     cpus = os.cpu_count() or 1
     ledgers = {platform: CostLedger(prices, cfg.cost.platform, cfg.cost.function_memory_mb, cfg.cost.cold_start_s,
-                                    "cpu", backend) for platform, backend in platforms.items()}
+                                    "cpu", DEPLOYMENTS[path]) for platform, path in platforms.items()}
     rows = []
     for n in counts or sorted({min(2**i, cap) for i in range(int(math.log2(cap)) + 1)}):
         if min(plan.steps(n)) < 1:  # a constant batch split thinner than one step a function
@@ -263,6 +274,7 @@ def forecast(cfg: TrainConfig, p: Probe, cap: int = DEFAULT_CAP, prices: Prices 
         batch = plan.round_batch(n)
         samples = batch / n
         learner_s = p.learner_s(batch)
+        cuts = not p.carries and p.episode_steps is not None and min(plan.steps(n)) < p.episode_steps
         rounds = math.ceil(total / batch) if total else 1
         for platform, ledger in ledgers.items():
             modelled = model_round(ledger, learner_s, p.function(n), n, samples)
@@ -271,11 +283,14 @@ def forecast(cfg: TrainConfig, p: Probe, cap: int = DEFAULT_CAP, prices: Prices 
                 usd = ledger.learner_usd_s * round_s
                 one = p.init_s + samples * p.slowest_sample_s(n)
                 split = (learner_s, one, max(round_s - learner_s - one, 0.0))
+                priced_as, shipped = THIS_MACHINE, True
             else:
                 round_s = modelled.round_s
-                usd = modelled.server_usd if platform in SERVERS else modelled.serverless_usd
+                usd = modelled.server_usd if ledger.deployment.servers else modelled.serverless_usd
                 split = (modelled.learner_s, modelled.function_s, modelled.overhead_s)
-            rows.append(Row(n, platform, round_s, usd, rounds, rounds * round_s, rounds * usd, *split))
+                priced_as, shipped = ledger.priced_as, ledger.deployment.shipped
+            rows.append(Row(n, platform, priced_as, shipped, cuts, round_s, usd, rounds, rounds * round_s,
+                            rounds * usd, *split))
     return rows
 
 
@@ -289,31 +304,45 @@ class Picks:
 
 
 def picks(rows: list[Row], platform: str) -> Picks:
-    """The ``n`` that finishes soonest, the cheapest, and the knee, on ``platform``."""
+    """The ``n`` that finishes soonest, the cheapest, and the knee, on ``platform``, of the counts whose fragments
+    do not cut every episode (of all, where every count does)."""
     mine = sorted((r for r in rows if r.platform == platform), key=lambda r: r.n)
+    mine = [r for r in mine if not r.cuts_episodes] or mine
     return Picks(min(mine, key=lambda r: (r.run_s, r.n)).n, min(mine, key=lambda r: (r.run_usd, r.n)).n,
                  knee([(r.n, r.run_s) for r in mine]))
 
 
 def verdict(rows: list[Row], p: Probe) -> str:
-    """Plain sentences: whether serverless functions finish this job sooner than this machine, where more of them
-    stop paying, and what holds a round up there."""
-    k, here = picks(rows, "lambda"), picks(rows, "local")
+    """Plain sentences: what serverless functions (Lambda through Lithops, the shipped path) pay in — time against
+    this machine, dollars against servers, both or neither —, where more of them stop paying, what holds a round
+    up there, and what the unshipped direct invoke would change (a labelled what-if)."""
+    k, here, servers = picks(rows, "lambda"), picks(rows, "local"), picks(rows, "server")
     at = {r.n: r for r in rows if r.platform == "lambda"}
-    knee, first, best, local = at[k.knee], at[min(at)], at[k.fastest], _row(rows, "local", here.fastest)
+    knee, first, best, cheapest = at[k.knee], at[min(at)], at[k.fastest], at[k.cheapest]
+    local, server = _row(rows, "local", here.fastest), _row(rows, "server", servers.cheapest)
     step = f"a sample takes {_duration(p.sample_s)} of a function's time"
     learner = knee.learner_s / knee.round_s if knee.round_s else 0.0
     overhead = knee.overhead_s / knee.round_s if knee.round_s else 0.0
     held = (f"the learner is {learner:.0%} of a Lambda round at n = {k.knee}" if learner >= overhead else
             f"Lambda's invoke-and-collect overhead is {overhead:.0%} of a round at n = {k.knee}")
-    if local.run_s <= best.run_s:
-        return (f"Serverless does not pay for this job: {step}, and {held}. At best Lambda finishes the step budget "
-                f"in {_duration(best.run_s)} (n = {k.fastest}, ${best.run_usd:.3g}); this machine's "
-                f"{os.cpu_count() or 1} cores in {_duration(local.run_s)} (n = {here.fastest}): one machine does it.")
-    return (f"Serverless pays: {step}. More functions pay up to n = {k.knee} (the knee: doubling past it saves under "
-            f"{KNEE_GAIN:.0%}): the step budget's {_duration(first.run_s)} at n = {first.n} becomes "
-            f"{_duration(knee.run_s)}, ${first.run_usd:.3g} → ${knee.run_usd:.3g} on Lambda, where {held}; this "
-            f"machine at best takes {_duration(local.run_s)} (n = {here.fastest}).")
+    in_time, in_usd = best.run_s < local.run_s, cheapest.run_usd < server.run_usd
+    pays = {(True, True): "in time and in dollars", (True, False): "in time, not in dollars",
+            (False, True): "in dollars, not in time", (False, False): "neither in time nor in dollars"}[in_time, in_usd]
+    text = (f"Serverless (Lambda via Lithops) pays {pays} for this job: {step}. At best Lambda finishes the step "
+            f"budget in {_duration(best.run_s)} (n = {k.fastest}), this machine's {os.cpu_count() or 1} cores in "
+            f"{_duration(local.run_s)} (n = {here.fastest}); Lambda's cheapest run is ${cheapest.run_usd:.3g} "
+            f"(n = {k.cheapest}), servers' ${server.run_usd:.3g} (n = {servers.cheapest}).")
+    if in_time:
+        text += (f" More functions pay up to n = {k.knee} (the knee: doubling past it saves under {KNEE_GAIN:.0%}): "
+                 f"{_duration(first.run_s)} at n = {first.n} becomes {_duration(knee.run_s)}, where {held}.")
+    else:
+        text += f" {held[0].upper()}{held[1:]}."
+    direct = {r.n: r for r in rows if r.platform == "lambda-direct"}
+    if k.knee in direct:
+        what_if = direct[k.knee]
+        text += (f" What-if: invoked directly, as the papers ran it (no backend here ships that path), n = {k.knee} "
+                 f"would take {_duration(what_if.run_s)} and ${what_if.run_usd:.3g}.")
+    return text
 
 
 def _row(rows: list[Row], platform: str, n: int) -> Row:
@@ -342,14 +371,21 @@ def report(cfg: TrainConfig, p: Probe, rows: list[Row]) -> str:
              "To have a run pick its count from this model, measured on its own rounds: `minionsrl train "
              "--actors auto` (the knee; `--optimize cost`: the cheapest). It keeps the batch of `--actors` whatever "
              "the count: `minionsrl plan --actors auto` forecasts at that batch.", ""]
+    cut = sorted({r.n for r in rows if r.cuts_episodes})
+    if cut:
+        lines += [f"The env's episodes are not carried across rounds, and at n = {', '.join(map(str, cut))} every "
+                  f"fragment is shorter than its {p.episode_steps}-step episodes: no training episode would end. "
+                  "Those rows are marked `cut` and never picked.", ""]
     pick_rows = []
     for platform in PLATFORMS:
         k = picks(rows, platform)
-        pick_rows.append([platform, k.fastest, _duration(_row(rows, platform, k.fastest).run_s), k.cheapest,
+        fastest = _row(rows, platform, k.fastest)
+        pick_rows.append([platform, fastest.priced_as, k.fastest, _duration(fastest.run_s), k.cheapest,
                           f"${_row(rows, platform, k.cheapest).run_usd:.3g}", k.knee])
-    lines += [markdown_table(["platform", "fastest n", "run time", "cheapest n", "run dollars", "knee"], pick_rows,
-                             right=[False, True, True, True, True, True]), ""]
-    table = [[r.n, r.platform, f"{r.round_s:.4g}", f"{r.usd_per_round:.3g}", r.rounds, _duration(r.run_s),
+    lines += [markdown_table(["platform", "priced as", "fastest n", "run time", "cheapest n", "run dollars", "knee"],
+                             pick_rows, right=[False, False, True, True, True, True, True]), ""]
+    table = [[f"{r.n} cut" if r.cuts_episodes else r.n, r.platform, f"{r.round_s:.4g}", f"{r.usd_per_round:.3g}",
+              r.rounds, _duration(r.run_s),
               f"{r.run_usd:.3g}", f"{r.learner_s:.3g}", f"{r.functions_s:.3g}", f"{r.overhead_s:.3g}"]
              for r in sorted(rows, key=lambda r: (list(PLATFORMS).index(r.platform), r.n))]
     lines += [markdown_table(["n", "platform", "round (s)", "$ a round", "rounds", "run time", "run $", "learner (s)",
@@ -389,10 +425,10 @@ def run_plan(cfg: TrainConfig, cap: int = DEFAULT_CAP, out_dir: str | Path | Non
     if cap < 1:
         raise ConfigError(f"--cap: {cap} actors; give a cap of at least 1")
     prices = load_prices(cfg.cost.prices)  # a catalogue missing a field fails here, before the probe
-    cfg, _ = prepare_config(cfg.replace(max_rounds=None))  # the env checked, the preset's steps resolved
+    cfg, info = prepare_config(cfg.replace(max_rounds=None))  # the env checked, the preset's steps resolved
     if not cfg.run.total_timesteps:
         raise ConfigError("plan: the forecast is for a step budget; set --total-timesteps")
-    p = probe(cfg)
+    p = replace(probe(cfg), carries=info.carries or not cfg.env.carry_episodes, episode_steps=info.episode_steps)
     rows = forecast(cfg, p, cap, prices)
     text = report(cfg, p, rows)
     if out_dir is not None:

@@ -10,6 +10,7 @@ import contextlib
 import contextvars
 import difflib
 import importlib
+import json
 import math
 import os
 import sys
@@ -24,7 +25,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from minionsrl.errors import ConfigError
+from minionsrl.errors import ConfigError, one_line
 from minionsrl.function.extras import installed, missing_extra_error, require_extra
 
 
@@ -38,6 +39,8 @@ class EnvInfo:
     action_low: tuple[float, ...] = ()
     action_high: tuple[float, ...] = ()
     family: str = "classic"  # "classic" | "mujoco" | "atari": picks the PPO preset
+    carries: bool = True  # whether an episode in progress can be carried to the next round (capture_episode)
+    episode_steps: int | None = None  # its time limit (the env's, or its inner env's), where it has one
     build_s: float = field(default=0.0, compare=False)  # the learner's check: seconds to build it ...
     step_s: float = field(default=0.0, compare=False)  # ... and to take a random step
 
@@ -485,6 +488,7 @@ def _checked_info(spec: EnvSpec, doing: list[str]) -> EnvInfo:
         if np.shape(obs) != info.obs_shape:
             raise ConfigError(f"env_id {spec.env_id!r}: reset() returned an observation of shape {np.shape(obs)}, "
                               f"not the observation space's {info.obs_shape}; make the two agree")
+        info = replace(info, carries=_carries(spec, env), episode_steps=episode_steps(env))
         env.action_space.seed(0)
         t0 = time.perf_counter()
         try:
@@ -562,25 +566,65 @@ def _time_limit(env: gym.Env) -> gym.wrappers.TimeLimit | None:
     return None
 
 
+def episode_steps(env: gym.Env) -> int | None:
+    """The longest an episode of ``env`` runs: its time limit's, else its inner env's (:func:`_inner_env`), else
+    None (unknown: the env ends its episodes itself, or never)."""
+    limit = _time_limit(_without_latency(env))
+    if limit is not None:
+        return int(limit._max_episode_steps)
+    inner = _inner_env(_without_latency(env).unwrapped)
+    return None if inner is None else episode_steps(inner[1])
+
+
+def _inner_env(u: gym.Env) -> tuple[str, gym.Env] | None:
+    """The one env a custom env wraps by holding it (``self.inner = gym.make(...)``), with its attribute's name;
+    None where it holds none, or more than one (which would carry is then not ours to guess)."""
+    held = [(name, value) for name, value in vars(u).items() if isinstance(value, gym.Env) and value is not u]
+    return held[0] if len(held) == 1 else None
+
+
+def _carries(spec: EnvSpec, env: gym.Env) -> bool:
+    """Whether an episode of ``env`` (just reset) can be carried to the next round; a state the env's own
+    :data:`EPISODE_STATE` protocol gives that is not JSON is bad input, said before any work."""
+    try:
+        state = capture_episode(env)
+        json.dumps(state, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"env_id {spec.env_id!r}: get_episode_state() must return plain JSON (numbers, strings, "
+                          f"lists, dicts): {one_line(str(exc), 200)}; convert arrays with .tolist()") from None
+    return state is not None
+
+
+# The protocol by which any env carries its episodes across rounds: two methods on the env (the unwrapped one)
+EPISODE_STATE = ("get_episode_state", "set_episode_state")  # () -> JSON-able state; (state) -> None
+
+
 def capture_episode(env: gym.Env) -> dict[str, Any] | None:
     """The simulator state needed to continue the current episode elsewhere, or None if unsupported.
 
-    Supported: MuJoCo envs (qpos, qvel), classic-control envs (their ``state`` array) and ALE games
-    (the emulator state with its RNG, the lives count and the frame stack), plus the time limit's
-    step count. Rollout functions return it so the next round can continue the episode on any
-    instance: the functions stay stateless and episodes keep their full length.
+    Supported: an env with :data:`EPISODE_STATE`'s two methods (``get_episode_state()`` returns a plain-JSON
+    state, ``set_episode_state(state)`` puts a freshly reset env into it), MuJoCo envs (qpos, qvel),
+    classic-control envs (their ``state`` array), ALE games (the emulator state with its RNG, the lives count and
+    the frame stack), and a custom env that holds one such env (``self.inner = gym.make(...)``: the inner env's
+    state), plus the time limit's step count. Rollout functions return it so the next round can continue the
+    episode on any instance: the functions stay stateless and episodes keep their full length.
     """
     env = _without_latency(env)
     u = env.unwrapped
-    if isinstance(env, AtariGame):
+    if all(callable(getattr(u, method, None)) for method in EPISODE_STATE):
+        state = {"custom": u.get_episode_state()}
+    elif isinstance(env, AtariGame):
         if env.game_over or env._last_obs is None:
             return None
         state: dict[str, Any] = {"ale": base64.b64encode(u.ale.cloneState(include_rng=True).serialize()).decode(),
                                  "lives": env.lives, "frames": encode_array(env._last_obs)}
     elif hasattr(u, "set_state") and hasattr(u, "data"):
         state = {"qpos": u.data.qpos.tolist(), "qvel": u.data.qvel.tolist()}
-    elif isinstance(getattr(u, "state", None), np.ndarray):
+    elif type(u).__module__.startswith("gymnasium.envs.") and isinstance(getattr(u, "state", None), np.ndarray):
+        # Gymnasium's classic control: the array is the whole episode (a custom env's may not be: its protocol)
         state = {"state": u.state.tolist()}
+    elif (inner := _inner_env(u)) is not None and (held := capture_episode(inner[1])) is not None:
+        state = {"inner": inner[0], "held": held}
     else:
         return None
     limit = _time_limit(env)
@@ -609,7 +653,14 @@ def restore_episode(env: gym.Env, state: dict[str, Any]) -> np.ndarray | None:
     observation to continue from where the state holds it (the ALE frame stack), else None."""
     env = _without_latency(env)
     u = env.unwrapped
-    if "ale" in state:
+    if "custom" in state:
+        u.set_episode_state(state["custom"])
+    elif "inner" in state:
+        inner = _inner_env(u)
+        if inner is None or inner[0] != state["inner"]:
+            raise ValueError("carried inner-env state does not match this environment")
+        restore_episode(inner[1], state["held"])
+    elif "ale" in state:
         _restore_atari(env, state)
     elif "qpos" in state:
         qpos, qvel = np.asarray(state["qpos"], dtype=np.float64), np.asarray(state["qvel"], dtype=np.float64)

@@ -316,9 +316,11 @@ class Session:
             raise error
 
     def write_summary(self, progress: Progress, cost_usd: dict[str, float], projected_cloud_s: float,
-                      learner_host: str | None = None, functions_ran_on: str | None = None) -> RunSummary:
-        """``summary.json``: the run's outcome, the stop condition that ended it, what it cost (and the server the
-        learner was billed as: a GPU host for a GPU learner), where its functions ran, and its config. Numbers that
+                      priced_as: str, learner_host: str | None = None,
+                      functions_ran_on: str | None = None) -> RunSummary:
+        """``summary.json``: the run's outcome, the stop condition that ended it, what it cost (on the deployment
+        ``priced_as`` names, and the server the learner was billed as: a GPU host for a GPU learner), where its
+        functions ran, and its config. Numbers that
         do not exist (no evaluation yet) are ``null``: JSON has no NaN.
 
         Three returns, each of a different thing: ``final_eval_return`` is the last round's policy, evaluated
@@ -341,7 +343,8 @@ class Session:
             "train_return_last100": float(np.mean(recent)) if recent else None,
             "train_return_last100_rounds": span,
             "functions_ran_on": functions_ran_on,
-            "cost_usd": cost_usd, "projected_cloud_s": projected_cloud_s, "learner_host": learner_host,
+            "cost_usd": cost_usd, "projected_cloud_s": projected_cloud_s, "priced_as": priced_as,
+            "learner_host": learner_host,
             "config": self.cfg.to_dict(),
         }
         path = self.run_dir / files.SUMMARY

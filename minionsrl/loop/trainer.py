@@ -133,7 +133,8 @@ class Trainer:
                 {"serverless": self.ledger.total_serverless_usd, "server": self.ledger.total_server_usd,
                  "serverless_wall": self.ledger.total_serverless_wall_usd,
                  "server_wall": self.ledger.total_server_wall_usd},
-                self.ledger.total_projected_s, self.ledger.learner_host.name, self.backend.where())
+                self.ledger.total_projected_s, self.ledger.priced_as, self.ledger.learner_host.name,
+                self.backend.where())
         finally:
             self.close()
 
