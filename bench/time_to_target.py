@@ -39,6 +39,7 @@ from pathlib import Path
 
 from common import OUT, ROOT, log, markdown_table, write_section
 from experiment import command
+from reprice import on_lithops
 
 from minionsrl import cli
 from minionsrl.backends.base import OK, InvocationRecord
@@ -276,24 +277,28 @@ def answer() -> str:
     """Which ``n`` or scaler reaches the target in the least time, which for the fewest dollars: per env, from the
     comparisons of :data:`ANSWER`."""
     lines = ["Every arm against the fixed-8 of its own comparison, seed by seed (`bench/time_to_target.py "
-             "--answer`, from the compare tables under `docs/results/time-to-target-NAME/`). *Same seeds*: over "
-             "the seeds where both reached the target, the arm's mean projected seconds (or dollars) to it over "
-             "fixed-8's, with a bootstrap interval (seeds resampled in pairs). *Stalls counted*: the ratio of the "
-             "means over every seed, a run that never reached the target counted at its whole 1M-step run: a lower "
-             "bound (≥) when the arm stalled, of unknown side (?) when fixed-8 stalled too. *Pareto*: among the arms "
-             "that reached the target in every seed (as did their fixed-8), no other arm is both faster and "
-             "cheaper. On the latency-bound env also the *measured wall time* "
-             "(its steps wait rather than compute, so the functions overlap on this 2-core machine; unlike the "
-             "projected time, it moves with the machine's load). *Why*: the time to the target is the rounds to it "
-             "times the seconds a round, so each arm's ratios split, roughly, in two: the rounds its evaluation "
-             "took to reach the target (the round of the first evaluation there; evaluations every 10 rounds and "
-             "after the last, so a count is known to 10 rounds), against fixed-8's on the seeds both reached it, "
-             "which says whether it learned as much per round; and the projected seconds and dollars a round, over "
-             "each whole run, every seed paired, which say what a round costs it (every arm samples "
-             f"{BATCH:,} steps a round but the weak-scaling arms, {64 * 512:,}). The two are over "
-             "different seeds and rounds, so their product is near the time or dollar ratio, not equal to it.", ""]
+             "--answer`, from the compare tables under `docs/results/time-to-target-NAME/`), priced as AWS Lambda "
+             "through Lithops (`aws_lambda_x86 via lithops`, the deployment this package ships): these comparisons "
+             "ran before 2026-12-02, billed on a direct Lambda invoke that no backend makes, and are re-priced by "
+             "`bench/reprice.py` (its check against runs billed both ways: `docs/results/reprice.md`). *Same "
+             "seeds*: over the seeds where both reached the target, the arm's mean projected seconds (or dollars) "
+             "to it over fixed-8's, with a bootstrap interval (seeds resampled in pairs). *Stalls counted*: the "
+             "ratio of the means over every seed, a run that never reached the target counted at its whole 1M-step "
+             "run: a lower bound (≥) when the arm stalled, of unknown side (?) when fixed-8 stalled too. *Pareto*: "
+             "among the arms that reached the target in every seed (as did their fixed-8), no other arm is both "
+             "faster and cheaper. On the latency-bound env also the *measured wall time* (its steps wait rather "
+             "than compute, so the functions overlap on this 2-core machine; unlike the projected time, it moves "
+             "with the machine's load). *Why*: the time to the target is the rounds to it times the seconds a "
+             "round, so each arm's ratios split, roughly, in two: the rounds its evaluation took to reach the "
+             "target (the round of the first evaluation there; evaluations every 10 rounds and after the last, so "
+             "a count is known to 10 rounds), against fixed-8's on the seeds both reached it, which says whether "
+             "it learned as much per round; and the projected seconds and dollars a round, over each whole run, "
+             f"every seed paired, which say what a round costs it (every arm samples {BATCH:,} steps a round but "
+             f"the weak-scaling arms, {64 * 512:,}). The two are over different seeds and rounds, so their product "
+             "is near the time or dollar ratio, not equal to it.", ""]
     for env, comparisons in ANSWER.items():
-        lines += targets.answer_env(env, spec_of(env)[2] or 0.0, comparisons, DOCS.parent, wall=env in WALL)
+        lines += targets.answer_env(env, spec_of(env)[2] or 0.0, comparisons, DOCS.parent, wall=env in WALL,
+                                    priced=lambda row, env=env: on_lithops(row, env))
     return "\n".join(lines)
 
 

@@ -38,10 +38,11 @@ from minionsrl.experiments.plots import forward_fill, line_plot, scatter_plot
 from minionsrl.loop.metrics import read_metrics
 from minionsrl.scaling.registry import SCALERS
 
-RUN_COLUMNS = ["arm", "scaler", "backend", "learner_budget", "seed", "rounds", "env_steps", "final_eval_return",
-               "best_eval_return", "train_return_last100", "wall_s", "projected_cloud_s", "cost_serverless_usd",
-               "cost_server_usd", "cost_usd", "mean_actors", "detector_share", "time_to_target_s",
-               "projected_time_to_target_s", "usd_to_target", "rounds_to_target", "return_at_budget"]
+RUN_COLUMNS = ["arm", "scaler", "backend", "priced_as", "learner_budget", "seed", "rounds", "env_steps",
+               "final_eval_return", "best_eval_return", "train_return_last100", "wall_s", "projected_cloud_s",
+               "cost_serverless_usd", "cost_server_usd", "cost_usd", "mean_actors", "detector_share",
+               "time_to_target_s", "projected_time_to_target_s", "usd_to_target", "rounds_to_target",
+               "return_at_budget"]
 
 
 # the scalers an arm may give an objective: critical:time, auto:cost
@@ -193,6 +194,7 @@ def run_row(arm: Arm, seed: int, run_dir: Path, target: float | None) -> dict[st
     first = reached[0] if reached else None
     return {
         "arm": arm.label, "scaler": arm.scaler, "backend": arm.backend,
+        "priced_as": summary.get("priced_as", ""),  # runs older than the field priced a direct invoke
         "learner_budget": summary["config"].get("learner_budget", "per-sample"),  # runs older than the option
         "seed": seed, "rounds": summary["rounds"],
         "env_steps": summary["env_steps"], "final_eval_return": summary["final_eval_return"],
@@ -376,6 +378,8 @@ def _write_outputs(results: list[dict[str, Any]], arms: list[Arm], out_dir: Path
         writer.writeheader()
         writer.writerows(results)
     table = markdown_table(results, arms, target, dollar_budget)
+    priced = sorted({str(r.get("priced_as") or "") for r in results} - {""})
+    table += f"\n\nProjected seconds and dollars price: {', '.join(priced)}." if priced else ""
     (out_dir / "compare.md").write_text(f"# compare: {env_id}\n\n{table}\n\n"
                                         f"{legend(_shown_columns(target, dollar_budget), target, dollar_budget)}\n")
     points = _arm_points(results, arms)

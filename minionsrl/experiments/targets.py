@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,10 +124,11 @@ def with_per_round(rows: list[Row]) -> list[Row]:
 
 
 def answer_env(env: str, target: float, comparisons: list[tuple[str, list[str]]], results: Path,
-               wall: bool = False) -> list[str]:
+               wall: bool = False, priced: Callable[[Row], Row] = lambda row: row) -> list[str]:
     """The env's answer: every arm of ``comparisons`` (name, arms) against the :data:`BASELINE` of its own
-    comparison (``results/time-to-target-NAME/ENV/compare.csv``), seed by seed; then why, as rounds to the target
-    and what a round costs (time to it = rounds x seconds a round). ``wall``: the measured wall time too."""
+    comparison (``results/time-to-target-NAME/ENV/compare.csv``, each row as ``priced`` re-prices it), seed by
+    seed; then why, as rounds to the target and what a round costs (time to it = rounds x seconds a round).
+    ``wall``: the measured wall time too."""
     table: list[list[str]] = []
     why: list[list[str]] = []
     points: dict[str, tuple[float, float]] = {}
@@ -141,7 +143,7 @@ def answer_env(env: str, target: float, comparisons: list[tuple[str, list[str]]]
             not_run(", ".join(arms), name)
             continue
         with open(path, newline="") as f:
-            rows = with_per_round(list(csv.DictReader(f)))
+            rows = with_per_round([priced(row) for row in csv.DictReader(f)])
         base = by_seed(rows, BASELINE)
         for arm in arms:
             mine = by_seed(rows, arm)
