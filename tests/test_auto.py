@@ -54,6 +54,16 @@ def test_auto_measures_a_warm_round_then_picks_the_knee() -> None:
     assert auto.next_actors(_row(4, 16)) == 16
 
 
+def test_a_second_round_that_started_more_instances_still_measures_its_warm_functions() -> None:
+    """The local backend grows its pool as it learns how much the functions wait: round 2 starts a few more
+    instances. Its warm functions and the learner still measure the count, so auto picks at once; only the
+    correction of the forecast waits for a round without starts (a cold start's modelled second is not the count's)."""
+    auto = AutoScaler(8, 64, 8, _model)
+    auto.next_actors(_row(1, 8, cold=8))
+    assert auto.next_actors(_row(2, 8, cold=3, scale=3.0)) == 16
+    assert auto.model.stats == STATS and auto.model.ratios == {}
+
+
 def test_auto_corrects_the_model_by_what_each_count_measured() -> None:
     auto = AutoScaler(8, 64, 8, _model)
     auto.next_actors(_row(1, 8, cold=8))

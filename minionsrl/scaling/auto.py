@@ -2,9 +2,10 @@
 
 The batch stays what ``--actors`` functions would sample (the config makes it constant: ``batch_size``), so more
 functions buy a shorter round, not fewer updates, and the choice is a question of seconds and dollars only.
-The first count, ``n_0``, runs two rounds: the first starts instances and compiles the learner; the second, warm,
-is the probe — its learner seconds and what one function did per sample go into the round model as the run
-measures it (:class:`~minionsrl.scaling.round_model.MeasuredRoundModel`: ``minionsrl plan``'s model, priced on
+The first count, ``n_0``, runs two rounds: the first starts instances and compiles the learner; the second is the
+probe — its learner seconds and what its warm functions did per sample (a round in which the local backend starts
+more instances, as it learns how much they wait, still measures the ones that ran warm) go into the round model as
+the run measures it (:class:`~minionsrl.scaling.round_model.MeasuredRoundModel`: ``minionsrl plan``'s model, priced on
 this run's platform and corrected by every count the run measures), which prices every count between ``n_min``
 and ``n_max``.
 
@@ -45,8 +46,10 @@ class AutoScaler(Scaler):
         if last_round is None:
             return self.clip(self.n0)
         n = last_round.n_actors
-        if self.warm(last_round):  # a count's first round measures starting it, not running it
-            self.model.measure(last_round)
+        again = n == self.previous  # the learner's programs for this batch compiled in an earlier round
+        warm = self.warm(last_round)
+        if again:  # its warm functions measure running them even where others started (the local backend grows)
+            self.model.measure(last_round, calibrate=warm)
         if not self.model.ready:
             return n
         return self._pick(n, last_round)

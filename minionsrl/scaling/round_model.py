@@ -39,8 +39,10 @@ class MeasuredRoundModel:
         """Whether a warm round has fed the model."""
         return self.stats is not None and self.learner_s is not None
 
-    def measure(self, last: RoundStats) -> None:
-        """Feed a warm round's stats (a round that measured no warm function, or no finite time, changes nothing)."""
+    def measure(self, last: RoundStats, calibrate: bool = True) -> None:
+        """Feed a round's learner seconds and warm functions' stats (a round that measured no warm function, or no
+        finite time, changes nothing); ``calibrate``: its projected seconds and dollars also correct its count's
+        forecast (not for a round that started instances: a cold start's modelled second is not the count's)."""
         stats = last.function_stats()
         learner_s = as_finite(last.projected_learner_s)
         seconds = as_finite(last.projected_round_s)
@@ -51,7 +53,7 @@ class MeasuredRoundModel:
         self.stats = stats if self.stats is None else self.stats.blend(stats, SMOOTHING)
         self.learner_s = learner_s if self.learner_s is None else ewma(self.learner_s, learner_s, SMOOTHING)
         model_s, model_usd = self.forecast(n, self.learner_s, self.stats)
-        if model_s > 0 and model_usd > 0:
+        if calibrate and model_s > 0 and model_usd > 0:
             self.ratios[n] = [*self.ratios.get(n, [])[-(CALIBRATION_ROUNDS - 1):], (seconds / model_s, usd / model_usd)]
 
     def predicted(self, n: int) -> tuple[float, float]:
