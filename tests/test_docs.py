@@ -35,6 +35,7 @@ def test_readme_lists_the_summary_keys(tmp_path):
     assert "cost_usd: {serverless, server, serverless_wall, server_wall}" in README
     assert list(summary["cost_usd"]) == ["serverless", "server", "serverless_wall", "server_wall"]
     assert summary["learner_host"] == "c5.large"  # a CPU learner: the catalogue's CPU host
+    assert summary["priced_as"] == "aws_lambda_x86 via lithops"  # a local run: the deployment --backend lithops ships
 
 
 def test_module_map_paths_exist_and_the_design_is_ours():

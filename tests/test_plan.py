@@ -133,6 +133,18 @@ def test_the_verdict_says_what_serverless_pays_in():
     assert "What-if: invoked directly, as the papers ran it (no backend here ships that path)" in said
 
 
+def test_counts_whose_fragments_cut_every_episode_are_marked_and_never_picked():
+    """Episodes not carried and 200 steps long: at 2,048 samples a round, 16 or more functions step under 200 each,
+    so no training episode would end; plan marks those rows and picks among the others."""
+    uncarried = replace(_probe(0.02), carries=False, episode_steps=200)
+    cfg = TrainConfig(env_id="Pendulum-v1", batch_size=2048, total_timesteps=131_072)
+    rows = forecast(cfg, uncarried, cap=64)
+    assert {r.n for r in rows if r.cuts_episodes} == {16, 32, 64}
+    for platform in PLATFORMS:
+        assert max(vars(picks(rows, platform)).values()) <= 8
+    assert not any(r.cuts_episodes for r in forecast(cfg, _probe(0.02), cap=64))  # carried: nothing cut
+
+
 def test_every_row_names_its_deployment_as_a_run_does():
     rows = forecast(_cfg(), PROBE, cap=8)
     named = {r.platform: (r.priced_as, r.shipped) for r in rows}

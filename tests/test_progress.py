@@ -53,6 +53,8 @@ def test_a_disabled_display_writes_nothing():
 
 def test_the_bar_text_is_the_log_line():
     assert figures(_row(1, 250, 10.0), 42.0, None).endswith("eval 42.0 · $0.001000 · ETA -")
+    named = figures(_row(1, 250, 10.0), 42.0, None, priced_as="aws_lambda_x86 via lithops")
+    assert named.endswith("eval 42.0 · $0.001000 as aws_lambda_x86 via lithops · ETA -")  # the deployment it prices
 
 
 @pytest.mark.integration
