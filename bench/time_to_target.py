@@ -302,6 +302,37 @@ def answer() -> str:
     return "\n".join(lines)
 
 
+# ``--record``: the comparison whose fixed counts become plan's basis for ``--target`` (minionsrl/data/targets.yaml)
+RECORD = "2026-11-28-auto"
+TARGETS_YAML = ROOT / "minionsrl" / "data" / "targets.yaml"
+
+
+def record() -> str:
+    """The env steps each seed of :data:`RECORD`'s fixed counts took to its env's target (null: never, in its 1M
+    steps), per env, as ``minionsrl plan --target`` reads them; returns the YAML."""
+    import yaml
+
+    jobs = []
+    for env in ENVS:
+        spec, _, target = spec_of(env)
+        config = yaml.safe_load(spec.read_text())["config"]
+        with open(DOCS.parent / f"time-to-target-{RECORD}" / env / "compare.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+        counts = sorted({int(r["arm"].split("-")[1]) for r in rows if r["arm"].startswith("fixed-")})
+        steps = {n: [int(r["rounds_to_target"]) * BATCH if r["rounds_to_target"] else None
+                     for r in sorted(rows, key=lambda r: int(r["seed"])) if r["arm"] == f"fixed-{n}"]
+                 for n in counts}
+        jobs.append({"env_id": config["env_id"], "step_latency_ms": float(config.get("env_step_latency_ms", 0.0)),
+                     "target": target, "batch_size": BATCH, "steps_to_target": steps})
+    text = ("# What plan --target forecasts from: the env steps each seed took to a target return (its first\n"
+            "# evaluation there, every 10 rounds; null: not within its 1M steps), at a constant batch per round, per\n"
+            f"# fixed actor count. Measured by `minionsrl compare --until target` ({RECORD}: docs/results/\n"
+            f"# time-to-target-{RECORD}/), written by `bench/time_to_target.py --record`.\n"
+            + yaml.safe_dump({"jobs": jobs}, sort_keys=False, default_flow_style=None))
+    TARGETS_YAML.write_text(text)
+    return text
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", nargs="*", default=["hopper", "latency", "halfcheetah", "nitro50"],
@@ -316,7 +347,12 @@ def main() -> None:
                         "(see above), so that this pass runs them again with the compilation cache warm")
     parser.add_argument("--answer", action="store_true", help="only write the answer across the published "
                         "comparisons (see ANSWER) to docs/results/time-to-target-answer.md and docs/RESULTS.md")
+    parser.add_argument("--record", action="store_true", help="only write plan --target's basis, the steps to the "
+                        f"target of {RECORD}'s fixed counts, to minionsrl/data/targets.yaml")
     args = parser.parse_args()
+    if args.record:
+        print(record())
+        return
     if args.answer:
         text = answer()
         (ROOT / "docs" / "results" / "time-to-target-answer.md").write_text(

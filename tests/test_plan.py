@@ -145,6 +145,25 @@ def test_counts_whose_fragments_cut_every_episode_are_marked_and_never_picked():
     assert not any(r.cuts_episodes for r in forecast(cfg, _probe(0.02), cap=64))  # carried: nothing cut
 
 
+def test_to_a_target_from_the_recorded_rounds_times_the_forecast_round():
+    """Hopper-v5 to 2,500 at 4,096 samples a round is a recorded job: fixed-8's seeds took 140, none, 70, 110 and 70
+    rounds; each is that many forecast rounds, plus the first round's compilation and cold start. An unrecorded job
+    has no basis, and says so."""
+    from minionsrl.experiments.plan import target_text, to_target
+
+    cfg = TrainConfig(env_id="Hopper-v5", batch_size=4096, total_timesteps=1_000_000, eval_every=10)
+    rows = forecast(cfg, PROBE, cap=128)
+    got = {(g.n, g.platform): g for g in to_target(cfg, PROBE, rows, 2500.0)}
+    eight = got[8, "lambda"]
+    assert (eight.reached, eight.seeds, eight.rounds) == (4, 5, (97.5, 70.0, 140.0))
+    lam = next(r for r in rows if r.platform == "lambda" and r.n == 8)
+    assert eight.seconds[2] == pytest.approx(140 * lam.round_s + PROBE.compile_s + cfg.cost.cold_start_s)
+    assert eight.usd[2] > 140 * lam.usd_per_round  # and 14 evaluations' functions
+    assert eight.priced_as == "aws_lambda_x86 via lithops" and got[8, "server"].priced_as == "servers"
+    assert to_target(cfg.replace(batch_size=2048), PROBE, rows, 2500.0) == []
+    assert "no recorded basis" in target_text(cfg, 3000.0, [])[0]
+
+
 def test_every_row_names_its_deployment_as_a_run_does():
     rows = forecast(_cfg(), PROBE, cap=8)
     named = {r.platform: (r.priced_as, r.shipped) for r in rows}

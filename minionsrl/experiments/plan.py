@@ -30,6 +30,14 @@ by the rule that bills a real round, not a copy of it):
 
 Each row names its deployment (``priced_as``, as ``summary.json`` does), so a run and its forecast can be matched.
 
+**To a target** (``--target-return R``). A probe of four rounds says nothing of how many rounds learning takes, so
+the rounds come from what was measured: ``minionsrl/data/targets.yaml`` holds the env steps each seed of
+``minionsrl compare --until target`` took to a target, per fixed count, for the jobs measured here (the env, its
+step latency, the target and the batch a round). Where the plan's job is one of them, each recorded count's
+rounds per seed times the forecast round, plus the first round's compilation and cold start and the evaluations'
+invocations, is the forecast time and dollars to the target, with the seeds' range and how many reached it; for
+any other job the plan says there is no basis and how to measure one.
+
 Per row: seconds and dollars a round, the run's rounds for its step budget (``total_timesteps``) and their time and
 dollars, and the round's split (learner / one function / the platform's overhead). Per platform: the ``n`` that
 finishes the step budget soonest, the cheapest, and the knee (the least ``n`` past which doubling buys under 10%
@@ -45,6 +53,7 @@ import os
 import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -295,6 +304,64 @@ def forecast(cfg: TrainConfig, p: Probe, cap: int = DEFAULT_CAP, prices: Prices 
 
 
 @dataclass(frozen=True)
+class ToTarget:
+    """A count's forecast seconds and dollars to the target on one platform: over the recorded seeds that reached
+    it, the mean, least and most of each (see the module's docstring)."""
+
+    n: int
+    platform: str
+    priced_as: str
+    reached: int
+    seeds: int
+    rounds: tuple[float, float, float]
+    seconds: tuple[float, float, float]
+    usd: tuple[float, float, float]
+
+
+def recorded_steps(cfg: TrainConfig, target: float) -> dict[int, list[int | None]] | None:
+    """The env steps each recorded seed took to ``target`` per fixed count, for ``cfg``'s job and batch (None: no
+    record of that job)."""
+    text = resources.files("minionsrl").joinpath("data", "targets.yaml").read_text()
+    for job in files.parse_yaml(text, "the shipped targets.yaml")["jobs"]:
+        if (job["env_id"], float(job["step_latency_ms"]), float(job["target"]), job["batch_size"]) == (
+                cfg.env.env_id, cfg.env.env_step_latency_ms, float(target), cfg.env.batch_size):
+            return {int(n): list(steps) for n, steps in job["steps_to_target"].items()}
+    return None
+
+
+def to_target(cfg: TrainConfig, p: Probe, rows: list[Row], target: float, prices: Prices | None = None,
+              platforms: tuple[str, ...] = ("lambda", "server")) -> list[ToTarget]:
+    """Each recorded count's forecast seconds and dollars to ``target`` on ``platforms`` (empty: no record of this
+    job; see the module's docstring)."""
+    steps = recorded_steps(cfg, target)
+    if steps is None:
+        return []
+    prices = prices if prices is not None else load_prices(cfg.cost.prices)
+    batch, every = cfg.env.batch_size or 1, cfg.eval.eval_every or 0
+    out = []
+    for platform in platforms:
+        ledger = CostLedger(prices, cfg.cost.platform, cfg.cost.function_memory_mb, cfg.cost.cold_start_s, "cpu",
+                            DEPLOYMENTS[PLATFORMS[platform]])
+        for n, seeds in sorted(steps.items()):
+            row = next((r for r in rows if r.platform == platform and r.n == n), None)
+            if row is None:
+                continue
+            # an evaluation's functions: its episodes (to the time limit) split over up to n of them
+            episodes = min(cfg.eval.eval_episodes, n)
+            length = (p.episode_steps or cfg.eval.eval_max_steps) * cfg.eval.eval_episodes / episodes
+            evaluation = [InvocationRecord("eval", "eval", run_s=length * p.sample_s)] * episodes
+            eval_usd = (ledger.serverless_usd(0.0, evaluation, 0.0)[0] if not ledger.deployment.servers else 0.0)
+            first = p.compile_s + cfg.cost.cold_start_s  # the first round compiles and starts instances
+            got = [(s / batch, s / batch * row.round_s + first,
+                    s / batch * row.usd_per_round + (s / batch // every if every else 0) * eval_usd
+                    + first * ledger.learner_usd_s) for s in seeds if s is not None]
+            if got:
+                out.append(ToTarget(n, platform, row.priced_as, len(got), len(seeds),
+                                    *[(float(np.mean(v)), min(v), max(v)) for v in zip(*got, strict=True)]))
+    return out
+
+
+@dataclass(frozen=True)
 class Picks:
     """A platform's recommended counts."""
 
@@ -359,8 +426,29 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
-def report(cfg: TrainConfig, p: Probe, rows: list[Row]) -> str:
-    """The forecast as Markdown: the probe, the verdict, each platform's picks, and the table."""
+def target_text(cfg: TrainConfig, target: float, rows: list[ToTarget]) -> list[str]:
+    """The forecast to the target as Markdown lines: each recorded count's time and dollars, or why there is none."""
+    if not rows:
+        return [f"To return {target:g}: no recorded basis for this job (the env, its step latency, a batch of "
+                f"{cfg.env.batch_size or 'fragment_length x n'} a round); only runs can say how many rounds learning "
+                f"takes: `minionsrl compare --until target --target {target:g} --scalers fixed:8,fixed:64 --seeds 5`.",
+                ""]
+
+    def span(v: tuple[float, float, float], fmt: Any) -> str:
+        return f"{fmt(v[0])} ({fmt(v[1])}–{fmt(v[2])})"
+
+    table = [[r.n, r.priced_as, f"{r.reached}/{r.seeds}", span(r.rounds, lambda x: f"{x:.0f}"),
+              span(r.seconds, _duration), span(r.usd, lambda x: f"${x:.3g}")] for r in rows]
+    return [f"To return {target:g}, from the rounds each recorded seed took at this batch (`minionsrl/data/"
+            "targets.yaml`: `minionsrl compare --until target`, 5 seeds a count) times this probe's round: the mean "
+            "over the seeds that reached it (least–most).", "",
+            markdown_table(["n", "priced as", "seeds there", "rounds", "time to target", "dollars to target"], table,
+                           right=[True, False, True, True, True, True]), ""]
+
+
+def report(cfg: TrainConfig, p: Probe, rows: list[Row], targets: list[str] | None = None) -> str:
+    """The forecast as Markdown: the probe, the verdict, the forecast to the target (``targets``: its lines, where
+    one was asked for), each platform's picks, and the table."""
     lines = [f"# plan: {cfg.env.env_id}, {cfg.run.total_timesteps:,} steps", "",
              f"Probe ({p.probe_s:.0f} s on this machine): a function's {_duration(p.sample_s)} a sample (mean), "
              f"{_duration(p.init_s)} warm init, CPU busy {p.busy_share:.0%} of its time; the learner "
@@ -370,7 +458,7 @@ def report(cfg: TrainConfig, p: Probe, rows: list[Row]) -> str:
              f"{_duration(p.local_cold_start_s)}.", "", verdict(rows, p), "",
              "To have a run pick its count from this model, measured on its own rounds: `minionsrl train "
              "--actors auto` (the knee; `--optimize cost`: the cheapest). It keeps the batch of `--actors` whatever "
-             "the count: `minionsrl plan --actors auto` forecasts at that batch.", ""]
+             "the count: `minionsrl plan --actors auto` forecasts at that batch.", "", *(targets or [])]
     cut = sorted({r.n for r in rows if r.cuts_episodes})
     if cut:
         lines += [f"The env's episodes are not carried across rounds, and at n = {', '.join(map(str, cut))} every "
@@ -430,7 +518,9 @@ def run_plan(cfg: TrainConfig, cap: int = DEFAULT_CAP, out_dir: str | Path | Non
         raise ConfigError("plan: the forecast is for a step budget; set --total-timesteps")
     p = replace(probe(cfg), carries=info.carries or not cfg.env.carry_episodes, episode_steps=info.episode_steps)
     rows = forecast(cfg, p, cap, prices)
-    text = report(cfg, p, rows)
+    target = cfg.run.target_return
+    goals = [] if target is None else to_target(cfg, p, rows, target, prices)
+    text = report(cfg, p, rows, None if target is None else target_text(cfg, target, goals))
     if out_dir is not None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -440,5 +530,6 @@ def run_plan(cfg: TrainConfig, cap: int = DEFAULT_CAP, out_dir: str | Path | Non
         Path(json_path).write_text(json.dumps({"env_id": cfg.env.env_id, "total_timesteps": cfg.run.total_timesteps,
                                                "probe": asdict(p), "rows": [asdict(r) for r in rows],
                                                "picks": {pl: asdict(picks(rows, pl)) for pl in PLATFORMS},
-                                               "verdict": verdict(rows, p)}, indent=1))
+                                               "verdict": verdict(rows, p),
+                                               "to_target": [asdict(g) for g in goals]}, indent=1))
     return text, rows
