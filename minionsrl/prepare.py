@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import glob
 import importlib.util
+import itertools
+import math
 import warnings
 
 from minionsrl import config
+from minionsrl.backends.local import available_memory_bytes
 from minionsrl.config import LearnerConfig, TrainConfig
 from minionsrl.cost import CostLedger, Prices, deployment_of, load_prices
 from minionsrl.errors import ConfigError, EpisodesNotCarried
@@ -51,11 +54,35 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
         raise ConfigError(f"env_id {cfg.env.env_id!r} with env_kwargs {cfg.env.env_kwargs!r} cannot be built "
                           f"({first_line}); check env_kwargs against the environment's constructor") from exc
     cfg = config.resolve(cfg, info.family)
+    check_network_fits(cfg, info)
     cfg = _episodes_not_carried(cfg, info)
     if cfg.learner.normalize_obs and len(info.obs_shape) == 3:
         raise ConfigError(f"normalize_obs: {cfg.env.env_id!r} has image observations (scaled by 1/255 in the "
                           "network); use --no-normalize-obs")
     return cfg, info
+
+
+LEARNER_BYTES_PER_PARAMETER = 20  # float32 weights, their gradients, Adam's two moments and the published copy
+
+
+def check_network_fits(cfg: TrainConfig, info: EnvInfo) -> None:
+    """One line, before any work, for an MLP too big to train here: weights a function's memory cannot hold (every
+    function loads them), or a learner this machine's available memory cannot hold (each layer's width is checked
+    alone; their product is what fills memory)."""
+    if len(info.obs_shape) == 3 and info.discrete:  # the Nature CNN: hidden_sizes do not apply
+        return
+    sizes = [int(math.prod(info.obs_shape)), *cfg.learner.hidden_sizes]
+    count = sum(a * b + b for out in (info.action_dim, 1) for a, b in itertools.pairwise([*sizes, out]))
+    weights_mb, memory_mb = 4 * count / 2**20, cfg.cost.function_memory_mb
+    what = f"hidden_sizes: {cfg.learner.hidden_sizes!r} make a policy of {count:,} parameters"
+    if weights_mb > memory_mb / 2:
+        raise ConfigError(f"{what} ({weights_mb:,.0f} MB of float32 weights), more than half a function's "
+                          f"{memory_mb:g} MB (--function-memory-mb), which must hold them and its env; use smaller "
+                          "layers")
+    available = available_memory_bytes()
+    if available is not None and count * LEARNER_BYTES_PER_PARAMETER > available:
+        raise ConfigError(f"{what}: the learner would need about {count * LEARNER_BYTES_PER_PARAMETER / 2**30:,.1f} "
+                          f"GB, and this machine has {available / 2**30:,.1f} GB available; use smaller layers")
 
 
 def _episodes_not_carried(cfg: TrainConfig, info: EnvInfo) -> TrainConfig:

@@ -427,8 +427,10 @@ def test_a_config_is_built_by_role_from_flat_or_sectioned_values(tmp_path):
     assert build(load_yaml(tmp_path / "c.yaml")) == flat.replace(seed=4, n_max=64, backend="local")
     whole = TrainConfig(learner=LearnerConfig(gamma=0.9), seed=2)
     assert whole.learner.gamma == 0.9 and whole.run.seed == 2 and whole.scaling == TrainConfig().scaling
-    with pytest.raises(TypeError, match="unknown field 'learnin_rate'"):
+    with pytest.raises(ConfigError, match="unknown field 'learnin_rate'; did you mean 'learning_rate'"):
         TrainConfig(learnin_rate=1.0)
+    with pytest.raises(ConfigError, match=r"unknown field 'plots'; plots is train\(\)'s own argument"):
+        TrainConfig(env_id="CartPole-v1", plots=False)  # the README's word, given to the wrong call
 
 
 def test_each_role_checks_its_own_rules():

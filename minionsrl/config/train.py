@@ -59,7 +59,9 @@ class TrainConfig:
     def __init__(self, **values: Any) -> None:
         for name in values:
             if name not in FIELDS and name not in ROLES:
-                raise TypeError(f"TrainConfig got an unknown field {name!r}{_did_you_mean(name)}")
+                raise ConfigError(f"TrainConfig got an unknown field {name!r}"
+                                  + (f"; {name} is train()'s own argument: train(cfg, {name}=...)" if name in TRAIN_ARGS
+                                     else _did_you_mean(name)))
         for role, cls in ROLES.items():
             part = values.get(role, cls())
             if not isinstance(part, cls):
@@ -89,6 +91,9 @@ class TrainConfig:
         """Fields that change what is learned (a resumed run must keep them); stop conditions, outputs, where
         functions run and how faults are handled do not (the same learning on every backend)."""
         return {k: v for k, v in self.to_dict().items() if FIELDS[k].metadata["learning"]}
+
+
+TRAIN_ARGS = ("resume", "on_round", "plots", "callback")  # train()'s own arguments, beside its config
 
 
 def _did_you_mean(name: str) -> str:
