@@ -228,6 +228,15 @@ def run_modes(modes: dict[str, Callable[[list[str]], int | None]]) -> None:
 # -- results -------------------------------------------------------------------------------------
 
 
+def kept(path: Path, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A result kept as JSON at ``path``: read when it is there, else made by ``make`` and written first (an
+    experiment that spans sessions: delete the file to measure it again)."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(make(), indent=1))
+    return json.loads(path.read_text())
+
+
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:
     """Append one result and flush it to disk at once, so a cut session still leaves data."""
     path.parent.mkdir(parents=True, exist_ok=True)

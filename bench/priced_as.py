@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from minionsrl.config import TrainConfig  # noqa: E402
-from minionsrl.experiments.plan import forecast, probe  # noqa: E402
+from common import ROOT as REPO
+from common import kept
+
+from minionsrl.config import TrainConfig
+
+sys.path.insert(0, str(REPO))  # the envs are bench.user_envs:…
+from minionsrl.experiments.plan import forecast, probe
 
 BATCH = 2048  # samples a round at every count: more actors buy a shorter round
 ENVS = {  # name -> config fields
@@ -94,14 +96,9 @@ def main() -> int:
     parser.add_argument("--envs", default=",".join(ENVS))
     parser.add_argument("--rounds", type=int, default=8, help="rounds a run")
     args = parser.parse_args()
-    OUT.mkdir(parents=True, exist_ok=True)
     results = []
     for name in args.envs.split(","):
-        path = OUT / f"{name}.json"
-        if not path.exists():
-            print(f"{name}: probing and running …", flush=True)
-            path.write_text(json.dumps(run_env(name, args.rounds), indent=1))
-        results.append(json.loads(path.read_text()))
+        results.append(kept(OUT / f"{name}.json", lambda name=name: run_env(name, args.rounds)))
         DOC.write_text(
             "# A run and its forecast price the same deployment\n\nPer env (`bench/user_envs.py`: `reach` burns about "
             "1 ms of CPU a step, `slow-pendulum` waits 10 ms a step), `minionsrl plan`'s probe and its row for the "

@@ -47,7 +47,7 @@ CASES = [
     Case("fragment_length", ["--fragment-length", "0"]),
     Case("hidden_sizes", ["--hidden-sizes", "64", "0"]),
     Case("hidden_sizes", ["--config", "hs.yaml"], {"hs.yaml": "hidden_sizes: 64\n"}),
-    Case("hidden_sizes", ["--hidden-sizes", *["16384"] * 8], note="3.8 G parameters: each width allowed, the whole not"),
+    Case("hidden_sizes", ["--hidden-sizes", *["16384"] * 8], note="3.8 G parameters: each width fits, the whole not"),
     Case("seed", ["--seed", "-1"]),
     Case("seed", ["--seed", str(2**40)]),
     Case("n_min", ["--scaler", "nitro", "--n-min", "32", "--n-max", "16"]),

@@ -117,23 +117,15 @@ gym.register("NoRender-v0", entry_point=NoRenderModeEnv, max_episode_steps=50)
 
 
 class HeldPendulum(gym.Env):
-    """Pendulum held by a class of its own (``self.inner = gym.make(...)``), each step waiting ``wait_ms``: the
-    wrapper a user writes around a classic env, whose episodes minionsrl carries through the env it holds."""
+    """Pendulum held by a class of its own (not a Gymnasium ``Wrapper``: its unwrapped env is itself), the way a
+    user wraps a classic env; minionsrl carries its episodes through the one env it holds."""
 
     metadata = {"render_modes": []}  # noqa: RUF012 - gymnasium's class attribute
 
-    def __init__(self, wait_ms: float = 0.0, render_mode: str | None = None) -> None:
-        self.inner = gym.make("Pendulum-v1")
-        self.wait_s = wait_ms / 1000.0
-        self.observation_space, self.action_space = self.inner.observation_space, self.inner.action_space
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        return self.inner.reset(seed=seed)
-
-    def step(self, action):
-        if self.wait_s:
-            time.sleep(self.wait_s)
-        return self.inner.step(action)
+    def __init__(self, render_mode: str | None = None) -> None:
+        self.pendulum = gym.make("Pendulum-v1")
+        self.observation_space, self.action_space = self.pendulum.observation_space, self.pendulum.action_space
+        self.reset, self.step = self.pendulum.reset, self.pendulum.step  # every call goes to the env it holds
 
 
 class StatefulCounter(CounterEnv):

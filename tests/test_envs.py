@@ -138,6 +138,14 @@ def _play(env, actions):
     return out
 
 
+def _assert_same_play(a, b) -> None:
+    """Two plays of the same actions went alike, step by step (floats to 1e-6: MuJoCo's state round trip)."""
+    assert len(a) == len(b) > 0
+    for (oa, ra, ta, ua), (ob, rb, tb, ub) in zip(a, b, strict=True):
+        np.testing.assert_allclose(oa, ob, atol=1e-6, rtol=0)
+        assert ra == pytest.approx(rb, abs=1e-6) and (ta, ua) == (tb, ub)
+
+
 def test_capture_restore_cartpole_round_trip():
     spec = EnvSpec("CartPole-v1", {"max_episode_steps": 20})
     original, copy = make_env(spec), make_env(spec)
@@ -181,11 +189,8 @@ def test_capture_restore_hopper_round_trip():
     finally:
         original.close()
         copy.close()
-    assert len(a) == len(b) > 5
-    for (oa, ra, ta, ua), (ob, rb, tb, ub) in zip(a, b, strict=True):
-        np.testing.assert_allclose(oa, ob, atol=1e-6, rtol=0)
-        assert ra == pytest.approx(rb, abs=1e-6)
-        assert (ta, ua) == (tb, ub)
+    assert len(a) > 5
+    _assert_same_play(a, b)
 
 
 def test_capture_restore_hopper_differs_without_restore():
@@ -230,10 +235,7 @@ def test_a_custom_env_carries_its_episode_through_the_env_it_holds_or_its_own_pr
     finally:
         original.close()
         copy.close()
-    assert len(a) == len(b) > 0
-    for (oa, ra, ta, ua), (ob, rb, tb, ub) in zip(a, b, strict=True):
-        np.testing.assert_allclose(oa, ob, atol=1e-6, rtol=0)
-        assert ra == pytest.approx(rb, abs=1e-6) and (ta, ua) == (tb, ub)
+    _assert_same_play(a, b)
     if env_id.endswith("Pendulum"):  # the inner time limit came along: 200 steps in all, 50 after the carry
         assert len(a) == 50 and a[-1][3] is True
 
