@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from minionsrl import cli  # noqa: E402
 from minionsrl.config import TrainConfig  # noqa: E402
-from minionsrl.experiments.plan import run_plan  # noqa: E402
+from minionsrl.experiments.plan import recorded_steps, run_plan  # noqa: E402
 
 OUT = REPO / "bench" / "out" / "plan_target"
 DOC = REPO / "docs" / "results" / "plan-target.md"
@@ -50,16 +50,20 @@ def main() -> int:
         return rc
     with open(OUT / "runs" / "compare.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    lines = ["| n | priced as | seeds there (run / record) | forecast time | measured time: mean (least–most) | "
-             "forecast $ | measured $: mean (least–most) | within the spread |",
+    lines = ["| n | priced as | rounds to it, seeds 1–5: run / record | forecast time | measured time: mean "
+             "(least–most) | forecast $ | measured $: mean (least–most) | within the spread |",
              "|---:|---|---|---:|---:|---:|---:|---|"]
+    record = recorded_steps(TrainConfig(**JOB), TARGET) or {}
     for n in counts:
         mine = [r for r in rows if r["arm"] == f"fixed-{n}" and r["usd_to_target"]]
         g = forecast[n, "lambda"]
         t = [float(r["projected_time_to_target_s"]) for r in mine]
         d = [float(r["usd_to_target"]) for r in mine]
         inside = min(t) <= g["seconds"][0] <= max(t) and min(d) <= g["usd"][0] <= max(d)
-        lines.append(f"| {n} | {mine[0]['priced_as']} | {len(mine)}/{args.seeds} / {g['reached']}/{g['seeds']} | "
+        ran = [r["rounds_to_target"] or "–" for r in sorted(rows, key=lambda r: int(r["seed"]))
+               if r["arm"] == f"fixed-{n}"]
+        kept_rounds = [str(s // JOB["batch_size"]) if s else "–" for s in record.get(n, [])]
+        lines.append(f"| {n} | {mine[0]['priced_as']} | {', '.join(ran)} / {', '.join(kept_rounds)} | "
                      f"{g['seconds'][0]:.1f} s | {statistics.fmean(t):.1f} s ({min(t):.1f}–{max(t):.1f}) | "
                      f"${g['usd'][0]:.4f} | ${statistics.fmean(d):.4f} (${min(d):.4f}–${max(d):.4f}) | "
                      f"{'yes' if inside else 'no'} |")
@@ -67,7 +71,9 @@ def main() -> int:
     DOC.write_text("# plan's forecast to a target against runs to it\n\n`minionsrl plan --env-id Hopper-v5 "
                    "--batch-size 4096 --target-return 2500`: each recorded count's rounds to 2,500 (5 seeds, "
                    "`minionsrl/data/targets.yaml`) times this machine's probe, against 5 seeds run to 2,500 on today's "
-                   "code (projected seconds and dollars to the first evaluation there, on the deployment named).\n\n"
+                   "code (projected seconds and dollars to the first evaluation there, on the deployment named). The "
+                   "runs learned otherwise than the recorded ones (this machine's floating point is not theirs), so "
+                   "the rounds are an independent draw, not a replay.\n\n"
                    + table + "\n\nReproduce: `.venv/bin/python bench/plan_target.py` (runs kept in "
                    "bench/out/plan_target/).\n")
     print(table)
