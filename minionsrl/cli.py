@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -607,9 +608,20 @@ FAILURES: list[tuple[type[Exception], str, int]] = [
 FAILURE_TYPES = tuple(kind for kind, _, _ in FAILURES)
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                  line: str | None = None, default: Callable[..., None] = warnings.showwarning) -> None:
+    """minionsrl's own warnings as one line on stderr, as its errors are (``minionsrl: warning: …``); others as
+    Python shows them."""
+    if category.__module__.startswith("minionsrl"):
+        print(f"minionsrl: warning: {one_line(str(message))}", file=sys.stderr)
+    else:
+        default(message, category, filename, lineno, file, line)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv``; the exit status (2 with one line for bad input, before any work)."""
     args = build_parser().parse_args(argv)
+    warnings.showwarning = _show_warning
     try:
         commands = {"train": cmd_train, "eval": cmd_eval, "compare": cmd_compare, "plot": cmd_plot, "plan": cmd_plan,
                     "scale": cmd_scale, "motivate": cmd_motivate, "scheduler": cmd_scheduler}

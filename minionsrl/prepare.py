@@ -86,28 +86,31 @@ def check_network_fits(cfg: TrainConfig, info: EnvInfo) -> None:
 
 
 def _episodes_not_carried(cfg: TrainConfig, info: EnvInfo) -> TrainConfig:
-    """Say once, before any work, that the env's episodes are not carried, and where its fragments would cut
-    every episode of its time limit; ``--actors auto`` is held to the counts whose fragments do not (its
-    ``n_max`` lowered)."""
-    if info.carries or not cfg.env.carry_episodes:
+    """Say once, before any work, where an env's episodes cannot be carried and its fragments are shorter than its
+    time limit, so that every longer episode is cut unfinished; ``--actors auto`` is held to the counts whose
+    fragments hold one (its ``n_max`` lowered). An env without a known time limit ends its episodes itself: nothing
+    to say of fragments that may or may not cut them."""
+    limit = info.episode_steps
+    if info.carries or not cfg.env.carry_episodes or limit is None:
         return cfg
-    env_id, plan, limit = cfg.env.env_id, cfg.env.step_plan(), info.episode_steps
-    text = (f"env_id {env_id!r}: its episodes cannot be carried across rounds (minionsrl cannot read its state), so "
-            "every fragment starts new ones" + ("; give the env get_episode_state() and set_episode_state(state) "
-                                                "(README, 'Your own env') to carry them" if is_entry_point(env_id)
-                                                else ""))
-    most = None if limit is None else plan.most_actors_within(limit)
-    if most is not None and cfg.scaling.scaler == "auto" and most >= cfg.scaling.n_min:
-        if most < cfg.scaling.n_max:
-            cfg = cfg.replace(n_max=most)
-            text += (f". --actors auto stays at n <= {most}: more functions would cut every fragment shorter "
-                     f"than its {limit}-step episodes")
-    elif most is not None and first_actors(cfg.scaling) > most:
-        steps = min(plan.steps(first_actors(cfg.scaling)))
-        text += (f". Fragments of {steps} steps are shorter than its {limit}-step episodes: no training episode "
-                 "longer than that ends; use " + (f"at most {most} actors" if most else
-                                                  f"--fragment-length {limit} or more") + " to let every one end")
-    warnings.warn(text, EpisodesNotCarried, stacklevel=3)
+    env_id, plan = cfg.env.env_id, cfg.env.step_plan()
+    most = plan.most_actors_within(limit)
+    if cfg.scaling.scaler == "auto" and most is not None and most >= cfg.scaling.n_min:
+        if most >= cfg.scaling.n_max:
+            return cfg
+        cfg = cfg.replace(n_max=most)
+        cut = f"--actors auto stays at n <= {most}: more functions would cut every fragment shorter than them"
+    else:
+        first = first_actors(cfg.scaling)
+        if most is None or first <= most:
+            return cfg
+        fix = f"at most {most} actors" if most else f"--fragment-length {limit} or more"
+        cut = (f"fragments of {min(plan.steps(first))} steps cut every one unfinished, so no training episode longer "
+               f"than that ends; use {fix} to let them end")
+    how = ("; give the env get_episode_state() and set_episode_state(state) to carry them (README, 'Your own env')"
+           if is_entry_point(env_id) else "")
+    warnings.warn(f"env_id {env_id!r}: its episodes cannot be carried across rounds (minionsrl cannot read its "
+                  f"state) and run up to {limit} steps: {cut}{how}", EpisodesNotCarried, stacklevel=3)
     return cfg
 
 

@@ -251,22 +251,25 @@ def test_the_env_check_says_whether_episodes_carry_and_how_long_they_run():
 
 
 def test_uncarried_episodes_are_said_once_and_auto_keeps_fragments_that_hold_an_episode(monkeypatch):
-    """An env whose episodes cannot be carried: one warning before any work; where its fragments would be shorter
-    than its time limit, the warning says so, and --actors auto's n_max falls to the counts that hold one."""
+    """An env whose episodes cannot be carried and whose fragments are shorter than its time limit: one warning
+    before any work, naming the counts that let them end; --actors auto's n_max falls to those counts; fragments
+    that hold an episode, or a carried env, say nothing."""
     from minionsrl.errors import EpisodesNotCarried
     from minionsrl.function import envs
 
     real = envs.capture_episode
     monkeypatch.setattr(envs, "capture_episode", lambda env: None if "Pendulum" in str(env.spec) else real(env))
-    with pytest.warns(EpisodesNotCarried, match="shorter than its 200-step episodes") as said:
+    with pytest.warns(EpisodesNotCarried, match="run up to 200 steps: fragments of 32 steps cut every one") as said:
         prepare_config(TrainConfig(env_id="Pendulum-v1", actors=64, batch_size=2048, max_rounds=1))
-    assert len(said) == 1 and "at most 10 actors" in str(said[0].message)
+    assert len(said) == 1 and "use at most 10 actors" in str(said[0].message)
     with pytest.warns(EpisodesNotCarried, match="auto stays at n <= 10"):
         cfg, _ = prepare_config(TrainConfig(env_id="Pendulum-v1", actors="auto", batch_size=2048, max_rounds=1))
     assert cfg.scaling.n_max == 10
     with warnings.catch_warnings():
         warnings.simplefilter("error", EpisodesNotCarried)
-        prepare_config(TrainConfig(env_id="CartPole-v1", actors=64, batch_size=2048, max_rounds=1))  # carried
+        prepare_config(TrainConfig(env_id="Pendulum-v1", actors=8, batch_size=2048, max_rounds=1))  # 256 steps each
+        monkeypatch.setattr(envs, "capture_episode", real)
+        prepare_config(TrainConfig(env_id="Pendulum-v1", actors=64, batch_size=2048, max_rounds=1))  # carried
 
 
 def test_restore_rejects_state_of_another_env():

@@ -203,8 +203,14 @@ def test_every_attempt_is_billed(faulty_and_clean):
         metrics = read_metrics(run_dir)
         for m in metrics:
             records = [_record(r) for r in rows if r["round"] == m["round"]]
-            expected = (ledger.learner_usd_s * float(m["projected_round_s"])
-                        + sum(ledger.invocation_usd(rec) for rec in records))
+            projected, waited = float(m["projected_round_s"]), float(m["projected_round_s"]) - float(
+                m["projected_learner_s"])
+            # Lithops' S3 requests (the deployment a local run is priced as) for every attempt the platform ran
+            storage = sum(count * ledger.request_usd[kind] for kind, count in
+                          ledger.overhead.storage_requests(len(records), waited).items())
+            expected = (ledger.learner_usd_s * projected + sum(ledger.invocation_usd(rec) for rec in records)
+                        + storage)
+            assert float(m["cost_storage_usd"]) == pytest.approx(storage, rel=1e-9)
             assert float(m["cost_serverless_usd"]) == pytest.approx(expected, rel=1e-9)
         summary = json.loads((run_dir / "summary.json").read_text())
         assert summary["cost_usd"]["serverless"] == sum(float(m["cost_serverless_usd"]) for m in metrics)
