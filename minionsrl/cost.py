@@ -107,7 +107,7 @@ def load_prices(path: str | Path | None = None) -> Prices:
 
 
 def _check_overheads(prices: dict[str, Any], source: str) -> None:
-    """Every backend's invoke-and-collect profile is complete, and storage prices are numbers."""
+    """Every deployment's invoke-and-collect profile is complete, and storage prices are numbers."""
     for path in DEPLOYMENTS:
         where = f"overheads.{path}"
         profile = _at(prices, where)
