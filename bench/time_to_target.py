@@ -87,7 +87,9 @@ ANSWER: dict[str, list[tuple[str, list[str]]]] = {
                ("2026-11-27", ["fixed-8", "fixed-128", "fixed-64+pipeline", "critical-time", "critical-time+pipeline",
                                "critical-cost", "kungfu", "nitro", "minions", "fixed-16@server", label(WEAK_RSL)]),
                # --actors auto beside every fixed count, on the code of 2026-11-28
-               ("2026-11-28-auto", ["fixed-8", "fixed-16", "fixed-32", "fixed-64", "fixed-128", "auto"])],
+               ("2026-11-28-auto", ["fixed-8", "fixed-16", "fixed-32", "fixed-64", "fixed-128", "auto"]),
+               # priced on the shipped deployment as it ran (Lambda via Lithops): auto choosing on that model
+               ("2026-12-02-lithops", ["fixed-8", "fixed-64", "auto"])],
     "halfcheetah": [("2026-11-26-hc", ["fixed-8", "fixed-64", "critical-time", "critical-cost", "minions"]),
                     ("2026-11-27-hc", ["fixed-8", "fixed-64", "fixed-64+pipeline", "kungfu", "nitro",
                                        "fixed-16@server"]),
