@@ -99,7 +99,7 @@ def _episodes_not_carried(cfg: TrainConfig, info: EnvInfo) -> TrainConfig:
         if most >= cfg.scaling.n_max:
             return cfg
         cfg = cfg.replace(n_max=most)
-        cut = f"--actors auto stays at n <= {most}: more functions would cut every fragment shorter than them"
+        cut = f"--actors auto stays at n <= {most}: with more functions every fragment would be shorter than that"
     else:
         first = first_actors(cfg.scaling)
         if most is None or first <= most:
