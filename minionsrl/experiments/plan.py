@@ -266,6 +266,12 @@ def _local_round(p: Probe, n: int, samples: float, learner_s: float, cpus: int) 
     return learner_s + max(math.ceil(n / together) * one, n * one * p.busy_share / cpus)
 
 
+def _ledger(cfg: TrainConfig, prices: Prices, path: str) -> CostLedger:
+    """The ledger that bills a modelled round of ``cfg``'s functions on deployment ``path`` (a CPU learner's host)."""
+    return CostLedger(prices, cfg.cost.platform, cfg.cost.function_memory_mb, cfg.cost.cold_start_s, "cpu",
+                      DEPLOYMENTS[path])
+
+
 def forecast(cfg: TrainConfig, p: Probe, cap: int = DEFAULT_CAP, prices: Prices | None = None,
              platforms: dict[str, str] = PLATFORMS, counts: list[int] | None = None) -> list[Row]:
     """Rows for ``n`` = 1, 2, 4, … ``cap`` (or ``counts``) on each of ``platforms`` (name -> the deployment it
@@ -274,8 +280,7 @@ def forecast(cfg: TrainConfig, p: Probe, cap: int = DEFAULT_CAP, prices: Prices 
     prices = prices if prices is not None else load_prices(cfg.cost.prices)
     plan, total = cfg.env.step_plan(), cfg.run.total_timesteps
     cpus = os.cpu_count() or 1
-    ledgers = {platform: CostLedger(prices, cfg.cost.platform, cfg.cost.function_memory_mb, cfg.cost.cold_start_s,
-                                    "cpu", DEPLOYMENTS[path]) for platform, path in platforms.items()}
+    ledgers = {platform: _ledger(cfg, prices, path) for platform, path in platforms.items()}
     rows = []
     for n in counts or sorted({min(2**i, cap) for i in range(int(math.log2(cap)) + 1)}):
         if min(plan.steps(n)) < 1:  # a constant batch split thinner than one step a function
@@ -340,8 +345,7 @@ def to_target(cfg: TrainConfig, p: Probe, rows: list[Row], target: float, prices
     batch, every = cfg.env.batch_size or 1, cfg.eval.eval_every or 0
     out = []
     for platform in platforms:
-        ledger = CostLedger(prices, cfg.cost.platform, cfg.cost.function_memory_mb, cfg.cost.cold_start_s, "cpu",
-                            DEPLOYMENTS[PLATFORMS[platform]])
+        ledger = _ledger(cfg, prices, PLATFORMS[platform])
         for n, seeds in sorted(steps.items()):
             row = next((r for r in rows if r.platform == platform and r.n == n), None)
             if row is None:
