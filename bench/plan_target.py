@@ -27,7 +27,7 @@ from minionsrl.experiments.plan import recorded_steps, run_plan  # noqa: E402
 
 OUT = REPO / "bench" / "out" / "plan_target"
 DOC = REPO / "docs" / "results" / "plan-target.md"
-JOB = {"env_id": "Hopper-v5", "batch_size": 4096, "total_timesteps": 1_000_000}
+JOB = {"env_id": "Hopper-v5", "train_batch_size": 4096, "total_timesteps": 1_000_000}
 TARGET = 2500.0
 
 
@@ -42,8 +42,9 @@ def main() -> int:
     if not plan_json.exists():
         run_plan(TrainConfig(**JOB, target_return=TARGET, seed=1), cap=128, out_dir=OUT / "plan", json_path=plan_json)
     forecast = {(g["n"], g["platform"]): g for g in json.loads(plan_json.read_text())["to_target"]}
-    rc = cli.main(["compare", "--env-id", JOB["env_id"], "--batch-size", str(JOB["batch_size"]), "--total-timesteps",
-                   str(JOB["total_timesteps"]), "--time-budget-s", "1000", "--no-progress", "--no-tensorboard",
+    rc = cli.main(["compare", "--env-id", JOB["env_id"], "--train-batch-size", str(JOB["train_batch_size"]),
+                   "--total-timesteps", str(JOB["total_timesteps"]), "--time-budget-s", "1000", "--no-progress",
+                   "--no-tensorboard",
                    "--scalers", ",".join(f"fixed:{n}" for n in counts), "--seeds", str(args.seeds),
                    "--until", "target", "--target", str(TARGET), "--out", str(OUT / "runs")])
     if rc:
@@ -62,14 +63,14 @@ def main() -> int:
         inside = min(t) <= g["seconds"][0] <= max(t) and min(d) <= g["usd"][0] <= max(d)
         ran = [r["rounds_to_target"] or "–" for r in sorted(rows, key=lambda r: int(r["seed"]))
                if r["arm"] == f"fixed-{n}"]
-        kept_rounds = [str(s // JOB["batch_size"]) if s else "–" for s in record.get(n, [])]
+        kept_rounds = [str(s // JOB["train_batch_size"]) if s else "–" for s in record.get(n, [])]
         lines.append(f"| {n} | {mine[0]['priced_as']} | {', '.join(ran)} / {', '.join(kept_rounds)} | "
                      f"{g['seconds'][0]:.1f} s | {statistics.fmean(t):.1f} s ({min(t):.1f}–{max(t):.1f}) | "
                      f"${g['usd'][0]:.4f} | ${statistics.fmean(d):.4f} (${min(d):.4f}–${max(d):.4f}) | "
                      f"{'yes' if inside else 'no'} |")
     table = "\n".join(lines)
     DOC.write_text("# plan's forecast to a target against runs to it\n\n`minionsrl plan --env-id Hopper-v5 "
-                   "--batch-size 4096 --target-return 2500`: each recorded count's rounds to 2,500 (5 seeds, "
+                   "--train-batch-size 4096 --target-return 2500`: each recorded count's rounds to 2,500 (5 seeds, "
                    "`minionsrl/data/targets.yaml`) times this machine's probe, against 5 seeds run to 2,500 on today's "
                    "code (projected seconds and dollars to the first evaluation there, on the deployment named). The "
                    "runs learned otherwise than the recorded ones (this machine's floating point is not theirs), so "

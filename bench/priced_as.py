@@ -62,7 +62,7 @@ def measured(cfg: TrainConfig, n: int, rounds: int, folder: Path) -> dict:
 def run_env(name: str, rounds: int) -> dict:
     from minionsrl.prepare import prepare_config
 
-    cfg, _ = prepare_config(TrainConfig(**ENVS[name], seed=1, batch_size=BATCH, total_timesteps=200_000))
+    cfg, _ = prepare_config(TrainConfig(**ENVS[name], seed=1, train_batch_size=BATCH, total_timesteps=200_000))
     t0 = time.perf_counter()
     rows = forecast(cfg, probe(cfg), counts=list(COUNTS))
     runs = []

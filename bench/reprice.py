@@ -92,7 +92,7 @@ def check() -> str:
         for n in (8, 64):
             got = {}
             for deployment in ("direct", "lithops"):
-                cfg = TrainConfig(env_id="Hopper-v5", seed=1, actors=n, batch_size=4096, max_rounds=30,
+                cfg = TrainConfig(env_id="Hopper-v5", seed=1, actors=n, train_batch_size=4096, max_rounds=30,
                                   eval_every=EVAL_EVERY, eval_episodes=EVAL_EPISODES, deployment=deployment,
                                   progress=False, tensorboard=False, run_dir=f"{tmp}/{deployment}-{n}")
                 summary = run_trainer(make_trainer(cfg), plots=False)

@@ -56,7 +56,7 @@ ENVS = ("hopper", "halfcheetah", "latency")
 WALL = ("latency",)  # its steps wait rather than compute, so the functions really run side by side: the wall counts
 NITRO50 = ("ours", "nitro-preset")  # time-to-target-nitro50-NAME.yaml: Nitro's claim under our preset and its own
 ADAPTIVE = ["auto", "critical:time", "critical:cost", "kungfu", "nitro", "minions"]
-BATCH = 4096  # every arm's samples a round (the specs' batch_size) but the weak-scaling arms'
+BATCH = 4096  # every arm's samples a round (the specs' train_batch_size) but the weak-scaling arms'
 WEAK_RSL = "fixed:64+fragment_length=512+lr_schedule=adaptive+num_minibatches=4+update_epochs=5+learning_rate=0.001"
 
 
@@ -325,7 +325,7 @@ def record() -> str:
                      for r in sorted(rows, key=lambda r: int(r["seed"])) if r["arm"] == f"fixed-{n}"]
                  for n in counts}
         jobs.append({"env_id": config["env_id"], "step_latency_ms": float(config.get("env_step_latency_ms", 0.0)),
-                     "target": target, "batch_size": BATCH, "steps_to_target": steps})
+                     "target": target, "train_batch_size": BATCH, "steps_to_target": steps})
     text = ("# What plan --target forecasts from: the env steps each seed took to a target return (its first\n"
             "# evaluation there, every 10 rounds; null: not within its 1M steps), at a constant batch per round, per\n"
             f"# fixed actor count. Measured by `minionsrl compare --until target` ({RECORD}: docs/results/\n"

@@ -333,7 +333,7 @@ def train_config(args: argparse.Namespace) -> tuple[config.TrainConfig, bool]:
     if getattr(args, "resume", False):
         if "run_dir" not in given:
             raise ConfigError("--resume needs --run-dir DIR naming the run to continue")
-        values.update(config.load_yaml(files.config_path(given["run_dir"], "--resume")))
+        values.update(config.load_yaml(files.config_path(given["run_dir"], "--resume"), saved=True))
         for name in WHERE_TO_CONNECT:  # a run dir is data, not trusted to say where to connect (Ray unpickles)
             if values.get(name) and name not in given:
                 flag = "--" + name.replace("_", "-")
@@ -347,7 +347,7 @@ def train_config(args: argparse.Namespace) -> tuple[config.TrainConfig, bool]:
 
 
 # fields of which a run sets one: giving one on --resume puts it in place of the run's other
-_ONE_OF = {"batch_size": "fragment_length", "fragment_length": "batch_size",
+_ONE_OF = {"train_batch_size": "fragment_length", "fragment_length": "train_batch_size",
            "minibatch_size": "num_minibatches", "num_minibatches": "minibatch_size"}
 # flags that say another field's value: the run changes that one (CleanRL's --anneal-lr is an lr_schedule)
 _SAYS: dict[str, tuple[str, Callable[[Any], Any]]] = {"anneal_lr": ("lr_schedule", config.lr_schedule_of)}
@@ -383,7 +383,7 @@ def check_resume_changes(args: argparse.Namespace, cfg: config.TrainConfig) -> N
     in :class:`~minionsrl.loop.session.Session`."""
     from minionsrl.prepare import prepare_config
 
-    saved = config.build(config.load_yaml(files.config_path(cfg.run.run_dir, "--resume")))
+    saved = config.build(config.load_yaml(files.config_path(cfg.run.run_dir, "--resume"), saved=True))
     user = {name: args.config for name in config.flat_values(config.load_yaml(args.config))} if args.config else {}
     user.update({name: None for name in vars(args) if name in FIELDS})  # a flag wins over the file
     changed = [name for name in user

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 _CLEANRL, _SB3, _ZOO = "CleanRL's", "Stable-Baselines3's", "rl-baselines3-zoo's"
 # {field} in a meaning is written as the user writes settings: a flag (--minibatch-size) or a key (minibatch_size)
-_SB3_BATCH = "SB3's batch_size is a minibatch, {minibatch_size} here; {batch_size} here is a whole round's samples"
+_ROUND_BATCH = "a whole round's samples whatever the actor count are {train_batch_size} (RLlib's word)"
 _ACTORS = "rollout functions per round, each stepping its own env; {envs_per_function} puts several in one"
 _STEPS = "steps each function takes per round: a round learns on actors x fragment_length samples"
 
@@ -22,7 +22,8 @@ FOREIGN: dict[str, tuple[str, tuple[str, ...], str]] = {
     "num_envs": (_CLEANRL, ("actors",), _ACTORS),
     "n_envs": (_SB3, ("actors",), _ACTORS),
     "num_steps": (_CLEANRL, ("fragment_length",), _STEPS),
-    "n_steps": (_SB3, ("fragment_length",), f"{_STEPS}; {_SB3_BATCH}"),
+    "n_steps": (_SB3, ("fragment_length",), _STEPS),
+    "batch_size": (_SB3, ("minibatch_size",), f"SB3's batch_size is the minibatch; {_ROUND_BATCH}"),
     "n_epochs": (_SB3, ("update_epochs",), "epochs over each round's batch"),
     "clip_range": (_SB3, ("clip_coef",), "the surrogate's clipping coefficient"),
     "normalize_advantage": (_SB3, ("norm_adv",), "advantages normalised per minibatch"),
@@ -41,8 +42,6 @@ FOREIGN: dict[str, tuple[str, tuple[str, ...], str]] = {
                       "--capture-video` does"),
     "torch_deterministic": (_CLEANRL, (), "there is no torch here: the learner is JAX"),
 }
-# our fields that another library names alike but means otherwise
-ALIKE: dict[str, str] = {"batch_size": _SB3_BATCH}
 
 
 class _Written(dict):
@@ -74,8 +73,7 @@ def foreign_name(name: str, as_flag: bool, known: Iterable[str] = ()) -> str | N
     shown = name if as_flag else repr(name)
     if key not in FOREIGN:
         if as_flag and "_" in name and flag(key) in known:
-            alike = f" ({ALIKE[key].format_map(written)})" if key in ALIKE else ""
-            return f"{name}: flags are written with '-': {flag(key)}{alike}"
+            return f"{name}: flags are written with '-': {flag(key)}"
         return None
     whose, fields, meaning = FOREIGN[key]
     ours = [written[f] for f in fields]

@@ -217,6 +217,13 @@ def test_loading_refuses_what_is_not_a_run(cartpole_run, tmp_path):
     (bad / "config.yaml").write_text((run_dir / "config.yaml").read_text())
     with pytest.raises(ConfigError, match="cannot be read"):
         minionsrl.load_policy(bad)
+    # the weights' bytes altered after the file was written: it still parses, and is refused
+    latest = bytearray((run_dir / "checkpoints" / "latest.safetensors").read_bytes())
+    latest[-600:-300] = bytes(300)
+    (bad / "checkpoints" / "latest.safetensors").write_bytes(bytes(latest))
+    with pytest.raises(ConfigError, match=r"^load_policy: checkpoint .* cannot be read \(its weights or state differ "
+                                          "from what was written: the file was altered or damaged\)$"):
+        minionsrl.load_policy(bad)
 
 
 _DRIVE = """

@@ -132,7 +132,7 @@ def test_actors_auto_is_the_auto_scaler_with_the_default_count_s_batch() -> None
     resolved = resolve(cfg, "classic")
     # CartPole's row: 32 steps a function, 8 functions: a batch of 256 whatever auto picks
     assert resolved.scaling.scaler == "auto" and resolved.scaling.actors == 8
-    assert resolved.env.batch_size == 256 and resolved.env.fragment_length is None
+    assert resolved.env.train_batch_size == 256 and resolved.env.fragment_length is None
     assert resolved.scaling.objective == "time"
     cost = resolve(_flags("--actors", "auto", "--optimize", "cost", "--total-timesteps", "1000"), "classic")
     assert cost.scaling.objective == "cost"
@@ -184,11 +184,11 @@ def test_an_auto_run_logs_what_its_functions_did_and_runs_its_pick(tmp_path: Pat
 def test_actors_auto_with_a_batch_size_and_a_budget_is_checked_as_the_auto_scaler() -> None:
     from minionsrl.prepare import prepare_config
 
-    cfg, _ = prepare_config(TrainConfig(env_id="CartPole-v1", actors="auto", batch_size=512, budget_usd=1.0,
+    cfg, _ = prepare_config(TrainConfig(env_id="CartPole-v1", actors="auto", train_batch_size=512, budget_usd=1.0,
                                         total_timesteps=1000))
-    assert cfg.scaling.scaler == "auto" and cfg.env.batch_size == 512  # the user's batch, not 8 actors' one
-    with pytest.raises(ConfigError, match="batch_size: 32 steps cannot be split over up to 64 functions"):
-        prepare_config(TrainConfig(env_id="CartPole-v1", actors="auto", batch_size=32, total_timesteps=1000))
+    assert cfg.scaling.scaler == "auto" and cfg.env.train_batch_size == 512  # the user's batch, not 8 actors' one
+    with pytest.raises(ConfigError, match="train_batch_size: 32 steps cannot be split over up to 64 functions"):
+        prepare_config(TrainConfig(env_id="CartPole-v1", actors="auto", train_batch_size=32, total_timesteps=1000))
 
 
 def test_auto_refuses_rounds_it_does_not_model_and_is_an_arm_of_compare() -> None:

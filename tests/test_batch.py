@@ -1,4 +1,4 @@
-"""Actors that buy time: a constant batch per round (--batch-size), the KL-adaptive learning rate, and an
+"""Actors that buy time: a constant batch per round (--train-batch-size), the KL-adaptive learning rate, and an
 environment whose steps wait (--env-step-latency-ms)."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _fragments(lengths: list[int], seed: int = 0, latency_ms: float = 0.0) -> li
 @pytest.mark.parametrize(("batch", "n", "envs"), [(4096, 8, 1), (4096, 64, 1), (4096, 3, 1), (1000, 7, 1),
                                                    (4096, 5, 4), (96, 96, 1), (300, 7, 3)])
 def test_batch_size_is_exact_with_the_remainder_spread(batch, n, envs):
-    plan = StepPlan(batch_size=batch, envs=envs)
+    plan = StepPlan(train_batch_size=batch, envs=envs)
     steps = plan.steps(n)
     assert len(steps) == n and sum(steps) * envs == batch == plan.round_batch(n)
     assert min(steps) >= 1 and max(steps) - min(steps) <= 1
@@ -53,18 +53,18 @@ def test_fragment_length_still_grows_the_batch_with_the_actors():
 
 
 def test_more_actors_buy_a_shorter_fragment_not_a_larger_batch():
-    plan = StepPlan(batch_size=4096)
+    plan = StepPlan(train_batch_size=4096)
     assert [max(plan.steps(n)) for n in (8, 16, 64)] == [512, 256, 64]
     assert {plan.round_batch(n) for n in (8, 16, 64)} == {4096}
 
 
 # -- bad input: one line, before any work --------------------------------------------------------------
 @pytest.mark.parametrize(("flags", "needles"), [
-    (["--batch-size", "64", "--fragment-length", "32"], ["batch_size", "not both"]),
-    (["--batch-size", "0"], ["batch_size", ">= 1"]),
-    (["--batch-size", "4", "--actors", "8"], ["batch_size", "cannot be split", ">= 8"]),
-    (["--batch-size", "32", "--scaler", "nitro"], ["batch_size", "up to 64 functions"]),
-    (["--batch-size", "10", "--envs-per-function", "3"], ["batch_size", "multiple of envs_per_function"]),
+    (["--train-batch-size", "64", "--fragment-length", "32"], ["train_batch_size", "not both"]),
+    (["--train-batch-size", "0"], ["train_batch_size", ">= 1"]),
+    (["--train-batch-size", "4", "--actors", "8"], ["train_batch_size", "cannot be split", ">= 8"]),
+    (["--train-batch-size", "32", "--scaler", "nitro"], ["train_batch_size", "up to 64 functions"]),
+    (["--train-batch-size", "10", "--envs-per-function", "3"], ["train_batch_size", "multiple of envs_per_function"]),
     (["--lr-schedule", "constant", "--anneal-lr"], ["lr_schedule", "contradicts --anneal-lr"]),
     (["--lr-schedule", "anneal", "--no-anneal-lr"], ["lr_schedule", "contradicts --no-anneal-lr"]),
     (["--desired-kl", "0.02"], ["desired_kl", "--lr-schedule adaptive"]),
@@ -87,8 +87,8 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, flags, needles):
 
 
 def test_a_batch_size_replaces_the_presets_fragment_length():
-    cfg, _ = prepare_config(TrainConfig(env_id="Hopper-v5", batch_size=4096, actors=64, run_dir="unused"))
-    assert cfg.env.fragment_length is None and cfg.env.batch_size == 4096
+    cfg, _ = prepare_config(TrainConfig(env_id="Hopper-v5", train_batch_size=4096, actors=64, run_dir="unused"))
+    assert cfg.env.fragment_length is None and cfg.env.train_batch_size == 4096
 
 
 @pytest.mark.parametrize(("given", "schedule"), [
@@ -122,7 +122,7 @@ def test_unequal_fragments_each_get_their_own_gae_and_vtrace():
 @pytest.mark.integration
 @pytest.mark.parametrize("algo", ["ppo", "appo"])
 def test_a_batch_size_learns_from_unequal_fragments_with_carried_episodes(tmp_path, algo):
-    cfg = TrainConfig(env_id="CartPole-v1", algo=algo, actors=3, batch_size=100, max_rounds=3, eval_every=0,
+    cfg = TrainConfig(env_id="CartPole-v1", algo=algo, actors=3, train_batch_size=100, max_rounds=3, eval_every=0,
                       eval_episodes=1, hidden_sizes=[8], progress=False, tensorboard=False, run_dir=str(tmp_path / "r"))
     summary = make_trainer(cfg).run()
     rows = read_rows(tmp_path / "r" / "metrics.csv")
@@ -230,6 +230,6 @@ def test_a_run_dir_from_before_these_fields_still_resumes(tmp_path):
     make_trainer(cfg).run()
     path = tmp_path / "r" / "config.yaml"
     saved = yaml.safe_load(path.read_text())
-    new = ("batch_size", "env_step_latency_ms", "lr_schedule", "desired_kl", "lr_min", "lr_max")
+    new = ("train_batch_size", "env_step_latency_ms", "lr_schedule", "desired_kl", "lr_min", "lr_max")
     path.write_text(yaml.safe_dump({k: v for k, v in saved.items() if k not in new}, sort_keys=False))
     make_trainer(cfg.replace(max_rounds=2), resume=True).close()

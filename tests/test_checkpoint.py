@@ -123,7 +123,32 @@ def _rewrite_metadata(path, edit):
     data = path.read_bytes()
     (n,) = struct.unpack("<Q", data[:8])
     metadata = json.loads(data[8 : 8 + n])["__metadata__"]
+    metadata.pop(checkpoint.DIGEST_KEY)  # as a file written before the digest: the decoder's own checks answer
     path.write_bytes(save(load(data), metadata=edit(metadata)))
+
+
+def _zero_bytes(path, start_from_end: int, count: int = 300) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) - start_from_end: len(data) - start_from_end + count] = bytes(count)
+    path.write_bytes(bytes(data))
+
+
+def test_a_checkpoint_whose_weights_were_altered_is_refused_naming_the_file(tmp_path):
+    state = {"round": 3, "policy": {"w": np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32)}}
+    path = checkpoint.save(tmp_path, state)
+    _zero_bytes(path, 4_000)  # inside the weights: the file still parses, its numbers are wrong
+    with pytest.raises(ConfigError) as info:
+        checkpoint.load(tmp_path)
+    message = str(info.value)
+    assert "\n" not in message and repr(str(path)) in message and "altered or damaged" in message
+    checkpoint.save(tmp_path, {**state, "round": 2}, "round-00002.safetensors")
+    assert checkpoint.load(tmp_path, "round-00002.safetensors")["round"] == 2  # an intact one reads
+
+
+def test_a_checkpoint_without_a_digest_still_reads(tmp_path):
+    path = checkpoint.save(tmp_path, {"round": 1, "w": np.ones(3)})
+    _rewrite_metadata(path, lambda m: m)
+    assert checkpoint.load(tmp_path)["w"].tolist() == [1.0, 1.0, 1.0]
 
 
 def test_metadata_naming_a_missing_tensor_is_a_config_error(tmp_path):

@@ -427,9 +427,9 @@ def test_a_config_is_built_by_role_from_flat_or_sectioned_values(tmp_path):
     assert build(load_yaml(tmp_path / "c.yaml")) == flat.replace(seed=4, n_max=64, backend="local")
     whole = TrainConfig(learner=LearnerConfig(gamma=0.9), seed=2)
     assert whole.learner.gamma == 0.9 and whole.run.seed == 2 and whole.scaling == TrainConfig().scaling
-    with pytest.raises(ConfigError, match="unknown field 'learnin_rate'; did you mean 'learning_rate'"):
+    with pytest.raises(ConfigError, match="unknown config field 'learnin_rate'; did you mean 'learning_rate'"):
         TrainConfig(learnin_rate=1.0)
-    with pytest.raises(ConfigError, match=r"unknown field 'plots'; plots is train\(\)'s own argument"):
+    with pytest.raises(ConfigError, match=r"unknown config field 'plots'; plots is train\(\)'s own argument"):
         TrainConfig(env_id="CartPole-v1", plots=False)  # the README's word, given to the wrong call
 
 
@@ -440,7 +440,7 @@ def test_each_role_checks_its_own_rules():
     for values, message in [({"n_min": 9, "n_max": 8}, "n_min: 9 is larger than n_max 8"),
                             ({"lr_min": 1e-2, "lr_max": 1e-3}, "lr_min: 0.01 is not below lr_max 0.001"),
                             ({"fault_raise": 0.6, "fault_kill": 0.6}, "fault_*: the fault rates add up to 1.2"),
-                            ({"batch_size": 64, "fragment_length": 8}, "batch_size: set either batch_size or"),
+                            ({"train_batch_size": 64, "fragment_length": 8}, "train_batch_size: set either"),
                             ({"env_kwargs": {"x": float("nan")}}, "env_kwargs: "),
                             ({"algo": "appo", "pipeline": True}, "pipeline: appo keeps its functions in flight"),
                             ({"run_dir": " "}, "run_dir: an empty path")]:

@@ -260,16 +260,16 @@ def test_uncarried_episodes_are_said_once_and_auto_keeps_fragments_that_hold_an_
     real = envs.capture_episode
     monkeypatch.setattr(envs, "capture_episode", lambda env: None if "Pendulum" in str(env.spec) else real(env))
     with pytest.warns(EpisodesNotCarried, match="run up to 200 steps: fragments of 32 steps cut every one") as said:
-        prepare_config(TrainConfig(env_id="Pendulum-v1", actors=64, batch_size=2048, max_rounds=1))
+        prepare_config(TrainConfig(env_id="Pendulum-v1", actors=64, train_batch_size=2048, max_rounds=1))
     assert len(said) == 1 and "use at most 10 actors" in str(said[0].message)
     with pytest.warns(EpisodesNotCarried, match="auto stays at n <= 10"):
-        cfg, _ = prepare_config(TrainConfig(env_id="Pendulum-v1", actors="auto", batch_size=2048, max_rounds=1))
+        cfg, _ = prepare_config(TrainConfig(env_id="Pendulum-v1", actors="auto", train_batch_size=2048, max_rounds=1))
     assert cfg.scaling.n_max == 10
     with warnings.catch_warnings():
         warnings.simplefilter("error", EpisodesNotCarried)
-        prepare_config(TrainConfig(env_id="Pendulum-v1", actors=8, batch_size=2048, max_rounds=1))  # 256 steps each
+        prepare_config(TrainConfig(env_id="Pendulum-v1", actors=8, train_batch_size=2048, max_rounds=1))  # 256 each
         monkeypatch.setattr(envs, "capture_episode", real)
-        prepare_config(TrainConfig(env_id="Pendulum-v1", actors=64, batch_size=2048, max_rounds=1))  # carried
+        prepare_config(TrainConfig(env_id="Pendulum-v1", actors=64, train_batch_size=2048, max_rounds=1))  # carried
 
 
 def test_restore_rejects_state_of_another_env():

@@ -58,15 +58,15 @@ def test_arm_parsing() -> None:
 def test_an_arm_sets_config_fields_over_the_base() -> None:
     weak = Arm.parse("fixed:64+fragment_length=512+lr_schedule=adaptive*5")
     assert weak.seeds == 5 and weak.label == "fixed-64+fragment_length=512+lr_schedule=adaptive"
-    cfg = weak.apply(TrainConfig(env_id="Hopper-v5", batch_size=4096))
+    cfg = weak.apply(TrainConfig(env_id="Hopper-v5", train_batch_size=4096))
     # one size or the other
-    assert (cfg.env.fragment_length, cfg.env.batch_size, cfg.learner.lr_schedule) == (512, None, "adaptive")
+    assert (cfg.env.fragment_length, cfg.env.train_batch_size, cfg.learner.lr_schedule) == (512, None, "adaptive")
     piped = Arm.parse("fixed:16/per-round+pipeline")
     assert piped.label == "fixed-16+per-round+pipeline" and piped.apply(TrainConfig()).learner.pipeline is True
     with pytest.raises(ConfigError, match="did you mean 'fragment_length'"):
         Arm.parse("fixed:8+fragment_lenght=5")
     with pytest.raises(ConfigError, match="must be an integer"):
-        Arm.parse("fixed:8+batch_size=lots")
+        Arm.parse("fixed:8+train_batch_size=lots")
 
 
 def test_an_arms_learner_budget_is_relative_to_the_base_configs_actors() -> None:

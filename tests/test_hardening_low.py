@@ -147,8 +147,8 @@ def one_round(tmp_path_factory) -> Path:
 
 @pytest.mark.integration
 @pytest.mark.parametrize(("flags", "says"), [
-    (["--batch-size", "4096"], "--resume: --batch-size 4096 changes fragment_length (16 → unset) and batch_size "
-                               "(unset → 4096); "),
+    (["--train-batch-size", "4096"], "--resume: --train-batch-size 4096 changes fragment_length (16 → unset) and "
+                                     "train_batch_size (unset → 4096); "),
     (["--preset", "nitro"], "--resume: --preset nitro changes preset (auto → nitro); "),
     (["--num-minibatches", "2", "--no-anneal-lr"],
      "--resume: --num-minibatches 2 changes minibatch_size (256 → unset) and num_minibatches (unset → 2); "

@@ -137,7 +137,7 @@ def test_counts_whose_fragments_cut_every_episode_are_marked_and_never_picked():
     """Episodes not carried and 200 steps long: at 2,048 samples a round, 16 or more functions step under 200 each,
     so no training episode would end; plan marks those rows and picks among the others."""
     uncarried = replace(_probe(0.02), carries=False, episode_steps=200)
-    cfg = TrainConfig(env_id="Pendulum-v1", batch_size=2048, total_timesteps=131_072)
+    cfg = TrainConfig(env_id="Pendulum-v1", train_batch_size=2048, total_timesteps=131_072)
     rows = forecast(cfg, uncarried, cap=64)
     assert {r.n for r in rows if r.cuts_episodes} == {16, 32, 64}
     for platform in PLATFORMS:
@@ -151,7 +151,7 @@ def test_to_a_target_from_the_recorded_rounds_times_the_forecast_round():
     has no basis, and says so."""
     from minionsrl.experiments.plan import target_text, to_target
 
-    cfg = TrainConfig(env_id="Hopper-v5", batch_size=4096, total_timesteps=1_000_000, eval_every=10)
+    cfg = TrainConfig(env_id="Hopper-v5", train_batch_size=4096, total_timesteps=1_000_000, eval_every=10)
     rows = forecast(cfg, PROBE, cap=128)
     got = {(g.n, g.platform): g for g in to_target(cfg, PROBE, rows, 2500.0)}
     eight = got[8, "lambda"]
@@ -160,7 +160,7 @@ def test_to_a_target_from_the_recorded_rounds_times_the_forecast_round():
     assert eight.seconds[2] == pytest.approx(140 * lam.round_s + PROBE.compile_s + cfg.cost.cold_start_s)
     assert eight.usd[2] > 140 * lam.usd_per_round  # and 14 evaluations' functions
     assert eight.priced_as == "aws_lambda_x86 via lithops" and got[8, "server"].priced_as == "servers"
-    assert to_target(cfg.replace(batch_size=2048), PROBE, rows, 2500.0) == []
+    assert to_target(cfg.replace(train_batch_size=2048), PROBE, rows, 2500.0) == []
     assert "no recorded basis" in target_text(cfg, 3000.0, [])[0]
 
 

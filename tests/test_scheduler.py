@@ -345,7 +345,7 @@ def test_a_constant_batch_gets_the_scheduler_trained_under_one() -> None:
     batch, meta = load_agent(None, "mujoco", constant_batch=True)
     assert meta["env_id"] == "Hopper-v5" and meta["batch_size"] == 4096 and meta["jobs"] >= 50
     assert batch.features == FEATURES
-    cfg = TrainConfig(scaler="minions", n_min=8, n_max=64, target_return=1000.0, batch_size=4096)
+    cfg = TrainConfig(scaler="minions", n_min=8, n_max=64, target_return=1000.0, train_batch_size=4096)
     assert make_scaler(cfg, "mujoco").agent.n_max == meta["n_max"]
     assert load_agent(None, "mujoco")[1].get("batch_size") is None  # T fixed: the other one
     assert load_agent(None, "classic", constant_batch=True)[1]["env_id"] == "CartPole-v1"  # none of its own

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from minionsrl import cli
+from minionsrl import TrainConfig, cli, config
 from minionsrl.config import FIELDS
+from minionsrl.errors import ConfigError
 from minionsrl.function import extras
-from minionsrl.words import ALIKE, FOREIGN, foreign_name
+from minionsrl.words import FOREIGN, foreign_name
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = Path(extras.__file__).resolve().parents[2]  # the checkout minionsrl is imported from
@@ -40,13 +41,36 @@ def test_cleanrls_flags_name_ours(capsys) -> None:
 def test_sb3s_names_say_where_batch_size_differs(capsys) -> None:
     err = _refused(capsys, "train", "--n_steps", "128")
     assert "--n_steps is Stable-Baselines3's name; here it is --fragment-length" in err
-    assert "SB3's batch_size is a minibatch, --minibatch-size here; --batch-size here is a whole round's samples" in err
-    assert "--minibatch-size here" in _refused(capsys, "train", "--batch_size", "64")
+    err = _refused(capsys, "train", "--batch-size", "64")
+    assert ("--batch-size is Stable-Baselines3's name; here it is --minibatch-size (SB3's batch_size is the minibatch; "
+            "a whole round's samples whatever the actor count are --train-batch-size (RLlib's word))") in err
+    assert "flags are written with '-': --train-batch-size" in _refused(capsys, "train", "--train_batch_size", "64")
     assert "here it is --update-epochs" in _refused(capsys, "compare", "--scalers", "fixed", "--n-epochs=3")
     # a config key: the same words, as keys
-    line = foreign_name("n_steps", as_flag=False, known=FIELDS)
-    assert line.startswith("'n_steps' is Stable-Baselines3's name; here it is fragment_length (")
-    assert "minibatch_size here; batch_size here" in line and "--" not in line
+    line = foreign_name("batch_size", as_flag=False, known=FIELDS)
+    assert line.startswith("'batch_size' is Stable-Baselines3's name; here it is minibatch_size (")
+    assert "are train_batch_size (RLlib's word)" in line and "--" not in line
+
+
+@pytest.mark.parametrize(("word", "ours"), [("batch_size", "minibatch_size"), ("n_steps", "fragment_length"),
+                                            ("n_epochs", "update_epochs"), ("num_envs", "actors"),
+                                            ("n_envs", "actors"), ("num_steps", "fragment_length")])
+def test_another_librarys_word_in_python_gets_the_same_line(word: str, ours: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^TrainConfig: '{word}' is .*'s name; here it is {ours} \("):
+        TrainConfig(env_id="CartPole-v1", **{word: 64})
+    with pytest.raises(ConfigError, match=rf"^'{word}' is .*'s name; here it is {ours} \("):
+        config.build({"learner": {word: 64}})
+
+
+def test_a_saved_run_that_wrote_batch_size_reads_as_train_batch_size(tmp_path) -> None:
+    cfg = TrainConfig(env_id="Hopper-v5", train_batch_size=4096)
+    config.dump(cfg, tmp_path / "config.yaml")
+    text = (tmp_path / "config.yaml").read_text()
+    assert "train_batch_size: 4096" in text
+    (tmp_path / "config.yaml").write_text(text.replace("train_batch_size:", "batch_size:"))  # as 0.2 wrote it
+    assert config.build(config.load_yaml(tmp_path / "config.yaml", saved=True)) == cfg
+    with pytest.raises(ConfigError, match="'batch_size' is Stable-Baselines3's name"):
+        config.load_yaml(tmp_path / "config.yaml")  # a user's file: the correction
 
 
 def test_a_mistyped_flag_gets_the_closest_and_underscores_the_hyphenated(capsys) -> None:
@@ -70,7 +94,6 @@ def test_the_table_names_fields_that_exist_and_names_that_are_not_ours() -> None
         assert name not in FIELDS, name  # one of ours would never reach the table
         assert all(f in FIELDS for f in fields), name
         assert meaning and foreign_name(name, as_flag=True) is not None
-    assert set(ALIKE) <= set(FIELDS)
     assert foreign_name("learning_rate", as_flag=False, known=FIELDS) is None  # ours: nothing to say
 
 

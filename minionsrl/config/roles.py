@@ -66,11 +66,12 @@ class EnvConfig(Role):
     env_id: str = setting("CartPole-v1", "Gymnasium id or custom entry point package.module:ClassName")
     env_kwargs: dict = setting({}, "keyword arguments for the environment constructor (JSON on the CLI)")
     fragment_length: int | None = setting(None, "steps per rollout function (T): a round's batch grows with the "
-                                          "actors; exclusive with batch_size", min=1, max=1_000_000)
-    batch_size: int | None = setting(None, "samples per round whatever the actor count: each function steps about "
-                                     "batch_size / (actors x envs_per_function), so more actors buy a shorter round, "
-                                     "not a larger batch; exclusive with fragment_length; not SB3's batch_size, "
-                                     "which is a minibatch (minibatch_size here)", min=1, max=100_000_000)
+                                          "actors; exclusive with train_batch_size", min=1, max=1_000_000)
+    train_batch_size: int | None = setting(None, "samples per round whatever the actor count (RLlib's word): each "
+                                           "function steps about train_batch_size / (actors x envs_per_function), so "
+                                           "more actors buy a shorter round, not a larger batch; exclusive with "
+                                           "fragment_length; SB3's batch_size is a minibatch: minibatch_size here",
+                                           min=1, max=100_000_000)
     env_step_latency_ms: float = setting(0.0, "wait this long in every env step (a remote simulator, game server or "
                                          "model-judged reward), sleeping, not burning CPU; training and in-run "
                                          "evaluation (0: off)", min=0.0, max=10_000.0, learning=False)
@@ -85,12 +86,12 @@ class EnvConfig(Role):
 
     @property
     def constant_batch(self) -> bool:
-        """Whether a round's batch is ``batch_size`` whatever the actor count (known before a preset sets T)."""
-        return self.batch_size is not None
+        """Whether a round's batch is ``train_batch_size`` whatever the actor count (known before a preset sets T)."""
+        return self.train_batch_size is not None
 
     def step_plan(self) -> StepPlan:
         """The steps each rollout function takes (:class:`StepPlan`), once a preset set the fragment length."""
-        return StepPlan(None if self.constant_batch else self.fragment_length, self.batch_size,
+        return StepPlan(None if self.constant_batch else self.fragment_length, self.train_batch_size,
                         self.envs_per_function)
 
     def check(self) -> None:
@@ -99,8 +100,8 @@ class EnvConfig(Role):
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"env_kwargs: {self.env_kwargs!r} must hold only JSON values (numbers, strings, lists, "
                               "mappings): they travel to every function") from exc
-        if self.batch_size is not None and self.fragment_length is not None:
-            raise ConfigError("batch_size: set either batch_size or fragment_length, not both")
+        if self.train_batch_size is not None and self.fragment_length is not None:
+            raise ConfigError("train_batch_size: set either train_batch_size or fragment_length, not both")
 
 
 @dataclass(frozen=True)

@@ -17,28 +17,28 @@ from minionsrl.errors import ConfigError
 @dataclass(frozen=True)
 class StepPlan:
     """The steps per rollout function of a round of ``n`` functions: ``fragment_length`` each, or
-    ``batch_size`` in all (exactly one of the two is set), with ``envs`` environments per function."""
+    ``train_batch_size`` in all (exactly one of the two is set), with ``envs`` environments per function."""
 
     fragment_length: int | None = None
-    batch_size: int | None = None
+    train_batch_size: int | None = None
     envs: int = 1
 
     def __post_init__(self) -> None:
-        if (self.fragment_length is None) == (self.batch_size is None):
-            raise ConfigError("batch_size: set exactly one of batch_size and fragment_length")
+        if (self.fragment_length is None) == (self.train_batch_size is None):
+            raise ConfigError("train_batch_size: set exactly one of train_batch_size and fragment_length")
 
     @property
     def constant_batch(self) -> bool:
-        """Whether the round's batch stays ``batch_size`` whatever the actor count."""
-        return self.batch_size is not None
+        """Whether the round's batch stays ``train_batch_size`` whatever the actor count."""
+        return self.train_batch_size is not None
 
     def steps(self, n: int) -> list[int]:
         """The steps of each of ``n`` functions (per environment), in slot order: the first ones take the
-        remainder of ``batch_size / (n·envs)``, one step each."""
-        if self.batch_size is None:
+        remainder of ``train_batch_size / (n·envs)``, one step each."""
+        if self.train_batch_size is None:
             assert self.fragment_length is not None
             return [self.fragment_length] * n
-        base, extra = divmod(self.batch_size // self.envs, n)
+        base, extra = divmod(self.train_batch_size // self.envs, n)
         return [base + (slot < extra) for slot in range(n)]
 
     def slot_steps(self, slot: int, n: int) -> int:
@@ -52,20 +52,21 @@ class StepPlan:
     def most_actors_within(self, episode_steps: int) -> int | None:
         """The most functions whose every fragment holds ``episode_steps`` steps (None: any count, as a fixed
         fragment length does not shrink with the count; 0: none, as a fixed one is shorter)."""
-        if self.batch_size is None:
+        if self.train_batch_size is None:
             assert self.fragment_length is not None
             return None if self.fragment_length >= episode_steps else 0
-        return self.batch_size // self.envs // episode_steps
+        return self.train_batch_size // self.envs // episode_steps
 
     def check(self, most_actors: int) -> None:
         """Raise a one-line :class:`ConfigError` if a round of up to ``most_actors`` functions cannot split
-        ``batch_size`` into whole steps, at least one per environment."""
-        if self.batch_size is None:
+        ``train_batch_size`` into whole steps, at least one per environment."""
+        if self.train_batch_size is None:
             return
-        if self.batch_size % self.envs:
-            raise ConfigError(f"batch_size: {self.batch_size} is not a multiple of envs_per_function {self.envs} "
-                              "(a function steps its environments together); make it one")
-        if self.batch_size < most_actors * self.envs:
-            raise ConfigError(f"batch_size: {self.batch_size} steps cannot be split over up to {most_actors} "
-                              f"functions x {self.envs} environment(s), one step each at least; raise batch_size "
-                              f"to >= {most_actors * self.envs} or allow fewer actors (--actors / --n-max)")
+        if self.train_batch_size % self.envs:
+            raise ConfigError(f"train_batch_size: {self.train_batch_size} is not a multiple of envs_per_function "
+                              f"{self.envs} (a function steps its environments together); make it one")
+        if self.train_batch_size < most_actors * self.envs:
+            raise ConfigError(f"train_batch_size: {self.train_batch_size} steps cannot be split over up to "
+                              f"{most_actors} functions x {self.envs} environment(s), one step each at least; "
+                              f"raise train_batch_size to >= {most_actors * self.envs} or allow fewer actors "
+                              "(--actors / --n-max)")

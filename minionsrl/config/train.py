@@ -59,9 +59,7 @@ class TrainConfig:
     def __init__(self, **values: Any) -> None:
         for name in values:
             if name not in FIELDS and name not in ROLES:
-                raise ConfigError(f"TrainConfig got an unknown field {name!r}"
-                                  + (f"; {name} is train()'s own argument: train(cfg, {name}=...)" if name in TRAIN_ARGS
-                                     else _did_you_mean(name)))
+                raise ConfigError(f"TrainConfig: {unknown_field(name)}")
         for role, cls in ROLES.items():
             part = values.get(role, cls())
             if not isinstance(part, cls):
@@ -96,6 +94,17 @@ class TrainConfig:
 TRAIN_ARGS = ("resume", "on_round", "plots", "callback")  # train()'s own arguments, beside its config
 
 
+def unknown_field(name: Any) -> str:
+    """The one line for a name that is no field here: another library's word (CleanRL's, SB3's) with ours and what
+    it means, train()'s own argument, or the closest field."""
+    foreign = foreign_name(str(name), as_flag=False, known=FIELDS)
+    if foreign:
+        return foreign
+    if name in TRAIN_ARGS:
+        return f"unknown config field {name!r}; {name} is train()'s own argument: train(cfg, {name}=...)"
+    return f"unknown config field {name!r}{_did_you_mean(name)}"
+
+
 def _did_you_mean(name: str) -> str:
     close = difflib.get_close_matches(str(name), [*FIELDS, *ROLES], n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
@@ -123,8 +132,7 @@ def flat_values(values: dict[str, Any]) -> dict[str, Any]:
             example = f"{name}: {{{FIELDS_OF[name][0]}: ...}}"
             raise ConfigError(f"{name}: a role's section holds its fields (e.g. {example}); write a mapping there")
         if name not in FIELDS:  # CleanRL's and SB3's names get ours (n_steps: fragment_length)
-            raise ConfigError(foreign_name(str(name), as_flag=False, known=FIELDS)
-                              or f"unknown config field {name!r}{_did_you_mean(name)}")
+            raise ConfigError(unknown_field(name))
         if section is not None and ROLE_OF[name] != section:
             raise ConfigError(f"{name}: a field of {ROLE_OF[name]}, not of {section}; move it there (or write it "
                               "flat, outside any section)")
@@ -176,7 +184,7 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
         # the batch --actors functions would sample, whatever the count auto picks: more actors buy a shorter round,
         # not fewer updates (a batch grown with n learned little on Hopper: docs/results/time-to-target-answer.md)
         plan = cfg.env.step_plan()
-        cfg = cfg.replace(batch_size=plan.round_batch(int(cfg.scaling.actors)), fragment_length=None)
+        cfg = cfg.replace(train_batch_size=plan.round_batch(int(cfg.scaling.actors)), fragment_length=None)
     cfg = cfg.replace(objective=cfg.scaling.objective or ("time" if cfg.scaling.scaler == "auto" else "cost"))
     if cfg.run.run_dir is None:
         safe_env = cfg.env.env_id.replace("/", "_").replace(":", "_")
@@ -247,9 +255,15 @@ def help_text(name: str) -> str:
     return text if "default" in text else f"{text} (default: unset)"
 
 
-def load_yaml(path: str | Path) -> dict[str, Any]:
+# fields renamed since a run could write its config.yaml under the old name: a saved run reads as today's
+RENAMED = {"batch_size": "train_batch_size"}  # SB3's batch_size is a minibatch: the word is refused now
+
+
+def load_yaml(path: str | Path, saved: bool = False) -> dict[str, Any]:
     """Read a YAML config file, flat or sectioned by role, into field values by flat name (:func:`flat_values`),
-    with the limits of :func:`minionsrl.files.read_yaml` (size, nesting, aliases, duplicate keys)."""
+    with the limits of :func:`minionsrl.files.read_yaml` (size, nesting, aliases, duplicate keys). ``saved``: a
+    run's own ``config.yaml``, whose older field names (:data:`RENAMED`) read as today's; a user's file gets the
+    one-line correction instead."""
     from minionsrl import files
 
     path = Path(path)
@@ -258,7 +272,12 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     data = files.read_yaml(path, "config file") or {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping of field: value")
-    return flat_values(data)
+    return flat_values(_renamed(data) if saved else data)
+
+
+def _renamed(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (flat, or sectioned by role) with the :data:`RENAMED` fields under today's names."""
+    return {RENAMED.get(k, k): _renamed(v) if k in ROLES and isinstance(v, dict) else v for k, v in data.items()}
 
 
 def dump(cfg: TrainConfig, path: str | Path) -> None:

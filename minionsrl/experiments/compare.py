@@ -4,7 +4,7 @@ An *arm* is ``scaler[:n][@backend][/learner-budget][+field=value...]``: ``fixed:
 server-based baseline, ``fixed:16`` the same actors as functions, ``nitro`` the Nitro scaler,
 ``fixed:64/per-round`` 64 actors whose learner keeps the reference's minibatch count, ``fixed:64+pipeline``
 pipelined rounds and ``fixed:64+fragment_length=512+lr_schedule=adaptive`` a batch that grows with ``n``
-(naming one of ``fragment_length`` and ``batch_size`` unsets the other) with a KL-adaptive learning rate.
+(naming one of ``fragment_length`` and ``train_batch_size`` unsets the other) with a KL-adaptive learning rate.
 Each (arm, seed) is one ordinary run in ``OUT/runs/<arm>__s<seed>``; finished runs are reused and
 interrupted ones resumed, so a cut comparison continues where it stopped (across sessions too).
 
@@ -113,7 +113,7 @@ class Arm:
             changes["objective"] = self.objective
         for name, value in self.options:
             changes[name] = value
-            exclusive = {"fragment_length": "batch_size", "batch_size": "fragment_length"}.get(name)
+            exclusive = {"fragment_length": "train_batch_size", "train_batch_size": "fragment_length"}.get(name)
             if exclusive:  # the round's size is set one way or the other
                 changes[exclusive] = None
         return cfg.replace(**changes)

@@ -34,7 +34,7 @@ def _one_round(run_dir: Path, ckpt: Path, actors: int, eval_episodes: int) -> di
     """Train one round from ``ckpt`` with ``actors`` actors in a scratch copy; return its metrics row."""
     from minionsrl.build import make_trainer
 
-    saved = config.build(config.load_yaml(run_dir / files.CONFIG))
+    saved = config.build(config.load_yaml(run_dir / files.CONFIG, saved=True))
     round_idx = checkpoint.kept_round(ckpt)
     with tempfile.TemporaryDirectory(prefix="minionsrl-motivate-") as tmp:
         # total_timesteps stays: the learning rate anneals over it, so the round learns at the run's own rate

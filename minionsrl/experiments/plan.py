@@ -328,8 +328,8 @@ def recorded_steps(cfg: TrainConfig, target: float) -> dict[int, list[int | None
     record of that job)."""
     text = resources.files("minionsrl").joinpath("data", "targets.yaml").read_text()
     for job in files.parse_yaml(text, "the shipped targets.yaml")["jobs"]:
-        if (job["env_id"], float(job["step_latency_ms"]), float(job["target"]), job["batch_size"]) == (
-                cfg.env.env_id, cfg.env.env_step_latency_ms, float(target), cfg.env.batch_size):
+        if (job["env_id"], float(job["step_latency_ms"]), float(job["target"]), job["train_batch_size"]) == (
+                cfg.env.env_id, cfg.env.env_step_latency_ms, float(target), cfg.env.train_batch_size):
             return {int(n): list(steps) for n, steps in job["steps_to_target"].items()}
     return None
 
@@ -342,7 +342,7 @@ def to_target(cfg: TrainConfig, p: Probe, rows: list[Row], target: float, prices
     if steps is None:
         return []
     prices = prices if prices is not None else load_prices(cfg.cost.prices)
-    batch, every = cfg.env.batch_size or 1, cfg.eval.eval_every or 0
+    batch, every = cfg.env.train_batch_size or 1, cfg.eval.eval_every or 0
     out = []
     for platform in platforms:
         ledger = _ledger(cfg, prices, PLATFORMS[platform])
@@ -434,8 +434,9 @@ def target_text(cfg: TrainConfig, target: float, rows: list[ToTarget]) -> list[s
     """The forecast to the target as Markdown lines: each recorded count's time and dollars, or why there is none."""
     if not rows:
         return [f"To return {target:g}: no recorded basis for this job (the env, its step latency, a batch of "
-                f"{cfg.env.batch_size or 'fragment_length x n'} a round); only runs can say how many rounds learning "
-                f"takes: `minionsrl compare --until target --target {target:g} --scalers fixed:8,fixed:64 --seeds 5`.",
+                f"{cfg.env.train_batch_size or 'fragment_length x n'} a round); only runs can say how many rounds "
+                f"learning takes: `minionsrl compare --until target --target {target:g} --scalers fixed:8,fixed:64 "
+                "--seeds 5`.",
                 ""]
 
     def span(v: tuple[float, float, float], fmt: Any) -> str:

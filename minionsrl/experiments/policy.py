@@ -95,7 +95,8 @@ def load_policy(path: str | Path, seed: int | None = None, what: str = "load_pol
     try:
         state = checkpoint.load(ckpt.parent, ckpt.name)
     except ConfigError as exc:  # checkpoint.load words its error for --resume
-        reason = type(exc.__cause__).__name__ if exc.__cause__ is not None else str(exc).partition("(")[2][:-1]
+        cause = exc.__cause__
+        reason = checkpoint.unreadable(cause) if isinstance(cause, Exception) else str(exc).partition("(")[2][:-1]
         raise ConfigError(f"{what}: checkpoint {str(ckpt)!r} cannot be read ({reason})") from exc
     if state is None:
         unevaluated = " (no evaluation has run yet, or the run predates best checkpoints)" if which == "best" else ""
@@ -235,7 +236,7 @@ def run_config(cfg_path: Path, what: str = "--run-dir") -> tuple[TrainConfig, En
     run's functions ran (backend, Ray address, Lithops config: the local backend instead), the learner's device
     (so no framework is loaded to look for a GPU) and tracking. ``what`` names the input in the error."""
     try:
-        cfg = config.build(config.load_yaml(cfg_path))
+        cfg = config.build(config.load_yaml(cfg_path, saved=True))
         local = cfg.replace(backend="local", ray_address=None, lithops_config=None, device="cpu",
                             track=False)
         return prepare_config(local)

@@ -117,7 +117,7 @@ def train_scheduler(base: TrainConfig, jobs: int, target: float, out: str | Path
         agent, _ = load_agent(out)
     optimizer = SchedulerOptimizer(agent, hyper)
     meta = {"env_id": base.env.env_id, "target_return": target, "max_rounds": base.run.max_rounds,
-            "batch_size": base.env.batch_size, "fragment_length": base.env.fragment_length,
+            "batch_size": base.env.train_batch_size, "fragment_length": base.env.fragment_length,
             "hyper": dataclasses.asdict(hyper), "curve": curve_path.name}
     with open(curve_path, "a" if done else "w", newline="") as fh:
         writer = csv.DictWriter(fh, CURVE_COLUMNS)

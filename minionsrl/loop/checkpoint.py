@@ -4,7 +4,9 @@ A checkpoint holds a nested state: dicts, lists and tuples whose leaves are NumP
 0-d included), NumPy scalars, and Python ints, floats (NaN and infinities included), bools, strings
 and None. Every array is a safetensors tensor keyed by its path in the state (``policy/actor.0.weight``);
 the rest of the tree is JSON in the file's metadata (``minionsrl``), where a placeholder such as
-``{"$array": "policy/actor.0.weight"}`` stands for a tensor. Reading one unpickles nothing.
+``{"$array": "policy/actor.0.weight"}`` stands for a tensor. Reading one unpickles nothing. A SHA-256 of the
+tree and every tensor's bytes (``minionsrl_sha256``) is checked on every read: a file whose weights were altered
+or damaged after it was written is refused in one line (a file written before the digest existed has none).
 
 Arrays of a dtype safetensors lacks (complex128, longdouble, strings, bfloat16 where the reader lacks
 it) are stored as their raw bytes with the dtype and shape in the placeholder. Dicts whose keys are not
@@ -13,6 +15,7 @@ all strings (or that have a key starting with ``$``) are stored as ``{"$dict": [
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -34,6 +37,7 @@ RESTORE = f"restore a kept {files.CHECKPOINTS}/round-NNNNN.safetensors as {LATES
 
 METADATA_KEY = "minionsrl"  # the JSON tree in the safetensors metadata
 FORMAT_KEY, FORMAT = "minionsrl_format", "1"  # how a state is stored in the file
+DIGEST_KEY = "minionsrl_sha256"  # of the tree and every tensor (:func:`digest`)
 # what a run's state holds (a resumed run reads every field of it): raised whenever a field is added, removed or
 # changes meaning, and a checkpoint of another version is refused in one line (:func:`check_version`)
 STATE_VERSION = 2
@@ -66,9 +70,8 @@ def save(directory: str | Path, state: dict[str, Any], name: str = LATEST) -> Pa
     from safetensors.numpy import save as to_bytes  # imported when first needed
 
     tensors: dict[str, np.ndarray] = {}
-    tree = _encode(state, (), tensors)
-    data = to_bytes(tensors, metadata={METADATA_KEY: json.dumps(tree, allow_nan=False, separators=(",", ":")),
-                                       FORMAT_KEY: FORMAT})
+    tree = json.dumps(_encode(state, (), tensors), allow_nan=False, separators=(",", ":"))
+    data = to_bytes(tensors, metadata={METADATA_KEY: tree, FORMAT_KEY: FORMAT, DIGEST_KEY: digest(tree, tensors)})
     directory = Path(directory)
     path = directory / name
     try:
@@ -88,6 +91,26 @@ def policy_state(state: dict[str, Any], round_idx: int, eval_return: float) -> d
     return {"round": round_idx, "eval_return": eval_return, **{k: state[k] for k in POLICY_KEYS if k in state}}
 
 
+class Altered(ValueError):
+    """A checkpoint whose tree or tensors no longer hash to the digest it was written with."""
+
+
+def digest(tree: str, tensors: dict[str, np.ndarray]) -> str:
+    """SHA-256 of a checkpoint's JSON tree and of every tensor (by key, with its shape and little-endian bytes)."""
+    h = hashlib.sha256(tree.encode())
+    for key in sorted(tensors):
+        array = np.ascontiguousarray(tensors[key])
+        h.update(json.dumps([key, list(array.shape)]).encode())
+        h.update(array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes())
+    return h.hexdigest()
+
+
+def unreadable(exc: Exception) -> str:
+    """Why a checkpoint cannot be read, in the words its errors use: an altered file says so, other faults are named
+    by their exception (truncated, not a checkpoint)."""
+    return str(exc) if isinstance(exc, Altered) else type(exc).__name__
+
+
 def load(directory: str | Path, name: str = LATEST) -> dict[str, Any] | None:
     """Read checkpoint ``name`` (default: the latest) in ``directory``, or None if there is none."""
     path = Path(directory) / name
@@ -97,7 +120,7 @@ def load(directory: str | Path, name: str = LATEST) -> dict[str, Any] | None:
     try:
         return decode(data)
     except Exception as exc:  # truncated, corrupted, or not a checkpoint of this format
-        raise ConfigError(f"--resume: checkpoint {str(path)!r} cannot be read ({type(exc).__name__}); "
+        raise ConfigError(f"--resume: checkpoint {str(path)!r} cannot be read ({unreadable(exc)}); "
                           f"{RESTORE}") from exc
 
 
@@ -163,14 +186,18 @@ def _holds_arrays(value: Any) -> bool:
 
 
 def decode(data: bytes) -> dict[str, Any]:
-    """The state held by the bytes of a checkpoint file (raises on anything malformed)."""
+    """The state held by the bytes of a checkpoint file (raises on anything malformed, :class:`Altered` where the
+    digest it was written with does not match)."""
     from safetensors.numpy import load as from_bytes
 
     tensors = from_bytes(data)  # validates the header and the tensors' extents
     metadata = wire.safetensors_header(data).get("__metadata__") or {}
     if metadata.get(FORMAT_KEY) != FORMAT:
         raise ValueError(f"not a minionsrl checkpoint of format {FORMAT}")
-    state = _decode(json.loads(metadata[METADATA_KEY], parse_constant=_no_constant), tensors)
+    tree = metadata[METADATA_KEY]
+    if DIGEST_KEY in metadata and metadata[DIGEST_KEY] != digest(tree, tensors):
+        raise Altered("its weights or state differ from what was written: the file was altered or damaged")
+    state = _decode(json.loads(tree, parse_constant=_no_constant), tensors)
     if not isinstance(state, dict):
         raise ValueError("the checkpoint's state is not a dict")
     return state

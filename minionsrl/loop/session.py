@@ -237,7 +237,7 @@ class Session:
         if state is not None:  # a run of another minionsrl is that first (its config may be written otherwise too)
             latest = checkpoint.dir_of(self.run_dir) / checkpoint.LATEST
             checkpoint.check_version(state, f"--resume: checkpoint {str(latest)!r}")
-        saved = config.build(config.load_yaml(cfg_path))
+        saved = config.build(config.load_yaml(cfg_path, saved=True))
         changed = [k for k, v in self.cfg.learning_fields().items() if saved.learning_fields()[k] != v]
         if changed:
             raise ConfigError(f"--resume: run_dir belongs to another config ({', '.join(changed)} differ); "

@@ -1,6 +1,6 @@
 """``--actors auto``: the actor count an expert would pick, from the round model and the run's own rounds.
 
-The batch stays what ``--actors`` functions would sample (the config makes it constant: ``batch_size``), so more
+The batch stays what ``--actors`` functions would sample (the config makes it constant: ``train_batch_size``), so more
 functions buy a shorter round, not fewer updates, and the choice is a question of seconds and dollars only.
 The first count, ``n_0``, runs two rounds: the first starts instances and compiles the learner; the second is the
 probe — its learner seconds and what its warm functions did per sample (a round in which the local backend starts
