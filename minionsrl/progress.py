@@ -100,8 +100,10 @@ class TrainingDisplay:
 
     def __init__(self, cfg: TrainConfig, enabled: bool = True, start_steps: int = 0, start_round: int = 0,
                  projected_s: Callable[[], float] = lambda: 0.0, out: IO[str] | None = None,
-                 line_every_s: float = LINE_EVERY_S, priced_as: str = "") -> None:
+                 line_every_s: float = LINE_EVERY_S, priced_as: str = "",
+                 reason: Callable[[], str | None] = lambda: None) -> None:
         self.cfg, self.projected_s, self.line_every_s, self.priced_as = cfg, projected_s, line_every_s, priced_as
+        self.reason, self._reason_shown = reason, None  # the scaler's why, each new one shown once
         self.console = Console(stderr=True)
         self.out = out if out is not None else sys.stdout
         self.lines = enabled and not _is_terminal(self.out)
@@ -134,6 +136,14 @@ class TrainingDisplay:
         stats = figures(row, self.last_eval, eta_s(self.cfg, row, projected), eta_goal(self.cfg, row, projected),
                         self.priced_as)
         self.progress.update(self.task, completed=row.env_steps if self.by_steps else row.round, stats=stats)
+        reason = self.reason()
+        if reason is not None and reason != self._reason_shown and (self.lines or not self.progress.disable):
+            self._reason_shown = reason
+            line = f"minionsrl: round {row.round}: {self.cfg.scaling.scaler} {reason}"
+            if self.lines:
+                print(line, file=self.out, flush=True)
+            else:
+                self.progress.console.print(line, highlight=False, markup=False)
         if self.lines:
             self._unwritten = stats
             self._write_line()

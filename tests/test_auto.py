@@ -54,6 +54,24 @@ def test_auto_measures_a_warm_round_then_picks_the_knee() -> None:
     assert auto.next_actors(_row(4, 16)) == 16
 
 
+def test_auto_says_why_it_changes_the_count_and_nothing_when_it_keeps_it() -> None:
+    auto = AutoScaler(8, 64, 8, _model)
+    auto.next_actors(None)
+    assert auto.reason.startswith("starts at 8 actors: its second round measures it")
+    auto.next_actors(_row(1, 8, cold=8))
+    assert auto.reason is None
+    auto.next_actors(_row(2, 8))
+    assert auto.reason == ("8 -> 16 actors: the knee of the round model: doubling it would shorten a round by under "
+                           "10% (a round forecast at 1.66 s and $3.26e-05 against 2.08 s and $2.88e-05 at 8, as "
+                           "measured)")
+    auto.next_actors(_row(3, 16))
+    assert auto.reason is None  # kept
+    poor = AutoScaler(8, 64, 16, _model, total_timesteps=4096 * 12, budget_usd=3.26e-5 * 2 + 1.7e-5 * 10)
+    poor.next_actors(_row(1, 16, cold=16))
+    poor.next_actors(_row(2, 16))
+    assert "16 -> 8 actors" in poor.reason and "over 8 the forecast overruns budget_usd" in poor.reason
+
+
 def test_a_second_round_that_started_more_instances_still_measures_its_warm_functions() -> None:
     """The local backend grows its pool as it learns how much the functions wait: round 2 starts a few more
     instances. Its warm functions and the learner still measure the count, so auto picks at once; only the

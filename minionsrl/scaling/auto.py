@@ -43,8 +43,12 @@ class AutoScaler(Scaler):
         self.model = MeasuredRoundModel(forecast)
 
     def next_actors(self, last_round: RoundStats | None) -> int:
+        self.reason = None
         if last_round is None:
-            return self.clip(self.n0)
+            n0 = self.clip(self.n0)
+            self.reason = (f"starts at {n0} actors: its second round measures it (the first starts instances), then "
+                           f"the round model prices every count from {self.n_min} to {self.n_max}")
+            return n0
         n = last_round.n_actors
         again = n == self.previous  # the learner's programs for this batch compiled in an earlier round
         warm = self.warm(last_round)
@@ -68,7 +72,19 @@ class AutoScaler(Scaler):
         faster = then_s < (1 - SWITCH_GAIN) * now_s
         if n in allowed and not (cheaper or (faster and self.objective == "time")):
             return n  # not worth starting instances for
+        self.reason = self._why(n, best, table, allowed, counts)
         return best
+
+    def _why(self, n: int, best: int, table: dict[int, tuple[float, float]], allowed: list[int],
+             counts: list[int]) -> str:
+        """The line that says why ``best`` replaces ``n``: the rule, and both counts' forecast rounds."""
+        rule = ("the least forecast dollars a sample" if self.objective == "cost" else
+                "the knee of the round model: doubling it would shorten a round by under 10%")
+        if n not in allowed or len(allowed) < len(counts):
+            rule += f"; over {max(allowed)} the forecast overruns budget_usd"
+        (now_s, now_usd), (then_s, then_usd) = table[n], table[best]
+        return (f"{n} -> {best} actors: {rule} (a round forecast at {then_s:.3g} s and ${then_usd:.3g} against "
+                f"{now_s:.3g} s and ${now_usd:.3g} at {n}, as measured)")
 
     def _affordable(self, counts: list[int], table: dict[int, tuple[float, float]],
                     last_round: RoundStats) -> list[int]:

@@ -24,6 +24,7 @@ class Scaler(ABC):
     def __init__(self, n_min: int, n_max: int) -> None:
         self.n_min, self.n_max = n_min, n_max
         self.score: float | None = None  # the rule's last score, logged beside n_actors
+        self.reason: str | None = None  # why the last call changed the count, in words (rules that say), else None
         self.previous: int | None = None  # the count of the round before the last one (:meth:`warm`)
 
     @abstractmethod
