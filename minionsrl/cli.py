@@ -491,7 +491,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise ConfigError(f"--cap: {args.cap} actors; give a cap of at least 1")
     cfg, _ = train_config(args)
     out = args.out or f"runs/plan-{cfg.env.env_id.replace('/', '-').replace(':', '-')}"
-    text, _ = run_plan(cfg, args.cap, out, args.json)
+    text, _ = run_plan(cfg, args.cap, out, args.json, say=lambda line: print(line, file=sys.stderr, flush=True))
     print(text)
     print(f"written: {out}/plan.md, {out}/plan.png" + (f", {args.json}" if args.json else ""))
     return 0

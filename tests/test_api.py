@@ -222,7 +222,7 @@ def test_loading_refuses_what_is_not_a_run(cartpole_run, tmp_path):
     latest[-600:-300] = bytes(300)
     (bad / "checkpoints" / "latest.safetensors").write_bytes(bytes(latest))
     with pytest.raises(ConfigError, match=r"^load_policy: checkpoint .* cannot be read \(its weights or state differ "
-                                          "from what was written: the file was altered or damaged\)$"):
+                                          r"from what was written: the file was altered or damaged\)$"):
         minionsrl.load_policy(bad)
 
 

@@ -177,7 +177,12 @@ def test_every_row_names_its_deployment_as_a_run_does():
 @pytest.mark.integration
 def test_plan_on_cartpole_writes_the_table_the_json_and_the_frontier(tmp_path):
     cfg = TrainConfig(env_id="CartPole-v1", total_timesteps=50_000, hidden_sizes=[16], seed=1)
-    text, _ = run_plan(cfg, cap=32, out_dir=tmp_path / "plan", json_path=tmp_path / "plan.json")
+    said: list[str] = []
+    text, _ = run_plan(cfg, cap=32, out_dir=tmp_path / "plan", json_path=tmp_path / "plan.json", say=said.append)
+    # the probe says what it runs as it starts each run, and when it is done (the CLI prints these to stderr)
+    assert len(said) == 3 and said[0].startswith("plan: probe 1 of 2: 4 rounds of 2 actors (256 env steps) on ")
+    assert said[1].startswith("plan: probe 2 of 2: 4 rounds of 8 actors (1,024 env steps) on this machine, ")
+    assert said[2].startswith("plan: probed in ") and said[2].endswith(" s; forecasting")
     data = json.loads((tmp_path / "plan.json").read_text())
     assert {(r["n"], r["platform"]) for r in data["rows"]} == {(2**i, p) for i in range(6) for p in PLATFORMS}
     for row in data["rows"]:

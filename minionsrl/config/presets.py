@@ -48,12 +48,14 @@ NITRO_PRESET: dict[str, Any] = dict(num_minibatches=1, update_epochs=30, learnin
 # CartPole-v1 takes the zoo's tuned row (32 steps x 8 actors, 20 epochs of one 256-sample minibatch): the bare
 # classic preset ended at 437.6 +- 64.1 at the zoo's 100k steps (349, 463, 500 on seeds 1-3), this row at 500 in
 # probes; an evaluation every 10 of its short rounds, so that evaluating (up to 5,000 steps) does not dwarf them.
-# The zoo's row also anneals the clip range (lin_0.2); --anneal-clip does, but the row leaves it off: on 10 seeds it
-# left more last policies below 475 than the row without it (50k steps: 6 against 2); the value loss unclipped as in
-# SB3, with or without it, 1 at 50k but 1 at 100k against 0 (docs/results/cartpole-seeds.md).
+# The value loss is unclipped, as in SB3 (its clip_range_vf is None), which the zoo's row was tuned on: with the
+# classic preset's clipped value, SB3's five lines at 50k steps handed back a last policy below 475 on 6 of 10 seeds
+# (114 to 414); unclipped, on 0 of 20 (bench/handed_back.py, docs/results/handed-back.md). The zoo's row also anneals
+# the clip range (lin_0.2); --anneal-clip does, but the row leaves it off: on 10 seeds it left more last policies
+# below 475 than the row without it (50k steps: 6 against 2; docs/results/cartpole-seeds.md).
 ENV_PRESETS: dict[str, dict[str, Any]] = {
     "CartPole-v1": dict(total_timesteps=100_000, fragment_length=32, eval_every=10, learning_rate=1e-3, gamma=0.98,
-                        gae_lambda=0.8, update_epochs=20, minibatch_size=256, ent_coef=0.0),
+                        gae_lambda=0.8, update_epochs=20, minibatch_size=256, ent_coef=0.0, clip_vloss=False),
     "Acrobot-v1": dict(total_timesteps=200_000, fragment_length=512, learning_rate=3e-4, anneal_lr=False,
                        gae_lambda=0.94, minibatch_size=64, ent_coef=0.0, normalize_obs=True, normalize_reward=True),
     "MountainCar-v0": dict(total_timesteps=300_000, fragment_length=256, eval_every=10, learning_rate=3e-4,

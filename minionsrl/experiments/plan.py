@@ -52,6 +52,7 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -181,8 +182,9 @@ def _replayed_s(run: _ProbeRun, copies: int) -> float:
     return float(np.median(times[1:]))
 
 
-def probe(cfg: TrainConfig) -> Probe:
-    """Measure what the forecast needs with short runs of ``cfg`` on this machine (see the module's docstring)."""
+def probe(cfg: TrainConfig, say: Callable[[str], None] = lambda line: None) -> Probe:
+    """Measure what the forecast needs with short runs of ``cfg`` on this machine (see the module's docstring);
+    ``say`` gets a line as each run starts and when the probe ends, with the seconds so far."""
     t0 = time.perf_counter()
     plan = cfg.env.step_plan()
     counts = probe_actors(cfg.env.envs_per_function)
@@ -190,7 +192,10 @@ def probe(cfg: TrainConfig) -> Probe:
     learner: dict[int, float] = {}
     per_sample, inits, shares, sizes, colds, compiles = [], [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="minionsrl-plan-") as tmp:
-        for n in counts:
+        for i, n in enumerate(counts):
+            say(f"plan: probe {i + 1} of {len(counts)}: {PROBE_ROUNDS} rounds of {n} actors "
+                f"({PROBE_ROUNDS * plan.round_batch(n):,} env steps) on this machine, "
+                f"{time.perf_counter() - t0:.0f} s in")
             run = _probe_run(cfg, n, Path(tmp))
             rounds = run.rounds
             samples = plan.round_batch(n) / n  # per function
@@ -211,6 +216,7 @@ def probe(cfg: TrainConfig) -> Probe:
             # the replays' slope past the larger run, from its measured level
             slope = (_replayed_s(run, LEARNER_REACH) - _replayed_s(run, 1)) / ((LEARNER_REACH - 1) * batch)
             learner[LEARNER_REACH * batch] = learner[batch] + max(slope, 0.0) * (LEARNER_REACH - 1) * batch
+    say(f"plan: probed in {time.perf_counter() - t0:.0f} s; forecasting")
     if not per_sample:
         raise ConfigError("plan: the probe's functions never ran warm; check the env with `minionsrl train`")
     batches, seconds = _points(learner)
@@ -510,9 +516,11 @@ def frontier_plot(rows: list[Row], path: Path, title: str) -> Path:
 
 
 def run_plan(cfg: TrainConfig, cap: int = DEFAULT_CAP, out_dir: str | Path | None = None,
-             json_path: str | Path | None = None) -> tuple[str, list[Row]]:
+             json_path: str | Path | None = None, say: Callable[[str], None] = lambda line: None
+             ) -> tuple[str, list[Row]]:
     """``minionsrl plan``: probe, forecast, and write ``plan.md`` and ``plan.png`` into ``out_dir`` (and the rows as
-    JSON to ``json_path``); returns the Markdown and the rows. Bad input is one line before any work."""
+    JSON to ``json_path``); returns the Markdown and the rows. Bad input is one line before any work; ``say`` gets
+    the probe's progress (:func:`probe`)."""
     from minionsrl.prepare import prepare_config
 
     if cap < 1:
@@ -521,7 +529,7 @@ def run_plan(cfg: TrainConfig, cap: int = DEFAULT_CAP, out_dir: str | Path | Non
     cfg, info = prepare_config(cfg.replace(max_rounds=None))  # the env checked, the preset's steps resolved
     if not cfg.run.total_timesteps:
         raise ConfigError("plan: the forecast is for a step budget; set --total-timesteps")
-    p = replace(probe(cfg), carries=info.carries or not cfg.env.carry_episodes, episode_steps=info.episode_steps)
+    p = replace(probe(cfg, say), carries=info.carries or not cfg.env.carry_episodes, episode_steps=info.episode_steps)
     rows = forecast(cfg, p, cap, prices)
     target = cfg.run.target_return
     goals = [] if target is None else to_target(cfg, p, rows, target, prices)
