@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shlex
 import signal
 import sys
@@ -626,18 +627,28 @@ def main(argv: list[str] | None = None) -> int:
     try:
         commands = {"train": cmd_train, "eval": cmd_eval, "compare": cmd_compare, "plot": cmd_plot, "plan": cmd_plan,
                     "scale": cmd_scale, "motivate": cmd_motivate, "scheduler": cmd_scheduler}
-        return commands[args.command](args)
+        with _sigterm_as_interrupt():  # every command's temporary folders and processes close on SIGTERM too
+            return commands[args.command](args)
     except FAILURE_TYPES as exc:
         label, code = next((label, code) for kind, label, code in FAILURES if isinstance(exc, kind))
         print(f"minionsrl: {label}: {one_line(redact_text(str(exc)))}", file=sys.stderr)
         return code
-    except Interrupted as exc:
-        print(f"minionsrl: {exc.what}; {one_line(str(exc))}", file=sys.stderr)
-        return exc.code
     except KeyboardInterrupt as exc:
-        stopped = exc if isinstance(exc, Terminated) else Interrupted()
-        print(f"minionsrl: {stopped.what}", file=sys.stderr)
+        stopped = exc if isinstance(exc, Interrupted | Terminated) else Interrupted()
+        print(f"minionsrl: {stopped.what}" + (f"; {one_line(str(exc))}" if isinstance(exc, Interrupted) and str(exc)
+                                               else ""), file=sys.stderr)
+        if argv is None:  # the program: its work is closed; leave before the interpreter's teardown (_leave_now)
+            _leave_now(stopped.code)
         return stopped.code
+
+
+def _leave_now(code: int) -> None:
+    """Exit with ``code`` at once, the streams flushed: after Ctrl-C or SIGTERM every command has closed its
+    backend, run dir and temporary folders on the way out, and an interrupt that landed inside a JAX compilation
+    leaves XLA's state such that the interpreter's teardown segfaults (exit -11 after the one line)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
