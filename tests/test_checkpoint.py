@@ -145,6 +145,18 @@ def test_a_checkpoint_whose_weights_were_altered_is_refused_naming_the_file(tmp_
     assert checkpoint.load(tmp_path, "round-00002.safetensors")["round"] == 2  # an intact one reads
 
 
+def test_the_hint_names_a_kept_checkpoint_only_where_the_run_kept_one(tmp_path):
+    path = checkpoint.save(tmp_path, {"round": 1, "w": np.ones(3)})
+    path.write_bytes(b"garbage")
+    with pytest.raises(ConfigError, match=r"start a new run: this one kept no checkpoints/round-NNNNN\.safetensors"):
+        checkpoint.load(tmp_path)
+    for r in (10, 20):
+        checkpoint.save(tmp_path, {"round": r, "w": np.ones(3)}, checkpoint.kept_name(r))
+    with pytest.raises(ConfigError, match=r"restore a kept checkpoint as latest\.safetensors "
+                                          r"\(round-00020\.safetensors, the newest of 2 in"):
+        checkpoint.load(tmp_path)
+
+
 def test_a_checkpoint_without_a_digest_still_reads(tmp_path):
     path = checkpoint.save(tmp_path, {"round": 1, "w": np.ones(3)})
     _rewrite_metadata(path, lambda m: m)

@@ -32,8 +32,6 @@ BEST = "best.safetensors"  # the policy of the best evaluation so far (its weigh
 KEPT = "round-*.safetensors"  # the checkpoints kept every ``--keep-checkpoints-every`` rounds (:func:`kept_name`)
 POLICY_KEYS = ("policy", "obs_rms")  # what a policy needs of a learner's state (load_policy reads these)
 
-# what to do about a checkpoint that cannot be resumed from, in every error that says so
-RESTORE = f"restore a kept {files.CHECKPOINTS}/round-NNNNN.safetensors as {LATEST}, or start a new run"
 
 METADATA_KEY = "minionsrl"  # the JSON tree in the safetensors metadata
 FORMAT_KEY, FORMAT = "minionsrl_format", "1"  # how a state is stored in the file
@@ -44,6 +42,17 @@ STATE_VERSION = 2
 # dtypes that safetensors' NumPy reader returns as they were; others are stored as raw bytes
 _NATIVE = frozenset(np.dtype(t) for t in ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
                                           "uint64", "float16", "float32", "float64", "complex64"))
+
+
+def restore_hint(directory: str | Path) -> str:
+    """What to do about a checkpoint in ``directory`` that cannot be resumed from, in every error that says so:
+    the newest kept checkpoint to restore where the run kept some, else a new run."""
+    kept = sorted(Path(directory).glob(KEPT))
+    if kept:
+        return (f"restore a kept checkpoint as {LATEST} ({kept[-1].name}, the newest of {len(kept)} in "
+                f"{str(directory)!r}), or start a new run")
+    return (f"start a new run: this one kept no {files.CHECKPOINTS}/round-NNNNN.safetensors to restore "
+            "(--keep-checkpoints-every N keeps them)")
 
 
 def dir_of(run_dir: str | Path) -> Path:
@@ -121,7 +130,7 @@ def load(directory: str | Path, name: str = LATEST) -> dict[str, Any] | None:
         return decode(data)
     except Exception as exc:  # truncated, corrupted, or not a checkpoint of this format
         raise ConfigError(f"--resume: checkpoint {str(path)!r} cannot be read ({unreadable(exc)}); "
-                          f"{RESTORE}") from exc
+                          f"{restore_hint(path.parent)}") from exc
 
 
 def array_problem(value: Any, shape: tuple[int, ...], dtype: np.dtype | None = None) -> str | None:

@@ -404,8 +404,8 @@ class Trainer:
             self.scaler.load_state_dict(state["scaler"])
             self.ledger.load_state_dict(state["ledger"])
         except ConfigError as exc:
-            raise ConfigError(f"{exc}; {checkpoint.RESTORE}") from exc
+            raise ConfigError(f"{exc}; {checkpoint.restore_hint(checkpoint.dir_of(self.run_dir))}") from exc
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # a field its reader refuses
             raise ConfigError(f"{where} does not fit this run ({type(exc).__name__}: {exc}); "
-                              f"{checkpoint.RESTORE}") from exc
+                              f"{checkpoint.restore_hint(checkpoint.dir_of(self.run_dir))}") from exc
         self.publisher.version = self.progress.round
