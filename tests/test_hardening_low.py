@@ -96,6 +96,34 @@ def test_what_the_env_returned_is_blamed_before_what_the_policy_made_of_it(env, 
     assert str(info.value).startswith(says) and "'values'" not in str(info.value), info.value
 
 
+class WideObsEnv(BadEnv):
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        obs, reward, term, trunc, info = super().step(action)
+        return (np.zeros(5, np.float32) if self.t >= self.after else obs), reward, term, trunc, info
+
+
+class ResetFailsEnv(BadEnv):
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        raise RuntimeError("no server at localhost:9999")
+
+
+def test_an_observation_of_another_shape_mid_episode_is_said_as_what_the_env_did():
+    with pytest.raises(ValueError, match=r"^the env returned an observation of shape \(5,\) at step 5 of the "
+                                         r"fragment, not its observation space's \(3,\); make its reset\(\)"):
+        _reply_arrays(WideObsEnv(), normalize=False)  # before: "could not broadcast input array from shape (5,)..."
+
+
+def test_a_reset_that_fails_is_blamed_on_reset_not_the_constructor():
+    from minionsrl import TrainConfig
+    from minionsrl.errors import ConfigError
+    from minionsrl.prepare import prepare_config
+
+    with pytest.raises(ConfigError, match=r"^env_id 'test_hardening_low:ResetFailsEnv': reset\(\) raised RuntimeError: "
+                                          r"no server at localhost:9999 in the learner's check of the env \(it was "
+                                          r"built\); fix the env's reset\(\)$"):
+        prepare_config(TrainConfig(env_id="test_hardening_low:ResetFailsEnv"))
+
+
 @pytest.mark.integration
 def test_a_nan_observation_is_one_line_naming_the_env(tmp_path, subprocess_env):
     proc = subprocess.run([sys.executable, "-m", "minionsrl", "train", *SMALL, "--env-id",

@@ -473,9 +473,15 @@ def env_info(spec: EnvSpec, timeout_s: float = ENV_CHECK_TIMEOUT_S) -> EnvInfo:
                           "learner's check of the env; fix the env (or give it longer with --env-check-timeout-s)")
     if isinstance(outcome[0], ValueError) and "main thread" in str(outcome[0]):  # e.g. signal.signal in __init__
         return _checked_info(spec, doing)  # such an env is built where functions build it, unbounded
-    if isinstance(outcome[0], BaseException):
-        raise outcome[0]
-    return outcome[0]
+    exc = outcome[0]
+    if isinstance(exc, Exception) and not isinstance(exc, ConfigError) and doing[0] != "its constructor":
+        first_line = str(exc).splitlines()[0] if str(exc) else ""
+        raise ConfigError(f"env_id {spec.env_id!r}: {doing[0]} raised {type(exc).__name__}"
+                          f"{': ' + first_line if first_line else ''} in the learner's check of the env (it was "
+                          f"built); fix the env's {doing[0]}") from exc
+    if isinstance(exc, BaseException):
+        raise exc
+    return exc
 
 
 def _checked_info(spec: EnvSpec, doing: list[str]) -> EnvInfo:
@@ -502,8 +508,9 @@ def _checked_info(spec: EnvSpec, doing: list[str]) -> EnvInfo:
             return info
         return replace(info, step_s=(time.perf_counter() - t0) / CHECK_STEPS)
     finally:
-        doing[0] = "close()"
+        stage, doing[0] = doing[0], "close()"
         env.close()
+        doing[0] = stage  # a failure before close() is that stage's
 
 
 def _spaces_info(spec: EnvSpec, env: gym.Env) -> EnvInfo:

@@ -28,7 +28,7 @@ from threadpoolctl import threadpool_limits
 
 from minionsrl.function import clock, faults, wire
 from minionsrl.function.envs import capture_episode, make_env, start_episode
-from minionsrl.function.fragment import Fragment, Instance, PolicySnapshot, ReplyMeta, Timings
+from minionsrl.function.fragment import ENV_FAULT, Fragment, Instance, PolicySnapshot, ReplyMeta, Timings
 from minionsrl.function.normalization import Moments, ObsNormalizer
 from minionsrl.function.numpy_policy import NumpyPolicy, choose_action, exploration_noise
 from minionsrl.function.request import EVAL_MAX_STEPS, Carry, Request
@@ -129,9 +129,16 @@ class _Track:
 
     def observe(self, t: int) -> np.ndarray:
         """The policy's input at step ``t`` (and the raw observation, for the normaliser's moments)."""
-        if self.raw_obs is not None:
-            self.raw_obs[t] = self.obs
-        self.obs_buf[t] = x = self.normalize(self.obs)
+        try:
+            if self.raw_obs is not None:
+                self.raw_obs[t] = self.obs
+            self.obs_buf[t] = x = self.normalize(self.obs)
+        except ValueError as exc:  # NumPy's broadcast error, said as what the env did
+            if np.shape(self.obs) == self.obs_buf.shape[1:]:
+                raise
+            raise ValueError(f"{ENV_FAULT} an observation of shape {np.shape(self.obs)} at step {t} of the fragment, "
+                             f"not its observation space's {self.obs_buf.shape[1:]}; make its reset() and step() "
+                             "return observations of that shape") from exc
         return x
 
     def act(self, t: int, head: np.ndarray, value: float, gamma: float) -> None:
