@@ -41,6 +41,11 @@ class EpisodesNotCarried(UserWarning):
     starts new ones, and a fragment shorter than an episode cuts it (said once, before any work)."""
 
 
+class EvaluationCut(UserWarning):
+    """Evaluation episodes ran to ``eval_max_steps`` and were cut there: their returns are of the steps played
+    (said once a run)."""
+
+
 class Diverged(ConfigError):
     """An update made the loss, the weights or the optimiser state non-finite: the run stops before anything of
     that update is checkpointed or published."""

@@ -303,6 +303,25 @@ def test_the_round_whose_evaluation_reaches_the_target_is_the_last(tmp_path, ove
     assert [r["eval_return_mean"] != "" for r in read_metrics(tmp_path / "r")] == [False, True, *[True] * overlap]
 
 
+def test_an_evaluation_cut_at_its_step_cap_says_so_once(tmp_path):
+    import warnings
+
+    from minionsrl.errors import EvaluationCut
+
+    cfg = TrainConfig(env_id="CartPole-v1", actors=2, fragment_length=32, max_rounds=3, eval_every=1, eval_episodes=2,
+                      eval_max_steps=5, progress=False, tensorboard=False, run_dir=str(tmp_path / "r"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        make_trainer(cfg).run()
+    cut = [w for w in caught if issubclass(w.category, EvaluationCut)]
+    assert len(cut) == 1 and "eval_max_steps (5 steps) and were cut there" in str(cut[0].message)
+    assert all(float(r["eval_return_mean"]) == 5.0 for r in read_metrics(tmp_path / "r"))  # the steps played
+    with warnings.catch_warnings(record=True) as caught:  # a cap the episodes do not reach: nothing said
+        warnings.simplefilter("default")
+        make_trainer(cfg.replace(eval_max_steps=27_000, max_rounds=1, run_dir=str(tmp_path / "s"))).run()
+    assert not [w for w in caught if issubclass(w.category, EvaluationCut)]
+
+
 @pytest.mark.integration
 def test_an_evaluation_beside_the_next_round_gives_the_same_rows(tmp_path):
     """Overlapping changes when an evaluation runs, not what it returns: the same seeds evaluate the same

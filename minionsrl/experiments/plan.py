@@ -52,6 +52,7 @@ import math
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from importlib import resources
@@ -64,7 +65,7 @@ from minionsrl import files
 from minionsrl.backends.base import OK, InvocationRecord
 from minionsrl.config import TrainConfig
 from minionsrl.cost import DEPLOYMENTS, CostLedger, Prices, load_prices
-from minionsrl.errors import ConfigError
+from minionsrl.errors import ConfigError, EvaluationCut
 from minionsrl.experiments.tables import markdown_table
 from minionsrl.forecast import (
     KNEE_GAIN,
@@ -158,8 +159,10 @@ def _probe_run(cfg: TrainConfig, actors: int, folder: Path) -> _ProbeRun:
                         eval_max_steps=1, progress=False, tensorboard=False, track=False)
     trainer = make_trainer(probe)
     try:
-        for _ in range(PROBE_ROUNDS):
-            trainer.run_round()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EvaluationCut)  # the probe's last evaluation is one step, cut on purpose
+            for _ in range(PROBE_ROUNDS):
+                trainer.run_round()
         fragments = trainer.sampler.sample(PROBE_ROUNDS + 1, actors).fragments  # what the replays learn on
     finally:
         trainer.close()

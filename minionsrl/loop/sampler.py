@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ import numpy as np
 from minionsrl.backends.base import Backend, Reply
 from minionsrl.config import StepPlan
 from minionsrl.cost import RoundTimes
-from minionsrl.errors import ConfigError, InvocationError
+from minionsrl.errors import ConfigError, EvaluationCut, InvocationError
 from minionsrl.function import wire
 from minionsrl.function.envs import EnvSpec
 from minionsrl.function.faults import FaultPlan
@@ -152,7 +153,12 @@ def eval_returns(request: Request, reply: Reply) -> np.ndarray:
     stray = sorted(set(reply.arrays) - EVAL_ARRAYS)
     if stray:
         raise wire.WireError(f"evaluation reply holds unexpected arrays {stray[:3]}")
-    return checked_episodes(reply.arrays, "evaluation reply", episodes)[0]
+    returns, lengths = checked_episodes(reply.arrays, "evaluation reply", episodes)
+    if (lengths >= request.max_steps).any():  # the rollout function cut them: an env without a time limit
+        warnings.warn(EvaluationCut(f"evaluation episodes ran to eval_max_steps ({request.max_steps:,} steps) and "
+                                    "were cut there: their returns, and eval_return_mean, are of the steps played; "
+                                    "raise --eval-max-steps to play them out"), stacklevel=2)
+    return returns
 
 
 class Evaluation(NamedTuple):
