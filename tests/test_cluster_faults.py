@@ -301,3 +301,19 @@ def test_a_raylet_gone_a_moment_before_its_gcs_is_a_lost_head():
     with pytest.raises(ClusterLost, match=r"the Ray cluster's head .* is gone: its GCS"):
         backend._check_raylet()
     assert not backend._raylet_lost
+
+
+@pytest.mark.parametrize(("private", "says"), [
+    (True, "continue with --resume (it starts a new private cluster)"),
+    (False, "start the cluster again, then continue with --resume"),
+])
+def test_a_lost_head_says_what_to_start_only_for_a_cluster_the_user_runs(tmp_path, private, says):
+    from minionsrl.backends.ray_backend import RayBackend
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    backend = object.__new__(RayBackend)  # what _head_lost reads, without starting Ray
+    backend._gcs, backend._address = ("127.0.0.1", port), "the private cluster" if private else "10.0.0.1:6379"
+    backend.token_path = tmp_path / "token" if private else None
+    assert backend._head_lost().endswith(f"the run stopped at its last checkpoint: {says}")

@@ -352,8 +352,11 @@ class RayBackend(RemoteBackend):
             why = ("connection refused" if isinstance(exc, ConnectionRefusedError) else
                    f"no answer within {PROBE_TIMEOUT_S:g} s" if isinstance(exc, TimeoutError) else
                    exc.strerror or type(exc).__name__)
+        # a private cluster is this run's own: --resume starts a new one (there is nothing for the user to start)
+        again = ("continue with --resume (it starts a new private cluster)" if self.token_path is not None else
+                 "start the cluster again, then continue with --resume")
         return (f"the Ray cluster's head ({self._address}) is gone: its GCS at {self._gcs[0]}:{self._gcs[1]}: "
-                f"{why}; the run stopped at its last checkpoint: start the cluster again, then continue with --resume")
+                f"{why}; the run stopped at its last checkpoint: {again}")
 
     def _check_raylet(self) -> None:
         """Raise :class:`ClusterLost` (one line) if something of the cluster was found gone, or this machine's
