@@ -169,13 +169,14 @@ class LithopsBackend(RemoteBackend):
         super().__init__(key, invocation_timeout_s)
         try:
             from lithops import FunctionExecutor, Storage
-            from lithops.constants import JOBS_DIR
+            from lithops.constants import JOBS_DIR, JOBS_PREFIX
         except ImportError as exc:
             raise missing_extra_error("--backend lithops", "lithops") from exc
         self.config_file: str | None = config.pop(CONFIG_FILE, None)  # the Lithops config file read, if any
         self.localhost = config["lithops"]["backend"] == "localhost"
         self._compute = str(config["lithops"]["backend"])
         self._jobs_dir = Path(JOBS_DIR)  # where Lithops' localhost runner marks finished jobs
+        self._jobs_prefix = JOBS_PREFIX  # where Lithops keeps a job's data in storage
         if self.localhost and max_concurrency:
             config.setdefault("localhost", {})["worker_processes"] = max_concurrency
         self.max_concurrency = (config["localhost"].get("worker_processes", concurrency(None)) if self.localhost
@@ -314,9 +315,12 @@ class LithopsBackend(RemoteBackend):
             self.cancel()
             self._statuses.shutdown(wait=False)
             self._stop_monitor()
-            keys = self._storage.list_keys(self._bucket, self._prefix + "/")
-            if keys:
-                self._storage.delete_objects(self._bucket, keys)
+            # our policies, and the executor's job data: Lithops' clean() hands the latter to a cleaner process
+            # that outlives us (a minute and more on localhost), which then finds nothing left and ends at once
+            for prefix in (self._prefix + "/", f"{self._jobs_prefix}/{self._executor.executor_id}-"):
+                keys = self._storage.list_keys(self._bucket, prefix)
+                if keys:
+                    self._storage.delete_objects(self._bucket, keys)
             self._executor.clean(clean_cloudobjects=False)
         finally:
             if self._key_file is not None:
