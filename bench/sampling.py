@@ -487,6 +487,16 @@ def _pool_run(pool: Any, actions: Any) -> None:  # EnvPool resets a finished env
         pool.step(a)
 
 
+def _mujoco_run(env: Any, actions: Any) -> None:  # the physics alone: the frame skip's mj_step calls, no reset
+    import mujoco
+
+    model, data, frames = env.unwrapped.model, env.unwrapped.data, env.unwrapped.frame_skip
+    for a in actions:
+        data.ctrl[:] = a
+        for _ in range(frames):
+            mujoco.mj_step(model, data)
+
+
 def _ale_run(env: Any, actions: Any) -> None:  # the emulator alone: 4 frames an agent step, no frame read
     ale, action_set = env.unwrapped.ale, env.unwrapped._action_set
     for a in actions:
@@ -527,6 +537,8 @@ def _engines() -> list[_Engine]:
                 lambda: make_env(EnvSpec("Hopper-v5")), _gym_run),
         _Engine("Hopper-v5", "EnvPool", 1, "no", pool("Hopper-v5", 1), _pool_run),
         _Engine("Hopper-v5", "EnvPool", 8, "no", pool("Hopper-v5", 8), _pool_run),
+        _Engine("Hopper-v5", "the physics alone (mujoco.mj_step, 4 frames)", 1, "—",
+                lambda: make_env(EnvSpec("Hopper-v5")), _mujoco_run),
         _Engine("ALE/Pong-v5", "Gymnasium AtariPreprocessing + FrameStackObservation", 1, "yes (ALE state)",
                 gym_atari, _gym_run),
         _Engine("ALE/Pong-v5", "AtariGame (the functions' engine)", 1, "yes (ALE state)",
@@ -570,6 +582,7 @@ def engines_main(argv: list[str] | None = None) -> None:
         rows.append([e.env_id, e.label, e.envs, step_ms, base[e.env_id] / step_ms, 1e3 * statistics.median(build[i]),
                      e.carry])
         log(f"{e.env_id} {e.label} x{e.envs}: {step_ms:.3f} ms CPU a step")
+    physics_ms = next(r[3] for r in rows if r[0] == "Hopper-v5" and r[1].startswith("the physics alone"))
     section = f"""## Env engines inside a function: Gymnasium, EnvPool and our ALE driver
 
 What a rollout function's env costs per agent step, on its own: random actions, {args.steps:,} agent steps per
@@ -586,7 +599,14 @@ it cannot carry an episode (it has no state to get or set), and a fragment must 
 `reset` takes no seed, so a pool would be built per invocation, at the "build" column's cost). Without the carry
 every fragment would end its episodes (Hopper's 1,000-step episodes cut at 512), which changes what is learned and
 hides the long episodes from the training returns. On Atari the functions' own driver (AtariGame: Gymnasium's
-preprocessing frame for frame, on the emulator directly) keeps the carry; the emulator alone is its floor.
+preprocessing frame for frame, on the emulator directly) keeps the carry; the emulator alone is its floor, as
+MuJoCo's physics alone is Hopper's (2 cores stepping it and nothing else: {2e3 / physics_ms:,.0f} steps a second
+here, the physical limit of any Hopper figure on this machine).
+
+These are CPU milliseconds of the machine that ran them, and the machines this project's sessions get differ:
+on an AMD EPYC (2026-11-29) the Gymnasium row read 0.279 ms, on another machine 0.092-0.096 ms (issue 58's
+measure, physics 0.062-0.065 ms), on this one the table above. Compare rows within one table, not across
+machines: the ratio to the physics is what carries over.
 
 {provenance(started)}
 """
