@@ -26,6 +26,7 @@ from minionsrl.config import TrainConfig
 from minionsrl.stats import RoundStats, RunSummary
 
 LINE_EVERY_S = 10.0  # the least seconds between two plain lines (a CartPole round takes a few milliseconds)
+BAR_WIDTH = 30  # the bar's characters on a terminal
 
 
 def _num(value: Any, fmt: str = ".1f") -> str:
@@ -92,6 +93,11 @@ def figures(row: RoundStats, last_eval: float | None, eta: float | None, goal: s
             + f" · ETA {'-' if eta is None else _clock(eta)}" + (f" {goal}" if goal else ""))
 
 
+def fit(text: str, room: int) -> str:
+    """``text`` cut to ``room`` characters, an ellipsis marking the cut."""
+    return text if len(text) <= room else text[: max(room - 1, 0)] + "…"
+
+
 class TrainingDisplay:
     """Shows the run while it trains (a bar on a terminal, plain lines in a log); silent when disabled.
 
@@ -110,10 +116,14 @@ class TrainingDisplay:
         self.by_steps = cfg.run.total_timesteps is not None
         total = cfg.run.total_timesteps if self.by_steps else cfg.run.max_rounds
         self.progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("[bold]{task.description}"), BarColumn(bar_width=BAR_WIDTH), MofNCompleteColumn(),
+            TimeElapsedColumn(),
             TextColumn("{task.fields[stats]}"), console=self.console,
             disable=not (enabled and self.console.is_terminal),  # off a terminal rich would print one squashed line
         )
+        # what the bar's own columns take (name, bar, done/total, elapsed, the gaps): the figures get the rest, cut
+        # short by us, as rich would otherwise squeeze the counters out of a narrow terminal to fit them
+        self._bar_width = len(cfg.env.env_id) + BAR_WIDTH + 2 * len(f"{total or 0}") + 1 + len("0:00:00") + 4
         self.task = self.progress.add_task(cfg.env.env_id, total=total, stats="starting actors…",
                                            completed=start_steps if self.by_steps else start_round)
         self.last_eval: float | None = None
@@ -135,7 +145,8 @@ class TrainingDisplay:
         projected = self.projected_s()
         stats = figures(row, self.last_eval, eta_s(self.cfg, row, projected), eta_goal(self.cfg, row, projected),
                         self.priced_as)
-        self.progress.update(self.task, completed=row.env_steps if self.by_steps else row.round, stats=stats)
+        self.progress.update(self.task, completed=row.env_steps if self.by_steps else row.round,
+                             stats=fit(stats, self.console.width - self._bar_width))
         reason = self.reason()
         if reason is not None and reason != self._reason_shown and (self.lines or not self.progress.disable):
             self._reason_shown = reason

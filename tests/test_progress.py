@@ -57,6 +57,25 @@ def test_the_bar_text_is_the_log_line():
     assert named.endswith("eval 42.0 · $0.001000 as aws_lambda_x86 via lithops · ETA -")  # the deployment it prices
 
 
+@pytest.mark.parametrize("width", [80, 200])
+def test_a_narrow_terminal_cuts_the_figures_not_the_bar_s_counters(monkeypatch, width):
+    from rich.console import Console
+
+    from minionsrl import progress
+
+    screen = io.StringIO()
+    monkeypatch.setattr(progress, "Console", lambda stderr: Console(file=screen, width=width, force_terminal=True,
+                                                                   color_system=None))
+    display = TrainingDisplay(TrainConfig(env_id="Hopper-v5", total_timesteps=1_000_000), out=io.StringIO(),
+                              priced_as="aws_lambda_x86 via lithops")
+    display.update(_row(12, 24576, 10.0))
+    display.console.print(display.progress.get_renderable())
+    line = screen.getvalue().splitlines()[-1]
+    # before: "Hop… round 12 · 24576 steps · …": rich squeezed the name, the bar, done/total and the clock away
+    assert line.startswith("Hopper-v5 ") and " 24576/1000000 0:00:" in line and len(line) <= width
+    assert "round 12 · 24" in line and ("2 actors · train 20.0" in line) == (width == 200)
+
+
 @pytest.mark.integration
 def test_a_cli_run_logs_rounds_and_ends_with_its_bills_and_next_steps(tmp_path, capsys):
     run_dir = tmp_path / "r"
