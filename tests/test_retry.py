@@ -186,6 +186,25 @@ def test_the_retry_engine_retries_failures_at_once_up_to_max_retries():
     assert retries.after(_failed(1, 2, retry.FAILED)).count == 1
 
 
+def _raised(slot: int, attempt: int, error: str) -> retry.Attempt:
+    """A failed attempt whose function raised ``error`` (its signed error reply)."""
+    record = InvocationRecord(f"r0-train-{slot}-a{attempt}", "train", status=retry.FAILED, error=error)
+    return retry.Attempt(slot, attempt, _request(slot, attempt), Reply(record, meta={"type": "error"}), retry.FAILED)
+
+
+def test_an_exception_the_function_raises_twice_word_for_word_gives_the_slot_up():
+    retries = retry.Retries(retry.RetryPolicy(max_retries=3))
+    seed_fault = "ValueError: the env returned an observation of shape (5,) at step 50"
+    assert retries.after(_raised(0, 0, seed_fault)).action == retry.RETRY
+    assert retries.after(_raised(0, 1, seed_fault)) == (retry.GIVE_UP, 2, 2)  # the seed replays it: not 3 more
+    assert retries.after(_raised(1, 0, "injected fault in r0-train-1")).action == retry.RETRY  # ids differ
+    assert retries.after(_raised(1, 1, "injected fault in r0-train-1-a1")).action == retry.RETRY
+    for attempt in range(3):  # a hang is not the function's word: every retry it has
+        assert retries.after(_failed(2, attempt, retry.TIMED_OUT)).action == retry.RETRY
+    retries.succeeded(1)
+    assert retries.after(_raised(1, 2, "injected fault in r0-train-1-a1")).action == retry.RETRY  # forgotten
+
+
 def test_the_retry_engine_does_not_count_a_failure_that_is_not_the_functions():
     retries = retry.Retries(retry.RetryPolicy(max_retries=0))
     assert retries.after(_failed(0, 0, retry.FAILED), counted=False) == (retry.RETRY, 1, 0)

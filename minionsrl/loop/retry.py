@@ -142,7 +142,10 @@ class Retries:
 
     Per slot it counts failed attempts against ``max_retries`` (a success forgets them: :meth:`succeeded`) and the
     platform's refusals (throttled) in a row against ``max_throttled`` (an attempt that ran, failed or not, ends the
-    row), and keeps the retry a failed attempt earned until it is made: at once after a failure, after an
+    row). An exception the function raised twice in a row, word for word, gives the slot up at once: every attempt
+    carries the slot's seed, so it is a fault the seed causes, which each retry would replay (a kill, a hang or a
+    malformed reply is not the function's own word and keeps its retries). It keeps the retry a failed attempt
+    earned until it is made: at once after a failure, after an
     exponential back-off with full jitter (:func:`backoff_s`) after a refusal. A slot past either limit is given
     up: its caller decides whether that loses the slot (a synchronous round) or fails the run (an asynchronous one).
     """
@@ -151,6 +154,7 @@ class Retries:
         self.policy = policy
         self.failures: dict[int, int] = {}  # slot -> failed attempts (refusals not counted)
         self.refusals: dict[int, int] = {}  # slot -> refusals in a row
+        self.raised: dict[int, str] = {}  # slot -> the exception its last failed attempt raised (its error reply)
         self.pending: dict[int, tuple[float, int]] = {}  # slot -> (when, attempt): a retry not made yet
 
     def after(self, got: Attempt, counted: bool = True) -> Verdict:
@@ -166,8 +170,11 @@ class Retries:
             self.pending[slot] = (time.perf_counter() + backoff_s(self.policy, refusals), attempt)
             return Verdict(BACK_OFF, attempt, refusals)
         failures = self.failures.get(slot, 0) + int(counted)
-        if failures > self.policy.max_retries:
+        raised = got.reply.record.error if got.status == FAILED and got.reply.meta.get("type") == "error" else None
+        if failures > self.policy.max_retries or (raised is not None and self.raised.get(slot) == raised):
             return Verdict(GIVE_UP, attempt, failures)
+        if raised is not None:
+            self.raised[slot] = raised
         self.refusals.pop(slot, None)
         self.failures[slot] = failures
         self.pending[slot] = (-math.inf, attempt)
@@ -177,6 +184,7 @@ class Retries:
         """Slot ``slot`` got a result: its failures and refusals are forgotten."""
         self.failures.pop(slot, None)
         self.refusals.pop(slot, None)
+        self.raised.pop(slot, None)
 
     def due(self, now: float = -math.inf, slots: Collection[int] | None = None) -> list[tuple[int, int]]:
         """Take the retries to make now, as ``(slot, attempt)`` in the order they were earned (of ``slots`` only,
@@ -311,10 +319,15 @@ class _RunningGroup:
         out.lost.sort()
         self.open = set()
         if len(out.results) < g.policy.min_fraction * g.slots or not out.results:
-            first = next((a.reply.record for a in out.attempts
-                          if a.status in (FAILED, TIMED_OUT, CANCELLED, OOM, THROTTLED)), None)
-            error = (first.error.splitlines() or [""])[0] if first else ""
-            detail = f"; first failure {first.invocation_id}: {error}" if first else ""
+            first = next((a for a in out.attempts if a.status in (FAILED, TIMED_OUT, CANCELLED, OOM, THROTTLED)), None)
+            detail = ""
+            if first is not None:
+                record = first.reply.record
+                detail = f"; first failure {record.invocation_id}: {(record.error.splitlines() or [''])[0]}"
+                raised = first.reply.meta.get("type") == "error"  # the function's own exception, not a kill or hang
+                if raised and sum(a.slot == first.slot and a.reply.record.error == record.error
+                                  for a in out.attempts) > 1:
+                    detail += " (raised again by its retry, with the same seed: a fault the seed causes)"
             raise TooFewReplies(f"{g.what}: only {len(out.results)} of {g.slots} invocations succeeded, fewer than "
                                 f"min_reply_fraction {g.policy.min_fraction:g} of them{detail}", out)
         return out
