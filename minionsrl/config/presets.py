@@ -49,8 +49,9 @@ NITRO_PRESET: dict[str, Any] = dict(num_minibatches=1, update_epochs=30, learnin
 # classic preset ended at 437.6 +- 64.1 at the zoo's 100k steps (349, 463, 500 on seeds 1-3), this row at 500 in
 # probes; an evaluation every 10 of its short rounds, so that evaluating (up to 5,000 steps) does not dwarf them.
 # The value loss is unclipped, as in SB3 (its clip_range_vf is None), which the zoo's row was tuned on: with the
-# classic preset's clipped value, SB3's five lines at 50k steps handed back a last policy below 475 on 6 of 10 seeds
-# (114 to 414); unclipped, on 0 of 20 (bench/handed_back.py, docs/results/handed-back.md). The zoo's row also anneals
+# classic preset's clipped value, SB3's five lines at 50k steps handed back a last policy below 475 on 5 of 10 seeds
+# (114 to 414); unclipped, on 0 of 20 at 50k and 0 of 10 at 100k (seeds 1-10 at 50k: bench/handed_back.py,
+# docs/results/handed-back.md). The zoo's row also anneals
 # the clip range (lin_0.2); --anneal-clip does, but the row leaves it off: on 10 seeds it left more last policies
 # below 475 than the row without it (50k steps: 6 against 2; docs/results/cartpole-seeds.md).
 ENV_PRESETS: dict[str, dict[str, Any]] = {
