@@ -304,7 +304,7 @@ def test_a_raylet_gone_a_moment_before_its_gcs_is_a_lost_head():
 
 
 @pytest.mark.parametrize(("private", "says"), [
-    (True, "continue with --resume (it starts a new private cluster)"),
+    (True, "a new private cluster starts with the run: continue with --resume"),
     (False, "start the cluster again, then continue with --resume"),
 ])
 def test_a_lost_head_says_what_to_start_only_for_a_cluster_the_user_runs(tmp_path, private, says):

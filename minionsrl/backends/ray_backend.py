@@ -353,8 +353,8 @@ class RayBackend(RemoteBackend):
                    f"no answer within {PROBE_TIMEOUT_S:g} s" if isinstance(exc, TimeoutError) else
                    exc.strerror or type(exc).__name__)
         # a private cluster is this run's own: --resume starts a new one (there is nothing for the user to start)
-        again = ("continue with --resume (it starts a new private cluster)" if self.token_path is not None else
-                 "start the cluster again, then continue with --resume")
+        again = ("a new private cluster starts with the run: continue with --resume" if self.token_path is not None
+                 else "start the cluster again, then continue with --resume")
         return (f"the Ray cluster's head ({self._address}) is gone: its GCS at {self._gcs[0]}:{self._gcs[1]}: "
                 f"{why}; the run stopped at its last checkpoint: {again}")
 
