@@ -137,6 +137,12 @@ class Verdict(NamedTuple):
     count: int
 
 
+def raised(got: Attempt) -> str | None:
+    """The exception a failed attempt's function raised (its signed error reply), or None where the attempt failed
+    otherwise (a kill, a hang, a malformed reply: nothing the function said)."""
+    return got.reply.record.error if got.status == FAILED and got.reply.meta.get("type") == "error" else None
+
+
 class Retries:
     """The retry engine of a set of slots (a round's group, an evaluation's, an asynchronous sampler's actors).
 
@@ -170,11 +176,11 @@ class Retries:
             self.pending[slot] = (time.perf_counter() + backoff_s(self.policy, refusals), attempt)
             return Verdict(BACK_OFF, attempt, refusals)
         failures = self.failures.get(slot, 0) + int(counted)
-        raised = got.reply.record.error if got.status == FAILED and got.reply.meta.get("type") == "error" else None
-        if failures > self.policy.max_retries or (raised is not None and self.raised.get(slot) == raised):
+        error = raised(got)
+        if failures > self.policy.max_retries or (error is not None and self.raised.get(slot) == error):
             return Verdict(GIVE_UP, attempt, failures)
-        if raised is not None:
-            self.raised[slot] = raised
+        if error is not None:
+            self.raised[slot] = error
         self.refusals.pop(slot, None)
         self.failures[slot] = failures
         self.pending[slot] = (-math.inf, attempt)
@@ -324,9 +330,8 @@ class _RunningGroup:
             if first is not None:
                 record = first.reply.record
                 detail = f"; first failure {record.invocation_id}: {(record.error.splitlines() or [''])[0]}"
-                raised = first.reply.meta.get("type") == "error"  # the function's own exception, not a kill or hang
-                if raised and sum(a.slot == first.slot and a.reply.record.error == record.error
-                                  for a in out.attempts) > 1:
+                if raised(first) is not None and sum(a.slot == first.slot and raised(a) == record.error
+                                                     for a in out.attempts) > 1:
                     detail += " (raised again by its retry, with the same seed: a fault the seed causes)"
             raise TooFewReplies(f"{g.what}: only {len(out.results)} of {g.slots} invocations succeeded, fewer than "
                                 f"min_reply_fraction {g.policy.min_fraction:g} of them{detail}", out)
