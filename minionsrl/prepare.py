@@ -45,14 +45,7 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
         from minionsrl.backends.lithops_backend import lithops_config
 
         lithops_config(cfg.functions.lithops_config)  # a missing or broken Lithops config fails here
-    try:
-        info = env_info(EnvSpec(cfg.env.env_id, cfg.env.env_kwargs), cfg.env.env_check_timeout_s)
-    except ConfigError:
-        raise
-    except Exception as exc:  # bad kwargs, a missing optional dependency, a broken custom env
-        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"env_id {cfg.env.env_id!r} with env_kwargs {cfg.env.env_kwargs!r} cannot be built "
-                          f"({first_line}); check env_kwargs against the environment's constructor") from exc
+    info = env_info(EnvSpec(cfg.env.env_id, cfg.env.env_kwargs), cfg.env.env_check_timeout_s)
     cfg = config.resolve(cfg, info.family)
     check_network_fits(cfg, info)
     cfg = _episodes_not_carried(cfg, info)

@@ -113,6 +113,22 @@ def test_an_observation_of_another_shape_mid_episode_is_said_as_what_the_env_did
         _reply_arrays(WideObsEnv(), normalize=False)  # before: "could not broadcast input array from shape (5,)..."
 
 
+class ConstructorFailsEnv(BadEnv):
+    def __init__(self, host: str = "localhost") -> None:
+        raise ConnectionError(f"no server at {host}:9999")
+
+
+def test_a_constructor_that_fails_names_its_kwargs():
+    from minionsrl import TrainConfig
+    from minionsrl.errors import ConfigError
+    from minionsrl.prepare import prepare_config
+
+    with pytest.raises(ConfigError, match=r"^env_id 'test_hardening_low:ConstructorFailsEnv' with env_kwargs "
+                                          r"\{'host': 'h'\} cannot be built \(no server at h:9999\); check "
+                                          r"env_kwargs against the environment's constructor$"):
+        prepare_config(TrainConfig(env_id="test_hardening_low:ConstructorFailsEnv", env_kwargs={"host": "h"}))
+
+
 def test_a_reset_that_fails_is_blamed_on_reset_not_the_constructor():
     from minionsrl import TrainConfig
     from minionsrl.errors import ConfigError

@@ -474,8 +474,12 @@ def env_info(spec: EnvSpec, timeout_s: float = ENV_CHECK_TIMEOUT_S) -> EnvInfo:
     if isinstance(outcome[0], ValueError) and "main thread" in str(outcome[0]):  # e.g. signal.signal in __init__
         return _checked_info(spec, doing)  # such an env is built where functions build it, unbounded
     exc = outcome[0]
-    if isinstance(exc, Exception) and not isinstance(exc, ConfigError) and doing[0] != "its constructor":
+    if isinstance(exc, Exception) and not isinstance(exc, ConfigError):  # the env's own failure, named by its stage
         first_line = str(exc).splitlines()[0] if str(exc) else ""
+        if doing[0] == "its constructor":  # bad kwargs, a missing optional dependency, a broken custom env
+            raise ConfigError(f"env_id {spec.env_id!r} with env_kwargs {dict(spec.kwargs)!r} cannot be built "
+                              f"({first_line or type(exc).__name__}); check env_kwargs against the environment's "
+                              "constructor") from exc
         raise ConfigError(f"env_id {spec.env_id!r}: {doing[0]} raised {type(exc).__name__}"
                           f"{': ' + first_line if first_line else ''} in the learner's check of the env (it was "
                           f"built); fix the env's {doing[0]}") from exc
