@@ -6,6 +6,7 @@ the backend closed, an instance was killed at its deadline, or the learner itsel
 
 from __future__ import annotations
 
+import csv
 import errno
 import os
 import shutil
@@ -21,11 +22,18 @@ import pytest
 from backend_helpers import KEY, requests_for, snapshot
 
 from minionsrl.backends import local_worker
-from minionsrl.backends.base import DEADLINE_FLOOR_S, FIRST_DEADLINE_S, LIMIT_S, Deadlines, InvocationRecord
+from minionsrl.backends.base import (
+    DEADLINE_FLOOR_S,
+    FIRST_DEADLINE_S,
+    LIMIT_S,
+    Deadlines,
+    InvocationRecord,
+)
 from minionsrl.backends.local import STATE_PREFIX, LocalBackend
 from minionsrl.backends.tempdirs import LOCK_NAME, UNLOCKED_GRACE_S, OwnedFolder, sweep
 from minionsrl.errors import ConfigError, Resumable
 from minionsrl.function.envs import EnvSpec, env_info
+from minionsrl.function.fragment import PHASES, HungAt
 from minionsrl.function.numpy_policy import PolicyArch
 
 TINY = PolicyArch(2, 2, True, (8,))  # hostile_envs' spaces
@@ -172,7 +180,8 @@ def test_deadlines_follow_the_median_of_their_kind_within_floor_and_limit():
     assert d.of("train") == LIMIT_S  # 2,000 s, over Lambda's limit
     assert d.of("eval") == FIRST_DEADLINE_S  # kinds apart
     assert Deadlines(5.0).of("eval") == 5.0  # the user's, whatever was measured
-    assert "--invocation-timeout-s" in d.error(60.0, "in the env's step()")
+    assert d.error(60.0, HungAt(PHASES["step"], "my_env.py:12 in step")).endswith(
+        "; it was in the env's step() (at my_env.py:12 in step)") and "--invocation-timeout-s" in d.error(60.0)
 
 
 @pytest.mark.integration
@@ -187,6 +196,7 @@ def test_a_hung_step_is_stopped_at_its_deadline_with_where_it_hung_and_its_simul
     assert reply.record.status == "timed_out"
     assert "timed out after 3 s (--invocation-timeout-s)" in reply.record.error
     assert "in the env's step() (at hostile_envs.py:" in reply.record.error and "in step)" in reply.record.error
+    assert reply.hung_at is not None and reply.hung_at.in_env  # what the retry engine reads (not the text)
     simulators = [int(p.name) for p in pids.iterdir()]
     assert len(simulators) == 1 and _wait_gone(simulators) == []  # killed with its instance's process group
 
@@ -204,8 +214,9 @@ def test_where_hung_reads_the_serving_thread_of_a_faulthandler_dump():
           File "/x/minionsrl/function/rollout.py", line 240 in handle
           File "/x/minionsrl/backends/local_worker.py", line 120 in main
         """)
-    assert local_worker.where_hung(dump) == "building the env (at my_env.py:12 in __init__)"
-    assert local_worker.where_hung("") == ""
+    where = local_worker.where_hung(dump)
+    assert where is not None and str(where) == "building the env (at my_env.py:12 in __init__)" and where.in_env
+    assert local_worker.where_hung("") is None
 
 
 @pytest.mark.integration
@@ -320,15 +331,14 @@ def test_a_full_temporary_folder_at_publish_stops_with_one_resumable_line(make_b
 
 
 # -- the whole command, default deadlines -----------------------------------------------------------------------------
-@pytest.mark.slow
-def test_a_step_that_hangs_mid_run_ends_the_run_in_one_line_at_the_default_deadline(tmp_path, subprocess_env):
-    """Default deadline flags (only --max-retries 0, so that one timeout ends it): the run stops at the default
-    deadline with one line naming the deadline, the step that hung and where, and leaves no worker behind."""
+def _hang_mid_run(tmp_path: Path, subprocess_env: dict[str, str], *flags: str) -> tuple[int, str, list[int]]:
+    """Train on an env whose step hangs from its third round on, under ``flags``: the exit status, what it wrote
+    on stderr, and the pids of the workers it had started."""
     flag, run = tmp_path / "hang", tmp_path / "run"
     cmd = [sys.executable, "-m", "minionsrl", "train", "--env-id", "hostile_envs:HangingStepEnv",
            "--env-kwargs", f'{{"flag": "{flag}"}}', "--actors", "1", "--fragment-length", "16", "--eval-every", "0",
            "--hidden-sizes", "8", "--no-progress", "--no-tensorboard", "--total-timesteps", "100000",
-           "--max-retries", "0", "--run-dir", str(run)]
+           "--run-dir", str(run), *flags]
     learner = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                env={**subprocess_env, "TMPDIR": str(tmp_path)})
     try:
@@ -340,9 +350,30 @@ def test_a_step_that_hangs_mid_run_ends_the_run_in_one_line_at_the_default_deadl
         err = learner.communicate(timeout=DEADLINE_FLOOR_S + 120)[1].strip()
     finally:
         learner.kill()
-    assert learner.returncode == 1 and len(err.splitlines()) == 1, err
+    return learner.returncode, err, workers
+
+
+@pytest.mark.slow
+def test_a_step_that_hangs_mid_run_ends_the_run_in_one_line_at_the_default_deadline(tmp_path, subprocess_env):
+    """Default deadline flags (only --max-retries 0, so that one timeout ends it): the run stops at the default
+    deadline with one line naming the deadline, the step that hung and where, and leaves no worker behind."""
+    rc, err, workers = _hang_mid_run(tmp_path, subprocess_env, "--max-retries", "0")
+    assert rc == 1 and len(err.splitlines()) == 1, err
     assert err.startswith("minionsrl: invocation failed:") and "Traceback" not in err
     assert f"timed out after {DEADLINE_FLOOR_S:.3g} s (the default deadline" in err
     assert "in the env's step() (at hostile_envs.py:" in err
     assert workers and _wait_gone(workers) == []
     assert list(tmp_path.glob(f"{STATE_PREFIX}*")) == []
+
+
+@pytest.mark.integration
+def test_a_step_that_hangs_at_the_same_place_again_is_not_retried_further(tmp_path, subprocess_env):
+    """A hang the slot's seed replays (the retry hung at the same line of the env's step) ends the run at the
+    second attempt, not after all of --max-retries, and its line says why."""
+    rc, err, _ = _hang_mid_run(tmp_path, subprocess_env, "--invocation-timeout-s", "3", "--max-retries", "3")
+    assert rc == 1 and len(err.splitlines()) == 1, err
+    assert "in the env's step() (at hostile_envs.py:" in err
+    assert "(hung there again on its retry, with the same seed: a fault the seed causes" in err
+    with open(tmp_path / "run" / "invocations.csv") as f:
+        timed_out = [row for row in csv.DictReader(f) if row["status"] == "timed_out"]
+    assert len(timed_out) == 2, timed_out  # the first attempt and one retry, not 1 + 3

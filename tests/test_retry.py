@@ -15,6 +15,7 @@ from minionsrl.backends.duplicating import DuplicatingBackend
 from minionsrl.errors import InvocationError
 from minionsrl.function import wire
 from minionsrl.function.envs import EnvSpec
+from minionsrl.function.fragment import PHASES, HungAt
 from minionsrl.function.request import Request
 from minionsrl.loop import retry
 
@@ -199,10 +200,34 @@ def test_an_exception_the_function_raises_twice_word_for_word_gives_the_slot_up(
     assert retries.after(_raised(0, 1, seed_fault)) == (retry.GIVE_UP, 2, 2)  # the seed replays it: not 3 more
     assert retries.after(_raised(1, 0, "injected fault in r0-train-1")).action == retry.RETRY  # ids differ
     assert retries.after(_raised(1, 1, "injected fault in r0-train-1-a1")).action == retry.RETRY
-    for attempt in range(3):  # a hang is not the function's word: every retry it has
+    for attempt in range(3):  # a hang no backend located: every retry it has
         assert retries.after(_failed(2, attempt, retry.TIMED_OUT)).action == retry.RETRY
     retries.succeeded(1)
     assert retries.after(_raised(1, 2, "injected fault in r0-train-1-a1")).action == retry.RETRY  # forgotten
+
+
+def _hung(slot: int, attempt: int, where: HungAt, injected: bool = False) -> retry.Attempt:
+    """A timed-out attempt its backend located at ``where`` (an injected hang, ``injected``)."""
+    request = _request(slot, attempt)
+    if injected:
+        request = replace(request, fault={"kind": "hang", "sleep_s": 3600.0})
+    record = InvocationRecord(f"r0-train-{slot}-a{attempt}", "train", status=retry.TIMED_OUT, error="timed out")
+    return retry.Attempt(slot, attempt, request, Reply(record, hung_at=where), retry.TIMED_OUT)
+
+
+def test_a_hang_at_the_same_place_in_the_env_twice_gives_the_slot_up():
+    retries = retry.Retries(retry.RetryPolicy(max_retries=3))
+    step = HungAt(PHASES["step"], "my_env.py:12 in step")
+    assert retries.after(_hung(0, 0, step)).action == retry.RETRY
+    assert retries.after(_hung(0, 1, step)) == (retry.GIVE_UP, 2, 2)  # the seed replays it: not 2 more minutes
+    assert retries.after(_hung(1, 0, step)).action == retry.RETRY  # elsewhere the second time: it may pass
+    assert retries.after(_hung(1, 1, step._replace(frame="my_env.py:30 in step"))).action == retry.RETRY
+    outside = HungAt("", "socket.py:700 in readinto")  # a wait outside the env's code: it may pass
+    for attempt in range(3):
+        assert retries.after(_hung(2, attempt, outside)).action == retry.RETRY
+        assert retries.after(_hung(3, attempt, step, injected=True)).action == retry.RETRY  # drawn per attempt
+    assert retries.after(_raised(4, 0, "boom")).action == retry.RETRY
+    assert retries.after(_hung(4, 1, step)).action == retry.RETRY  # failed two ways: not a replay
 
 
 def test_the_retry_engine_does_not_count_a_failure_that_is_not_the_functions():

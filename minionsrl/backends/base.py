@@ -18,7 +18,7 @@ from typing import Any, cast
 import numpy as np
 
 from minionsrl.function import wire
-from minionsrl.function.fragment import ReplyMeta, Timings
+from minionsrl.function.fragment import HungAt, ReplyMeta, Timings
 from minionsrl.function.request import Request
 from minionsrl.numbers import is_amount
 
@@ -117,6 +117,7 @@ class Reply:
     record: InvocationRecord
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     meta: ReplyMeta = field(default_factory=ReplyMeta)
+    hung_at: HungAt | None = None  # a timed-out invocation: where it was, where its backend could tell
 
     @property
     def ok(self) -> bool:
@@ -307,7 +308,7 @@ class Deadlines:
             return FIRST_DEADLINE_S
         return min(LIMIT_S, max(DEADLINE_FLOOR_S, DEADLINE_FACTOR * typical))
 
-    def error(self, timeout_s: float, where: str = "") -> str:
+    def error(self, timeout_s: float, where: HungAt | None = None) -> str:
         """The error of an invocation stopped at its deadline ``timeout_s``, and ``where`` it was (what hung)."""
         rule = ("--invocation-timeout-s" if self.fixed_s is not None else
                 f"the default deadline: {DEADLINE_FACTOR:g}x the longest of its kind, at least {DEADLINE_FLOOR_S:g} s; "

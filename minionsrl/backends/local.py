@@ -67,6 +67,7 @@ from minionsrl.backends.tempdirs import OwnedFolder
 from minionsrl.errors import Resumable
 from minionsrl.function.clock import own_s
 from minionsrl.function.faults import MEMORY_ENV, resident_bytes
+from minionsrl.function.fragment import HungAt
 from minionsrl.function.request import Request
 
 _WORKER_MODULE = "minionsrl.backends.local_worker"
@@ -345,11 +346,11 @@ class LocalBackend(Backend):
                 where = self._where(inst)
                 replies.append(Reply(inst.task.record(
                     instance_id=inst.id, cold=inst.served == 0, duration_s=now - inst.task.sent,
-                    status=TIMED_OUT, error=self.deadlines.error(inst.task.timeout_s, where))))
+                    status=TIMED_OUT, error=self.deadlines.error(inst.task.timeout_s, where)), hung_at=where))
                 self._stop(inst, kill=True)
         return replies
 
-    def _where(self, inst: _Instance) -> str:
+    def _where(self, inst: _Instance) -> HungAt | None:
         """What a hung instance is doing, from the stack its worker dumps on SIGUSR1 (``faulthandler``)."""
         stack = self._stack_file(inst)
         with contextlib.suppress(OSError):
@@ -361,7 +362,7 @@ class LocalBackend(Backend):
                 time.sleep(0.01)
                 text = stack.read_text(errors="replace") if stack.exists() else ""
             return local_worker.where_hung(text)
-        return ""
+        return None
 
     def _stack_file(self, inst: _Instance) -> Path:
         return self._dir / f"stack-{inst.id}.txt"

@@ -27,7 +27,10 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
+
+if TYPE_CHECKING:
+    from minionsrl.function.fragment import HungAt
 
 READY = b"ready"
 STOP = b"stop"
@@ -145,22 +148,21 @@ def _watch_learner(learner: int) -> None:
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)')
 SERVING = re.compile(r'local_worker\.py", line \d+ in main')  # the frame of the thread that serves invocations
-_PHASES = {"make_env": "building the env", "reset": "in the env's reset()", "step": "in the env's step()",
-           "evaluate": "in an evaluation episode"}
 
 
-def where_hung(stack: str) -> str:
+def where_hung(stack: str) -> HungAt | None:
     """What a stack dumped by ``faulthandler`` (most recent call first) says a worker was doing: the phase of the
     rollout function it was in (building the env, reset, step) and its innermost frame, e.g. ``in the env's step()
-    (at my_env.py:12 in step)``; "" if the dump holds no frame."""
+    (at my_env.py:12 in step)``; None if the dump holds no frame."""
+    from minionsrl.function.fragment import PHASES, HungAt  # here, not at the top: a worker starts as lean as before
     threads = [block for block in stack.split("\n\n") if _FRAME.search(block)]
     if not threads:
-        return ""
+        return None
     serving = next((b for b in threads if SERVING.search(b)), threads[0])
     frames = [m.groupdict() for m in _FRAME.finditer(serving)]
-    phase = next((_PHASES[f["name"]] for f in frames if f["name"] in _PHASES), "")
+    phase = next((PHASES[f["name"]] for f in frames if f["name"] in PHASES), "")
     top = frames[0]
-    return f"{phase} (at {os.path.basename(top['file'])}:{top['line']} in {top['name']})".strip()
+    return HungAt(phase, f"{os.path.basename(top['file'])}:{top['line']} in {top['name']}")
 
 
 def main() -> None:

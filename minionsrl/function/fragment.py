@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NamedTuple, TypedDict
 
 import numpy as np
 
@@ -116,6 +116,28 @@ class ReplyMeta(TypedDict, total=False):
     fragments: list[ReplyMeta]  # a reply of several: each fragment's own header, its ``carry``
     error: str  # an ``error`` reply: what failed, and where
     traceback: str
+
+
+# The phases of a rollout function a backend can tell a hang in (by the function's frames), and of those the ones
+# that run the env's own code: what the slot's seed drives
+ENV_PHASES = {"make_env": "building the env", "reset": "in the env's reset()", "step": "in the env's step()"}
+PHASES = {**ENV_PHASES, "evaluate": "in an evaluation episode"}
+
+
+class HungAt(NamedTuple):
+    """Where a timed-out invocation was when its backend stopped it: the rollout function's phase (a value of
+    :data:`PHASES`, "" for none of them) and its innermost frame (``my_env.py:12 in step``)."""
+
+    phase: str
+    frame: str
+
+    def __str__(self) -> str:
+        return f"{self.phase} (at {self.frame})".strip()
+
+    @property
+    def in_env(self) -> bool:
+        """Whether it hung in the env's own code (its constructor, reset() or step())."""
+        return self.phase in ENV_PHASES.values()
 
 
 @dataclass

@@ -49,8 +49,8 @@ DUPLICATE, STRAY = "duplicate", "stray"
 # What becomes of a slot after a failed attempt (:meth:`Retries.after`)
 RETRY, BACK_OFF, GIVE_UP = "retry", "back off", "give up"
 __all__ = ["BACK_OFF", "CANCELLED", "DUPLICATE", "FAILED", "GIVE_UP", "OK", "OOM", "RETRY", "STRAY", "THROTTLED",
-           "TIMED_OUT", "Attempt", "Group", "InFlightGroup", "Outcome", "Retries", "RetryPolicy", "TooFewReplies",
-           "Tracker", "Verdict", "backoff_s", "fault_counts", "run_group", "run_groups", "slot_chains"]
+           "TIMED_OUT", "Attempt", "Group", "InFlightGroup", "Outcome", "Replay", "Retries", "RetryPolicy",
+           "TooFewReplies", "Tracker", "Verdict", "backoff_s", "fault_counts", "run_group", "run_groups", "slot_chains"]
 _JITTER = random.Random()  # back-off jitter: timing only, never what is learned
 
 
@@ -137,10 +137,26 @@ class Verdict(NamedTuple):
     count: int
 
 
-def raised(got: Attempt) -> str | None:
-    """The exception a failed attempt's function raised (its signed error reply), or None where the attempt failed
-    otherwise (a kill, a hang, a malformed reply: nothing the function said)."""
-    return got.reply.record.error if got.status == FAILED and got.reply.meta.get("type") == "error" else None
+class Replay(NamedTuple):
+    """What a failed attempt did that its slot's seed would make it do again (:func:`replayed`): ``how`` it failed
+    (``"raised"``, ``"hung"``) and ``what``: the exception's text, or where it hung."""
+
+    how: str
+    what: str
+
+
+def replayed(got: Attempt) -> Replay | None:
+    """What a failed attempt's env or function did that its seed replays, or None: the exception the function raised
+    (its signed error reply), or the place in the env's own code where it hung (a timeout its backend located in
+    the env's constructor, ``reset()`` or ``step()``: the env is what the seed drives). Not a kill, a malformed
+    reply, a hang elsewhere (a wait on the network may pass) or one no backend located, and never an injected
+    fault: one is drawn per attempt, not by the seed."""
+    if got.request is None or got.request.fault is not None:
+        return None
+    if got.status == FAILED and got.reply.meta.get("type") == "error":
+        return Replay("raised", got.reply.record.error)
+    hung = got.reply.hung_at
+    return Replay("hung", str(hung)) if got.status == TIMED_OUT and hung is not None and hung.in_env else None
 
 
 class Retries:
@@ -148,10 +164,10 @@ class Retries:
 
     Per slot it counts failed attempts against ``max_retries`` (a success forgets them: :meth:`succeeded`) and the
     platform's refusals (throttled) in a row against ``max_throttled`` (an attempt that ran, failed or not, ends the
-    row). An exception the function raised twice in a row, word for word, gives the slot up at once: every attempt
-    carries the slot's seed, so it is a fault the seed causes, which each retry would replay (a kill, a hang or a
-    malformed reply is not the function's own word and keeps its retries). It keeps the retry a failed attempt
-    earned until it is made: at once after a failure, after an
+    row). A slot that fails twice in a row the same way its seed replays (:func:`replayed`: the same exception word
+    for word, or a hang at the same place in the env) is given up at once: every attempt carries the slot's seed,
+    so each retry would replay it (a kill, a malformed reply, a hang outside the env keep their retries). It keeps
+    the retry a failed attempt earned until it is made: at once after a failure, after an
     exponential back-off with full jitter (:func:`backoff_s`) after a refusal. A slot past either limit is given
     up: its caller decides whether that loses the slot (a synchronous round) or fails the run (an asynchronous one).
     """
@@ -160,7 +176,7 @@ class Retries:
         self.policy = policy
         self.failures: dict[int, int] = {}  # slot -> failed attempts (refusals not counted)
         self.refusals: dict[int, int] = {}  # slot -> refusals in a row
-        self.raised: dict[int, str] = {}  # slot -> the exception its last failed attempt raised (its error reply)
+        self.replays: dict[int, Replay] = {}  # slot -> what its last failed attempt did that its seed replays
         self.pending: dict[int, tuple[float, int]] = {}  # slot -> (when, attempt): a retry not made yet
 
     def after(self, got: Attempt, counted: bool = True) -> Verdict:
@@ -176,11 +192,11 @@ class Retries:
             self.pending[slot] = (time.perf_counter() + backoff_s(self.policy, refusals), attempt)
             return Verdict(BACK_OFF, attempt, refusals)
         failures = self.failures.get(slot, 0) + int(counted)
-        error = raised(got)
-        if failures > self.policy.max_retries or (error is not None and self.raised.get(slot) == error):
+        replay = replayed(got)
+        if failures > self.policy.max_retries or (replay is not None and self.replays.get(slot) == replay):
             return Verdict(GIVE_UP, attempt, failures)
-        if error is not None:
-            self.raised[slot] = error
+        if replay is not None:
+            self.replays[slot] = replay
         self.refusals.pop(slot, None)
         self.failures[slot] = failures
         self.pending[slot] = (-math.inf, attempt)
@@ -190,7 +206,7 @@ class Retries:
         """Slot ``slot`` got a result: its failures and refusals are forgotten."""
         self.failures.pop(slot, None)
         self.refusals.pop(slot, None)
-        self.raised.pop(slot, None)
+        self.replays.pop(slot, None)
 
     def due(self, now: float = -math.inf, slots: Collection[int] | None = None) -> list[tuple[int, int]]:
         """Take the retries to make now, as ``(slot, attempt)`` in the order they were earned (of ``slots`` only,
@@ -330,9 +346,10 @@ class _RunningGroup:
             if first is not None:
                 record = first.reply.record
                 detail = f"; first failure {record.invocation_id}: {(record.error.splitlines() or [''])[0]}"
-                if raised(first) is not None and sum(a.slot == first.slot and raised(a) == record.error
-                                                     for a in out.attempts) > 1:
-                    detail += " (raised again by its retry, with the same seed: a fault the seed causes)"
+                replay = replayed(first)
+                if replay is not None and sum(a.slot == first.slot and replayed(a) == replay for a in out.attempts) > 1:
+                    detail += (f" ({replay.how} {'there ' if replay.how == 'hung' else ''}again on its retry, with the "
+                               f"same seed: a fault the seed causes, so it was not retried further)")
             raise TooFewReplies(f"{g.what}: only {len(out.results)} of {g.slots} invocations succeeded, fewer than "
                                 f"min_reply_fraction {g.policy.min_fraction:g} of them{detail}", out)
         return out
