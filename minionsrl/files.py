@@ -31,6 +31,7 @@ MAX_CHECKPOINT_BYTES = 1 << 31
 CONFIG = "config.yaml"  # the resolved config: what a resume, `eval` and `load_policy` rebuild the run from
 METRICS = "metrics.csv"  # a row per round
 INVOCATIONS = "invocations.csv"  # a row per function invocation
+SCALER = "scaler.csv"  # a row per round whose actor count the scaler changed, with its reason in words
 SUMMARY = "summary.json"  # written when the run ends
 PLOTS = "plots"  # the end-of-run figures
 # the run dir's subfolders the run writes into (their files are checked too)

@@ -198,6 +198,14 @@ def test_an_auto_run_logs_what_its_functions_did_and_runs_its_pick(tmp_path: Pat
     i = picked[0]
     pick = int(float(rows[i]["scaler_score"]))
     assert 8 <= pick <= 64 and int(rows[i]["n_actors"]) in (pick, int(rows[i - 1]["n_actors"]))
+    # scaler.csv: the start, and each change of the count with its reason, in the round it took effect
+    with open(run / "scaler.csv") as fh:
+        said = list(csv.DictReader(fh))
+    assert said[0]["round"] == "1" and said[0]["n_actors"] == "16" and said[0]["reason"].startswith("starts at 16")
+    counts = {int(r["round"]): r["n_actors"] for r in rows}
+    changed = [k for k in counts if k > 1 and counts[k] != counts[k - 1]]
+    assert [int(r["round"]) for r in said[1:]] == changed
+    assert all(r["reason"].startswith(f"{counts[int(r['round']) - 1]} -> {r['n_actors']} actors: ") for r in said[1:])
 
 def test_actors_auto_with_a_batch_size_and_a_budget_is_checked_as_the_auto_scaler() -> None:
     from minionsrl.prepare import prepare_config

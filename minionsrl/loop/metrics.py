@@ -1,5 +1,5 @@
-"""Run outputs: ``metrics.csv`` (a row per round), ``invocations.csv`` (a row per invocation) and
-TensorBoard scalars under CleanRL's tag names.
+"""Run outputs: ``metrics.csv`` (a row per round), ``invocations.csv`` (a row per invocation), ``scaler.csv`` (a
+row per change of the actor count, with the scaler's reason) and TensorBoard scalars under CleanRL's tag names.
 
 On resume, rows past the last checkpointed round are dropped first, so a killed run leaves no
 duplicate or missing rounds.
@@ -38,6 +38,9 @@ LEARNING_COLUMNS = [
 # | stray (a reply to no invocation sent) | throttled (the platform refused the call) | oom (out of memory)
 INVOCATION_COLUMNS = ["round", *InvocationRecord.__dataclass_fields__, "slot", "attempt", "seed", "steps", "fault",
                       "digest"]
+# the round whose actor count the scaler changed, the count, and why (Scaler.reason): words, apart from metrics.csv's
+# numbers
+SCALER_COLUMNS = ["round", "n_actors", "reason"]
 
 TENSORBOARD_TAGS = {
     "train_return_mean": "charts/episodic_return", "eval_return_mean": "eval/return_mean",
@@ -71,6 +74,7 @@ class RunLog:
         self.run_dir = run_dir
         self.metrics_path = run_dir / files.METRICS
         self.invocations_path = run_dir / files.INVOCATIONS
+        self.scaler_path = run_dir / files.SCALER
         self._files: list[Any] = []
         self._failed = False  # a write failed: what is still buffered cannot be written either
         self._tb = None
@@ -79,17 +83,19 @@ class RunLog:
         try:
             kept_metrics = resume_round if metrics_round is None else metrics_round
             for path, columns, keep in ((self.metrics_path, METRIC_COLUMNS, kept_metrics),
-                                        (self.invocations_path, INVOCATION_COLUMNS, resume_round)):
+                                        (self.invocations_path, INVOCATION_COLUMNS, resume_round),
+                                        (self.scaler_path, SCALER_COLUMNS, resume_round)):
                 _prepare_csv(path, columns, keep)
-            for path in (self.metrics_path, self.invocations_path):
+            for path in (self.metrics_path, self.invocations_path, self.scaler_path):
                 self._files.append(files.open_for_write(path, "a", newline=""))  # kept open for the run
         except OSError as exc:
             self._failed = True
             self.close()
             raise self._error(path, exc) from exc
-        self._metrics, self._invocations = self._files
+        self._metrics, self._invocations, self._scaler = self._files
         self._mw = csv.DictWriter(self._metrics, METRIC_COLUMNS)
         self._iw = csv.DictWriter(self._invocations, INVOCATION_COLUMNS, extrasaction="ignore")
+        self._sw = csv.DictWriter(self._scaler, SCALER_COLUMNS)
         if tensorboard:
             try:
                 self._tb = EventFile(run_dir / files.TENSORBOARD, resume_step + 1 if resume_round else None)
@@ -116,6 +122,11 @@ class RunLog:
         if self._tb is not None:
             scalars = tensorboard_scalars(stats)
             self._write(self._tb, self._tb.path, lambda: self._tb.add_scalars(scalars, stats.env_steps))
+
+    def log_scaler(self, round_idx: int, n_actors: int, reason: str) -> None:
+        """Write why the scaler gave round ``round_idx`` ``n_actors`` actors (flushed)."""
+        row = {"round": round_idx, "n_actors": n_actors, "reason": reason}
+        self._write(self._scaler, self.scaler_path, lambda: self._sw.writerow(row))
 
     def log_config(self, values: dict[str, Any], step: int) -> None:
         """The resolved config as TensorBoard text (CleanRL's ``hyperparameters`` table), at ``step``: a resumed

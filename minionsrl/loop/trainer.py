@@ -164,7 +164,7 @@ class Trainer:
         p.round += 1
         self.written = []
         sent = self.sampler.sent_actors(p.round)
-        n = sent if sent is not None else self.scaler.next_actors(p.last_round)
+        n = sent if sent is not None else self._ask_scaler(p.round)
         self.learner.set_remaining(self._remaining())
         beside = Evaluation(*p.pending_eval) if p.pending_eval else None  # of the policy this round samples with
         previous_s = p.last_round.projected_learner_s if p.last_round else 0.0
@@ -182,7 +182,15 @@ class Trainer:
         steps = sum(len(f.rewards) for f in r.sampled.fragments)
         # the scaler is asked only by a sampler that sends ahead, and reads the row just completed
         self.sampler.before_update(r.index, lambda: None if self._last_by_count(steps)
-                                   else self.scaler.next_actors(self.progress.last_round))
+                                   else self._ask_scaler(r.index + 1))
+
+    def _ask_scaler(self, round_idx: int) -> int:
+        """The scaler's actor count for round ``round_idx``, from the last row; where it says why it changed the
+        count, the reason goes to ``scaler.csv``."""
+        n = self.scaler.next_actors(self.progress.last_round)
+        if self.scaler.reason is not None:
+            self.log.log_scaler(round_idx, n, self.scaler.reason)
+        return n
 
     def _learn(self, r: Round) -> None:
         """Update the policy on the fragments (the detectors the scaler reads, before or after the update)."""
