@@ -183,8 +183,9 @@ def test_an_auto_run_logs_what_its_functions_did_and_runs_its_pick(tmp_path: Pat
     from minionsrl import train
 
     run = tmp_path / "auto"
-    train(Config(env_id="CartPole-v1", actors="auto", max_rounds=6, run_dir=str(run), progress=False,
-                 tensorboard=False, hidden_sizes=[16]))
+    # 1,024 a round: auto weighs 8 to 32 actors (CartPole's own 8 x 32 would leave it 8 only: fragments >= 32 steps)
+    train(Config(env_id="CartPole-v1", actors="auto", train_batch_size=1024, max_rounds=6, run_dir=str(run),
+                 progress=False, tensorboard=False, hidden_sizes=[16]))
     with open(run / "metrics.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert [r["n_actors"] for r in rows[:2]] == ["16", "16"]  # n_0, cold then (at least) measured
@@ -197,7 +198,7 @@ def test_an_auto_run_logs_what_its_functions_did_and_runs_its_pick(tmp_path: Pat
     assert picked, "the model never picked"
     i = picked[0]
     pick = int(float(rows[i]["scaler_score"]))
-    assert 8 <= pick <= 64 and int(rows[i]["n_actors"]) in (pick, int(rows[i - 1]["n_actors"]))
+    assert 8 <= pick <= 32 and int(rows[i]["n_actors"]) in (pick, int(rows[i - 1]["n_actors"]))
     # scaler.csv: the start, and each change of the count with its reason, in the round it took effect
     with open(run / "scaler.csv") as fh:
         said = list(csv.DictReader(fh))
@@ -214,7 +215,22 @@ def test_actors_auto_with_a_batch_size_and_a_budget_is_checked_as_the_auto_scale
                                         total_timesteps=1000))
     assert cfg.scaling.scaler == "auto" and cfg.env.train_batch_size == 512  # the user's batch, not 8 actors' one
     with pytest.raises(ConfigError, match="train_batch_size: 32 steps cannot be split over up to 64 functions"):
-        prepare_config(TrainConfig(env_id="CartPole-v1", actors="auto", train_batch_size=32, total_timesteps=1000))
+        prepare_config(TrainConfig(env_id="CartPole-v1", actors="auto", train_batch_size=32, n_max=64,
+                                   total_timesteps=1000))
+
+
+def test_auto_weighs_as_many_actors_as_keep_a_fragment_at_32_steps() -> None:
+    """Without --n-max, auto's bound is the batch's (fragments of 32 steps or more), not a fixed 64; the other
+    scalers keep 64, and a user's --n-max is kept."""
+    def n_max(**fields) -> int | None:
+        return resolve(TrainConfig(env_id="Hopper-v5", **fields), "mujoco").scaling.n_max
+
+    assert n_max(actors="auto") == 4096 // 32 == 128
+    assert n_max(actors="auto", train_batch_size=2048) == 64
+    assert n_max(actors="auto", train_batch_size=128) == 8  # never under n_min
+    assert n_max(actors="auto", train_batch_size=1 << 20) == 1000  # Lambda's concurrency
+    assert n_max(actors="auto", n_max=32) == 32
+    assert n_max(scaler="nitro") == n_max() == 64
 
 
 def test_auto_refuses_rounds_it_does_not_model_and_is_an_arm_of_compare() -> None:

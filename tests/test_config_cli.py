@@ -424,7 +424,7 @@ def test_a_config_is_built_by_role_from_flat_or_sectioned_values(tmp_path):
     with pytest.raises(ConfigError, match=r"unknown config field 'learning_rat'; did you mean 'learning_rate'"):
         build({"learner": {"learning_rat": 1e-3}})
     (tmp_path / "c.yaml").write_text("env:\n  env_id: Hopper-v5\nlearner:\n  learning_rate: 1e-3\nseed: 4\n")
-    assert build(load_yaml(tmp_path / "c.yaml")) == flat.replace(seed=4, n_max=64, backend="local")
+    assert build(load_yaml(tmp_path / "c.yaml")) == flat.replace(seed=4, n_max=None, backend="local")
     whole = TrainConfig(learner=LearnerConfig(gamma=0.9), seed=2)
     assert whole.learner.gamma == 0.9 and whole.run.seed == 2 and whole.scaling == TrainConfig().scaling
     with pytest.raises(ConfigError, match="unknown config field 'learnin_rate'; did you mean 'learning_rate'"):

@@ -240,6 +240,15 @@ class LearnerConfig(Role):
                               "use --lr-batch-scaling none with --lr-schedule adaptive")
 
 
+# n_max where the user gives none: the published scalers' bound (Nitro's 64), and for auto the limits of what it
+# weighs: fragments no shorter than 32 steps (the shortest measured to learn: Hopper at 128 x 32 reached 2,500 on
+# 5 of 5 seeds in as many rounds as 8 x 512, docs/RESULTS.md) and AWS Lambda's default concurrency quota (1,000
+# functions at once per account and region)
+DEFAULT_N_MAX = 64
+SHORTEST_FRAGMENT = 32
+LAMBDA_CONCURRENCY = 1000
+
+
 @dataclass(frozen=True)
 class ScalingConfig(Role):
     """How many actors each round gets: the scaler, the bounds it chooses within, its knobs, its detectors."""
@@ -250,7 +259,9 @@ class ScalingConfig(Role):
                                 "the default 8 sample (--scaler auto --actors N: N's batch; see --objective)",
                                 min=1, max=4096, words=("auto",))
     n_min: int = setting(8, "fewest actors a scaler may choose", min=1, max=4096)
-    n_max: int = setting(64, "most actors a scaler may choose", min=1, max=4096)
+    n_max: int | None = setting(None, "most actors a scaler may choose (default: 64; auto: as many as keep every "
+                                "fragment at 32 steps or more, within Lambda's 1,000 concurrent functions)", min=1,
+                                max=4096)
     initial_actors: int = setting(16, "actors in round 1 for nitro, critical and auto (n_0)", min=1, max=4096)
     objective: str | None = setting(None, "what critical and auto minimise: dollars (cost) or projected seconds "
                                     "(time); default: time for auto (the knee: more actors stop paying past it), "
@@ -281,11 +292,12 @@ class ScalingConfig(Role):
 
     @property
     def most_actors(self) -> int:
-        """The most actors a round of this run can have: the fixed count, or the scaler's ``n_max``."""
-        return self.actors if self.scaler == "fixed" else self.n_max
+        """The most actors a round of this run can have: the fixed count, or the scaler's ``n_max`` (before the
+        config is resolved, the default's)."""
+        return self.actors if self.scaler == "fixed" else self.n_max or DEFAULT_N_MAX
 
     def check(self) -> None:
-        if self.n_min > self.n_max:
+        if self.n_max is not None and self.n_min > self.n_max:
             raise ConfigError(f"n_min: {self.n_min} is larger than n_max {self.n_max}; make n_min <= n_max")
 
 

@@ -185,6 +185,8 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
         # not fewer updates (a batch grown with n learned little on Hopper: docs/results/time-to-target-answer.md)
         plan = cfg.env.step_plan()
         cfg = cfg.replace(train_batch_size=plan.round_batch(int(cfg.scaling.actors)), fragment_length=None)
+    if cfg.scaling.n_max is None:
+        cfg = cfg.replace(n_max=auto_n_max(cfg) if cfg.scaling.scaler == "auto" else roles.DEFAULT_N_MAX)
     cfg = cfg.replace(objective=cfg.scaling.objective or ("time" if cfg.scaling.scaler == "auto" else "cost"))
     if cfg.run.run_dir is None:
         safe_env = cfg.env.env_id.replace("/", "_").replace(":", "_")
@@ -198,6 +200,14 @@ def learner_settings(family: str = "classic", **overrides: Any) -> roles.Learner
     under ``overrides`` (any config fields by flat name). For building a learner or its update by hand (tests,
     benchmarks) with the defaults a run would have."""
     return resolve(TrainConfig().replace(**{"preset": family, **overrides}), family).learner
+
+
+def auto_n_max(cfg: TrainConfig) -> int:
+    """The most actors ``--actors auto`` weighs where the user sets no ``n_max``: as many as keep every fragment of
+    its batch at :data:`~roles.SHORTEST_FRAGMENT` steps or more, within Lambda's concurrency, and never under
+    ``n_min``. The round model's knee picks within it: more functions only where they still shorten a round."""
+    most = cfg.env.step_plan().most_actors_within(roles.SHORTEST_FRAGMENT)
+    return max(cfg.scaling.n_min, min(roles.LAMBDA_CONCURRENCY, roles.LAMBDA_CONCURRENCY if most is None else most))
 
 
 def auto_actors(cfg: TrainConfig) -> TrainConfig:

@@ -64,6 +64,7 @@ import numpy as np
 from minionsrl import files
 from minionsrl.backends.base import OK, InvocationRecord
 from minionsrl.config import TrainConfig
+from minionsrl.config.roles import SHORTEST_FRAGMENT
 from minionsrl.cost import DEPLOYMENTS, CostLedger, Prices, load_prices
 from minionsrl.errors import ConfigError, EvaluationCut
 from minionsrl.experiments.tables import markdown_table
@@ -255,6 +256,7 @@ class Row:
     priced_as: str  # the deployment, as a run's summary.json names it
     shipped: bool  # a backend of this package runs it (else a what-if)
     cuts_episodes: bool  # its fragments are shorter than the env's episodes, which are not carried: never picked
+    short_fragments: bool  # its fragments are under SHORTEST_FRAGMENT steps, the shortest measured to learn: neither
     round_s: float
     usd_per_round: float
     rounds: int
@@ -263,6 +265,16 @@ class Row:
     learner_s: float
     functions_s: float
     overhead_s: float
+
+    @property
+    def learns(self) -> bool:
+        """Whether its fragments can be learned from: none of its fragments cut every episode, or is too short."""
+        return not (self.cuts_episodes or self.short_fragments)
+
+    @property
+    def label(self) -> str:
+        """Its ``n`` in a table, marked where it does not learn."""
+        return f"{self.n} cut" if self.cuts_episodes else f"{self.n} short" if self.short_fragments else str(self.n)
 
 
 def _local_round(p: Probe, n: int, samples: float, learner_s: float, cpus: int) -> float:
@@ -298,6 +310,7 @@ def forecast(cfg: TrainConfig, p: Probe, cap: int = DEFAULT_CAP, prices: Prices 
         samples = batch / n
         learner_s = p.learner_s(batch)
         cuts = not p.carries and p.episode_steps is not None and min(plan.steps(n)) < p.episode_steps
+        short = min(plan.steps(n)) < SHORTEST_FRAGMENT
         rounds = math.ceil(total / batch) if total else 1
         for platform, ledger in ledgers.items():
             modelled = model_round(ledger, learner_s, p.function(n), n, samples)
@@ -312,7 +325,7 @@ def forecast(cfg: TrainConfig, p: Probe, cap: int = DEFAULT_CAP, prices: Prices 
                 usd = modelled.server_usd if ledger.deployment.servers else modelled.serverless_usd
                 split = (modelled.learner_s, modelled.function_s, modelled.overhead_s)
                 priced_as, shipped = ledger.priced_as, ledger.deployment.shipped
-            rows.append(Row(n, platform, priced_as, shipped, cuts, round_s, usd, rounds, rounds * round_s,
+            rows.append(Row(n, platform, priced_as, shipped, cuts, short, round_s, usd, rounds, rounds * round_s,
                             rounds * usd, *split))
     return rows
 
@@ -385,9 +398,9 @@ class Picks:
 
 def picks(rows: list[Row], platform: str) -> Picks:
     """The ``n`` that finishes soonest, the cheapest, and the knee, on ``platform``, of the counts whose fragments
-    do not cut every episode (of all, where every count does)."""
+    learn (:attr:`Row.learns`; of all, where none does)."""
     mine = sorted((r for r in rows if r.platform == platform), key=lambda r: r.n)
-    mine = [r for r in mine if not r.cuts_episodes] or mine
+    mine = [r for r in mine if r.learns] or mine
     return Picks(min(mine, key=lambda r: (r.run_s, r.n)).n, min(mine, key=lambda r: (r.run_usd, r.n)).n,
                  knee([(r.n, r.run_s) for r in mine]))
 
@@ -478,6 +491,11 @@ def report(cfg: TrainConfig, p: Probe, rows: list[Row], targets: list[str] | Non
         lines += [f"The env's episodes are not carried across rounds, and at n = {', '.join(map(str, cut))} every "
                   f"fragment is shorter than its {p.episode_steps}-step episodes: no training episode would end. "
                   "Those rows are marked `cut` and never picked.", ""]
+    short = sorted({r.n for r in rows if r.short_fragments and not r.cuts_episodes})
+    if short:
+        lines += [f"At n = {', '.join(map(str, short))} a round's samples leave fragments under {SHORTEST_FRAGMENT} "
+                  "steps, the shortest measured to learn (`--actors auto` weighs no more): those rows are marked "
+                  "`short` and never picked.", ""]
     pick_rows = []
     for platform in PLATFORMS:
         k = picks(rows, platform)
@@ -486,7 +504,7 @@ def report(cfg: TrainConfig, p: Probe, rows: list[Row], targets: list[str] | Non
                           f"${_row(rows, platform, k.cheapest).run_usd:.3g}", k.knee])
     lines += [markdown_table(["platform", "priced as", "fastest n", "run time", "cheapest n", "run dollars", "knee"],
                              pick_rows, right=[False, False, True, True, True, True, True]), ""]
-    table = [[f"{r.n} cut" if r.cuts_episodes else r.n, r.platform, f"{r.round_s:.4g}", f"{r.usd_per_round:.3g}",
+    table = [[r.label, r.platform, f"{r.round_s:.4g}", f"{r.usd_per_round:.3g}",
               r.rounds, _duration(r.run_s),
               f"{r.run_usd:.3g}", f"{r.learner_s:.3g}", f"{r.functions_s:.3g}", f"{r.overhead_s:.3g}"]
              for r in sorted(rows, key=lambda r: (list(PLATFORMS).index(r.platform), r.n))]

@@ -44,7 +44,7 @@ class ScalerEntry:
 
 
 def _initial(sc: ScalingConfig) -> int:
-    return max(sc.n_min, min(sc.initial_actors, sc.n_max))
+    return max(sc.n_min, min(sc.initial_actors, sc.most_actors))
 
 
 def _unbounded_steps(cfg: TrainConfig) -> int | None:
@@ -71,13 +71,13 @@ SCALERS: dict[str, ScalerEntry] = {
     "fixed": ScalerEntry(rules.FixedScaler, lambda sc: sc.actors, lambda c, _: rules.FixedScaler(c.scaling.actors)),
     "min": ScalerEntry(rules.MinScaler, lambda sc: sc.n_min,
                        lambda c, _: rules.MinScaler(c.scaling.n_min, c.scaling.n_max)),
-    "max": ScalerEntry(rules.MaxScaler, lambda sc: sc.n_max,
+    "max": ScalerEntry(rules.MaxScaler, lambda sc: sc.most_actors,
                        lambda c, _: rules.MaxScaler(c.scaling.n_min, c.scaling.n_max)),
     "random": ScalerEntry(rules.RandomScaler, lambda sc: sc.n_min,
                           lambda c, _: rules.RandomScaler(c.scaling.n_min, c.scaling.n_max, c.run.seed)),
-    "hydrozoa": ScalerEntry(rules.HydrozoaScaler, lambda sc: min(16, sc.n_max),
+    "hydrozoa": ScalerEntry(rules.HydrozoaScaler, lambda sc: min(16, sc.most_actors),
                             lambda c, _: rules.HydrozoaScaler(c.scaling.n_min, c.scaling.n_max)),
-    "kungfu": ScalerEntry(rules.KungFuScaler, lambda sc: min(16, sc.n_max),
+    "kungfu": ScalerEntry(rules.KungFuScaler, lambda sc: min(16, sc.most_actors),
                           lambda c, _: rules.KungFuScaler(c.scaling.n_min, c.scaling.n_max)),
     "gns-boost": ScalerEntry(rules.GnsBoostScaler, lambda sc: sc.n_min,
                              lambda c, _: rules.GnsBoostScaler(c.scaling.n_min, c.scaling.n_max)),
