@@ -22,7 +22,16 @@ from typing import Any
 
 from minionsrl import config, files
 from minionsrl.config import FIELDS
-from minionsrl.errors import ClusterLost, ConfigError, InvocationError, NotStarted, Resumable, one_line
+from minionsrl.errors import (
+    TERMINATED,
+    TERMINATED_CODE,
+    ClusterLost,
+    ConfigError,
+    InvocationError,
+    NotStarted,
+    Resumable,
+    one_line,
+)
 from minionsrl.redact import redact_text
 
 
@@ -35,7 +44,7 @@ class Interrupted(KeyboardInterrupt):
 class Terminated(KeyboardInterrupt):
     """SIGTERM: a run ends as Ctrl-C ends it (:func:`_sigterm_as_interrupt`)."""
 
-    what, code = "terminated (SIGTERM)", 143
+    what, code = TERMINATED, TERMINATED_CODE
 
 
 @contextlib.contextmanager

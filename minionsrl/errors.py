@@ -1,6 +1,9 @@
 """Exceptions shared across modules; each carries a one-line message meant for the user."""
 
 
+# how the command's one line names a SIGTERM (and its exit status), whenever it lands: during the imports too
+TERMINATED, TERMINATED_CODE = "terminated (SIGTERM)", 143
+
 class ConfigError(ValueError):
     """Bad input (config field, env id, file): raised before any work starts."""
 

@@ -116,6 +116,7 @@ class RunSummary(TypedDict):
     what stopped it, what it cost, and its config (a dict at run time: ``summary["final_eval_return"]``). A number
     that does not exist (no evaluation yet) is None: JSON has no NaN."""
 
+    run_dir: str  # where it ran: ``load_policy(summary)`` loads its policy from there
     env_id: str
     seed: int
     scaler: str

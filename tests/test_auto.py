@@ -170,7 +170,8 @@ def test_actors_takes_a_number_or_auto_only() -> None:
 def test_make_scaler_prices_the_model_on_the_run_s_ledger() -> None:
     cfg = resolve(TrainConfig(env_id="CartPole-v1", actors="auto", total_timesteps=1000), "classic")
     scaler = make_scaler(cfg)
-    assert isinstance(scaler, AutoScaler) and scaler.n0 == 16 and scaler.objective == "time"
+    # CartPole's 8 x 32 a round: fragments of 32 steps or more leave auto 8 actors only, so it starts there
+    assert isinstance(scaler, AutoScaler) and scaler.n0 == scaler.n_max == 8 and scaler.objective == "time"
     s8, usd8 = round_forecast(cfg)(8, 0.05, STATS)
     s16, usd16 = round_forecast(cfg)(16, 0.05, STATS)
     # 256 samples a round: 32 ms a function at 8, 16 ms at 16, after the learner's 50 ms
@@ -231,6 +232,18 @@ def test_auto_weighs_as_many_actors_as_keep_a_fragment_at_32_steps() -> None:
     assert n_max(actors="auto", train_batch_size=1 << 20) == 1000  # Lambda's concurrency
     assert n_max(actors="auto", n_max=32) == 32
     assert n_max(scaler="nitro") == n_max() == 64
+
+
+def test_auto_measures_its_first_rounds_mid_range() -> None:
+    """auto's n_0 is the power of two nearest the middle of its range on a log scale (its pick may be either end);
+    the other scalers' stays Nitro's 16, and a user's --initial-actors is kept."""
+    def n0(**fields) -> int | None:
+        return resolve(TrainConfig(env_id="Hopper-v5", **fields), "mujoco").scaling.initial_actors
+
+    assert n0(actors="auto") == 32  # 8 to 128
+    assert n0(actors="auto", train_batch_size=2048) == 16  # 8 to 64: sqrt 22.6, nearer 16 on a log scale (a tie)
+    assert n0(actors="auto", train_batch_size=128) == 8  # a range of one count
+    assert n0(actors="auto", initial_actors=8) == 8 and n0(scaler="nitro") == 16
 
 
 def test_auto_refuses_rounds_it_does_not_model_and_is_an_arm_of_compare() -> None:

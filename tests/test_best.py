@@ -72,3 +72,21 @@ def test_a_run_dir_without_best_says_so(run, tmp_path):
     (older / "checkpoints" / checkpoint.BEST).unlink()
     with pytest.raises(minionsrl.errors.ConfigError, match=r"no checkpoint yet .*predates best checkpoints"):
         minionsrl.load_policy(older, which="best")
+
+
+def test_load_policy_takes_what_train_returns(run):
+    """SB3's habit, ``model = train(...)`` then load what it returned: the summary names its run dir."""
+    run_dir, summary = run
+    assert summary["run_dir"] == str(run_dir)
+    assert minionsrl.load_policy(summary).round == minionsrl.load_policy(run_dir).round
+    with pytest.raises(minionsrl.errors.ConfigError, match="this one has none: pass the run directory instead"):
+        minionsrl.load_policy({"env_id": "CartPole-v1"})
+
+
+def test_a_finished_run_that_lost_its_latest_checkpoint_says_so_and_names_best(run, tmp_path):
+    lost = shutil.copytree(run[0], tmp_path / "lost")
+    (lost / "checkpoints" / checkpoint.LATEST).unlink()
+    with pytest.raises(minionsrl.errors.ConfigError, match=r"has lost its checkpoint latest\.safetensors \(a finished "
+                       r"run wrote it: restore it from a copy\); which='best' \(minionsrl eval --which best\) loads "
+                       r"best\.safetensors, which is there$"):
+        minionsrl.load_policy(lost)

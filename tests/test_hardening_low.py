@@ -281,6 +281,25 @@ def test_sigterm_inside_a_jax_compilation_exits_143_without_a_crash_at_teardown(
     assert proc.returncode == 143 and proc.stderr.strip().endswith("minionsrl: terminated (SIGTERM)"), proc.stderr
 
 
+def test_sigterm_while_the_command_imports_ends_it_with_the_line(subprocess_env):
+    """The command's modules take a second or more to import, before any command installs its handler: a SIGTERM
+    then (sent here as the CLI module starts importing) ends it with the same line and 143, not silently."""
+    code = ("import builtins, os, signal, sys\n"
+            "real = builtins.__import__\n"
+            "def hook(name, *args, **kwargs):\n"
+            "    if name == 'minionsrl.cli':\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    return real(name, *args, **kwargs)\n"
+            "builtins.__import__ = hook\n"
+            "sys.argv = ['minionsrl', 'train', '--help']\n"
+            "from minionsrl.__main__ import run\n"
+            "sys.exit(run())\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env,
+                          timeout=120)
+    assert proc.returncode == 143 and proc.stderr.strip() == "minionsrl: terminated (SIGTERM)", proc.stderr
+    assert proc.stdout == ""  # never reached the command
+
+
 # -- row: paths stay whole in messages ---------------------------------------------------------------------------
 def test_paths_stay_whole_and_credentials_are_still_masked():
     text = ("env_id '/etc/passwd:Y': cannot import module '/etc/passwd': no /etc/passwd.py; C:\\run\\token: x; "

@@ -56,8 +56,8 @@ _ACCEPTS: dict[str, tuple[type | tuple[type, ...], str]] = {
 
 
 def coerce(name: str, kind: str, value: Any, words: tuple[str, ...] = ()) -> Any:
-    """Check a YAML/CLI value against the field's type ``kind``, or one of the ``words`` it also takes
-    (``actors: auto``); convert ints to floats where due."""
+    """Check a value (from YAML, the CLI or a Python caller) against the field's type ``kind``, or one of the
+    ``words`` it also takes (``actors: auto``); convert ints to floats and tuples to lists where due."""
     if value is None or value in words:
         return value
     if kind == "float" and isinstance(value, str):  # YAML 1.1 reads 3e-4 (no dot) as a string
@@ -69,6 +69,8 @@ def coerce(name: str, kind: str, value: Any, words: tuple[str, ...] = ()) -> Any
         return int(value)
     if kind == "float" and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if kind == "list" and isinstance(value, tuple):  # a Python caller's (64, 64)
+        return list(value)
     accepted, what = _ACCEPTS[kind]
     if not isinstance(value, accepted) or (kind in ("int", "float") and isinstance(value, bool)):
         raise ConfigError(f"{name}: {value!r} must be {what}")

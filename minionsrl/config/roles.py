@@ -245,6 +245,7 @@ class LearnerConfig(Role):
 # 5 of 5 seeds in as many rounds as 8 x 512, docs/RESULTS.md) and AWS Lambda's default concurrency quota (1,000
 # functions at once per account and region)
 DEFAULT_N_MAX = 64
+DEFAULT_INITIAL_ACTORS = 16  # n_0 where the user gives none (Nitro's published one); auto starts mid-range
 SHORTEST_FRAGMENT = 32
 LAMBDA_CONCURRENCY = 1000
 
@@ -262,7 +263,9 @@ class ScalingConfig(Role):
     n_max: int | None = setting(None, "most actors a scaler may choose (default: 64; auto: as many as keep every "
                                 "fragment at 32 steps or more, within Lambda's 1,000 concurrent functions)", min=1,
                                 max=4096)
-    initial_actors: int = setting(16, "actors in round 1 for nitro, critical and auto (n_0)", min=1, max=4096)
+    initial_actors: int | None = setting(None, "actors in round 1 for nitro, critical and auto (n_0); default: 16 "
+                                         "(Nitro's), for auto the middle of its range: the power of two nearest "
+                                         "sqrt(n_min * n_max)", min=1, max=4096)
     objective: str | None = setting(None, "what critical and auto minimise: dollars (cost) or projected seconds "
                                     "(time); default: time for auto (the knee: more actors stop paying past it), "
                                     "cost for critical (per unit of progress)", choices=OBJECTIVES,

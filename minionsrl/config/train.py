@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,10 @@ class TrainConfig:
             part = values.get(role, cls())
             if not isinstance(part, cls):
                 raise TypeError(f"TrainConfig: {role} must be a {cls.__name__}, not {type(part).__name__}")
-            own = {name: value for name, value in values.items() if ROLE_OF.get(name) == role}
+            # a value's type is checked as the CLI and YAML check it, so that a Python caller's '50k' or 1.5 for an
+            # integer is the same one line, not a TypeError rounds later
+            own = {name: coerce(name, field_kind(name), value, FIELDS[name].metadata.get("words", ()))
+                   for name, value in values.items() if ROLE_OF.get(name) == role}
             object.__setattr__(self, role, dataclasses.replace(part, **own) if own else part)
 
     def get(self, name: str) -> Any:
@@ -152,8 +156,7 @@ def flat_values(values: dict[str, Any]) -> dict[str, Any]:
 def build(values: dict[str, Any]) -> TrainConfig:
     """Make a config from field values, flat or sectioned (:func:`flat_values`), checking names and types
     (presets are applied later)."""
-    return TrainConfig(**{name: coerce(name, field_kind(name), value, FIELDS[name].metadata.get("words", ()))
-                          for name, value in flat_values(values).items()})
+    return TrainConfig(**flat_values(values))
 
 
 def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
@@ -185,8 +188,12 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
         # not fewer updates (a batch grown with n learned little on Hopper: docs/results/time-to-target-answer.md)
         plan = cfg.env.step_plan()
         cfg = cfg.replace(train_batch_size=plan.round_batch(int(cfg.scaling.actors)), fragment_length=None)
+    auto = cfg.scaling.scaler == "auto"
     if cfg.scaling.n_max is None:
-        cfg = cfg.replace(n_max=auto_n_max(cfg) if cfg.scaling.scaler == "auto" else roles.DEFAULT_N_MAX)
+        cfg = cfg.replace(n_max=auto_n_max(cfg) if auto else roles.DEFAULT_N_MAX)
+    if cfg.scaling.initial_actors is None:
+        cfg = cfg.replace(initial_actors=auto_initial(cfg.scaling.n_min, cfg.scaling.n_max) if auto
+                          else roles.DEFAULT_INITIAL_ACTORS)
     cfg = cfg.replace(objective=cfg.scaling.objective or ("time" if cfg.scaling.scaler == "auto" else "cost"))
     if cfg.run.run_dir is None:
         safe_env = cfg.env.env_id.replace("/", "_").replace(":", "_")
@@ -208,6 +215,15 @@ def auto_n_max(cfg: TrainConfig) -> int:
     ``n_min``. The round model's knee picks within it: more functions only where they still shorten a round."""
     most = cfg.env.step_plan().most_actors_within(roles.SHORTEST_FRAGMENT)
     return max(cfg.scaling.n_min, min(roles.LAMBDA_CONCURRENCY, roles.LAMBDA_CONCURRENCY if most is None else most))
+
+
+def auto_initial(n_min: int, n_max: int) -> int:
+    """The count ``--actors auto`` measures its first two rounds at, where the user sets no ``initial_actors``: the
+    middle of its range on a log scale, as a power of two (32 of 8 to 128). Its pick can lie anywhere in the
+    range (16 on Hopper, 128 on an env whose steps wait), so the middle keeps the rounds it measures within
+    sqrt(n_max / n_min) times the pick's count either way, where a start at 16 was 8x off a pick of 128."""
+    power = 2 ** round(math.log2(math.sqrt(n_min * n_max)))
+    return min(max(power, n_min), n_max)
 
 
 def auto_actors(cfg: TrainConfig) -> TrainConfig:

@@ -318,7 +318,8 @@ def forecast(cfg: TrainConfig, p: Probe, cap: int = DEFAULT_CAP, prices: Prices 
                 round_s = _local_round(p, n, samples, learner_s, cpus)
                 usd = ledger.learner_usd_s * round_s
                 one = p.init_s + samples * p.slowest_sample_s(n)
-                split = (learner_s, one, max(round_s - learner_s - one, 0.0))
+                overhead = round_s - learner_s - one  # one wave: the round is the two parts, but for rounding
+                split = (learner_s, one, overhead if overhead > 1e-9 * round_s else 0.0)
                 priced_as, shipped = THIS_MACHINE, True
             else:
                 round_s = modelled.round_s

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import warnings
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -72,9 +73,25 @@ class WorseThanBest(UserWarning):
     """``load_policy(run_dir)`` loaded the last round's policy, whose evaluation fell well below the run's best."""
 
 
-def load_policy(path: str | Path, seed: int | None = None, what: str = "load_policy",
+def _missing(run_dir: Path, which: str) -> str:
+    """What to say of a run dir without the checkpoint ``which`` names: not written yet, or gone from a finished run
+    (which writes its latest one), and the other policy where that one is there."""
+    name, other = WHICH[which], next(w for w in WHICH if w != which)
+    if which == "latest" and (run_dir / files.SUMMARY).exists():
+        said = f"has lost its checkpoint {name} (a finished run wrote it: restore it from a copy)"
+    else:
+        said = f"has no checkpoint yet ({name})"
+    if which == "best":
+        said += " (no evaluation has run yet, or the run predates best checkpoints)"
+    if (run_dir / files.CHECKPOINTS / WHICH[other]).exists():
+        said += f"; which={other!r} (minionsrl eval --which {other}) loads {WHICH[other]}, which is there"
+    return said
+
+
+def load_policy(path: str | Path | Mapping[str, Any], seed: int | None = None, what: str = "load_policy",
                 trust_run_code: bool = False, which: str = "latest") -> Policy:
-    """The policy of a run directory or of one checkpoint file in it (``RUN_DIR/checkpoints/round-NNNNN.safetensors``).
+    """The policy of a run directory or of one checkpoint file in it (``RUN_DIR/checkpoints/round-NNNNN.safetensors``),
+    or of the run whose summary ``train`` returned (``load_policy(train(cfg))``).
     Of a run directory, ``which`` policy: ``"latest"`` (the default: the last round's, as Stable-Baselines3's and
     CleanRL's saved models are) or ``"best"`` (the one with the best evaluation return,
     ``checkpoints/best.safetensors``). When the last round's policy evaluated well below the best (by more than a
@@ -89,6 +106,11 @@ def load_policy(path: str | Path, seed: int | None = None, what: str = "load_pol
     run or checkpoint, or when either fails the checks."""
     if which not in WHICH:
         raise ConfigError(f"{what}: which={which!r}; choose one of {', '.join(map(repr, WHICH))}")
+    if isinstance(path, Mapping):
+        if not isinstance(path.get("run_dir"), str):
+            raise ConfigError(f"{what}: a mapping given is a run's summary (what train() returns), with its run_dir; "
+                              "this one has none: pass the run directory instead")
+        path = path["run_dir"]
     run_dir, ckpt = _locate(Path(path), WHICH[which], what)
     with search_for_env_code([run_dir, Path.cwd()] if trust_run_code else []):
         cfg, info = run_config(run_dir / files.CONFIG, what)
@@ -99,8 +121,7 @@ def load_policy(path: str | Path, seed: int | None = None, what: str = "load_pol
         reason = checkpoint.unreadable(cause) if isinstance(cause, Exception) else str(exc).partition("(")[2][:-1]
         raise ConfigError(f"{what}: checkpoint {str(ckpt)!r} cannot be read ({reason})") from exc
     if state is None:
-        unevaluated = " (no evaluation has run yet, or the run predates best checkpoints)" if which == "best" else ""
-        raise ConfigError(f"{what}: {str(run_dir)!r} has no checkpoint yet ({ckpt.name}){unevaluated}")
+        raise ConfigError(f"{what}: {str(run_dir)!r} {_missing(run_dir, which)}")
     arch = PolicyArch.of(info, cfg.learner.hidden_sizes)
     obs_mean = obs_var = None
     if cfg.learner.normalize_obs:

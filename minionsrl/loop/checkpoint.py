@@ -115,9 +115,11 @@ def digest(tree: str, tensors: dict[str, np.ndarray]) -> str:
 
 
 def unreadable(exc: Exception) -> str:
-    """Why a checkpoint cannot be read, in the words its errors use: an altered file says so, other faults are named
-    by their exception (truncated, not a checkpoint)."""
-    return str(exc) if isinstance(exc, Altered) else type(exc).__name__
+    """Why a checkpoint cannot be read, in the words its errors use: an altered file says so; a file that does not
+    parse (cut short, its header damaged, not a checkpoint) says that, naming the reader's exception."""
+    if isinstance(exc, Altered):
+        return str(exc)
+    return f"it is not a whole minionsrl checkpoint: cut short, damaged, or another file ({type(exc).__name__})"
 
 
 def load(directory: str | Path, name: str = LATEST) -> dict[str, Any] | None:

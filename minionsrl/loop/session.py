@@ -333,6 +333,7 @@ class Session:
         # a target is met by an evaluated policy (the best one); the other conditions stop the run as it stands
         stop_checkpoint = checkpoint.BEST if progress.stopped_by == "target_return" else checkpoint.LATEST
         summary: RunSummary = {
+            "run_dir": str(self.run_dir),
             "env_id": self.cfg.env.env_id, "seed": self.cfg.run.seed, "scaler": self.cfg.scaling.scaler,
             "backend": self.cfg.functions.backend, "rounds": progress.round, "env_steps": progress.env_steps,
             "wall_s": round(progress.wall(), 3), "stopped_by": progress.stopped_by,
