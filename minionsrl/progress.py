@@ -26,7 +26,9 @@ from minionsrl.config import TrainConfig
 from minionsrl.stats import RoundStats, RunSummary
 
 LINE_EVERY_S = 10.0  # the least seconds between two plain lines (a CartPole round takes a few milliseconds)
-BAR_WIDTH = 30  # the bar's characters on a terminal
+BAR_WIDTH = 30  # the bar's characters on a terminal, down to MIN_BAR_WIDTH on a narrow one ...
+MIN_BAR_WIDTH = 10
+FIGURES_ROOM = 40  # ... to leave the figures this many (the evaluation and the ETA to a million steps)
 
 
 def _num(value: Any, fmt: str = ".1f") -> str:
@@ -87,15 +89,29 @@ def figures(row: RoundStats, last_eval: float | None, eta: float | None, goal: s
     """The round's figures as one line: the bar's text and the log's line. ``train`` is the mean return of the
     training episodes that ended in this round; ``eval`` the latest evaluation (deterministic); the dollars so far
     on the deployment ``priced_as`` names; ``goal`` what the ETA counts to (:func:`eta_goal`)."""
-    return (f"round {row.round} · {row.env_steps} steps · {_num(row.sps, '.0f')} steps/s · "
-            f"{row.n_actors} actors · train {_num(row.train_return_mean)} · eval {_num(last_eval)} · "
-            f"{_usd(row.cum_cost_serverless_usd or 0.0)}" + (f" as {priced_as}" if priced_as else "")
-            + f" · ETA {'-' if eta is None else _clock(eta)}" + (f" {goal}" if goal else ""))
+    return fit(figure_parts(row, last_eval, eta, goal, priced_as), None)
 
 
-def fit(text: str, room: int) -> str:
-    """``text`` cut to ``room`` characters, an ellipsis marking the cut."""
-    return text if len(text) <= room else text[: max(room - 1, 0)] + "…"
+# The figures in the order a line shows them, each with its rank: a narrow terminal drops the lowest first (the bar
+# beside them already shows the steps done and the clock), keeping the evaluation and the ETA longest
+def figure_parts(row: RoundStats, last_eval: float | None, eta: float | None, goal: str = "",
+                 priced_as: str = "") -> list[tuple[int, str]]:
+    """The round's figures (:func:`figures`), each with the rank a narrow terminal keeps it by (higher: kept)."""
+    usd = _usd(row.cum_cost_serverless_usd or 0.0)
+    return [(2, f"round {row.round}"), (0, f"{row.env_steps} steps"), (5, f"{_num(row.sps, '.0f')} steps/s"),
+            (1, f"{row.n_actors} actors"), (4, f"train {_num(row.train_return_mean)}"), (7, f"eval {_num(last_eval)}"),
+            (3, usd + (f" as {priced_as}" if priced_as else "")),
+            (6, f"ETA {'-' if eta is None else _clock(eta)}" + (f" {goal}" if goal else ""))]
+
+
+def fit(parts: list[tuple[int, str]], room: int | None) -> str:
+    """The figures ``parts`` joined, within ``room`` characters (None: all): the lowest-ranked dropped first, and
+    what still does not fit cut, an ellipsis marking the cut."""
+    kept = list(parts)
+    while room is not None and len(kept) > 1 and len(" · ".join(t for _, t in kept)) > room:
+        kept.remove(min(kept, key=lambda p: p[0]))
+    text = " · ".join(t for _, t in kept)
+    return text if room is None or len(text) <= room else text[: max(room - 1, 0)] + "…"
 
 
 class TrainingDisplay:
@@ -115,15 +131,19 @@ class TrainingDisplay:
         self.lines = enabled and not _is_terminal(self.out)
         self.by_steps = cfg.run.total_timesteps is not None
         total = cfg.run.total_timesteps if self.by_steps else cfg.run.max_rounds
+        # the bar's own columns but the bar (name, done/total, elapsed, the gaps); the bar is narrowed on a narrow
+        # terminal so that the evaluation and the ETA keep their room
+        counters = len(cfg.env.env_id) + 2 * len(f"{total or 0}") + 1 + len("0:00:00") + 4
+        bar = max(MIN_BAR_WIDTH, min(BAR_WIDTH, self.console.width - counters - FIGURES_ROOM))
         self.progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(bar_width=BAR_WIDTH), MofNCompleteColumn(),
+            TextColumn("[bold]{task.description}"), BarColumn(bar_width=bar), MofNCompleteColumn(),
             TimeElapsedColumn(),
             TextColumn("{task.fields[stats]}"), console=self.console,
             disable=not (enabled and self.console.is_terminal),  # off a terminal rich would print one squashed line
         )
-        # what the bar's own columns take (name, bar, done/total, elapsed, the gaps): the figures get the rest, cut
-        # short by us, as rich would otherwise squeeze the counters out of a narrow terminal to fit them
-        self._bar_width = len(cfg.env.env_id) + BAR_WIDTH + 2 * len(f"{total or 0}") + 1 + len("0:00:00") + 4
+        # the figures get the rest, fitted by us (:func:`fit`), as rich would otherwise squeeze the counters out of
+        # a narrow terminal to fit them
+        self._bar_width = counters + bar
         self.task = self.progress.add_task(cfg.env.env_id, total=total, stats="starting actors…",
                                            completed=start_steps if self.by_steps else start_round)
         self.last_eval: float | None = None
@@ -143,10 +163,11 @@ class TrainingDisplay:
         if row.eval_return_mean is not None:
             self.last_eval = row.eval_return_mean
         projected = self.projected_s()
-        stats = figures(row, self.last_eval, eta_s(self.cfg, row, projected), eta_goal(self.cfg, row, projected),
-                        self.priced_as)
+        parts = figure_parts(row, self.last_eval, eta_s(self.cfg, row, projected),
+                             eta_goal(self.cfg, row, projected), self.priced_as)
+        stats = fit(parts, None)
         self.progress.update(self.task, completed=row.env_steps if self.by_steps else row.round,
-                             stats=fit(stats, self.console.width - self._bar_width))
+                             stats=fit(parts, self.console.width - self._bar_width))
         reason = self.reason()
         if reason is not None and reason != self._reason_shown and (self.lines or not self.progress.disable):
             self._reason_shown = reason
