@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -480,3 +481,17 @@ def test_every_algo_the_config_offers_is_a_learner_built_from_the_learner_config
     for cls in LEARNERS.values():  # one constructor for all: arch, the resolved config, device, seed, reference
         assert list(inspect.signature(cls).parameters)[:5] == ["arch", "lc", "device", "seed", "reference_batch"]
     assert [name for name, cls in LEARNERS.items() if cls.synchronous] == ["ppo"]
+
+
+@pytest.mark.parametrize(("field", "value", "says"), [
+    ("total_timesteps", "50k", "total_timesteps: '50k' must be an integer"),
+    ("total_timesteps", True, "total_timesteps: True must be an integer"),
+    ("seed", 1.5, "seed: 1.5 must be an integer"),
+    ("run_dir", 123, "run_dir: 123 must be a string"),
+])
+def test_a_python_caller_s_value_of_the_wrong_type_is_one_line_at_once(field, value, says):
+    """TrainConfig checks types as the CLI and YAML do: before, '50k' ran a round and then raised a TypeError."""
+    with pytest.raises(ConfigError, match=f"^{re.escape(says)}$"):
+        TrainConfig(env_id="CartPole-v1", **{field: value})
+    cfg = TrainConfig(env_id="CartPole-v1", hidden_sizes=(32, 32), learning_rate=1, total_timesteps=2048.0)
+    assert cfg.learner.hidden_sizes == [32, 32] and cfg.learner.learning_rate == 1.0 and cfg.run.total_timesteps == 2048

@@ -66,8 +66,10 @@ class TrainConfig:
             if not isinstance(part, cls):
                 raise TypeError(f"TrainConfig: {role} must be a {cls.__name__}, not {type(part).__name__}")
             # a value's type is checked as the CLI and YAML check it, so that a Python caller's '50k' or 1.5 for an
-            # integer is the same one line, not a TypeError rounds later
-            own = {name: coerce(name, field_kind(name), value, FIELDS[name].metadata.get("words", ()))
+            # integer is the same one line, not a TypeError rounds later; but env_id's, whose own check says what to
+            # write for an env class or instance given there (check_env_id)
+            own = {name: value if name == "env_id" else coerce(name, field_kind(name), value,
+                                                               FIELDS[name].metadata.get("words", ()))
                    for name, value in values.items() if ROLE_OF.get(name) == role}
             object.__setattr__(self, role, dataclasses.replace(part, **own) if own else part)
 
