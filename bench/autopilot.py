@@ -1,0 +1,88 @@
+"""Issue 55's autopilot goal, read from comparisons that ran `--actors auto` beside every fixed count:
+on every seed, auto within 1.15x the projected time to the target of the hindsight-best fixed count (the one
+whose seeds took the least projected time on average) at no more than 1.1x its dollars.
+
+Each comparison is an ordinary ``minionsrl compare`` out dir (its compare.csv); the seeds' ratios, their means
+over the seeds both reached (the pairs' sum over sum) with a bootstrap 95% interval, and the verdict go to
+``docs/results/autopilot.md``, with where auto misses, what its rounds were (scaler.csv says why it moved).
+
+    .venv/bin/python bench/experiment.py bench/specs/time-to-target-slowpendulum.yaml   # the comparison
+    .venv/bin/python bench/autopilot.py slowpendulum=bench/out/ttt/slowpendulum          # the goal, read
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+from common import ROOT, markdown_table
+
+from minionsrl.experiments.targets import by_seed, hindsight_best, paired, paired_text
+
+TIME_MAX, USD_MAX = 1.15, 1.10  # the issue's goal, per seed
+TIME, USD = "projected_time_to_target_s", "usd_to_target"
+DOC = ROOT / "docs" / "results" / "autopilot.md"
+
+
+def read(out: Path) -> list[dict[str, str]]:
+    with open(out / "compare.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def moves(out: Path, seed: int, arm: str = "auto") -> str:
+    """The counts auto ran, by the rounds it changed them (its scaler.csv)."""
+    path = out / "runs" / f"{arm}__s{seed}" / "scaler.csv"
+    if not path.exists():
+        return "?"
+    with open(path, newline="") as f:
+        return " → ".join(f"{r['n_actors']} (r{r['round']})" for r in csv.DictReader(f))
+
+
+def report(name: str, out: Path, arm: str = "auto") -> list[str]:
+    """One comparison's section: the hindsight-best fixed count, each seed's ratios, their means, the verdict."""
+    rows = read(out)
+    arms = sorted({r["arm"] for r in rows})
+    best = hindsight_best(rows, arms)
+    assert best is not None, f"{out}: no fixed count ran"
+    ours, theirs = by_seed(rows, arm), by_seed(rows, best)
+    table, every = [], True
+    for seed in sorted(set(ours) & set(theirs)):
+        a, b = ours[seed], theirs[seed]
+        if not (a[TIME] and b[TIME]):
+            every = False
+            table.append([seed, "not reached" if not a[TIME] else "–", "–", a["rounds_to_target"] or "–",
+                          b["rounds_to_target"] or "–", moves(out, seed, arm)])
+            continue
+        t, u = float(a[TIME]) / float(b[TIME]), float(a[USD]) / float(b[USD])
+        every &= t <= TIME_MAX and u <= USD_MAX
+        table.append([seed, round(t, 3), round(u, 3), a["rounds_to_target"], b["rounds_to_target"],
+                      moves(out, seed, arm)])
+    time, usd = paired(ours, theirs, TIME), paired(ours, theirs, USD)
+    verdict = "met" if every and len(table) >= 5 else "missed" if table else "not run"
+    return [f"## {name}", "",
+            f"Hindsight-best fixed count: **{best}**. `{arm}` against it, seed by seed (goal: time ≤ {TIME_MAX}x and "
+            f"dollars ≤ {USD_MAX}x on every seed): **{verdict}**. Over the seeds: time {paired_text(time)}, dollars "
+            f"{paired_text(usd)} (sum over sum, bootstrap 95%).", "",
+            markdown_table(["seed", "time vs best", "dollars vs best", f"rounds ({arm})", f"rounds ({best})",
+                            f"{arm}'s counts (round)"], table, digits=3), ""]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("comparisons", nargs="+", help="NAME=OUT_DIR of a comparison with auto and fixed counts")
+    args = parser.parse_args()
+    lines = ["# `--actors auto` against the hindsight-best fixed count", "",
+             "Written by `bench/autopilot.py` from comparisons that ran `--actors auto` beside every fixed count "
+             f"(its docstring has the commands). The goal (issue 55): on every seed, auto within {TIME_MAX}x the "
+             "projected time to the target of the hindsight-best fixed count (the least projected time on average) "
+             f"at no more than {USD_MAX}x its dollars.", ""]
+    for item in args.comparisons:
+        name, _, out = item.partition("=")
+        lines += report(name, Path(out))
+    DOC.write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
