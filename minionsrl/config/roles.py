@@ -267,7 +267,7 @@ class ScalingConfig(Role):
                                          "(Nitro's), for auto the middle of its range: the power of two nearest "
                                          "sqrt(n_min * n_max)", min=1, max=4096)
     objective: str | None = setting(None, "what critical and auto minimise: dollars (cost) or projected seconds "
-                                    "(time); default: time for auto (the cheapest count within 15% of the fastest), "
+                                    "(time); default: time for auto (the knee: more actors stop paying past it), "
                                     "cost for critical (per unit of progress)", choices=OBJECTIVES,
                                     aliases=("--optimize",))
     nitro_window: int = setting(6, "nitro: window W of decayed convexity ratios", min=1, rare=True)

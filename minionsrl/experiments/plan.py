@@ -485,8 +485,7 @@ def report(cfg: TrainConfig, p: Probe, rows: list[Row], targets: list[str] | Non
              + f" a round (+{_duration(p.compile_s)} compiling, once per batch shape); an instance starts here in "
              f"{_duration(p.local_cold_start_s)}.", "", verdict(rows, p), "",
              "To have a run pick its count from this model, measured on its own rounds: `minionsrl train "
-             "--actors auto` (the cheapest count within 15% of the fastest round; `--optimize cost`: the cheapest). It "
-             "keeps the batch of `--actors` whatever "
+             "--actors auto` (the knee; `--optimize cost`: the cheapest). It keeps the batch of `--actors` whatever "
              "the count: `minionsrl plan --actors auto` forecasts at that batch.", "", *(targets or [])]
     cut = sorted({r.n for r in rows if r.cuts_episodes})
     if cut:

@@ -9,38 +9,29 @@ the run measures it (:class:`~minionsrl.scaling.round_model.MeasuredRoundModel`:
 this run's platform and corrected by every count the run measures), which prices every count between ``n_min``
 and ``n_max``.
 
-The pick, for ``objective="time"`` (the default): the cheapest count whose round is forecast within 15% of the
-fastest count's (:data:`TIME_SLACK`), as the last few percent of time cost a doubling of the invocations' dollars
-(a knee, the least ``n`` past which doubling saves under 10%, ran on to 128 on a waiting env where 64 took 12%
-longer for 0.68x the dollars: docs/results/autopilot.md); under ``--budget-usd``, among the counts whose forecast
-dollars for the steps left fit in what is left (the cheapest when none does). For ``"cost"``: the count of least
-forecast dollars a sample. A new count is taken only when its forecast is faster (for time) or cheaper than the
-current one's by more than :data:`SWITCH_GAIN`, since every change starts instances.
+The pick, for ``objective="time"`` (the default): the knee of the forecast — the least ``n`` past which doubling
+it shortens the run by under 10% (``minionsrl plan``'s knee), as the last few percent of time cost a doubling of
+the invocations' overhead; under ``--budget-usd``, among the counts whose forecast dollars for the steps left
+fit in what is left (the cheapest when none does). For ``"cost"``: the count of least forecast dollars a sample.
+A new count is taken only when its forecast is faster (for time) or cheaper than the current one's by more than
+:data:`SWITCH_GAIN`, since every change starts instances.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from minionsrl.forecast import doubling_counts
+from minionsrl.forecast import doubling_counts, knee
 from minionsrl.scaling.base import Scaler, as_finite
 from minionsrl.scaling.round_model import MeasuredRoundModel, RoundForecast
 from minionsrl.stats import RoundStats
 
 SWITCH_GAIN = 0.05  # a new count must beat the current one's forecast by this share
-TIME_SLACK = 0.15  # objective time: the cheapest count whose round is forecast within this share of the fastest's
-
-
-def near_fastest(counts: list[int], table: dict[int, tuple[float, float]]) -> int:
-    """Of ``counts`` (each with its forecast round's seconds and dollars in ``table``), the cheapest whose round is
-    within :data:`TIME_SLACK` of the fastest one's."""
-    fastest = min(table[c][0] for c in counts)
-    return min((c for c in counts if table[c][0] <= (1 + TIME_SLACK) * fastest), key=lambda c: (table[c][1], c))
 
 
 class AutoScaler(Scaler):
-    """The cheapest count near the fastest (or the cheapest of all) of the round model, measured on the run's first
-    warm round and corrected by every count it runs (see the module's docstring)."""
+    """The knee (or the cheapest count) of the round model, measured on the run's first warm round and
+    corrected by every count it runs (see the module's docstring)."""
 
     name = "auto"
 
@@ -74,7 +65,7 @@ class AutoScaler(Scaler):
         if self.objective == "cost":
             best = min(allowed, key=lambda c: (table[c][1], c))
         else:
-            best = near_fastest(allowed, table)
+            best = knee([(c, table[c][0]) for c in allowed])
         self.score = float(best)
         (now_s, now_usd), (then_s, then_usd) = table[n], table[best]
         cheaper = then_usd < (1 - SWITCH_GAIN) * now_usd
@@ -87,10 +78,8 @@ class AutoScaler(Scaler):
     def _why(self, n: int, best: int, table: dict[int, tuple[float, float]], allowed: list[int],
              counts: list[int]) -> str:
         """The line that says why ``best`` replaces ``n``: the rule, and both counts' forecast rounds."""
-        fastest = min(allowed, key=lambda c: (table[c][0], c))
         rule = ("the least forecast dollars a sample" if self.objective == "cost" else
-                f"the cheapest count forecast within {TIME_SLACK:.0%} of the fastest round ({fastest} actors': "
-                f"{table[fastest][0]:.3g} s)")
+                "the knee of the round model: doubling it would shorten a round by under 10%")
         if n not in allowed or len(allowed) < len(counts):
             rule += f"; over {max(allowed)} the forecast overruns budget_usd"
         (now_s, now_usd), (then_s, then_usd) = table[n], table[best]
