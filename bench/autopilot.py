@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import statistics
 from pathlib import Path
 
 from common import ROOT, markdown_table
@@ -30,17 +31,37 @@ def read(out: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def moves(out: Path, seed: int, arm: str = "auto") -> str:
-    """The counts auto ran, by the rounds it changed them (its scaler.csv)."""
+def changes(out: Path, seed: int, arm: str = "auto") -> list[dict[str, str]]:
+    """The rows of a run's scaler.csv: each change of its count, with the round (none where it has no file)."""
     path = out / "runs" / f"{arm}__s{seed}" / "scaler.csv"
     if not path.exists():
-        return "?"
+        return []
     with open(path, newline="") as f:
-        return " → ".join(f"{r['n_actors']} (r{r['round']})" for r in csv.DictReader(f))
+        return list(csv.DictReader(f))
+
+
+def counts(out: Path, seed: int, arm: str = "auto") -> list[int]:
+    return [int(r["n_actors"]) for r in changes(out, seed, arm)]
+
+
+def moves(out: Path, seed: int, arm: str = "auto") -> str:
+    """The counts auto ran, by the rounds it changed them."""
+    return " → ".join(f"{r['n_actors']} (r{r['round']})" for r in changes(out, seed, arm)) or "?"
+
+
+def warm_round(out: Path, run: str) -> tuple[float, float]:
+    """A run's median projected seconds and dollars of a round past its third without an evaluation beside it or
+    a cold start: what a count costs a round, as the round model weighs it."""
+    with open(out / "runs" / run / "metrics.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f)
+                if int(r["round"]) > 3 and not r["eval_return_mean"] and not int(r["cold_starts"] or 0)]
+    return (statistics.median(float(r["projected_round_s"]) for r in rows),
+            statistics.median(float(r["cost_serverless_usd"]) for r in rows))
 
 
 def report(name: str, out: Path, arm: str = "auto") -> list[str]:
-    """One comparison's section: the hindsight-best fixed count, each seed's ratios, their means, the verdict."""
+    """One comparison's section: the hindsight-best fixed count, each seed's ratios, their means, the verdict, and
+    a warm round of auto's against the best's (what its count costs, learning apart)."""
     rows = read(out)
     arms = sorted({r["arm"] for r in rows})
     best = hindsight_best(rows, arms)
@@ -49,23 +70,31 @@ def report(name: str, out: Path, arm: str = "auto") -> list[str]:
     table, every = [], True
     for seed in sorted(set(ours) & set(theirs)):
         a, b = ours[seed], theirs[seed]
+        (sa, ua), (sb, ub) = warm_round(out, f"{arm}__s{seed}"), warm_round(out, f"{best}__s{seed}")
+        warm = f"{sa / sb:.2f}x s, {ua / ub:.2f}x $"
         if not (a[TIME] and b[TIME]):
             every = False
             table.append([seed, "not reached" if not a[TIME] else "–", "–", a["rounds_to_target"] or "–",
-                          b["rounds_to_target"] or "–", moves(out, seed, arm)])
+                          b["rounds_to_target"] or "–", warm, moves(out, seed, arm)])
             continue
         t, u = float(a[TIME]) / float(b[TIME]), float(a[USD]) / float(b[USD])
         every &= t <= TIME_MAX and u <= USD_MAX
-        table.append([seed, round(t, 3), round(u, 3), a["rounds_to_target"], b["rounds_to_target"],
+        table.append([seed, f"{t:.3f}", f"{u:.3f}", a["rounds_to_target"], b["rounds_to_target"], warm,
                       moves(out, seed, arm)])
     time, usd = paired(ours, theirs, TIME), paired(ours, theirs, USD)
     verdict = "met" if every and len(table) >= 5 else "missed" if table else "not run"
+    settled = {counts(out, seed, arm)[-1] for seed in ours if counts(out, seed, arm)}  # where each seed ended
+    peer = f"fixed-{settled.pop()}" if len(settled) == 1 else None
+    peer = peer if peer in arms else None
+    against = ([f"Against {peer}, the count it settles on (learning apart, what its start costs): time "
+                f"{paired_text(paired(ours, by_seed(rows, peer), TIME))}, dollars "
+                f"{paired_text(paired(ours, by_seed(rows, peer), USD))}.", ""] if peer and peer != best else [])
     return [f"## {name}", "",
             f"Hindsight-best fixed count: **{best}**. `{arm}` against it, seed by seed (goal: time ≤ {TIME_MAX}x and "
             f"dollars ≤ {USD_MAX}x on every seed): **{verdict}**. Over the seeds: time {paired_text(time)}, dollars "
             f"{paired_text(usd)} (sum over sum, bootstrap 95%).", "",
             markdown_table(["seed", "time vs best", "dollars vs best", f"rounds ({arm})", f"rounds ({best})",
-                            f"{arm}'s counts (round)"], table, digits=3), ""]
+                            "a warm round vs best's", f"{arm}'s counts (round)"], table), "", *against]
 
 
 def main() -> None:
