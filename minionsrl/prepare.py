@@ -33,13 +33,6 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
     learner_device(cfg.learner)  # cuda where there is none fails here; the config keeps what was asked for
     check_detectors(cfg, cfg.scaling.scaler, SCALERS[cfg.scaling.scaler].needs)
     prices = load_prices(cfg.cost.prices)  # a bad catalogue fails here, before any work
-    if cfg.cost.budget_usd is not None:
-        first = first_actors(cfg.scaling)
-        least = make_ledger(cfg, prices).least_round_usd(first)
-        if cfg.cost.budget_usd < least:
-            raise ConfigError(f"budget_usd: ${cfg.cost.budget_usd:g} is less than the least a first round of {first} "
-                              f"function{'s' if first > 1 else ''} and the learner host can cost (${least:.3g}); "
-                              "raise budget_usd")
     check_env_id(cfg.env.env_id)
     if cfg.functions.backend == "lithops":
         from minionsrl.backends.lithops_backend import lithops_config
@@ -47,6 +40,13 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
         lithops_config(cfg.functions.lithops_config)  # a missing or broken Lithops config fails here
     info = env_info(EnvSpec(cfg.env.env_id, cfg.env.env_kwargs), cfg.env.env_check_timeout_s)
     cfg = config.resolve(cfg, info.family)
+    if cfg.cost.budget_usd is not None:  # on the resolved counts: auto's first one follows its range
+        first = first_actors(cfg.scaling)
+        least = make_ledger(cfg, prices).least_round_usd(first)
+        if cfg.cost.budget_usd < least:
+            raise ConfigError(f"budget_usd: ${cfg.cost.budget_usd:g} is less than the least a first round of {first} "
+                              f"function{'s' if first > 1 else ''} and the learner host can cost (${least:.3g}); "
+                              "raise budget_usd")
     check_network_fits(cfg, info)
     cfg = _episodes_not_carried(cfg, info)
     if cfg.learner.normalize_obs and len(info.obs_shape) == 3:

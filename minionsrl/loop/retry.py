@@ -144,6 +144,11 @@ class Replay(NamedTuple):
     how: str
     what: str
 
+    @property
+    def again(self) -> str:
+        """How a round's line says the retry did it again."""
+        return "hung there again" if self.how == "hung" else f"{self.how} again"
+
 
 def replayed(got: Attempt) -> Replay | None:
     """What a failed attempt's env or function did that its seed replays, or None: the exception the function raised
@@ -348,8 +353,8 @@ class _RunningGroup:
                 detail = f"; first failure {record.invocation_id}: {(record.error.splitlines() or [''])[0]}"
                 replay = replayed(first)
                 if replay is not None and sum(a.slot == first.slot and replayed(a) == replay for a in out.attempts) > 1:
-                    detail += (f" ({replay.how} {'there ' if replay.how == 'hung' else ''}again on its retry, with the "
-                               f"same seed: a fault the seed causes, so it was not retried further)")
+                    detail += (f" ({replay.again} on its retry, with the same seed: a fault the seed causes, so it was "
+                               "not retried further)")
             raise TooFewReplies(f"{g.what}: only {len(out.results)} of {g.slots} invocations succeeded, fewer than "
                                 f"min_reply_fraction {g.policy.min_fraction:g} of them{detail}", out)
         return out

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from minionsrl import config
 from minionsrl.config import ScalingConfig, TrainConfig
-from minionsrl.config.roles import DEFAULT_INITIAL_ACTORS
 from minionsrl.scaling import rules
 from minionsrl.scaling.auto import AutoScaler
 from minionsrl.scaling.base import Scaler
@@ -45,7 +44,8 @@ class ScalerEntry:
 
 
 def _initial(sc: ScalingConfig) -> int:
-    return max(sc.n_min, min(sc.initial_actors or DEFAULT_INITIAL_ACTORS, sc.most_actors))
+    assert sc.initial_actors is not None, "the first count of a config not resolved (config.resolve fills it)"
+    return max(sc.n_min, min(sc.initial_actors, sc.most_actors))
 
 
 def _unbounded_steps(cfg: TrainConfig) -> int | None:
