@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING
 
 from minionsrl.config import TrainConfig
 from minionsrl.cost import load_prices
-from minionsrl.forecast import FunctionStats, model_round
+from minionsrl.forecast import model_round
 from minionsrl.function.envs import EnvInfo, EnvSpec
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.prepare import check_detectors, learner_device, make_ledger, prepare_config
 from minionsrl.scaling.registry import SCALERS, Needs, first_actors
+from minionsrl.stats import FunctionStats
 
 if TYPE_CHECKING:
     from minionsrl.backends.base import Backend

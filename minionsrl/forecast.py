@@ -13,51 +13,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 
 from minionsrl.backends.base import OK, InvocationRecord
 from minionsrl.cost import CostLedger, ModelledRound
+from minionsrl.stats import FunctionStats
 
 KNEE_GAIN = 0.10  # the knee: the least n past which doubling n saves less than this share of the time
-# FunctionStats' fields -> their metrics columns
-FUNCTION_COLUMNS = {"sample_s": "function_sample_s", "slowest_sample_s": "function_slowest_sample_s",
-                    "init_s": "function_init_s", "busy_share": "function_busy_share",
-                    "bytes_per_sample": "function_bytes_per_sample"}
-
-
-@dataclass(frozen=True)
-class FunctionStats:
-    """What one warm rollout function does, per sample (see the module's docstring)."""
-
-    sample_s: float  # own-instance seconds per sample (env step, its waits, inference): the mean function's: n
-    # functions bill n times the mean, whatever the spread
-    slowest_sample_s: float  # the same, the slowest function's: a round waits for it
-    init_s: float  # a warm invocation's init (the round's policy load, its env reset)
-    busy_share: float  # of its own time, the share it keeps a CPU busy
-    bytes_per_sample: float  # reply bytes per sample
-
-    def columns(self) -> dict[str, float]:
-        """The stats as metrics columns (``function_sample_s``, …)."""
-        return {column: getattr(self, name) for name, column in FUNCTION_COLUMNS.items()}
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> FunctionStats | None:
-        """The stats a metrics row carries (None when its round had no warm function, or the row is an older
-        run's)."""
-        values = {name: row.get(column) for name, column in FUNCTION_COLUMNS.items()}
-        if any(v is None or v == "" for v in values.values()):
-            return None
-        return cls(**{name: float(v) for name, v in values.items()})
-
-    def blend(self, new: FunctionStats, weight: float) -> FunctionStats:
-        """An exponentially weighted average: ``weight`` on these stats, the rest on ``new``."""
-        return FunctionStats(**{name: weight * getattr(self, name) + (1 - weight) * getattr(new, name)
-                                for name in FUNCTION_COLUMNS})
-
-
 def is_warm_train(record: InvocationRecord) -> bool:
     """Whether a record measures a running function: a successful training invocation of an instance already
     started (a cold one's init is the instance's start)."""

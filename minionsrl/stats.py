@@ -1,5 +1,6 @@
 """What one round measured: :class:`RoundStats`, the contract between the round loop and what reads a round; and
-what a whole run did: :class:`RunSummary`.
+what a whole run did: :class:`RunSummary`; and what a round's warm functions did, per sample
+(:class:`FunctionStats`, the round model's input).
 
 The trainer builds one per round; the scaler picks the next ``n`` from it, ``minionsrl plan`` and the ``auto``
 scaler feed the round model from it, the logger writes it as a row of ``metrics.csv`` (:meth:`RoundStats.to_row`,
@@ -13,7 +14,41 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from minionsrl.forecast import FUNCTION_COLUMNS, FunctionStats
+# FunctionStats' fields -> their metrics columns
+FUNCTION_COLUMNS = {"sample_s": "function_sample_s", "slowest_sample_s": "function_slowest_sample_s",
+                    "init_s": "function_init_s", "busy_share": "function_busy_share",
+                    "bytes_per_sample": "function_bytes_per_sample"}
+
+
+@dataclass(frozen=True)
+class FunctionStats:
+    """What one warm rollout function does, per sample: the round model's input (:mod:`minionsrl.forecast`), a
+round's ``function_*`` columns."""
+
+    sample_s: float  # own-instance seconds per sample (env step, its waits, inference): the mean function's: n
+    # functions bill n times the mean, whatever the spread
+    slowest_sample_s: float  # the same, the slowest function's: a round waits for it
+    init_s: float  # a warm invocation's init (the round's policy load, its env reset)
+    busy_share: float  # of its own time, the share it keeps a CPU busy
+    bytes_per_sample: float  # reply bytes per sample
+
+    def columns(self) -> dict[str, float]:
+        """The stats as metrics columns (``function_sample_s``, …)."""
+        return {column: getattr(self, name) for name, column in FUNCTION_COLUMNS.items()}
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> FunctionStats | None:
+        """The stats a metrics row carries (None when its round had no warm function, or the row is an older
+        run's)."""
+        values = {name: row.get(column) for name, column in FUNCTION_COLUMNS.items()}
+        if any(v is None or v == "" for v in values.values()):
+            return None
+        return cls(**{name: float(v) for name, v in values.items()})
+
+    def blend(self, new: FunctionStats, weight: float) -> FunctionStats:
+        """An exponentially weighted average: ``weight`` on these stats, the rest on ``new``."""
+        return FunctionStats(**{name: weight * getattr(self, name) + (1 - weight) * getattr(new, name)
+                                for name in FUNCTION_COLUMNS})
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from minionsrl import cli
 from minionsrl.build import make_scaler, round_forecast
 from minionsrl.config import TrainConfig, build, resolve
 from minionsrl.errors import ConfigError
-from minionsrl.forecast import FunctionStats, doubling_counts, knee
+from minionsrl.forecast import doubling_counts, knee
 from minionsrl.scaling.auto import AutoScaler
-from minionsrl.stats import RoundStats
+from minionsrl.stats import FunctionStats, RoundStats
 
 STATS = FunctionStats(sample_s=1e-3, slowest_sample_s=1e-3, init_s=0.01, busy_share=1.0, bytes_per_sample=100.0)
 

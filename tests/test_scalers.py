@@ -10,7 +10,6 @@ import pytest
 from minionsrl import config
 from minionsrl.build import make_scaler
 from minionsrl.config import TrainConfig
-from minionsrl.forecast import FunctionStats
 from minionsrl.scaling.registry import SCALERS, first_actors
 from minionsrl.scaling.rules import (
     CriticalScaler,
@@ -21,7 +20,7 @@ from minionsrl.scaling.rules import (
     NitroScaler,
     RandomScaler,
 )
-from minionsrl.stats import RoundStats
+from minionsrl.stats import FunctionStats, RoundStats
 
 
 def _row(round_idx: int, n: int, **extra: float) -> RoundStats:

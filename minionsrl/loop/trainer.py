@@ -23,7 +23,7 @@ from minionsrl.backends.base import Backend
 from minionsrl.config import TrainConfig
 from minionsrl.cost import CostLedger
 from minionsrl.errors import ConfigError, Diverged
-from minionsrl.forecast import FUNCTION_COLUMNS, function_stats
+from minionsrl.forecast import function_stats
 from minionsrl.function import fragment, wire
 from minionsrl.learner import runtime
 from minionsrl.learner.detectors import DetectorPlan
@@ -34,7 +34,7 @@ from minionsrl.loop.retry import OK, Attempt, Outcome, TooFewReplies, fault_coun
 from minionsrl.loop.sampler import Evaluation, Publisher, Sampled, Sampler, invocation_seed
 from minionsrl.loop.session import Progress, Remaining, Session, budgets, nothing_to_do, reached, resumed_stop
 from minionsrl.scaling.base import Scaler
-from minionsrl.stats import RoundStats, RunSummary
+from minionsrl.stats import FUNCTION_COLUMNS, RoundStats, RunSummary
 
 
 @dataclass

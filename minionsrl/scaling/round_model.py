@@ -15,9 +15,8 @@ from collections.abc import Callable
 from statistics import median
 from typing import Any
 
-from minionsrl.forecast import FunctionStats
 from minionsrl.scaling.base import as_finite, ewma
-from minionsrl.stats import RoundStats
+from minionsrl.stats import FunctionStats, RoundStats
 
 # (n, the learner's seconds, a function's stats) -> a round's projected seconds and serverless dollars
 RoundForecast = Callable[[int, float, FunctionStats], tuple[float, float]]
