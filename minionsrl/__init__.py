@@ -12,8 +12,9 @@ pay for the learner's framework. The Python API is loaded on first use:
   evaluated well below the best;
 - ``minionsrl.evaluate(policy, env_or_id=None, n_episodes=10, deterministic=True, seed=10_000) -> (mean, std)``:
   SB3's ``evaluate_policy`` shape;
-- ``minionsrl.Callback``: SB3's ``BaseCallback``, small: ``on_round(row, trainer)`` after each round (False stops the
-  run), ``on_end(summary, trainer)``; ``train(cfg, callback=...)`` takes one, a list, or ``fn(row, trainer)``;
+- ``minionsrl.Callback``: SB3's ``BaseCallback``, small: ``on_round(row, trainer)`` after each round, ``row`` its
+  ``minionsrl.RoundStats`` (metrics.csv's columns as typed fields; False stops the run), ``on_end(summary,
+  trainer)``; ``train(cfg, callback=...)`` takes one, a list, or ``fn(row, trainer)``;
 - ``minionsrl.current_policy(trainer) -> Policy``: a running trainer's policy, for callbacks.
 """
 
@@ -34,9 +35,10 @@ _LAZY = {
     "current_policy": "minionsrl.experiments.policy",
     "WorseThanBest": "minionsrl.experiments.policy",
     "Callback": "minionsrl.experiments.training",
+    "RoundStats": "minionsrl.stats",
 }
-__all__ = ["Callback", "Policy", "TrainConfig", "WorseThanBest", "__version__", "current_policy", "evaluate",
-           "load_policy", "train"]
+__all__ = ["Callback", "Policy", "RoundStats", "TrainConfig", "WorseThanBest", "__version__", "current_policy",
+           "evaluate", "load_policy", "train"]
 
 
 def __getattr__(name: str) -> Any:

@@ -4,7 +4,7 @@ what a whole run did: :class:`RunSummary`; and what a round's warm functions did
 
 The trainer builds one per round; the scaler picks the next ``n`` from it, ``minionsrl plan`` and the ``auto``
 scaler feed the round model from it, the logger writes it as a row of ``metrics.csv`` (:meth:`RoundStats.to_row`,
-its fields in column order), a callback gets that row, and the checkpoint keeps the last one. Its fields are the
+its fields in column order), a callback gets it as it is, and the checkpoint keeps the last one. Its fields are the
 file's columns, declared once here.
 """
 
@@ -114,8 +114,13 @@ class RoundStats:
     stale_retries: int | None
 
     def to_row(self) -> dict[str, Any]:
-        """The row of ``metrics.csv`` (and of a callback), in column order (every field a scalar: a shallow copy)."""
+        """The row of ``metrics.csv``, in column order (every field a scalar: a shallow copy)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def __getitem__(self, name: str) -> Any:
+        """A callback written for a dict row (``row["eval_return_mean"]``) gets one line saying what it is now."""
+        raise TypeError(f"a round's stats are typed: read row.{name}, not row[{name!r}] (row.to_row() is the "
+                        f"metrics.csv dict)")
 
     @classmethod
     def from_row(cls, row: dict[str, Any], complete: bool = True) -> RoundStats:

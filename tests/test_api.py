@@ -33,9 +33,11 @@ def _tiny(env_id: str, run_dir, **kw) -> TrainConfig:
 @pytest.fixture(scope="module")
 def cartpole_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("api") / "cartpole"
-    rows: list[dict] = []
+    rows: list[minionsrl.RoundStats] = []
     summary = minionsrl.train(_tiny("CartPole-v1", run_dir, keep_checkpoints_every=1), on_round=rows.append)
-    assert [row["round"] for row in rows] == [1, 2]
+    assert [row.round for row in rows] == [1, 2]
+    with pytest.raises(TypeError, match=r"read row\.eval_return_mean, not row\['eval_return_mean'\]"):
+        rows[0]["eval_return_mean"]  # a callback written for the dict rows of before: one line
     return run_dir, summary
 
 

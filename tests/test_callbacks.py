@@ -53,8 +53,8 @@ class StopAfter(Callback):
     def on_round(self, row, trainer):
         policy = minionsrl.current_policy(trainer)  # the policy as it stands, on NumPy
         assert policy.round == trainer.round and policy.act(np.zeros(4, dtype=np.float32)) in (0, 1)
-        self.seen.append((row["round"], trainer.round, row["eval_return_mean"]))
-        return row["round"] < self.rounds
+        self.seen.append((row.round, trainer.round, row.eval_return_mean))
+        return row.round < self.rounds
 
     def on_end(self, summary, trainer):
         self.summary = summary
@@ -83,7 +83,7 @@ def test_a_callback_sees_the_trainer_and_stops_the_run(tmp_path):
 
 def test_on_round_returning_false_stops_too_and_a_bad_callback_fails_first(tmp_path):
     summary = train(TrainConfig(**BASE, eval_every=100, max_rounds=5, run_dir=str(tmp_path / "a")), plots=False,
-                    on_round=lambda row: row["round"] < 2)
+                    on_round=lambda row: row.round < 2)
     assert summary["stopped_by"] == "callback" and summary["rounds"] == 2
     with pytest.raises(ConfigError, match=r"neither a minionsrl\.Callback nor a function"):
         train(TrainConfig(**BASE, max_rounds=1, run_dir=str(tmp_path / "b")), callback=42)

@@ -79,7 +79,7 @@ class Clips(Callback):
         self.seen: list[tuple[float, float]] = []
 
     def on_round(self, row, trainer):
-        self.seen.append((trainer.learner.engine.clip_coef, row["learning_rate"]))
+        self.seen.append((trainer.learner.engine.clip_coef, row.learning_rate))
         return True
 
 

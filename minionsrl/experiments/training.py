@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from minionsrl import files
 from minionsrl.build import make_trainer
@@ -33,24 +33,26 @@ class Callback:
     ``trainer.cfg``, ``trainer.run_dir``, ``trainer.learner`` (the JAX learner); ``minionsrl.current_policy(trainer)``
     is its policy as it stands, on NumPy (``act``, ``predict``, ``minionsrl.evaluate``)."""
 
-    def on_round(self, row: dict[str, Any], trainer: Trainer) -> bool | None:
-        """After each round's metrics row is written (a row held for its evaluation comes a round later); return
-        False to stop the run after this round (``stopped_by: callback``)."""
+    def on_round(self, row: RoundStats, trainer: Trainer) -> bool | None:
+        """After each round's metrics row is written, with that round's stats (``row.round``,
+        ``row.eval_return_mean``: metrics.csv's columns as typed fields; a row held for its evaluation comes a round
+        later); return False to stop the run after this round (``stopped_by: callback``)."""
         return None
 
     def on_end(self, summary: RunSummary, trainer: Trainer) -> None:
         """Once, after the run's summary is written."""
 
 
-CallbackLike = Callback | Callable[[dict[str, Any], "Trainer"], bool | None]
+CallbackLike = Callback | Callable[[RoundStats, "Trainer"], bool | None]
 
 
-def train(cfg: TrainConfig, resume: bool = False, on_round: Callable[[dict[str, Any]], bool | None] | None = None,
+def train(cfg: TrainConfig, resume: bool = False, on_round: Callable[[RoundStats], bool | None] | None = None,
           plots: bool = True, callback: CallbackLike | list[CallbackLike] | None = None) -> RunSummary:
     """Train the run ``cfg`` describes (``resume``: continue the one in ``cfg.run.run_dir`` from its checkpoint, its
     learning-rate schedule kept) and return its summary (also in ``RUN_DIR/summary.json``). ``callback``: a
-    :class:`Callback`, a function ``fn(row, trainer)``, or a list of them, called after each round; one that
-    returns False stops the run. ``on_round(row)`` is the same with the row alone. ``plots=False`` skips the
+    :class:`Callback`, a function ``fn(row, trainer)``, or a list of them, called after each round with its
+    :class:`~minionsrl.stats.RoundStats`; one that returns False stops the run. ``on_round(row)`` is the same with
+    the stats alone. ``plots=False`` skips the
     PNGs. With ``cfg.run.track`` the run is logged to Weights & Biases. Bad input raises
     :class:`~minionsrl.errors.ConfigError` before any work starts."""
     tracking.check(cfg)
@@ -66,7 +68,7 @@ def _callbacks(callback: CallbackLike | list[CallbackLike] | None) -> list[Callb
     return listed
 
 
-def run_trainer(trainer: Trainer, on_round: Callable[[dict[str, Any]], bool | None] | None = None,
+def run_trainer(trainer: Trainer, on_round: Callable[[RoundStats], bool | None] | None = None,
                 plots: bool = True, callback: CallbackLike | list[CallbackLike] | None = None,
                 show: Callable[[RoundStats], None] | None = None) -> RunSummary:
     """Run an assembled trainer to its end: the rounds, then the plots; with ``track``, all of it logged to
@@ -77,10 +79,9 @@ def run_trainer(trainer: Trainer, on_round: Callable[[dict[str, Any]], bool | No
     def each_round(stats: RoundStats) -> bool:
         if show is not None:
             show(stats)
-        row = stats.to_row()  # what metrics.csv holds, for the user's functions
-        stop = on_round is not None and on_round(row) is False
+        stop = on_round is not None and on_round(stats) is False
         for cb in callbacks:
-            answer = cb.on_round(row, trainer) if isinstance(cb, Callback) else cb(row, trainer)
+            answer = cb.on_round(stats, trainer) if isinstance(cb, Callback) else cb(stats, trainer)
             stop = answer is False or stop
         return not stop
 
