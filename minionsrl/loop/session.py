@@ -156,46 +156,6 @@ class Progress:
         self.remaining = Remaining.from_json(json.loads(state["anneal"]))
 
 
-def budgets(cfg: TrainConfig) -> dict[str, float | None]:
-    """The run's budgets, by the stop reason each gives."""
-    return {"budget_usd": cfg.cost.budget_usd, "time_budget_s": cfg.cost.time_budget_s}
-
-
-def reached(cfg: TrainConfig, p: Progress) -> str | None:
-    """The stop condition other than a budget that holds for the run as ``p`` stands, if any: a target return
-    met by the last evaluation, the step limit, the round limit."""
-    reasons = {
-        "target_return": cfg.run.target_return is not None and math.isfinite(p.last_eval)
-        and p.last_eval >= cfg.run.target_return,
-        "total_timesteps": cfg.run.total_timesteps is not None and p.env_steps >= cfg.run.total_timesteps,
-        "max_rounds": cfg.run.max_rounds is not None and p.round >= cfg.run.max_rounds,
-    }
-    return next((name for name, hit in reasons.items() if hit), None)
-
-
-def resumed_stop(cfg: TrainConfig, p: Progress) -> str | None:
-    """Why a resumed run is already over, if it is. A budget is not re-checked here: the run decided that before
-    its last round's evaluation (with the round's cost so far), and re-checking with the whole bill could stop
-    it a round earlier than the uninterrupted run; the decision is kept unless that budget was raised since."""
-    budget = budgets(cfg).get(p.stopped_by or "")
-    if budget is not None and p.stop_budget is not None and budget <= p.stop_budget:
-        return p.stopped_by
-    return reached(cfg, p)
-
-
-def nothing_to_do(cfg: TrainConfig, p: Progress, reason: str) -> str:
-    """The line a resumed run that is already over prints before any work: what stopped it, and the flag to raise."""
-    limit = {"total_timesteps": (cfg.run.total_timesteps, f"{p.env_steps:,} steps"),
-             "max_rounds": (cfg.run.max_rounds, ""),
-             "target_return": (cfg.run.target_return, f"an evaluation returned {p.last_eval:.1f}"),
-             "budget_usd": (cfg.cost.budget_usd, "the next round would exceed it"),
-             "time_budget_s": (cfg.cost.time_budget_s, "the next round would exceed it")}
-    value, how = limit[reason]
-    verb = "spent its" if reason in budgets(cfg) else "reached"
-    return (f"minionsrl: nothing to do: the run {verb} {reason} ({value:g}{': ' + how if how else ''}); raise "
-            f"--{reason.replace('_', '-')} to continue (the summary below is the finished run's)")
-
-
 class Session:
     """The run directory. Opening one checks it (and reads the checkpoint to resume from) before any work;
     :meth:`create` then makes it (a fresh run) and writes ``config.yaml``. ``create=False`` leaves that to

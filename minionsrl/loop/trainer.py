@@ -28,11 +28,11 @@ from minionsrl.function import fragment, wire
 from minionsrl.learner import runtime
 from minionsrl.learner.detectors import DetectorPlan
 from minionsrl.learner.learners import Learned, Learner
-from minionsrl.loop import checkpoint
+from minionsrl.loop import checkpoint, stops
 from minionsrl.loop.metrics import RunLog, invocation_rows
 from minionsrl.loop.retry import OK, Attempt, Outcome, TooFewReplies, fault_counts
 from minionsrl.loop.sampler import Evaluation, Publisher, Sampled, Sampler, invocation_seed
-from minionsrl.loop.session import Progress, Remaining, Session, budgets, nothing_to_do, reached, resumed_stop
+from minionsrl.loop.session import Progress, Remaining, Session
 from minionsrl.scaling.base import Scaler
 from minionsrl.stats import FUNCTION_COLUMNS, RoundStats, RunSummary
 
@@ -105,11 +105,11 @@ class Trainer:
         try:
             p = self.progress
             if self.session.resume_state is not None:
-                p.stopped_by = self._resumed_stop()
+                p.stopped_by = stops.resumed_stop(self.cfg, p)
                 if p.stopped_by is not None:  # the checkpoint passed its checks: the run is over, nothing runs
-                    print(nothing_to_do(self.cfg, p, p.stopped_by), file=sys.stderr, flush=True)
+                    print(stops.nothing_to_do(self.cfg, p, p.stopped_by), file=sys.stderr, flush=True)
             else:
-                p.stopped_by = self._stop_reason()
+                p.stopped_by = stops.stop_reason(self.cfg, p, self._spent_so_far())
             if p.stopped_by is None:
                 self.log.log_config(self.session.cfg.to_dict(), self.env_steps)  # TensorBoard's Text tab
             while p.stopped_by is None:
@@ -181,7 +181,7 @@ class Trainer:
             self._log_deferred_row(r.sampled.eval_return)
         steps = sum(len(f.rewards) for f in r.sampled.fragments)
         # the scaler is asked only by a sampler that sends ahead, and reads the row just completed
-        self.sampler.before_update(r.index, lambda: None if self._last_by_count(steps)
+        self.sampler.before_update(r.index, lambda: None if stops.last_by_count(self.cfg, self.progress, steps)
                                    else self._ask_scaler(r.index + 1))
 
     def _ask_scaler(self, round_idx: int) -> int:
@@ -218,9 +218,9 @@ class Trainer:
         r.outcomes = list(r.sampled.outcomes)
         assert r.learning is not None
         so_far = r.sampled.times(time.perf_counter() - r.started, runtime.own_s(r.learning), r.previous_learner_s)
-        p.stopped_by = self._stop_reason(self.ledger.round_usd(so_far, [a.reply.record for g in r.outcomes
-                                                                         for a in g.attempts]),
-                                         self.ledger.projected_s(so_far))
+        pending = stops.Spent(self.ledger.round_usd(so_far, [a.reply.record for g in r.outcomes for a in g.attempts]),
+                              self.ledger.projected_s(so_far))
+        p.stopped_by = stops.stop_reason(cfg, p, self._spent_so_far(), pending)
         if p.stopped_by:  # abandon what is still in flight, a wave sent ahead too (billed for the time it ran)
             r.outcomes.append(self.sampler.finish())
         r.decided_at, r.learner_s = time.perf_counter(), runtime.own_s(r.learning)
@@ -233,7 +233,8 @@ class Trainer:
             self._evaluated(r.index, r.eval_return)
             r.outcomes.append(evaluated)
             r.evaluated_after.append(evaluated)
-            p.stopped_by = p.stopped_by or self._stop_reason(check_budget=False)  # this evaluation may reach the target
+            # this evaluation may reach the target
+            p.stopped_by = p.stopped_by or stops.stop_reason(cfg, p, self._spent_so_far(), check_budget=False)
         r.ended = time.perf_counter()
 
     def _record(self, r: Round) -> RoundStats:
@@ -242,17 +243,10 @@ class Trainer:
         cfg, p = self.cfg, self.progress
         stats = self._bill_and_log(r)
         p.pending_eval = (r.index, r.n_actors, cfg.eval.eval_episodes) if r.eval_deferred else None
-        p.stop_budget = self._budgets().get(p.stopped_by or "")
+        p.stop_budget = stops.budgets(cfg).get(p.stopped_by or "")
         if r.index % cfg.run.checkpoint_every == 0 or p.stopped_by:
             self.session.save(self._state(), r.index)
         return stats
-
-    def _last_by_count(self, steps: int) -> bool:
-        """Whether the round now learning on ``steps`` samples is the last by a count (steps, rounds) known before
-        its update; a budget or a target may still end the run later, and the wave sent ahead is then cancelled."""
-        cfg, p = self.cfg, self.progress
-        return ((cfg.run.total_timesteps is not None and p.env_steps + steps >= cfg.run.total_timesteps)
-                or (cfg.run.max_rounds is not None and p.round >= cfg.run.max_rounds))
 
     # -- pieces of a round -----------------------------------------------------------------------
     def _logging_failures(self, earlier: list[Outcome], step: Callable[[], Any]) -> Any:
@@ -366,33 +360,9 @@ class Trainer:
             self.log.log_invocations(invocation_rows(self.round, [got]))
             self.ledger.bill_abandoned([a.reply.record for a in got.attempts])
 
-    def _budgets(self) -> dict[str, float | None]:
-        """The run's budgets, by the stop reason each gives."""
-        return budgets(self.cfg)
-
-    def _stop_reason(self, pending_usd: float = 0.0, pending_s: float = 0.0, check_budget: bool = True) -> str | None:
-        """The stop condition that holds, if any; ``pending_usd``/``pending_s``: what the current round has cost
-        so far in dollars and projected seconds (not yet in the ledger)."""
-        reason = reached(self.cfg, self.progress)
-        if reason is None and check_budget:
-            reason = self._over_budget(pending_usd, pending_s)
-        return reason
-
-    def _resumed_stop(self) -> str | None:
-        """Why a resumed run is already over, if it is (:func:`minionsrl.loop.session.resumed_stop`)."""
-        return resumed_stop(self.cfg, self.progress)
-
-    def _over_budget(self, pending_usd: float, pending_s: float) -> str | None:
-        """The budget the next round would exceed, if any, estimating its cost and its projected seconds as the
-        largest of the last 10 rounds' (evaluation rounds and cold starts cost more than the rest)."""
-        spend = {"budget_usd": (self.ledger.total_serverless_usd, pending_usd, self.progress.recent_costs),
-                 "time_budget_s": (self.ledger.total_projected_s, pending_s, self.progress.recent_projected)}
-        for reason, budget in self._budgets().items():
-            total, pending, recent = spend[reason]
-            estimates = [*recent, *([pending] if pending else [])]
-            if budget is not None and estimates and total + pending + max(estimates) > budget:
-                return reason
-        return None
+    def _spent_so_far(self) -> stops.Spent:
+        """What the ledger has billed the run: serverless dollars and projected seconds."""
+        return stops.Spent(self.ledger.total_serverless_usd, self.ledger.total_projected_s)
 
     # -- checkpoint ------------------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:
