@@ -8,6 +8,8 @@ over the seeds both reached (the pairs' sum over sum) with a bootstrap 95% inter
 
     .venv/bin/python bench/experiment.py bench/specs/time-to-target-slowpendulum.yaml   # the comparison
     .venv/bin/python bench/autopilot.py slowpendulum=bench/out/ttt/slowpendulum          # the goal, read
+
+A comparison read again replaces its own section of the doc (by its heading); the others stay.
 """
 
 from __future__ import annotations
@@ -97,6 +99,20 @@ def report(name: str, out: Path, arm: str = "auto") -> list[str]:
                             "a warm round vs best's", f"{arm}'s counts (round)"], table), "", *against]
 
 
+def kept(doc: Path) -> dict[str, list[str]]:
+    """The doc's sections by heading: a comparison read again replaces its own, and the others stay (a
+    comparison's runs need not outlive its session)."""
+    sections: dict[str, list[str]] = {}
+    heading = None
+    for line in doc.read_text().splitlines() if doc.exists() else []:
+        if line.startswith("## "):
+            heading = line
+            sections[heading] = []
+        if heading is not None:
+            sections[heading].append(line)
+    return sections
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("comparisons", nargs="+", help="NAME=OUT_DIR of a comparison with auto and fixed counts")
@@ -106,11 +122,13 @@ def main() -> None:
              f"(its docstring has the commands). The goal (issue 55): on every seed, auto within {TIME_MAX}x the "
              "projected time to the target of the hindsight-best fixed count (the least projected time on average) "
              f"at no more than {USD_MAX}x its dollars.", ""]
+    sections = kept(DOC)
     for item in args.comparisons:
         name, _, out = item.partition("=")
-        lines += report(name, Path(out))
-    DOC.write_text("\n".join(lines))
-    print("\n".join(lines))
+        section = report(name, Path(out))
+        sections[section[0]] = section
+        print("\n".join(section))
+    DOC.write_text("\n".join([*lines, *(line for section in sections.values() for line in section)]))
 
 
 if __name__ == "__main__":
