@@ -20,10 +20,10 @@ wall time less the wait for a CPU here (:mod:`minionsrl.function.clock`). Formul
 * server round = (learner host + every actor host started so far) · P_servers (billed idle: a pool stays up), plus
   every host's share of its monthly IP/disk, plus ``startup_s`` when the pool grows.
 
-Every projected figure prices one *deployment* (:class:`Deployment`): a platform and the path to it. ``P`` and the
-serverless bill price the run's (``priced_as`` in ``summary.json``; by default the one its backend ships: a local
-run is priced as Lambda through Lithops, what ``--backend lithops`` runs); the server bill prices the servers'
-path (``P_servers``: the same round with the servers' RPC profile).
+Every projected figure prices one *deployment* (:class:`~minionsrl.deployments.Deployment`): a platform and the
+path to it. ``P`` and the serverless bill price the run's (``priced_as`` in ``summary.json``; by default the one
+its backend ships: a local run is priced as Lambda through Lithops, what ``--backend lithops`` runs); the server
+bill prices the servers' path (``P_servers``: the same round with the servers' RPC profile).
 """
 
 from __future__ import annotations
@@ -36,45 +36,13 @@ from typing import Any
 
 from minionsrl import files
 from minionsrl.backends.base import OK, THROTTLED, InvocationRecord, hosts_for
+from minionsrl.deployments import COLD_START_S, DEPLOYMENTS, PLATFORMS, Deployment
 from minionsrl.errors import ConfigError
 from minionsrl.function.clock import own_s
 from minionsrl.function.faults import DEFAULT_MEMORY_MB
 from minionsrl.numbers import is_amount
 
 SECONDS_PER_MONTH = 30 * 24 * 3600
-PLATFORMS = ("aws_lambda_x86", "aws_lambda_arm", "azure_functions")
-COLD_START_S = 1.0  # seconds of a cloud function's modelled cold start (the config's default)
-
-
-@dataclass(frozen=True)
-class Deployment:
-    """A path to the functions (``prices.yaml`` ``overheads.<path>`` holds its invoke-and-collect profile): whether a
-    backend of this package makes those calls (an unshipped path is a labelled what-if, never a headline), and
-    whether it runs on servers (its dollars are the server bill) rather than on a function platform."""
-
-    path: str
-    label: str  # how a figure names it, after the function platform where it runs on one
-    shipped: bool
-    servers: bool = False
-
-    def priced_as(self, platform: str) -> str:
-        """The deployment's name in ``summary.json``, ``plan`` and the progress line: ``aws_lambda_x86 via lithops``."""
-        return self.label if self.servers else f"{platform} {self.label}"
-
-
-DEPLOYMENTS: dict[str, Deployment] = {
-    "lithops": Deployment("lithops", "via lithops", shipped=True),  # --backend lithops: Lithops over S3
-    "direct": Deployment("direct", "direct invoke (what-if: no backend ships it)", shipped=False),  # the papers'
-    "ray": Deployment("ray", "ray cluster", shipped=True, servers=True),
-    "servers": Deployment("servers", "servers", shipped=True, servers=True),
-}
-# the deployment a backend's run prices by default: a local run stands for the functions a user can deploy
-BACKEND_DEPLOYMENT = {"local": "lithops", "lithops": "lithops", "ray": "ray", "server": "servers"}
-
-
-def deployment_of(path: str | None, backend: str) -> Deployment:
-    """The deployment a run prices: ``path`` (``--deployment``), else its backend's own."""
-    return DEPLOYMENTS[path or BACKEND_DEPLOYMENT[backend]]
 
 
 def load_prices(path: str | Path | None = None) -> Prices:

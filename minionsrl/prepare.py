@@ -19,7 +19,8 @@ import warnings
 from minionsrl import config
 from minionsrl.backends.local import available_memory_bytes
 from minionsrl.config import LearnerConfig, TrainConfig
-from minionsrl.cost import CostLedger, Prices, deployment_of, load_prices
+from minionsrl.cost import CostLedger, Prices, load_prices
+from minionsrl.deployments import deployment_of
 from minionsrl.errors import ConfigError, EpisodesNotCarried
 from minionsrl.function.envs import EnvInfo, EnvSpec, check_env_id, env_info, is_entry_point
 from minionsrl.function.extras import install_hint

@@ -174,6 +174,6 @@ class RunSummary(TypedDict):
     functions_ran_on: str | None
     cost_usd: dict[str, float]  # serverless, server, serverless_wall, server_wall
     projected_cloud_s: float
-    priced_as: str  # the deployment the projected seconds and the serverless dollars price (cost.Deployment)
+    priced_as: str  # the deployment the projected seconds and the serverless dollars price (deployments.Deployment)
     learner_host: str | None
     config: dict[str, Any]  # TrainConfig.to_dict()

@@ -465,10 +465,10 @@ def test_help_groups_flags_by_role_and_keeps_rare_ones_for_help_all(capsys):
 
 def test_every_backend_the_config_offers_is_built_from_one_table():
     from minionsrl import build as composition
-    from minionsrl.backends.base import NAMES
     from minionsrl.config import FIELDS
+    from minionsrl.deployments import BACKENDS
 
-    assert set(composition.BACKENDS) == set(NAMES) == set(FIELDS["backend"].metadata["choices"])
+    assert set(composition.BACKENDS) == set(BACKENDS) == set(FIELDS["backend"].metadata["choices"])
 
 
 def test_every_algo_the_config_offers_is_a_learner_built_from_the_learner_config_alone():

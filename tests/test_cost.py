@@ -10,7 +10,8 @@ import yaml
 
 import minionsrl
 from minionsrl.backends.base import InvocationRecord
-from minionsrl.cost import DEPLOYMENTS, CostLedger, RoundTimes, load_prices
+from minionsrl.cost import CostLedger, RoundTimes, load_prices
+from minionsrl.deployments import DEPLOYMENTS
 from minionsrl.errors import ConfigError
 
 

@@ -16,8 +16,9 @@ import pytest
 
 import minionsrl
 from minionsrl import cli, progress
-from minionsrl.backends.base import NAMES, Backend
+from minionsrl.backends.base import Backend
 from minionsrl.config import TrainConfig
+from minionsrl.deployments import BACKENDS
 from minionsrl.experiments.evaluate import evaluate_run
 from minionsrl.experiments.policy import WorseThanBest, well_below
 from minionsrl.loop import checkpoint
@@ -223,5 +224,5 @@ def test_lithops_without_a_config_says_it_ran_on_its_localhost_backend(tmp_path,
 
 
 def test_every_backend_says_where_its_functions_run():
-    for name in NAMES:
+    for name in BACKENDS:
         assert Backend.where(SimpleNamespace(name=name)) != name  # words for each, not its bare name

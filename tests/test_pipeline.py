@@ -13,7 +13,8 @@ import pytest
 from minionsrl.backends.base import InvocationRecord
 from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig, validate
-from minionsrl.cost import DEPLOYMENTS, CostLedger, RoundTimes, load_prices
+from minionsrl.cost import CostLedger, RoundTimes, load_prices
+from minionsrl.deployments import DEPLOYMENTS
 from minionsrl.errors import ConfigError
 from minionsrl.loop import checkpoint
 from minionsrl.loop.metrics import LEARNING_COLUMNS, read_metrics, read_rows

@@ -15,7 +15,8 @@ import yaml
 
 from minionsrl.backends.base import InvocationRecord
 from minionsrl.config import TrainConfig
-from minionsrl.cost import DEPLOYMENTS, CostLedger, RoundTimes, load_prices
+from minionsrl.cost import CostLedger, RoundTimes, load_prices
+from minionsrl.deployments import DEPLOYMENTS
 from minionsrl.experiments.plan import PLATFORMS, Probe, forecast, picks, probe_actors, report, run_plan, verdict
 from minionsrl.forecast import function_stats, model_round
 

@@ -17,34 +17,11 @@ from typing import Any, cast
 
 import numpy as np
 
+from minionsrl.deployments import BACKENDS
 from minionsrl.function import wire
 from minionsrl.function.fragment import HungAt, ReplyMeta, Timings
 from minionsrl.function.request import Request
 from minionsrl.numbers import is_amount
-
-
-@dataclass(frozen=True)
-class Kind:
-    """A backend as a config names it: where its functions run, in the summary's words, and the pip extra it needs
-    (checked before any work). Its constructor is in the composition root (:data:`minionsrl.build.BACKENDS`)."""
-
-    where: str
-    extra: str | None = None
-
-
-# every backend, by the name a config gives it: the one table the config's choices, the summary and the checks read
-KINDS: dict[str, Kind] = {
-    "local": Kind("local worker processes (this machine)"),
-    "server": Kind("long-lived worker processes (this machine: the server-based baseline)"),
-    "ray": Kind("Ray tasks", extra="ray"),
-    "lithops": Kind("Lithops", extra="lithops"),
-}
-NAMES = tuple(KINDS)
-
-
-# The defaults of the backends that run functions on this machine (here, not in backends.local, so that the
-# config reads them without importing a backend)
-IDLE_TIMEOUT_S = 300.0  # the local backend reaps an instance idle this long (--idle-timeout-s)
 
 
 def concurrency(asked: int | None) -> int:
@@ -407,7 +384,7 @@ class Backend(ABC):
     def where(self) -> str:
         """Where the functions run, in words: the summary's "functions ran on" (a backend that knows more, such as
         Lithops' compute backend and config, says more)."""
-        kind = KINDS.get(self.name)
+        kind = BACKENDS.get(self.name)
         return kind.where if kind is not None else self.name
 
     def prewarm(self, count: int) -> None:  # noqa: B027 - optional: most platforms cannot prewarm

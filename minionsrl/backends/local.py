@@ -44,7 +44,6 @@ from minionsrl.backends import local_worker
 from minionsrl.backends.base import (
     CANCELLED,
     FAILED,
-    IDLE_TIMEOUT_S,
     OK,
     OOM,
     TIMED_OUT,
@@ -64,6 +63,7 @@ from minionsrl.backends.base import (
     timeout_left_s,
 )
 from minionsrl.backends.tempdirs import OwnedFolder
+from minionsrl.deployments import IDLE_TIMEOUT_S
 from minionsrl.errors import Resumable
 from minionsrl.function.clock import own_s
 from minionsrl.function.faults import MEMORY_ENV, resident_bytes

@@ -25,12 +25,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from minionsrl.backends.base import IDLE_TIMEOUT_S, KINDS
-from minionsrl.backends.base import NAMES as BACKENDS
 from minionsrl.config.fields import check_path, setting
 from minionsrl.config.presets import ENV_PRESETS, PRESET_NAMES
 from minionsrl.config.steps import StepPlan
-from minionsrl.cost import COLD_START_S, DEPLOYMENTS, PLATFORMS
+from minionsrl.deployments import BACKENDS, COLD_START_S, DEPLOYMENTS, IDLE_TIMEOUT_S, PLATFORMS
 from minionsrl.errors import ConfigError
 from minionsrl.function.extras import require_extra
 from minionsrl.function.faults import DEFAULT_MEMORY_MB
@@ -308,7 +306,7 @@ class ScalingConfig(Role):
 class FunctionsConfig(Role):
     """Where the rollout functions run (the backend) and how: concurrency, timeouts, the cluster to join."""
 
-    backend: str = setting("local", "where rollout functions run", choices=BACKENDS, learning=False)
+    backend: str = setting("local", "where rollout functions run", choices=tuple(BACKENDS), learning=False)
     max_concurrency: int | None = setting(None, "local backend: concurrent instances (default: CPU count)", min=1,
                                           learning=False)
     idle_timeout_s: float = setting(IDLE_TIMEOUT_S, "local backend: reap instances idle this long", positive=True,
@@ -327,7 +325,7 @@ class FunctionsConfig(Role):
                                          learning=False)
 
     def check(self) -> None:
-        extra = KINDS[self.backend].extra
+        extra = BACKENDS[self.backend].extra
         if extra is not None:
             require_extra(f"--backend {self.backend}", extra)
 

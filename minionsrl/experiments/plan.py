@@ -65,7 +65,8 @@ from minionsrl import files
 from minionsrl.backends.base import OK, InvocationRecord
 from minionsrl.config import TrainConfig
 from minionsrl.config.roles import SHORTEST_FRAGMENT
-from minionsrl.cost import DEPLOYMENTS, CostLedger, Prices, load_prices
+from minionsrl.cost import CostLedger, Prices, load_prices
+from minionsrl.deployments import DEPLOYMENTS
 from minionsrl.errors import ConfigError, EvaluationCut
 from minionsrl.experiments.tables import markdown_table
 from minionsrl.forecast import (
@@ -87,7 +88,7 @@ LEARNER_REACH = 4  # the larger run's update is replayed at this many times its 
 LEARNER_REPLAYS = 5  # ... this many times at each size (after one that compiles), their median
 REPLAY_MAX_S = 1.0  # ... where the runs' line says such an update takes less than this
 DEFAULT_CAP = 256
-# platform -> the deployment it prices (cost.DEPLOYMENTS); ``local`` is this machine's wall time
+# platform -> the deployment it prices (deployments.DEPLOYMENTS); ``local`` is this machine's wall time
 PLATFORMS = {"lambda": "lithops", "lambda-direct": "direct", "server": "servers", "ray": "ray", "local": "servers"}
 THIS_MACHINE = "this machine (wall time)"  # the ``local`` rows' priced_as
 
