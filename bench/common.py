@@ -201,12 +201,32 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+HEADLINE = re.compile(r"^<!-- headline: (.+?) -->\n", re.M)  # a section's answer in one line, inside its markers
+
+
+def summary_row(number: int, text: str) -> list[str]:
+    """A section's row of the summary table: its title, its headline, the date it was measured and the command
+    that measures it again. The headline is written inside the section's markers, so a benchmark that rewrites its
+    section drops it (a stale figure never stands beside a new date) until one is written for the new numbers."""
+    title = re.search(r"^## (?:\d+\. )?(.+)$", text, re.M)
+    headline = HEADLINE.search(text)
+    date = re.search(r"^- Date: (\S+)", text, re.M) or re.search(r"\b(20\d\d-\d\d-\d\d)\b", text)
+    command = (re.search(r"^- Reproduce: `([^`]+)`", text, re.M)
+               or re.search(r"`((?:\.venv/bin/python|bash) bench/[^`]+)`", text))
+    return [f"§{number} {title.group(1) if title else '?'}",
+            headline.group(1) if headline else "(rerun since its headline: read the section)",
+            date.group(1) if date else "—", f"`{command.group(1)}`" if command else "—"]
+
+
 def render_doc(sections: Path = SECTIONS_DIR) -> str:
-    """docs/BENCHMARKS.md as made from the section files, in their order, each heading numbered by its place."""
-    parts = [_DOC_INTRO]
-    for number, path in enumerate(sorted(sections.glob("*.md")), 1):
-        text = re.sub(r"^<!-- bench:\S+ (start|end) -->\n", "", path.read_text(), flags=re.M)
-        text = re.sub(r"^## (\d+\. )?", f"## {number}. ", text.strip(), count=1, flags=re.M)
+    """docs/BENCHMARKS.md as made from the section files, in their order, each heading numbered by its place,
+    after a summary table of their headlines."""
+    texts = [re.sub(r"^<!-- bench:\S+ (start|end) -->\n", "", p.read_text(), flags=re.M).strip()
+             for p in sorted(sections.glob("*.md"))]
+    rows = [summary_row(number, text) for number, text in enumerate(texts, 1)]
+    parts = [_DOC_INTRO, "## Summary\n\n" + markdown_table(["section", "answer", "measured", "command"], rows) + "\n"]
+    for number, text in enumerate(texts, 1):
+        text = re.sub(r"^## (\d+\. )?", f"## {number}. ", HEADLINE.sub("", text), count=1, flags=re.M)
         parts.append(text + "\n")
     return "\n".join(parts)
 

@@ -63,3 +63,22 @@ def test_benchmarks_md_is_what_its_section_files_make():
     proc = subprocess.run([sys.executable, "bench/common.py", "doc", "--check"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_benchmarks_summary_row_reads_a_sections_headline_date_and_command(tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import common
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    section = ("## 3. Sampling\n<!-- headline: 15,500 steps/s -->\ntext\n"
+               "- Date: 2026-11-22 00:16, measurements took 0.6 min.\n"
+               "- Reproduce: `.venv/bin/python bench/sampling.py`\n")
+    assert common.summary_row(3, section) == ["§3 Sampling", "15,500 steps/s", "2026-11-22",
+                                              "`.venv/bin/python bench/sampling.py`"]
+    rewritten = section.replace("<!-- headline: 15,500 steps/s -->\n", "")  # a benchmark's rerun drops its headline
+    assert common.summary_row(3, rewritten)[1].startswith("(rerun since its headline")
+    (tmp_path / "01-a.md").write_text("<!-- bench:a start -->\n" + section + "<!-- bench:a end -->\n")
+    doc = common.render_doc(tmp_path)
+    assert "| §1 Sampling | 15,500 steps/s | 2026-11-22 |" in doc and "headline:" not in doc
+    assert "## 1. Sampling" in doc
