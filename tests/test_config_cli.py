@@ -444,7 +444,8 @@ def test_each_role_checks_its_own_rules():
                             ({"train_batch_size": 64, "fragment_length": 8}, "train_batch_size: set either"),
                             ({"env_kwargs": {"x": float("nan")}}, "env_kwargs: "),
                             ({"algo": "appo", "pipeline": True}, "pipeline: appo keeps its functions in flight"),
-                            ({"run_dir": " "}, "run_dir: an empty path")]:
+                            ({"run_dir": " "}, "run_dir: an empty path"),
+                            ({"track": True, "wandb_project_name": ""}, "wandb_project_name: --track needs")]:
         with pytest.raises(ConfigError, match="^" + message.replace("*", r"\*").replace("(", r"\(")):
             validate(TrainConfig(max_rounds=1, **values))
 

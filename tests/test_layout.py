@@ -142,3 +142,44 @@ def test_training_needs_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "2"
+
+
+# Where a one-line ConfigError may come from: the config's own rules live in minionsrl/config/ (each role's check,
+# validate between roles); every other module that raises one checks something outside the config, named here.
+CONFIG_ERRORS_OUTSIDE_CONFIG = {
+    "minionsrl.prepare": "the config against the world: the machine, the price catalogue, the env's facts",
+    "minionsrl.function.envs": "the env an env_id names: importable, its spaces in scope",
+    "minionsrl.function.extras": "an extra that is not installed",
+    "minionsrl.backends.ray_backend": "the Ray cluster: reachable, authenticated",
+    "minionsrl.backends.lithops_backend": "Lithops' config file and the functions' key",
+    "minionsrl.cost": "a price catalogue file (--prices)",
+    "minionsrl.files": "a file a run reads or writes",
+    "minionsrl.redact": "a secret written into a config",
+    "minionsrl.loop.checkpoint": "a checkpoint file",
+    "minionsrl.loop.metrics": "metrics.csv",
+    "minionsrl.loop.session": "the run directory: in use, writable, another run's",
+    "minionsrl.loop.sampler": "a checkpoint's pipelined wave",
+    "minionsrl.loop.trainer": "a checkpoint that does not fit the run",
+    "minionsrl.loop.tracking": "Weights & Biases starting a run",
+    "minionsrl.scaling.minions": "a scheduler file",
+    "minionsrl.experiments.training": "train()'s callback argument",
+    "minionsrl.experiments.compare": "compare's arms and spec file",
+    "minionsrl.experiments.evaluate": "the policy or env given to evaluate",
+    "minionsrl.experiments.motivate": "motivate's arguments",
+    "minionsrl.experiments.plan": "plan's arguments",
+    "minionsrl.experiments.policy": "a run directory or checkpoint given to load_policy",
+    "minionsrl.cli": "the command line",
+}
+
+
+def test_config_errors_outside_the_config_check_the_world_not_the_config():
+    """A rule between config fields belongs in minionsrl/config/ (one home, as RLlib's validate); a module outside it
+    raises ConfigError only for what it alone can see, listed above with what that is."""
+    def raises(path: Path) -> bool:
+        return any(isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None))
+                   == "ConfigError" for node in ast.walk(ast.parse(path.read_text())))
+
+    raising = {_module_name(p) for p in PACKAGE.rglob("*.py") if raises(p)}
+    raising -= {m for m in raising if m.startswith("minionsrl.config") or m == "minionsrl.errors"}
+    listed = set(CONFIG_ERRORS_OUTSIDE_CONFIG)
+    assert raising == listed, f"not listed: {sorted(raising - listed)}; listed, raise none: {sorted(listed - raising)}"

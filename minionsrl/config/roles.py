@@ -127,6 +127,8 @@ class RunConfig(Role):
     def check(self) -> None:
         if self.run_dir is not None:
             check_path("run_dir", self.run_dir)
+        if self.track and not self.wandb_project_name:
+            raise ConfigError("wandb_project_name: --track needs a W&B project name")
 
 
 @dataclass(frozen=True)

@@ -27,13 +27,10 @@ STEP = "global_step"
 
 def check(cfg: TrainConfig) -> None:
     """The run's optional outputs can be written (before any work starts): with ``tensorboard`` on, tensorboardX
-    is installed; with ``track`` on, W&B is installed and the project named."""
+    is installed; with ``track`` on, W&B is installed (the config's own rules name the project)."""
     check_tensorboard(cfg.run.tensorboard)
-    if not cfg.run.track:
-        return
-    if not cfg.run.wandb_project_name:
-        raise ConfigError("wandb_project_name: --track needs a W&B project name")
-    require_extra("--track", "wandb", "train without --track")
+    if cfg.run.track:
+        require_extra("--track", "wandb", "train without --track")
 
 
 class WandbTracker:
