@@ -143,6 +143,7 @@ def test_a_diverging_update_stops_before_its_checkpoint(tmp_path, capsys, lr, sa
 
 
 # -- background writers: a full disk under TensorBoard ---------------------------------------------------------
+@pytest.mark.integration  # a run through the trainer to a full disk: seconds
 def test_a_tensorboard_write_that_fails_is_one_line_naming_its_file(tmp_path):
     from minionsrl.loop.metrics import RunLog
 

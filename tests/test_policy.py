@@ -90,6 +90,7 @@ def test_numpy_matches_jax_after_ppo_updates(arch):
     _compare(arch, after, obs2, actions2)
 
 
+@pytest.mark.integration  # compiles the JAX policy for several random draws: over a second
 def test_numpy_matches_jax_with_random_log_std_and_weights():
     arch = PolicyArch(obs_dim=17, action_dim=6, discrete=False, hidden=(32, 16, 8))
     params = _random_params(arch, np.random.default_rng(2), 0.3)

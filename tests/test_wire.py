@@ -233,6 +233,7 @@ _meta_value = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st
                         st.lists(st.integers(), max_size=2))
 
 
+@pytest.mark.integration  # a fuzz over resigned replies: seconds (INTERNALS, "Test tiers")
 @_FUZZ
 @given(drop=st.sets(st.sampled_from(["obs", "actions", "episode_returns", "episode_lengths", "ret_m/mean",
                                      "ret_m/var", "ret_m/count", "last_value"]), max_size=2),
