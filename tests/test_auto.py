@@ -170,7 +170,7 @@ def test_actors_takes_a_number_or_auto_only() -> None:
 def test_make_scaler_prices_the_model_on_the_run_s_ledger() -> None:
     cfg = resolve(TrainConfig(env_id="CartPole-v1", actors="auto", total_timesteps=1000), "classic")
     scaler = make_scaler(cfg)
-    # CartPole's 8 x 32 a round: fragments of 32 steps or more leave auto 8 actors only, so it starts there
+    # CartPole's 8 x 32 a round: fragments of 64 steps or more leave auto 8 actors only (never under n_min)
     assert isinstance(scaler, AutoScaler) and scaler.n0 == scaler.n_max == 8 and scaler.objective == "time"
     s8, usd8 = round_forecast(cfg)(8, 0.05, STATS)
     s16, usd16 = round_forecast(cfg)(16, 0.05, STATS)
@@ -184,7 +184,7 @@ def test_an_auto_run_logs_what_its_functions_did_and_runs_its_pick(tmp_path: Pat
     from minionsrl import train
 
     run = tmp_path / "auto"
-    # 1,024 a round: auto weighs 8 to 32 actors (CartPole's own 8 x 32 would leave it 8 only: fragments >= 32 steps)
+    # 1,024 a round: auto weighs 8 to 16 actors (CartPole's own 8 x 32 would leave it 8 only: fragments >= 64 steps)
     train(Config(env_id="CartPole-v1", actors="auto", train_batch_size=1024, max_rounds=6, run_dir=str(run),
                  progress=False, tensorboard=False, hidden_sizes=[16]))
     with open(run / "metrics.csv") as fh:
@@ -199,7 +199,7 @@ def test_an_auto_run_logs_what_its_functions_did_and_runs_its_pick(tmp_path: Pat
     assert picked, "the model never picked"
     i = picked[0]
     pick = int(float(rows[i]["scaler_score"]))
-    assert 8 <= pick <= 32 and int(rows[i]["n_actors"]) in (pick, int(rows[i - 1]["n_actors"]))
+    assert 8 <= pick <= 16 and int(rows[i]["n_actors"]) in (pick, int(rows[i - 1]["n_actors"]))
     # scaler.csv: the start, and each change of the count with its reason, in the round it took effect
     with open(run / "scaler.csv") as fh:
         said = list(csv.DictReader(fh))
@@ -220,14 +220,15 @@ def test_actors_auto_with_a_batch_size_and_a_budget_is_checked_as_the_auto_scale
                                    total_timesteps=1000))
 
 
-def test_auto_weighs_as_many_actors_as_keep_a_fragment_at_32_steps() -> None:
-    """Without --n-max, auto's bound is the batch's (fragments of 32 steps or more), not a fixed 64; the other
+def test_auto_weighs_as_many_actors_as_keep_a_fragment_at_64_steps() -> None:
+    """Without --n-max, auto's bound is the batch's (fragments of 64 steps or more), not a fixed 64; the other
     scalers keep 64, and a user's --n-max is kept."""
     def n_max(**fields) -> int | None:
         return resolve(TrainConfig(env_id="Hopper-v5", **fields), "mujoco").scaling.n_max
 
-    assert n_max(actors="auto") == 4096 // 32 == 128
-    assert n_max(actors="auto", train_batch_size=2048) == 64
+    assert n_max(actors="auto") == 4096 // 64 == 64
+    assert n_max(actors="auto", train_batch_size=16384) == 256
+    assert n_max(actors="auto", train_batch_size=2048) == 32
     assert n_max(actors="auto", train_batch_size=128) == 8  # never under n_min
     assert n_max(actors="auto", train_batch_size=1 << 20) == 1000  # Lambda's concurrency
     assert n_max(actors="auto", n_max=32) == 32
@@ -240,8 +241,9 @@ def test_auto_measures_its_first_rounds_mid_range() -> None:
     def n0(**fields) -> int | None:
         return resolve(TrainConfig(env_id="Hopper-v5", **fields), "mujoco").scaling.initial_actors
 
-    assert n0(actors="auto") == 32  # 8 to 128
-    assert n0(actors="auto", train_batch_size=2048) == 16  # 8 to 64: sqrt 22.6, nearer 16 on a log scale (a tie)
+    assert n0(actors="auto") == 32  # 8 to 64: sqrt 22.6, as near 16 as 32 on a log scale: the larger
+    assert n0(actors="auto", train_batch_size=8192) == 32  # 8 to 128
+    assert n0(actors="auto", train_batch_size=2048) == 16  # 8 to 32
     assert n0(actors="auto", train_batch_size=128) == 8  # a range of one count
     assert n0(actors="auto", initial_actors=8) == 8 and n0(scaler="nitro") == 16
 

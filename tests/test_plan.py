@@ -146,15 +146,15 @@ def test_counts_whose_fragments_cut_every_episode_are_marked_and_never_picked():
     assert not any(r.cuts_episodes for r in forecast(cfg, _probe(0.02), cap=64))  # carried: nothing cut
 
 
-def test_counts_whose_fragments_are_under_32_steps_are_marked_and_never_picked():
-    """Episodes carried, 2,048 samples a round: 128 functions would step 16 each, under the shortest fragment
-    measured to learn; that row is marked `short` and never picked, however fast its round (20 ms a step: the
-    more functions, the sooner)."""
+def test_counts_whose_fragments_are_under_64_steps_are_marked_and_never_picked():
+    """Episodes carried, 2,048 samples a round: 64 functions would step 32 each and 128 16, under the shortest
+    fragment at which every env measured learned as much a round; those rows are marked `short` and never picked,
+    however fast their round (20 ms a step: the more functions, the sooner)."""
     cfg = TrainConfig(env_id="Pendulum-v1", train_batch_size=2048, total_timesteps=131_072)
     rows = forecast(cfg, _probe(0.02), cap=128)
-    assert {r.n for r in rows if r.short_fragments} == {128} and {r.n for r in rows if not r.learns} == {128}
+    assert {r.n for r in rows if r.short_fragments} == {64, 128} == {r.n for r in rows if not r.learns}
     assert min((r for r in rows if r.platform == "lambda"), key=lambda r: r.run_s).n == 128  # fastest, as modelled
-    assert picks(rows, "lambda").fastest == 64
+    assert picks(rows, "lambda").fastest == 32
     assert "128 short" in report(cfg, _probe(0.02), rows) and "marked `short` and never picked" in report(
         cfg, _probe(0.02), rows)
 

@@ -241,12 +241,13 @@ class LearnerConfig(Role):
 
 
 # n_max where the user gives none: the published scalers' bound (Nitro's 64), and for auto the limits of what it
-# weighs: fragments no shorter than 32 steps (the shortest measured to learn: Hopper at 128 x 32 reached 2,500 on
-# 5 of 5 seeds in as many rounds as 8 x 512, docs/RESULTS.md) and AWS Lambda's default concurrency quota (1,000
-# functions at once per account and region)
+# weighs: fragments no shorter than 64 steps and AWS Lambda's default concurrency quota (1,000 functions at once per
+# account and region). At 4,096 samples a round, 128 functions of 32 steps learn less a round than 64 of 64 and never
+# reached a target sooner, on every env measured: Hopper (docs/LAYOUTS.md, 20 seeds), Hopper waiting 5 ms a step,
+# and the two envs a user would write (docs/results/autopilot.md); their shorter round does not make up for it
 DEFAULT_N_MAX = 64
 DEFAULT_INITIAL_ACTORS = 16  # n_0 where the user gives none (Nitro's published one); auto starts mid-range
-SHORTEST_FRAGMENT = 32
+SHORTEST_FRAGMENT = 64
 LAMBDA_CONCURRENCY = 1000
 
 
@@ -261,7 +262,7 @@ class ScalingConfig(Role):
                                 min=1, max=4096, words=("auto",))
     n_min: int = setting(8, "fewest actors a scaler may choose", min=1, max=4096)
     n_max: int | None = setting(None, "most actors a scaler may choose (default: 64; auto: as many as keep every "
-                                "fragment at 32 steps or more, within Lambda's 1,000 concurrent functions)", min=1,
+                                "fragment at 64 steps or more, within Lambda's 1,000 concurrent functions)", min=1,
                                 max=4096)
     initial_actors: int | None = setting(None, "actors in round 1 for nitro, critical and auto (n_0); default: 16 "
                                          "(Nitro's), for auto the middle of its range: the power of two nearest "

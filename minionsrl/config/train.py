@@ -221,10 +221,11 @@ def auto_n_max(cfg: TrainConfig) -> int:
 
 def auto_initial(n_min: int, n_max: int) -> int:
     """The count ``--actors auto`` measures its first two rounds at, where the user sets no ``initial_actors``: the
-    middle of its range on a log scale, as a power of two (32 of 8 to 128). Its pick can lie anywhere in the
-    range (16 on Hopper, 128 on an env whose steps wait), so the middle keeps the rounds it measures within
-    sqrt(n_max / n_min) times the pick's count either way, where a start at 16 was 8x off a pick of 128."""
-    power = 2 ** round(math.log2(math.sqrt(n_min * n_max)))
+    middle of its range on a log scale, as a power of two, the larger of two equally near (32 of 8 to 64 or 128).
+    Its pick can lie anywhere in the range (16 on Hopper, 64 on an env whose steps wait), so the middle keeps the
+    rounds it measures within sqrt(n_max / n_min) times the pick's count either way; of a tie, the larger, since a
+    round too few functions share costs a waiting env the most time."""
+    power = 2 ** math.floor(math.log2(math.sqrt(n_min * n_max)) + 0.5)
     return min(max(power, n_min), n_max)
 
 
