@@ -225,7 +225,7 @@ def auto_initial(n_min: int, n_max: int) -> int:
     Its pick can lie anywhere in the range (16 on Hopper, 64 on an env whose steps wait), so the middle keeps the
     rounds it measures within sqrt(n_max / n_min) times the pick's count either way; of a tie, the larger, since a
     round too few functions share costs a waiting env the most time."""
-    power = 2 ** math.floor(math.log2(math.sqrt(n_min * n_max)) + 0.5)
+    power = 2 ** math.floor(math.log2(n_min * n_max) / 2 + 0.5)  # log2 of a power of two is exact: a tie stays one
     return min(max(power, n_min), n_max)
 
 
