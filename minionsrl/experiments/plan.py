@@ -257,7 +257,7 @@ class Row:
     priced_as: str  # the deployment, as a run's summary.json names it
     shipped: bool  # a backend of this package runs it (else a what-if)
     cuts_episodes: bool  # its fragments are shorter than the env's episodes, which are not carried: never picked
-    short_fragments: bool  # fragments under SHORTEST_FRAGMENT steps, every measured env learned less there: not picked
+    short_fragments: bool  # fragments under SHORTEST_FRAGMENT steps, where Hopper learned less a round: not picked
     round_s: float
     usd_per_round: float
     rounds: int
@@ -496,7 +496,7 @@ def report(cfg: TrainConfig, p: Probe, rows: list[Row], targets: list[str] | Non
     short = sorted({r.n for r in rows if r.short_fragments and not r.cuts_episodes})
     if short:
         lines += [f"At n = {', '.join(map(str, short))} a round's samples leave fragments under {SHORTEST_FRAGMENT} "
-                  "steps, under which every env measured learned less a round (`--actors auto` weighs no more): "
+                  "steps, under which Hopper and two user envs learned less a round (`--actors auto` weighs no more): "
                   "those rows are marked `short` and never picked.", ""]
     pick_rows = []
     for platform in PLATFORMS:
