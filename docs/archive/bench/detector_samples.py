@@ -35,12 +35,13 @@ def results_path(env: str) -> Path:
 
 def measure(env: str, rounds: int) -> None:
     """Train, and after each round's update time the curvature on each subsample size; one JSON line a round."""
+    from minionsrl.loop.requests import invocation_seed
+
     from minionsrl import config
     from minionsrl.build import make_trainer
     from minionsrl.function import wire
     from minionsrl.learner.detectors import DetectorPlan
     from minionsrl.learner.learners import Learned
-    from minionsrl.loop.requests import invocation_seed
 
     run_dir = OUT / f"detector_samples-{env}"
     shutil.rmtree(run_dir, ignore_errors=True)  # a fresh run, not a resumed one
