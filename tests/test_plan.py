@@ -237,3 +237,21 @@ def test_bad_input_to_plan_is_one_line_before_any_work(args, says, tmp_path, sub
 def test_the_probe_learns_on_the_one_env_layouts_batches(envs, actors):
     """With E envs a function, the probe runs E times fewer actors: 1 × 8 is measured at 8 streams, as 8 × 1 is."""
     assert probe_actors(envs) == actors
+
+
+def test_at_autos_batch_plan_says_how_to_start_auto_at_the_knee():
+    """At a constant batch plan names the ``--initial-actors`` that starts ``--actors auto`` at Lambda's knee (and the
+    ``--n-min`` that lets it, below the default 8); at a batch growing with ``n``, the plan at auto's batch instead."""
+    from minionsrl.experiments.plan import auto_text
+
+    cfg = TrainConfig(env_id="Pendulum-v1", train_batch_size=4096, total_timesteps=131_072)
+    for step_s in (3e-5, 0.02):
+        rows = forecast(cfg, _probe(step_s), cap=64)
+        knee = picks(rows, "lambda").knee
+        said = auto_text(cfg, rows)
+        assert f"`--actors auto --initial-actors {knee}" in said
+        assert (f"--n-min {knee}`" in said) == (knee < 8)
+        assert f"learns as `--actors {knee} --train-batch-size 4096` does" in said
+    assert {picks(forecast(cfg, _probe(s), cap=64), "lambda").knee for s in (3e-5, 0.02)} == {1, 64}  # both branches
+    growing = auto_text(_cfg(), forecast(_cfg(), PROBE, cap=8))
+    assert "--initial-actors" not in growing and "`minionsrl plan --actors auto` forecasts at that batch" in growing

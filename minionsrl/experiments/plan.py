@@ -475,6 +475,23 @@ def target_text(cfg: TrainConfig, target: float, rows: list[ToTarget]) -> list[s
                            right=[True, False, True, True, True, True]), ""]
 
 
+def auto_text(cfg: TrainConfig, rows: list[Row]) -> str:
+    """The ``--actors auto`` line: at a constant batch (auto's), the command that starts it at Lambda's knee, so it
+    spends no rounds measuring another count (its measuring rounds split the batch otherwise and so change what is
+    learned); at a batch that grows with ``n``, the ``plan`` that forecasts at auto's batch."""
+    line = ("To have a run pick its count from this model, measured on its own rounds: `minionsrl train --actors "
+            "auto` (the knee; `--optimize cost`: the cheapest).")
+    if not cfg.env.constant_batch:
+        return line + (" It keeps the batch of `--actors` whatever the count: `minionsrl plan --actors auto` "
+                       "forecasts at that batch.")
+    k = picks(rows, "lambda")
+    start = f"--initial-actors {k.knee}" + (f" --n-min {k.knee}" if k.knee < cfg.scaling.n_min else "")
+    fixed = f"--actors {k.knee} --train-batch-size {cfg.env.step_plan().round_batch(k.knee)}"
+    return line + (f" Started at this batch's knee on Lambda, `--actors auto {start}`, it runs no rounds at another "
+                   f"count to measure, so it learns as `{fixed}` does (its measuring rounds split the batch otherwise "
+                   "and change what is learned); it still moves if its own rounds price another count better.")
+
+
 def report(cfg: TrainConfig, p: Probe, rows: list[Row], targets: list[str] | None = None) -> str:
     """The forecast as Markdown: the probe, the verdict, the forecast to the target (``targets``: its lines, where
     one was asked for), each platform's picks, and the table."""
@@ -484,10 +501,8 @@ def report(cfg: TrainConfig, p: Probe, rows: list[Row], targets: list[str] | Non
              + ", ".join(f"{_duration(s)} for {b:,} samples" for b, s in zip(p.learner_batches, p.learner_seconds,
                                                                              strict=True))
              + f" a round (+{_duration(p.compile_s)} compiling, once per batch shape); an instance starts here in "
-             f"{_duration(p.local_cold_start_s)}.", "", verdict(rows, p), "",
-             "To have a run pick its count from this model, measured on its own rounds: `minionsrl train "
-             "--actors auto` (the knee; `--optimize cost`: the cheapest). It keeps the batch of `--actors` whatever "
-             "the count: `minionsrl plan --actors auto` forecasts at that batch.", "", *(targets or [])]
+             f"{_duration(p.local_cold_start_s)}.", "", verdict(rows, p), "", auto_text(cfg, rows), "",
+             *(targets or [])]
     cut = sorted({r.n for r in rows if r.cuts_episodes})
     if cut:
         lines += [f"The env's episodes are not carried across rounds, and at n = {', '.join(map(str, cut))} every "
