@@ -77,12 +77,12 @@ def model_round(ledger: CostLedger, learner_s: float, stats: FunctionStats, n: i
     return ledger.model_round(learner_s, function, n, slowest)
 
 
-def knee(points: list[tuple[int, float]]) -> int:
+def knee(points: list[tuple[int, float]], gain: float = KNEE_GAIN) -> int:
     """Of ``(n, seconds)`` points in increasing ``n``, the least ``n`` past which the next point saves less than
-    :data:`KNEE_GAIN` of the time per doubling of ``n`` (a step of 32 to 48 is held to the 6% that compounds to 10%
-    over a doubling): where more functions stop paying."""
+    ``gain`` of the time per doubling of ``n`` (a step of 32 to 48 is held to the 6% that compounds to 10% over a
+    doubling): where more functions stop paying. A larger ``gain`` never gives a larger ``n``."""
     return next((a for (a, sa), (b, sb) in itertools.pairwise(points)
-                 if sb > (1 - KNEE_GAIN) ** math.log2(b / a) * sa), points[-1][0])
+                 if sb > (1 - gain) ** math.log2(b / a) * sa), points[-1][0])
 
 
 def doubling_counts(n_min: int, n_max: int) -> list[int]:
