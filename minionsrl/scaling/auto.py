@@ -14,8 +14,8 @@ it shortens the run by under 10% (``minionsrl plan``'s knee), as the last few pe
 the invocations' overhead; under ``--budget-usd``, among the counts whose forecast dollars for the steps left
 fit in what is left (the cheapest when none does). For ``"cost"``: the count of least forecast dollars a sample.
 A new count is taken only when its forecast is faster (for time) or cheaper than the current one's by more than
-:data:`SWITCH_GAIN`, since every change starts instances; and, for time, the current count is kept while it is a
-knee within :data:`KNEE_MARGIN` of the knee's 10% (a knee at 8 to 12%), since a count that near the threshold
+:data:`SWITCH_GAIN`, since every change starts instances; and, for time, the current count is kept while it lies
+between the knees at 10% -/+ :data:`KNEE_MARGIN` (at 12% and at 8%), since a count that near the threshold
 flips back and forth as measured rounds move the forecast by a point (Hopper started at ``plan``'s knee 8:
 8 -> 16 at 10.8%, back at 9.9%; docs/results/autopilot-initial-actors.md), and each change of count changes what
 is learned.
@@ -31,7 +31,7 @@ from minionsrl.scaling.round_model import MeasuredRoundModel, RoundForecast
 from minionsrl.stats import RoundStats
 
 SWITCH_GAIN = 0.05  # a new count must beat the current one's forecast by this share
-KNEE_MARGIN = 0.02  # the current count stays while it is the knee at a threshold this near KNEE_GAIN
+KNEE_MARGIN = 0.02  # the current count stays while it lies between the knees at KNEE_GAIN -/+ this
 
 
 class AutoScaler(Scaler):
@@ -73,7 +73,7 @@ class AutoScaler(Scaler):
             points = [(c, table[c][0]) for c in allowed]
             best = knee(points)
             if n in allowed and knee(points, KNEE_GAIN + KNEE_MARGIN) <= n <= knee(points, KNEE_GAIN - KNEE_MARGIN):
-                best = n  # a knee within the margin: keep it rather than flip at the threshold
+                best = n  # a knee within the margin either way: keep it rather than flip at the threshold
         self.score = float(best)
         (now_s, now_usd), (then_s, then_usd) = table[n], table[best]
         cheaper = then_usd < (1 - SWITCH_GAIN) * now_usd
