@@ -129,9 +129,9 @@ def test_auto_stays_when_the_pick_saves_under_five_percent() -> None:
 
 
 def test_auto_keeps_a_count_that_is_a_knee_within_two_points_of_the_threshold() -> None:
-    """32 → 64 saving 10% makes 64 the knee (10% is not under 10%), but at 8% or 12% the knee is 64 and 32: a count
-    that near the threshold stays where it is, from either side, rather than flip as its measured rounds move the
-    forecast by a point; 14% moves it."""
+    """32 → 64 saving 9-11%: the plain rule's knee is 32 below 10% and 64 from it, but with cutoffs of 8% and 12% the
+    knees are 64 and 32, so a count that near the threshold stays where it is, from either side, rather than flip
+    as its measured rounds move the forecast by a point; 14% moves it up, 6% down."""
     def rounds(save: float):
         return lambda n, a, s: (1.0 if n < 64 else 1.0 - save, 1e-5 * (1.0 if n < 64 else 1.0 - save) + 1e-7 * n)
 
