@@ -1,5 +1,5 @@
 """The run configuration by role: one small frozen dataclass per part of the round loop, each with its fields,
-their defaults, help and rules, and the rules that tie its own fields together (``check``).
+their defaults, help and value rules.
 
 ==============  ===============================================================================================
 role            what it says
@@ -16,21 +16,18 @@ role            what it says
 
 Field names are unique across the roles, so a field is reached by its flat name too (``--learning-rate``,
 ``learning_rate:`` in YAML) and by its role (``cfg.learner.learning_rate``). A field that is ``None`` is
-"from the preset" (:mod:`minionsrl.config.presets`); rules between roles are in
-:func:`minionsrl.config.validate`.
+"from the preset" (:mod:`minionsrl.config.presets`); the rules between fields, within a role or across roles,
+are named and listed in :mod:`minionsrl.config.rules`.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from minionsrl.config.fields import check_path, setting
+from minionsrl.config.fields import setting
 from minionsrl.config.presets import ENV_PRESETS, PRESET_NAMES
 from minionsrl.config.steps import StepPlan
 from minionsrl.deployments import BACKENDS, COLD_START_S, DEPLOYMENTS, IDLE_TIMEOUT_S, PLATFORMS
-from minionsrl.errors import ConfigError
-from minionsrl.function.extras import require_extra
 from minionsrl.function.faults import DEFAULT_MEMORY_MB
 from minionsrl.function.faults import KINDS as fault_kinds
 from minionsrl.function.normalization import CLIP_DEFAULT
@@ -44,17 +41,13 @@ LR_SCHEDULES = ("anneal", "constant", "adaptive")
 def lr_schedule_of(anneal_lr: bool | None) -> str:
     """The ``lr_schedule`` CleanRL's ``--anneal-lr`` / ``--no-anneal-lr`` (a preset's ``anneal_lr``) says."""
     return "anneal" if anneal_lr else "constant"
-_MAX_HIDDEN = 16384
 SCALERS = ("fixed", "auto", "minions", "nitro", "critical", "hydrozoa", "kungfu", "gns-boost", "min", "max", "random")
 OBJECTIVES = ("cost", "time")  # what the critical and auto scalers minimise
 DETECTOR_PLACEMENTS = ("before", "after")  # where the detectors read a round's batch (learner/detectors.py)
 
 
 class Role:
-    """A part of the run configuration: its fields, and :meth:`check` for the rules among them."""
-
-    def check(self) -> None:
-        """Raise a one-line :class:`ConfigError` if the role's own fields contradict one another (none here)."""
+    """A part of the run configuration: its fields (the rules among them: :data:`minionsrl.config.rules.RULES`)."""
 
 
 @dataclass(frozen=True)
@@ -92,15 +85,6 @@ class EnvConfig(Role):
         return StepPlan(None if self.constant_batch else self.fragment_length, self.train_batch_size,
                         self.envs_per_function)
 
-    def check(self) -> None:
-        try:
-            json.dumps(self.env_kwargs, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"env_kwargs: {self.env_kwargs!r} must hold only JSON values (numbers, strings, lists, "
-                              "mappings): they travel to every function") from exc
-        if self.train_batch_size is not None and self.fragment_length is not None:
-            raise ConfigError("train_batch_size: set either train_batch_size or fragment_length, not both")
-
 
 @dataclass(frozen=True)
 class RunConfig(Role):
@@ -123,12 +107,6 @@ class RunConfig(Role):
     wandb_entity: str | None = setting(None, "W&B team or user of --track (default: your W&B default entity)",
                                        learning=False, rare=True)
     progress: bool = setting(True, "show a live progress display", learning=False)
-
-    def check(self) -> None:
-        if self.run_dir is not None:
-            check_path("run_dir", self.run_dir)
-        if self.track and not self.wandb_project_name:
-            raise ConfigError("wandb_project_name: --track needs a W&B project name")
 
 
 @dataclass(frozen=True)
@@ -202,43 +180,6 @@ class LearnerConfig(Role):
     device: str = setting("auto", "where the learner runs (update, detectors, V-trace): auto (a GPU when there is "
                           "one), cpu or cuda; rollout functions never need one", choices=DEVICES, learning=False)
 
-    def check(self) -> None:
-        if not self.hidden_sizes or any(not isinstance(h, int) or isinstance(h, bool) or not 1 <= h <= _MAX_HIDDEN
-                                        for h in self.hidden_sizes):
-            raise ConfigError(f"hidden_sizes: {self.hidden_sizes!r} must be a non-empty list of integers in "
-                              f"1..{_MAX_HIDDEN}")
-        if self.lr_min >= self.lr_max:
-            raise ConfigError(f"lr_min: {self.lr_min:g} is not below lr_max {self.lr_max:g}; make lr_min < lr_max")
-        if self.minibatch_size is not None and self.num_minibatches is not None:
-            raise ConfigError("num_minibatches: set either num_minibatches or minibatch_size, not both")
-        if self.algo != "ppo" and self.pipeline:
-            raise ConfigError(f"pipeline: {self.algo} keeps its functions in flight already (asynchronous); pipeline "
-                              "is for ppo's synchronous rounds")
-        self._check_lr_schedule()
-        if self.kl_target is not None and self.kl_coef == 0:
-            raise ConfigError("kl_target: the adaptive KL penalty needs a starting coefficient; set kl_coef > 0 "
-                              "(RLlib's is 0.2)")
-        if self.algo == "impala" and self.kl_coef:
-            raise ConfigError("kl_coef: IMPALA's loss has no KL penalty; use --algo ppo or appo, or kl_coef 0")
-
-    def _check_lr_schedule(self) -> None:
-        """``--lr-schedule`` against ``--anneal-lr/--no-anneal-lr`` (which keep working), and what the adaptive rate
-        cannot take."""
-        if self.lr_schedule is not None and self.anneal_lr is not None and \
-                self.anneal_lr != (self.lr_schedule == "anneal"):
-            flag = "--anneal-lr" if self.anneal_lr else "--no-anneal-lr"
-            raise ConfigError(f"lr_schedule: {self.lr_schedule!r} contradicts {flag}; give one of the two")
-        if self.lr_schedule != "adaptive":
-            if self.desired_kl is not None:
-                raise ConfigError("desired_kl: only the adaptive learning rate reads it; add --lr-schedule adaptive")
-            return
-        if self.algo == "impala":  # each of its steps re-scores the batch first: the KL it could read is always 0
-            raise ConfigError("lr_schedule: IMPALA takes one step per scored batch, so there is no KL to adapt the "
-                              "rate to; use --algo ppo or appo, or --lr-schedule anneal/constant")
-        if self.lr_batch_scaling != "none":
-            raise ConfigError("lr_batch_scaling: the adaptive learning rate finds its own step size for the batch; "
-                              "use --lr-batch-scaling none with --lr-schedule adaptive")
-
 
 # n_max where the user gives none: the published scalers' bound (Nitro's 64), and for auto the limits of what it
 # weighs: fragments no shorter than 64 steps and AWS Lambda's default concurrency quota (1,000 functions at once per
@@ -301,10 +242,6 @@ class ScalingConfig(Role):
         config is resolved, the default's)."""
         return self.actors if self.scaler == "fixed" else self.n_max or DEFAULT_N_MAX
 
-    def check(self) -> None:
-        if self.n_max is not None and self.n_min > self.n_max:
-            raise ConfigError(f"n_min: {self.n_min} is larger than n_max {self.n_max}; make n_min <= n_max")
-
 
 @dataclass(frozen=True)
 class FunctionsConfig(Role):
@@ -327,11 +264,6 @@ class FunctionsConfig(Role):
                                   rare=True)
     lithops_config: str | None = setting(None, "lithops backend: Lithops config file (default: Lithops' own lookup)",
                                          learning=False)
-
-    def check(self) -> None:
-        extra = BACKENDS[self.backend].extra
-        if extra is not None:
-            require_extra(f"--backend {self.backend}", extra)
 
 
 @dataclass(frozen=True)
@@ -401,11 +333,6 @@ class FaultsConfig(Role):
     def rates(self) -> dict[str, float]:
         """The injected faults' probabilities, by kind."""
         return {kind: getattr(self, f"fault_{kind}") for kind in fault_kinds}
-
-    def check(self) -> None:
-        total = sum(self.rates.values())
-        if total > 1.0:
-            raise ConfigError(f"fault_*: the fault rates add up to {total:g}; make their sum <= 1")
 
 
 # The roles in the order the help page and config.yaml show them.

@@ -25,8 +25,8 @@ from minionsrl.config.presets import (
     preset_values,
 )
 from minionsrl.config.roles import ROLES, lr_schedule_of
+from minionsrl.config.rules import RULES
 from minionsrl.errors import ConfigError
-from minionsrl.redact import check_config_secrets
 from minionsrl.words import foreign_name
 
 # every field by its flat name (unique across the roles), and the role that owns it
@@ -34,7 +34,6 @@ FIELDS: dict[str, dataclasses.Field] = {f.name: f for cls in ROLES.values() for 
 ROLE_OF: dict[str, str] = {f.name: role for role, cls in ROLES.items() for f in dataclasses.fields(cls)}
 FIELDS_OF: dict[str, list[str]] = {role: [n for n, r in ROLE_OF.items() if r == role] for role in ROLES}
 assert len(FIELDS) == sum(len(dataclasses.fields(cls)) for cls in ROLES.values()), "a field name in two roles"
-STOPS = ("total_timesteps", "max_rounds", "target_return", "budget_usd", "time_budget_s")
 UNBOUNDED_STEPS = 10**12  # "no step budget" (compare --until target): the preset's would stop a run before its target
 
 
@@ -240,29 +239,14 @@ def auto_actors(cfg: TrainConfig) -> TrainConfig:
 
 
 def validate(cfg: TrainConfig, require_stop: bool = True) -> None:
-    """Check every field against its rules, every role against its own (``check``), and the rules between
-    roles; raise a one-line :class:`ConfigError` for the first broken one."""
+    """Check every field against its own rules, then every rule of :data:`~minionsrl.config.rules.RULES` (those the
+    presets may still keep only where ``require_stop``: the config they filled); raise a one-line
+    :class:`ConfigError` for the first broken one."""
     for name, f in FIELDS.items():
         check_value(name, cfg.get(name), f.metadata)
-    for role in ROLES:
-        getattr(cfg, role).check()
-    check_config_secrets(cfg.to_dict())
-    # the rules between roles
-    env, learner, functions, faults = cfg.env, cfg.learner, cfg.functions, cfg.faults
-    if env.constant_batch:
-        env.step_plan().check(cfg.scaling.most_actors)
-    if faults.fault_hang > 0 and functions.invocation_timeout_s is None and faults.round_deadline_s is None:
-        raise ConfigError("fault_hang: injected hangs need a deadline; set invocation_timeout_s or round_deadline_s")
-    if cfg.scaling.scaler == "auto" and (learner.algo != "ppo" or learner.pipeline):
-        raise ConfigError("scaler: auto models a synchronous round (the update, then the functions); run it with "
-                          "--algo ppo and without --pipeline")
-    if learner.algo != "ppo" and faults.round_deadline_s is not None:
-        raise ConfigError(f"round_deadline_s: {learner.algo} has no round barrier (it updates once async_fragments "
-                          "have arrived); unset it, or bound each function with invocation_timeout_s")
-    if learner.algo != "ppo" and faults.fault_hang > 0 and functions.invocation_timeout_s is None:
-        raise ConfigError("fault_hang: injected hangs need invocation_timeout_s with an asynchronous algo")
-    if require_stop and all(cfg.get(name) is None for name in STOPS):
-        raise ConfigError(f"set {', '.join(STOPS[:-1])} or {STOPS[-1]} so that the run can end")
+    for rule in RULES:
+        if require_stop or not rule.after_presets:
+            rule.check(cfg)
 
 
 def help_text(name: str) -> str:
