@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from minionsrl.config.fields import check_path
 from minionsrl.deployments import BACKENDS
@@ -21,8 +21,8 @@ from minionsrl.errors import ConfigError
 from minionsrl.function.extras import require_extra
 from minionsrl.redact import check_config_secrets
 
-if TYPE_CHECKING:
-    from minionsrl.config.train import TrainConfig
+# a TrainConfig (config/train.py), named loosely: that module runs these rules, so this one cannot import it
+TrainConfig = Any
 
 STOPS = ("total_timesteps", "max_rounds", "target_return", "budget_usd", "time_budget_s")
 _MAX_HIDDEN = 16384
