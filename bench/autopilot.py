@@ -116,6 +116,8 @@ def kept(doc: Path) -> dict[str, list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("comparisons", nargs="+", help="NAME=OUT_DIR of a comparison with auto and fixed counts")
+    parser.add_argument("--arm", default="auto", help="the auto arm's label in compare.csv (e.g. "
+                        "auto+initial_actors=64 for auto started at plan's knee)")
     args = parser.parse_args()
     lines = ["# `--actors auto` against the hindsight-best fixed count", "",
              "Written by `bench/autopilot.py` from comparisons that ran `--actors auto` beside every fixed count "
@@ -125,7 +127,7 @@ def main() -> None:
     sections = kept(DOC)
     for item in args.comparisons:
         name, _, out = item.partition("=")
-        section = report(name, Path(out))
+        section = report(name, Path(out), args.arm)
         sections[section[0]] = section
         print("\n".join(section))
     DOC.write_text("\n".join([*lines, *(line for section in sections.values() for line in section)]))

@@ -25,8 +25,8 @@ The tmpfs row (a 2 MB tmpfs filled while TensorBoard writes) needs root and CAP_
 mounting is refused it is reported as skipped.
 
 ``bad-input``: Bad input: every case of tests/bad_inputs.py is run through ``minionsrl train`` and the exact error it
-gets is tabled in docs/RELIABILITY.md (section ``bad-input``), so the table stays true. tests/test_bad_input.py runs the
-same cases and checks each is one line on stderr, exit code 2, naming its field.
+gets is tabled in docs/results/bad-input.md (docs/RELIABILITY.md gives one case of each kind), so the table stays
+true. tests/test_bad_input.py runs the same cases and checks each is one line on stderr, exit code 2, naming its field.
 
     .venv/bin/python bench/robustness.py bad-input
 
@@ -751,7 +751,7 @@ def bad_input_main(argv: list[str] | None = None) -> None:
         "",
         provenance(started),
     ])
-    write_section("bad-input", text, doc=ROOT / "docs" / "RELIABILITY.md")
+    write_section("bad-input", text, doc=ROOT / "docs" / "results" / "bad-input.md")
 
 
 # -- chaos (was chaos.py) -------------------------------------------------------

@@ -25,7 +25,8 @@ count, the noise scale), to ``docs/results/time-to-target/GOALS.md``.
     .venv/bin/python bench/time_to_target.py --answer                   # the answer across the comparisons
 
 ``--answer`` reads the published comparisons listed in :data:`ANSWER` and reads every arm against the fixed-8 that
-ran beside it, seed by seed, into docs/results/time-to-target-answer.md and the top of docs/RESULTS.md.
+ran beside it, seed by seed, into docs/results/time-to-target-answer.md (docs/RESULTS.md links it and states its
+verdicts).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from common import OUT, ROOT, log, markdown_table, write_section
+from common import OUT, ROOT, log, markdown_table
 from experiment import command
 from reprice import on_lithops
 
@@ -348,7 +349,7 @@ def main() -> None:
     parser.add_argument("--rerun-cold", action="store_true", help="first delete the finished runs that compiled "
                         "(see above), so that this pass runs them again with the compilation cache warm")
     parser.add_argument("--answer", action="store_true", help="only write the answer across the published "
-                        "comparisons (see ANSWER) to docs/results/time-to-target-answer.md and docs/RESULTS.md")
+                        "comparisons (see ANSWER) to docs/results/time-to-target-answer.md")
     parser.add_argument("--record", action="store_true", help="only write plan --target's basis, the steps to the "
                         f"target of {RECORD}'s fixed counts, to minionsrl/data/targets.yaml")
     args = parser.parse_args()
@@ -359,7 +360,6 @@ def main() -> None:
         text = answer()
         (ROOT / "docs" / "results" / "time-to-target-answer.md").write_text(
             f"# Time and dollars to a target: the answer on today's code\n\n{text}\n")
-        write_section("answer", text, ROOT / "docs" / "RESULTS.md")
         print(text)
         return
     if args.name:

@@ -1,6 +1,6 @@
 """The bad inputs ``minionsrl train`` must refuse in one line before any work: the cases, and how one runs.
 tests/test_bad_input.py checks each; ``bench/robustness.py bad-input`` tables the exact error of each in
-docs/RELIABILITY.md."""
+docs/results/bad-input.md."""
 
 from __future__ import annotations
 

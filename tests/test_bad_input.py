@@ -1,5 +1,5 @@
-"""Every bad input of tests/bad_inputs.py (tabled in docs/RELIABILITY.md by ``bench/robustness.py bad-input``): exit
-code 2, one line on stderr naming the field, nothing started."""
+"""Every bad input of tests/bad_inputs.py (tabled in docs/results/bad-input.md by ``bench/robustness.py
+bad-input``): exit code 2, one line on stderr naming the field, nothing started."""
 
 from __future__ import annotations
 

@@ -144,8 +144,9 @@ def test_training_needs_no_torch():
     assert out.stdout.strip().splitlines()[-1] == "2"
 
 
-# Where a one-line ConfigError may come from: the config's own rules live in minionsrl/config/ (each role's check,
-# validate between roles); every other module that raises one checks something outside the config, named here.
+# Where a one-line ConfigError may come from: the config's own rules live in minionsrl/config/ (a field's with the
+# field, the rules between fields in config/rules.py); every other module that raises one checks something outside
+# the config, named here.
 CONFIG_ERRORS_OUTSIDE_CONFIG = {
     "minionsrl.prepare": "the config against the world: the machine, the price catalogue, the env's facts",
     "minionsrl.function.envs": "the env an env_id names: importable, its spaces in scope",

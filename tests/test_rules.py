@@ -1,10 +1,7 @@
 """The config's rules in one home: every rule of ``config.RULES`` is broken by a case here and is then the one
-``validate`` names, and ``ConfigError`` is raised only by the config, by I/O and by commands' own arguments."""
+``validate`` names (that no module outside minionsrl/config/ holds a config rule: test_layout)."""
 
 from __future__ import annotations
-
-import ast
-from pathlib import Path
 
 import pytest
 
@@ -73,31 +70,3 @@ def test_a_broken_rule_is_the_one_validate_names(rule, base, monkeypatch):
 def test_the_async_hang_names_the_deadline_it_can_have(base):
     with pytest.raises(ConfigError, match="invocation_timeout_s with an asynchronous algo"):
         config.validate(base.replace(algo="appo", fault_hang=0.1))
-
-
-# Where ConfigError may be raised outside minionsrl/config: reading and writing files, clusters, credentials and
-# the user's own code (I/O), and the commands' own arguments (not TrainConfig fields).
-IO = {"files", "prepare", "cost", "redact", "function/envs", "loop/checkpoint", "loop/session", "loop/metrics",
-      "loop/trainer", "loop/sampler", "loop/tracking", "backends/ray_backend", "backends/lithops_backend",
-      "scaling/minions", "experiments/policy"}
-COMMANDS = {"cli", "experiments/compare", "experiments/plan", "experiments/motivate", "experiments/evaluate",
-            "experiments/training"}
-
-
-def _raises_config_error(path: Path) -> bool:
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
-            func = node.exc.func
-            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-            if name == "ConfigError":
-                return True
-    return False
-
-
-def test_config_error_is_raised_only_by_the_config_io_and_commands():
-    package = Path(config.__file__).parent.parent
-    raising = {str(p.relative_to(package).with_suffix("")) for p in package.rglob("*.py") if _raises_config_error(p)}
-    outside = {m for m in raising if not m.startswith("config/")}
-    assert outside <= IO | COMMANDS, f"a rule outside minionsrl/config/rules.py: {sorted(outside - IO - COMMANDS)}"
-    assert outside == IO | COMMANDS, f"listed here, raising no ConfigError: {sorted(IO | COMMANDS - outside)}"
-    assert "config/rules" in raising
