@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 from minionsrl.config import TrainConfig
 from minionsrl.cost import load_prices
-from minionsrl.forecast import model_round
+from minionsrl.forecast import env_check_stats, model_round
 from minionsrl.function.envs import EnvInfo, EnvSpec
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.prepare import check_detectors, learner_device, make_ledger, prepare_config
-from minionsrl.scaling.registry import SCALERS, Needs, first_actors
+from minionsrl.scaling.registry import SCALERS, Needs, first_actors, started_actors
 from minionsrl.stats import FunctionStats
 
 if TYPE_CHECKING:
@@ -101,16 +101,20 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
     ``backend`` and ``scaler`` replace the ones ``cfg`` names (tests, the scheduler's training)."""
     from minionsrl.backends.duplicating import DuplicatingBackend
     from minionsrl.function import wire
+    from minionsrl.loop.sampler import row_bytes
     from minionsrl.loop.session import Session
 
     cfg, info = prepare_config(cfg)
     session = Session(cfg, resume, create=False)  # a run dir that cannot be used fails here, before any work
+    arch = PolicyArch.of(info, cfg.learner.hidden_sizes)
+    stepped = env_check_stats(info.step_own_s, info.step_cpu_s, cfg.env.env_step_latency_ms / 1000, row_bytes(arch))
+    needs = Needs(info.family, lambda: round_forecast(cfg), stepped if info.step_own_s else None)
     if backend is None:  # started first, so that its instances boot while the learner's framework loads
         made = None
         try:
             backend = made = make_backend(cfg, wire.new_key())
             _expect_durations(backend, cfg, info)
-            backend.prewarm(first_actors(cfg.scaling))
+            backend.prewarm(started_actors(cfg, needs))
         except BaseException:
             if made is not None:
                 made.close()
@@ -125,9 +129,8 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
         from minionsrl.loop.sampler import AsyncSampler, PipelinedSampler, Publisher, Requests, SyncSampler
         from minionsrl.loop.trainer import Trainer
 
-        arch = PolicyArch.of(info, cfg.learner.hidden_sizes)
         learner = make_learner(cfg, arch)
-        scaler = scaler or make_scaler(cfg, info.family)
+        scaler = scaler or make_scaler(cfg, needs=needs)
         check_detectors(cfg, scaler.name, scaler.needs)  # e.g. a learned scheduler that reads the noise scale
         ledger = make_ledger(cfg)
         publisher = Publisher(backend, backend.key, learner.snapshot)
@@ -152,9 +155,10 @@ def function_env_spec(cfg: TrainConfig) -> EnvSpec:
     return EnvSpec(cfg.env.env_id, cfg.env.env_kwargs, step_latency_ms=cfg.env.env_step_latency_ms)
 
 
-def make_scaler(cfg: TrainConfig, family: str = "classic") -> Scaler:
-    """Build the scaler named by ``cfg.scaling.scaler`` (``family``: the env's, which picks the shipped scheduler)."""
-    return SCALERS[cfg.scaling.scaler].build(cfg, Needs(family, lambda: round_forecast(cfg)))
+def make_scaler(cfg: TrainConfig, family: str = "classic", needs: Needs | None = None) -> Scaler:
+    """Build the scaler named by ``cfg.scaling.scaler`` (``family``: the env's, which picks the shipped scheduler;
+    ``needs``: all it may read, the env check's step too, in place of the family and the round model alone)."""
+    return SCALERS[cfg.scaling.scaler].build(cfg, needs or Needs(family, lambda: round_forecast(cfg)))
 
 
 def round_forecast(cfg: TrainConfig) -> RoundForecast:

@@ -63,6 +63,17 @@ def function_stats(records: list[tuple[InvocationRecord, float]]) -> FunctionSta
                          bytes_per_sample=float(np.median([r.bytes_out / samples for r, samples in warm])))
 
 
+def env_check_stats(own_s: float, cpu_s: float, latency_s: float, bytes_per_sample: float) -> FunctionStats:
+    """A function's stats as the learner's check of the env saw a step, before any round ran: its own-instance
+    seconds a random step (wall less the wait for a CPU here, with the env's own waits, and ``latency_s`` added to
+    each), the CPU seconds of it, and ``bytes_per_sample``; no spread between functions, no init, no policy
+    inference. What ``--actors auto`` starts from, until its own warm rounds measure the functions."""
+    sample_s = max(own_s, 0.0) + max(latency_s, 0.0)
+    busy = min(max(cpu_s, 0.0) / sample_s, 1.0) if sample_s > 0 else 1.0
+    return FunctionStats(sample_s=sample_s, slowest_sample_s=sample_s, init_s=0.0, busy_share=busy,
+                         bytes_per_sample=bytes_per_sample)
+
+
 def model_round(ledger: CostLedger, learner_s: float, stats: FunctionStats, n: int, samples: float) -> ModelledRound:
     """A round of ``n`` functions of ``samples`` samples each that do what ``stats`` says (the slowest of them
     ``stats.slowest_sample_s``), after a learner part of ``learner_s``, as ``ledger`` would bill it: the others

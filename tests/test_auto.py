@@ -14,7 +14,7 @@ from minionsrl.build import make_scaler, round_forecast
 from minionsrl.config import TrainConfig, build, resolve
 from minionsrl.errors import ConfigError
 from minionsrl.forecast import doubling_counts, knee
-from minionsrl.scaling.auto import AutoScaler
+from minionsrl.scaling.auto import AutoScaler, first_count, start_count
 from minionsrl.stats import FunctionStats, RoundStats
 
 STATS = FunctionStats(sample_s=1e-3, slowest_sample_s=1e-3, init_s=0.01, busy_share=1.0, bytes_per_sample=100.0)
@@ -57,7 +57,7 @@ def test_auto_measures_a_warm_round_then_picks_the_knee() -> None:
 def test_auto_says_why_it_changes_the_count_and_nothing_when_it_keeps_it() -> None:
     auto = AutoScaler(8, 64, 8, _model)
     auto.next_actors(None)
-    assert auto.reason.startswith("starts at 8 actors: its second round measures it")
+    assert auto.reason.startswith("starts at 8 actors, from the given --initial-actors: its second round measures it")
     auto.next_actors(_row(1, 8, cold=8))
     assert auto.reason is None
     auto.next_actors(_row(2, 8))
@@ -257,16 +257,48 @@ def test_auto_weighs_as_many_actors_as_keep_a_fragment_at_64_steps() -> None:
 
 
 def test_auto_measures_its_first_rounds_mid_range() -> None:
-    """auto's n_0 is the power of two nearest the middle of its range on a log scale (its pick may be either end);
-    the other scalers' stays Nitro's 16, and a user's --initial-actors is kept."""
+    """Without a timed step that mostly waits, auto's n_0 is the power of two nearest the middle of its range on a
+    log scale (its pick may be either end); the config leaves it to auto, the other scalers' stays Nitro's 16, and a
+    user's --initial-actors is kept."""
     def n0(**fields) -> int | None:
         return resolve(TrainConfig(env_id="Hopper-v5", **fields), "mujoco").scaling.initial_actors
 
-    assert n0(actors="auto") == 32  # 8 to 64: sqrt 22.6, as near 16 as 32 on a log scale: the larger
-    assert n0(actors="auto", train_batch_size=8192) == 32  # 8 to 128
-    assert n0(actors="auto", train_batch_size=2048) == 16  # 8 to 32
-    assert n0(actors="auto", train_batch_size=128) == 8  # a range of one count
-    assert n0(actors="auto", initial_actors=8) == 8 and n0(scaler="nitro") == 16
+    assert n0(actors="auto") is None and n0(actors="auto", initial_actors=8) == 8 and n0(scaler="nitro") == 16
+    assert first_count(None, 8, 64, _model, None) == (32, "the middle of its range")  # sqrt 22.6: the larger
+    assert first_count(None, 8, 128, _model, None)[0] == 32
+    assert first_count(None, 8, 32, _model, None)[0] == 16
+    assert first_count(None, 8, 8, _model, None)[0] == 8  # a range of one count
+    assert first_count(8, 8, 64, _model, WAITING)[0] == 8  # a user's --initial-actors wins
+
+
+WAITING = FunctionStats(sample_s=5e-3, slowest_sample_s=5e-3, init_s=0.0, busy_share=0.05, bytes_per_sample=100.0)
+
+
+def test_a_step_that_mostly_waits_sets_auto_s_first_count() -> None:
+    """The learner's env check timed a step that waits: auto starts at the knee of the model on it, so it runs no
+    round at another count; a CPU-bound step (timed slow by a fresh env, and near the knee's line) leaves the start
+    mid-range."""
+    # 40 s of stepping shared: D(8) 5.08, D(16) 2.66, D(32) 1.57, D(64) 1.27 (19% less), D(128) 1.59
+    assert start_count(8, 128, _model, WAITING) == 64
+    assert start_count(8, 128, _model, WAITING, objective="cost") == 16  # $4.26e-5 a round against 8's 5.88e-5
+    busy = FunctionStats(**{**WAITING.__dict__, "busy_share": 0.9})
+    assert start_count(8, 128, _model, busy) is None and first_count(None, 8, 128, _model, busy)[0] == 32
+    auto = AutoScaler(8, 128, None, _model, prior=WAITING)
+    assert auto.next_actors(None) == 64 and "the env's step as the learner's check timed it (5 ms" in auto.reason
+    assert auto.next_actors(_row(1, 64, cold=64)) == 64  # then as ever: measured from its second round
+
+
+def test_a_run_starts_the_instances_auto_starts_with(tmp_path: Path) -> None:
+    from minionsrl.prepare import prepare_config
+    from minionsrl.scaling.registry import Needs, started_actors
+
+    cfg, info = prepare_config(TrainConfig(env_id="CartPole-v1", actors="auto", train_batch_size=4096,
+                                           total_timesteps=8192, run_dir=str(tmp_path / "run")))
+    assert info.step_own_s >= info.step_cpu_s > 0  # CartPole's step: all CPU
+    for prior, first in ((WAITING, 64), (None, 32)):
+        needs = Needs(info.family, lambda: round_forecast(cfg), prior)
+        scaler = make_scaler(cfg, needs=needs)
+        assert started_actors(cfg, needs) == scaler.next_actors(None) == first
 
 
 def test_auto_refuses_rounds_it_does_not_model_and_is_an_arm_of_compare() -> None:

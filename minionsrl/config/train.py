@@ -192,9 +192,8 @@ def resolve(cfg: TrainConfig, family: str) -> TrainConfig:
     auto = cfg.scaling.scaler == "auto"
     if cfg.scaling.n_max is None:
         cfg = cfg.replace(n_max=auto_n_max(cfg) if auto else roles.DEFAULT_N_MAX)
-    if cfg.scaling.initial_actors is None:
-        cfg = cfg.replace(initial_actors=auto_initial(cfg.scaling.n_min, cfg.scaling.n_max) if auto
-                          else roles.DEFAULT_INITIAL_ACTORS)
+    if cfg.scaling.initial_actors is None and not auto:  # auto's: from the env check, as it is built
+        cfg = cfg.replace(initial_actors=roles.DEFAULT_INITIAL_ACTORS)
     cfg = cfg.replace(objective=cfg.scaling.objective or ("time" if cfg.scaling.scaler == "auto" else "cost"))
     if cfg.run.run_dir is None:
         safe_env = cfg.env.env_id.replace("/", "_").replace(":", "_")
@@ -219,8 +218,9 @@ def auto_n_max(cfg: TrainConfig) -> int:
 
 
 def auto_initial(n_min: int, n_max: int) -> int:
-    """The count ``--actors auto`` measures its first two rounds at, where the user sets no ``initial_actors``: the
-    middle of its range on a log scale, as a power of two, the larger of two equally near (32 of 8 to 64 or 128).
+    """The count ``--actors auto`` measures its first two rounds at, where the user sets no ``initial_actors`` and the
+    learner's check of the env timed no step: the middle of its range on a log scale, as a power of two, the larger
+    of two equally near (32 of 8 to 64 or 128).
     Its pick can lie anywhere in the range (16 on Hopper, 64 on an env whose steps wait), so the middle keeps the
     rounds it measures within sqrt(n_max / n_min) times the pick's count either way; of a tie, the larger, since a
     round too few functions share costs a waiting env the most time."""

@@ -82,12 +82,16 @@ def reply_cap(arch: PolicyArch, kind: str, steps: int = 0, envs: int = 1, episod
         return REPLY_FIXED_BYTES + REPLY_HEADROOM * 16 * max(episodes, 0)
     obs_numbers = int(np.prod(arch.step_obs_shape))
     obs_bytes = obs_numbers * (1 if arch.image else 4)
-    act_bytes = 8 if arch.discrete else 4 * arch.action_dim
-    # per step: obs, action, logprob/value/reward/trunc_value (4 × 4), terminated/truncated (2), an episode (16)
-    row = obs_bytes + act_bytes + 16 + 2 + 16
     # per fragment: last_obs, last_value, moments (2 × 8 per obs number, and 4 counts), its carried episode
     fixed = obs_bytes + 4 + 16 * obs_numbers + 64 + FRAGMENT_EXTRA_BYTES + 32 * obs_numbers
-    return REPLY_FIXED_BYTES + REPLY_HEADROOM * max(envs, 1) * (max(steps, 0) * row + fixed)
+    return REPLY_FIXED_BYTES + REPLY_HEADROOM * max(envs, 1) * (max(steps, 0) * row_bytes(arch) + fixed)
+
+
+def row_bytes(arch: PolicyArch) -> int:
+    """The most bytes one step adds to a training reply: its observation, action, log-prob, value, reward and
+    truncation value (4 × 4), its two end flags and an episode's statistics (16)."""
+    obs_bytes = int(np.prod(arch.step_obs_shape)) * (1 if arch.image else 4)
+    return obs_bytes + (8 if arch.discrete else 4 * arch.action_dim) + 16 + 2 + 16
 
 
 class Requests:

@@ -25,13 +25,50 @@ from __future__ import annotations
 
 from typing import Any
 
+from minionsrl.config.train import auto_initial
 from minionsrl.forecast import KNEE_GAIN, doubling_counts, knee
 from minionsrl.scaling.base import Scaler, as_finite
 from minionsrl.scaling.round_model import MeasuredRoundModel, RoundForecast
-from minionsrl.stats import RoundStats
+from minionsrl.stats import FunctionStats, RoundStats
 
 SWITCH_GAIN = 0.05  # a new count must beat the current one's forecast by this share
 KNEE_MARGIN = 0.02  # the current count stays while it lies between the knees at KNEE_GAIN -/+ this
+WAITING_SHARE = 0.2  # the env check's step decides the first count only for a step whose CPU is busy under this
+
+
+def _best(table: dict[int, tuple[float, float]], allowed: list[int], objective: str) -> int:
+    """Of the ``allowed`` counts priced in ``table`` (n -> a round's seconds and dollars): the cheapest, for
+    ``objective="cost"``; else the knee of their seconds."""
+    if objective == "cost":
+        return min(allowed, key=lambda c: (table[c][1], c))
+    return knee([(c, table[c][0]) for c in allowed])
+
+
+def start_count(n_min: int, n_max: int, forecast: RoundForecast, prior: FunctionStats | None,
+                objective: str = "time") -> int | None:
+    """The count to start at before any round ran, where the env's step mostly waits (a CPU busy under
+    :data:`WAITING_SHARE` of it, as the learner's check timed it: ``prior``): the pick (:func:`_best`) of the round
+    model fed ``prior`` and no learner seconds (not known before its first update; the same at every count under
+    auto's constant batch). So a waiting env runs no round at another count. None for a CPU-bound step: a fresh env's
+    few random steps time it 1.5-3x slow here (Hopper, Reach, HalfCheetah), and its knee lies within a few percent
+    of the threshold, which the run's own rounds must tell."""
+    if prior is None or prior.busy_share >= WAITING_SHARE:
+        return None
+    counts = doubling_counts(n_min, n_max)
+    return _best({c: forecast(c, 0.0, prior) for c in counts}, counts, objective)
+
+
+def first_count(n0: int | None, n_min: int, n_max: int, forecast: RoundForecast, prior: FunctionStats | None,
+                objective: str = "time") -> tuple[int, str]:
+    """auto's first count and where it comes from: ``n0`` (``--initial-actors``) where given, else the env check's
+    pick (:func:`start_count`) where it makes one, else the middle of the range (``auto_initial``)."""
+    if n0 is not None:
+        return n0, "the given --initial-actors"
+    picked = start_count(n_min, n_max, forecast, prior, objective)
+    if picked is not None and prior is not None:
+        return picked, (f"the round model on the env's step as the learner's check timed it ({prior.sample_s * 1e3:.3g}"
+                        " ms a sample, mostly waiting)")
+    return auto_initial(n_min, n_max), "the middle of its range"
 
 
 class AutoScaler(Scaler):
@@ -40,19 +77,22 @@ class AutoScaler(Scaler):
 
     name = "auto"
 
-    def __init__(self, n_min: int, n_max: int, n0: int, forecast: RoundForecast, objective: str = "time",
-                 total_timesteps: int | None = None, budget_usd: float | None = None) -> None:
+    def __init__(self, n_min: int, n_max: int, n0: int | None, forecast: RoundForecast, objective: str = "time",
+                 total_timesteps: int | None = None, budget_usd: float | None = None,
+                 prior: FunctionStats | None = None) -> None:
         super().__init__(n_min, n_max)
-        self.n0, self.objective = n0, objective
+        self.objective = objective
         self.total_timesteps, self.budget_usd = total_timesteps, budget_usd
         self.model = MeasuredRoundModel(forecast)
+        self.n0, self.started_from = first_count(n0, n_min, n_max, forecast, prior, objective)
 
     def next_actors(self, last_round: RoundStats | None) -> int:
         self.reason = None
         if last_round is None:
             n0 = self.clip(self.n0)
-            self.reason = (f"starts at {n0} actors: its second round measures it (the first starts instances), then "
-                           f"the round model prices every count from {self.n_min} to {self.n_max}")
+            self.reason = (f"starts at {n0} actors, from {self.started_from}: its second round measures it (the first "
+                           f"starts instances), then the round model prices every count from {self.n_min} to "
+                           f"{self.n_max}")
             return n0
         n = last_round.n_actors
         again = n == self.previous  # the learner's programs for this batch compiled in an earlier round
@@ -67,11 +107,9 @@ class AutoScaler(Scaler):
         counts = doubling_counts(self.n_min, self.n_max)
         table = {c: self.model.predicted(c) for c in {*counts, n}}
         allowed = self._affordable(counts, table, last_round)
-        if self.objective == "cost":
-            best = min(allowed, key=lambda c: (table[c][1], c))
-        else:
+        best = _best(table, allowed, self.objective)
+        if self.objective != "cost":
             points = [(c, table[c][0]) for c in allowed]
-            best = knee(points)
             if n in allowed and knee(points, KNEE_GAIN + KNEE_MARGIN) <= n <= knee(points, KNEE_GAIN - KNEE_MARGIN):
                 best = n  # a knee within the margin either way: keep it rather than flip at the threshold
         self.score = float(best)

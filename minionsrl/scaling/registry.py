@@ -11,19 +11,22 @@ from dataclasses import dataclass
 from minionsrl import config
 from minionsrl.config import ScalingConfig, TrainConfig
 from minionsrl.scaling import rules
-from minionsrl.scaling.auto import AutoScaler
+from minionsrl.scaling.auto import AutoScaler, first_count
 from minionsrl.scaling.base import Scaler
 from minionsrl.scaling.minions import MinionsScaler, load_agent
 from minionsrl.scaling.round_model import RoundForecast
+from minionsrl.stats import FunctionStats
 
 
 @dataclass(frozen=True)
 class Needs:
-    """What building a scaler may need beyond the config: the env's family (which shipped scheduler), and the round
-    model priced on the run's platform (made only for the scalers that weigh it)."""
+    """What building a scaler may need beyond the config: the env's family (which shipped scheduler), the round
+    model priced on the run's platform (made only for the scalers that weigh it), and a function's stats as the
+    learner's check of the env saw a step (where it ran: what ``auto`` starts from without ``--initial-actors``)."""
 
     family: str
     forecast: Callable[[], RoundForecast]
+    prior: FunctionStats | None = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,11 @@ class ScalerEntry:
 def _initial(sc: ScalingConfig) -> int:
     assert sc.initial_actors is not None, "the first count of a config not resolved (config.resolve fills it)"
     return max(sc.n_min, min(sc.initial_actors, sc.most_actors))
+
+
+def _auto_first(sc: ScalingConfig) -> int:
+    """auto's first count where the config gives it; else the fewest it can start at (it picks from the env check)."""
+    return sc.n_min if sc.initial_actors is None else _initial(sc)
 
 
 def _unbounded_steps(cfg: TrainConfig) -> int | None:
@@ -88,13 +96,23 @@ SCALERS: dict[str, ScalerEntry] = {
     "critical": ScalerEntry(rules.CriticalScaler, _initial, lambda c, n: rules.CriticalScaler(
         c.scaling.n_min, c.scaling.n_max, _steps_per_actor(c), n.forecast(), c.scaling.objective,
         c.scaling.initial_actors, constant_batch=c.env.constant_batch), weighs_objective=True),
-    "auto": ScalerEntry(AutoScaler, _initial, lambda c, n: AutoScaler(
+    "auto": ScalerEntry(AutoScaler, _auto_first, lambda c, n: AutoScaler(
         c.scaling.n_min, c.scaling.n_max, c.scaling.initial_actors, n.forecast(), c.scaling.objective,
-        _unbounded_steps(c), c.cost.budget_usd), weighs_objective=True),
+        _unbounded_steps(c), c.cost.budget_usd, n.prior), weighs_objective=True),
     "minions": ScalerEntry(MinionsScaler, lambda sc: sc.n_min, _minions),
 }
 
 
 def first_actors(sc: ScalingConfig) -> int:
-    """The actors of round 1 (the fewest it can have, where the rule draws it)."""
+    """The actors of round 1 (the fewest it can have, where the rule draws it or picks it from the env check)."""
     return SCALERS[sc.scaler].first(sc)
+
+
+def started_actors(cfg: TrainConfig, needs: Needs) -> int:
+    """The actors of round 1 as the scaler built with ``needs`` will start (auto's from the env check, where the
+    config gives no first count): the instances to start before it."""
+    sc = cfg.scaling
+    if sc.scaler == "auto" and sc.initial_actors is None:
+        n0, _ = first_count(None, sc.n_min, sc.n_max, needs.forecast(), needs.prior, sc.objective or "time")
+        return max(sc.n_min, min(n0, sc.n_max))
+    return first_actors(sc)
