@@ -489,7 +489,8 @@ def auto_text(cfg: TrainConfig, rows: list[Row]) -> str:
     fixed = f"--actors {k.knee} --train-batch-size {cfg.env.step_plan().round_batch(k.knee)}"
     return line + (f" Started at this batch's knee on Lambda, `--actors auto {start}`, it runs no rounds at another "
                    f"count to measure, so it learns as `{fixed}` does (its measuring rounds split the batch otherwise "
-                   "and change what is learned); it still moves if its own rounds price another count better.")
+                   "and change what is learned); it still moves if its own rounds price another count better. "
+                   "Without it, auto starts at that knee by itself only where the env's step mostly waits.")
 
 
 def report(cfg: TrainConfig, p: Probe, rows: list[Row], targets: list[str] | None = None) -> str:

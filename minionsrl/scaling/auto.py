@@ -2,7 +2,10 @@
 
 The batch stays what ``--actors`` functions would sample (the config makes it constant: ``train_batch_size``), so more
 functions buy a shorter round, not fewer updates, and the choice is a question of seconds and dollars only.
-The first count, ``n_0``, runs two rounds: the first starts instances and compiles the learner; the second is the
+The first count, ``n_0``, is ``--initial-actors`` where given (``minionsrl plan --actors auto`` prints its knee);
+else, where the learner's check of the env timed a step that mostly waits, the knee of the round model on that step
+(:func:`start_count`: a waiting env, whose count far from the middle pays, runs no round at another count); else the
+middle of the range. It runs two rounds: the first starts instances and compiles the learner; the second is the
 probe — its learner seconds and what its warm functions did per sample (a round in which the local backend starts
 more instances, as it learns how much they wait, still measures the ones that ran warm) go into the round model as
 the run measures it (:class:`~minionsrl.scaling.round_model.MeasuredRoundModel`: ``minionsrl plan``'s model, priced on
