@@ -17,7 +17,7 @@ from minionsrl.forecast import env_check_stats, model_round
 from minionsrl.function.envs import EnvInfo, EnvSpec
 from minionsrl.function.numpy_policy import PolicyArch
 from minionsrl.prepare import check_detectors, learner_device, make_ledger, prepare_config
-from minionsrl.scaling.registry import SCALERS, Needs, first_actors, started_actors
+from minionsrl.scaling.registry import SCALERS, Needs, started_actors
 from minionsrl.stats import FunctionStats
 
 if TYPE_CHECKING:
@@ -86,12 +86,13 @@ def make_learner(cfg: TrainConfig, arch: PolicyArch) -> Learner:
     return learners.LEARNERS[lc.algo](arch, lc, device, cfg.run.seed, reference_batch)
 
 
-def _expect_durations(backend: Backend, cfg: TrainConfig, info: EnvInfo) -> None:
-    """Tell the backend's deadlines how long a first training invocation should take, from the learner's check of
-    the env (its build, and its random steps with the functions' added latency), before one has run."""
+def _expect_durations(backend: Backend, cfg: TrainConfig, info: EnvInfo, first: int) -> None:
+    """Tell the backend's deadlines how long a first training invocation of a round of ``first`` should take, from
+    the learner's check of the env (its build, and its random steps with the functions' added latency), before one
+    has run."""
     deadlines = getattr(backend, "deadlines", None)
     if deadlines is not None:
-        steps = max(cfg.env.step_plan().steps(first_actors(cfg.scaling))) * cfg.env.envs_per_function
+        steps = max(cfg.env.step_plan().steps(first)) * cfg.env.envs_per_function
         deadlines.expect("train", info.build_s + steps * (info.step_s + cfg.env.env_step_latency_ms / 1000))
 
 
@@ -101,20 +102,19 @@ def make_trainer(cfg: TrainConfig, resume: bool = False, backend: Backend | None
     ``backend`` and ``scaler`` replace the ones ``cfg`` names (tests, the scheduler's training)."""
     from minionsrl.backends.duplicating import DuplicatingBackend
     from minionsrl.function import wire
-    from minionsrl.loop.sampler import row_bytes
     from minionsrl.loop.session import Session
 
     cfg, info = prepare_config(cfg)
     session = Session(cfg, resume, create=False)  # a run dir that cannot be used fails here, before any work
     arch = PolicyArch.of(info, cfg.learner.hidden_sizes)
-    stepped = env_check_stats(info.step_own_s, info.step_cpu_s, cfg.env.env_step_latency_ms / 1000, row_bytes(arch))
-    needs = Needs(info.family, lambda: round_forecast(cfg), stepped if info.step_own_s else None)
+    needs = scaler_needs(cfg, info, arch)
     if backend is None:  # started first, so that its instances boot while the learner's framework loads
         made = None
         try:
             backend = made = make_backend(cfg, wire.new_key())
-            _expect_durations(backend, cfg, info)
-            backend.prewarm(started_actors(cfg, needs))
+            first = started_actors(cfg, needs)
+            _expect_durations(backend, cfg, info, first)
+            backend.prewarm(first)
         except BaseException:
             if made is not None:
                 made.close()
@@ -153,6 +153,16 @@ def function_env_spec(cfg: TrainConfig) -> EnvSpec:
     """The environment the rollout functions build: the config's, with its step latency (training and in-run
     evaluation both run on the functions, so both wait; DESIGN §1)."""
     return EnvSpec(cfg.env.env_id, cfg.env.env_kwargs, step_latency_ms=cfg.env.env_step_latency_ms)
+
+
+def scaler_needs(cfg: TrainConfig, info: EnvInfo, arch: PolicyArch) -> Needs:
+    """What the scaler of a run on the env ``info`` describes may read: its family, the round model priced on the
+    run's platform, and a function's stats as the env check timed a step (with the functions' added latency and
+    the reply's bytes a step; none where the check timed no step)."""
+    from minionsrl.loop.sampler import row_bytes
+
+    stepped = env_check_stats(info.step_own_s, info.step_cpu_s, cfg.env.env_step_latency_ms / 1000, row_bytes(arch))
+    return Needs(info.family, lambda: round_forecast(cfg), stepped if info.step_own_s else None)
 
 
 def make_scaler(cfg: TrainConfig, family: str = "classic", needs: Needs | None = None) -> Scaler:

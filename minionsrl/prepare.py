@@ -41,7 +41,7 @@ def prepare_config(cfg: TrainConfig) -> tuple[TrainConfig, EnvInfo]:
         lithops_config(cfg.functions.lithops_config)  # a missing or broken Lithops config fails here
     info = env_info(EnvSpec(cfg.env.env_id, cfg.env.env_kwargs), cfg.env.env_check_timeout_s)
     cfg = config.resolve(cfg, info.family)
-    if cfg.cost.budget_usd is not None:  # on the resolved counts: auto's first one follows its range
+    if cfg.cost.budget_usd is not None:  # on the resolved counts (auto's first: the fewest it can start at, a floor)
         first = first_actors(cfg.scaling)
         least = make_ledger(cfg, prices).least_round_usd(first)
         if cfg.cost.budget_usd < least:

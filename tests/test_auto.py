@@ -13,7 +13,7 @@ from minionsrl import cli
 from minionsrl.build import make_scaler, round_forecast
 from minionsrl.config import TrainConfig, build, resolve
 from minionsrl.errors import ConfigError
-from minionsrl.forecast import doubling_counts, knee
+from minionsrl.forecast import doubling_counts, env_check_stats, knee
 from minionsrl.scaling.auto import AutoScaler, first_count, start_count
 from minionsrl.stats import FunctionStats, RoundStats
 
@@ -288,15 +288,27 @@ def test_a_step_that_mostly_waits_sets_auto_s_first_count() -> None:
     assert auto.next_actors(_row(1, 64, cold=64)) == 64  # then as ever: measured from its second round
 
 
-def test_a_run_starts_the_instances_auto_starts_with(tmp_path: Path) -> None:
-    from minionsrl.prepare import prepare_config
-    from minionsrl.scaling.registry import Needs, started_actors
+def test_the_env_check_s_step_as_a_function_s_stats() -> None:
+    stats = env_check_stats(own_s=0.5e-3, cpu_s=0.4e-3, latency_s=4.5e-3, bytes_per_sample=60.0)
+    assert stats.sample_s == stats.slowest_sample_s == pytest.approx(5e-3)  # the added latency waits in every step
+    assert stats.busy_share == pytest.approx(0.08) and stats.init_s == 0.0 and stats.bytes_per_sample == 60.0
+    assert env_check_stats(0.0, 0.0, 0.0, 60.0).busy_share == 1.0  # nothing timed: taken as busy, no pick
 
-    cfg, info = prepare_config(TrainConfig(env_id="CartPole-v1", actors="auto", train_batch_size=4096,
-                                           total_timesteps=8192, run_dir=str(tmp_path / "run")))
-    assert info.step_own_s >= info.step_cpu_s > 0  # CartPole's step: all CPU
-    for prior, first in ((WAITING, 64), (None, 32)):
-        needs = Needs(info.family, lambda: round_forecast(cfg), prior)
+
+def test_a_run_starts_the_instances_auto_starts_with(tmp_path: Path) -> None:
+    """The scaler a run builds reads the env check's step with the functions' added latency: CartPole waiting 20 ms a
+    step starts auto at 64 (and the run prewarms 64), CartPole as it is mid-range."""
+    from minionsrl.build import scaler_needs
+    from minionsrl.function.numpy_policy import PolicyArch
+    from minionsrl.prepare import prepare_config
+    from minionsrl.scaling.registry import started_actors
+
+    for latency, first in ((20.0, 64), (0.0, 32)):
+        cfg, info = prepare_config(TrainConfig(env_id="CartPole-v1", actors="auto", train_batch_size=4096,
+                                               env_step_latency_ms=latency, total_timesteps=8192,
+                                               run_dir=str(tmp_path / "run")))
+        assert info.step_own_s >= info.step_cpu_s > 0  # CartPole's own step: all CPU, under 20 ms
+        needs = scaler_needs(cfg, info, PolicyArch.of(info, cfg.learner.hidden_sizes))
         scaler = make_scaler(cfg, needs=needs)
         assert started_actors(cfg, needs) == scaler.next_actors(None) == first
 

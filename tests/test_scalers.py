@@ -121,8 +121,8 @@ def test_make_scaler_builds_every_name_and_its_first_round_is_the_one_the_regist
         assert scaler.name == name and scaler.needs == SCALERS[name].needs
         n = scaler.next_actors(None)
         assert 4 <= n <= 32 or (isinstance(scaler, FixedScaler) and n == 12)
-        # round 1 as the checks before any work count it (a budget's least round, the first deadline, prewarm):
-        # exactly, or the fewest where the rule draws it
+        # round 1 as the checks before any work count it (a budget's least round): exactly, or the fewest where the
+        # rule draws it (the first deadline and prewarm: registry.started_actors)
         first = first_actors(cfg.scaling)
         assert first == n if name != "random" else first == min(n, first)
 

@@ -188,7 +188,7 @@ class LearnerConfig(Role):
 # and the two envs a user would write (docs/results/autopilot.md); their shorter round does not make up for it
 # (HalfCheetah learns alike in every layout, the exception measured)
 DEFAULT_N_MAX = 64
-DEFAULT_INITIAL_ACTORS = 16  # n_0 where the user gives none (Nitro's published one); auto starts mid-range
+DEFAULT_INITIAL_ACTORS = 16  # n_0 where the user gives none (Nitro's published one); auto picks its own
 SHORTEST_FRAGMENT = 64
 LAMBDA_CONCURRENCY = 1000
 
@@ -207,8 +207,9 @@ class ScalingConfig(Role):
                                 "fragment at 64 steps or more, within Lambda's 1,000 concurrent functions)", min=1,
                                 max=4096)
     initial_actors: int | None = setting(None, "actors in round 1 for nitro, critical and auto (n_0); default: 16 "
-                                         "(Nitro's), for auto the middle of its range: the power of two nearest "
-                                         "sqrt(n_min * n_max)", min=1, max=4096)
+                                         "(Nitro's); for auto, where the env check's step mostly waits, the round "
+                                         "model's knee on it, else the middle of its range: the power of two "
+                                         "nearest sqrt(n_min * n_max)", min=1, max=4096)
     objective: str | None = setting(None, "what critical and auto minimise: dollars (cost) or projected seconds "
                                     "(time); default: time for auto (the knee: more actors stop paying past it), "
                                     "cost for critical (per unit of progress)", choices=OBJECTIVES,

@@ -219,8 +219,8 @@ def auto_n_max(cfg: TrainConfig) -> int:
 
 def auto_initial(n_min: int, n_max: int) -> int:
     """The count ``--actors auto`` measures its first two rounds at, where the user sets no ``initial_actors`` and the
-    learner's check of the env timed no step: the middle of its range on a log scale, as a power of two, the larger
-    of two equally near (32 of 8 to 64 or 128).
+    learner's check of the env timed no step that mostly waits (``scaling.auto.first_count``): the middle of its
+    range on a log scale, as a power of two, the larger of two equally near (32 of 8 to 64 or 128).
     Its pick can lie anywhere in the range (16 on Hopper, 64 on an env whose steps wait), so the middle keeps the
     rounds it measures within sqrt(n_max / n_min) times the pick's count either way; of a tie, the larger, since a
     round too few functions share costs a waiting env the most time."""

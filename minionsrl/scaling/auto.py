@@ -51,8 +51,10 @@ def start_count(n_min: int, n_max: int, forecast: RoundForecast, prior: Function
                 objective: str = "time") -> int | None:
     """The count to start at before any round ran, where the env's step mostly waits (a CPU busy under
     :data:`WAITING_SHARE` of it, as the learner's check timed it: ``prior``): the pick (:func:`_best`) of the round
-    model fed ``prior`` and no learner seconds (not known before its first update; the same at every count under
-    auto's constant batch). So a waiting env runs no round at another count. None for a CPU-bound step: a fresh env's
+    model fed ``prior`` and no learner seconds (not known before its first update). The same at every count under
+    auto's constant batch, they still weigh against a doubling's saving, so leaving them out can only raise the
+    pick; a waiting step's saving is far past the line (the latency env's 32 -> 64: over 20%). So a waiting env runs
+    no round at another count. None for a CPU-bound step: a fresh env's
     few random steps time it 1.5-3x slow here (Hopper, Reach, HalfCheetah), and its knee lies within a few percent
     of the threshold, which the run's own rounds must tell."""
     if prior is None or prior.busy_share >= WAITING_SHARE:
