@@ -44,8 +44,8 @@ class EnvInfo:
     episode_steps: int | None = None  # its time limit (the env's, or its inner env's), where it has one
     build_s: float = field(default=0.0, compare=False)  # the learner's check: seconds to build it ...
     step_s: float = field(default=0.0, compare=False)  # ... and to take a random step
-    step_own_s: float = field(default=0.0, compare=False)  # ... less its wait for a CPU here (own-instance)
-    step_cpu_s: float = field(default=0.0, compare=False)  # ... the process's CPU seconds of it
+    step_own_s: float = field(default=0.0, compare=False)  # the median step less its wait for a CPU here
+    step_cpu_s: float = field(default=0.0, compare=False)  # ... and the process's CPU seconds of it
 
 
 MAX_STEP_LATENCY_MS = 10_000.0  # ten seconds a step: past any simulator worth training against
@@ -503,20 +503,23 @@ def _checked_info(spec: EnvSpec, doing: list[str]) -> EnvInfo:
                               f"not the observation space's {info.obs_shape}; make the two agree")
         info = replace(info, carries=_carries(spec, env), episode_steps=episode_steps(env))
         env.action_space.seed(0)
-        # CPU seconds of the whole process: an env that steps in threads of its own is busy there too
-        t0, cpu0, wait0 = time.perf_counter(), time.process_time(), clock.thread_wait_s()
+        t0, steps = time.perf_counter(), []  # each step's own-instance seconds and the process's CPU seconds
         try:
             for _ in range(CHECK_STEPS):
                 doing[0] = "step()"
+                # the whole process's CPU: an env that steps in threads of its own is busy there too
+                started, cpu0, wait0 = time.perf_counter(), time.process_time(), clock.thread_wait_s()
                 _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+                cpu = time.process_time() - cpu0
+                steps.append((clock.own_s(time.perf_counter() - started, clock.thread_wait_s() - wait0, cpu), cpu))
                 if terminated or truncated:
                     doing[0] = "reset()"
                     env.reset()
         except Exception:
             return info
-        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-        own = clock.own_s(wall, clock.thread_wait_s() - wait0, cpu)
-        return replace(info, step_s=wall / CHECK_STEPS, step_own_s=own / CHECK_STEPS, step_cpu_s=cpu / CHECK_STEPS)
+        # the median step: one stalled here (another thread holding the GIL, a page in) does not make it a waiting env
+        own_s, cpu_s = (float(np.median(column)) for column in zip(*steps, strict=True))
+        return replace(info, step_s=(time.perf_counter() - t0) / CHECK_STEPS, step_own_s=own_s, step_cpu_s=cpu_s)
     finally:
         stage, doing[0] = doing[0], "close()"
         env.close()
