@@ -5,7 +5,7 @@ JAX PPO on EnvPool (bench/peer_ppo.py) at equal work.
     .venv/bin/python bench/hopper.py [sb3] [--seeds 1 2 3] [--steps 1000000] [--sb3-steps 50000]
     .venv/bin/python bench/hopper.py rllib [all|setup|window|full|report] [--seeds 1 2 3] [--steps 1000000] ...
     bench/out/.venv-rllib/bin/python bench/hopper.py rllib-worker JSON
-    .venv/bin/python bench/hopper.py peer [window|full|all|report] [--seeds 1 2 3 4 5] ...
+    .venv/bin/python bench/hopper.py peer [window|full|all|report|budget] [--seeds 1 2 3 4 5] ...
 
 ``sb3``: Benchmark 2: Hopper-v5, 1M steps — our final return and wall time vs SB3 PPO's extrapolated wall time.
 
@@ -50,12 +50,18 @@ Hopper-v5 (mujoco preset, 8 actors). Phases (default: window; ``all``: window, t
 - ``full``: per seed, ours then the peer, ``--steps`` (1M) each with a 10-episode deterministic evaluation at the
   end: final train and eval returns, bootstrap intervals over seeds, wall times.
 - ``report``: only write the section again.
+- ``budget``: where a round's time and CPU go, in one script run (its own section, "hopper-round-budget"): the
+  rollout function's step by part (the physics alone, Gymnasium's step around it, the policy, our loop), the rollout
+  function on every core at once, ours for ``--window-steps`` steps in a child process (each round's wall split and
+  the CPU of the functions, their instances, the learner's thread and its other threads), then the peer and its
+  pool stepping raw, with the limits they imply (the physics, the synchronous round, our CPU ceiling) beside the
+  target. One record per run in bench/out/peer_budget.jsonl (seed: the first of ``--seeds``).
 
 Each result is appended to bench/out/peer_hopper.jsonl as it comes; a rerun skips what is there (``--fresh``
 measures again). The section (docs/benchmarks/, "hopper-peer") is written once there is a result; ``--out-dir`` and
 ``--doc`` send both elsewhere (smoke runs).
 
-    .venv/bin/python bench/hopper.py peer [window|full|all|report] [--seeds 1 2 3 4 5] [--window-steps 200000]
+    .venv/bin/python bench/hopper.py peer [window|full|all|report|budget] [--seeds 1 2 3 4 5] [--window-steps 200000]
         [--steps 1000000] [--raw-steps 100000] [--peer-threads 2] [--fresh] [--out-dir DIR] [--doc FILE]
 
 ``rllib-worker``: RLlib PPO on Hopper-v5: the child process of ``rllib``, run by bench/out/.venv-rllib's python
@@ -85,9 +91,11 @@ after each iteration the driver of this process collects the new lines into the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -105,6 +113,7 @@ from common import (
     markdown_table,
     mean,
     met,
+    n_cores,
     provenance,
     ratio,
     run_minionsrl,
@@ -1128,7 +1137,7 @@ def write_peer_section(args: argparse.Namespace, records: list[dict[str, Any]], 
 def peer_main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="Hopper-v5: ours beside bench/peer_ppo.py (JAX PPO on EnvPool) at equal "
                                             "work")
-    p.add_argument("phase", nargs="?", default="window", choices=("window", "full", "all", "report"),
+    p.add_argument("phase", nargs="?", default="window", choices=("window", "full", "all", "report", "budget"),
                    help="window (default): the throughput windows; full: the returns runs; all: both")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     p.add_argument("--steps", type=int, default=1_000_000, help="env steps of each full (returns) run")
@@ -1137,12 +1146,17 @@ def peer_main(argv: list[str] | None = None) -> None:
     p.add_argument("--actors", type=int, default=ACTORS)
     p.add_argument("--peer-threads", type=int, default=2, help="EnvPool worker threads of the peer (2: the faster "
                                                                 "here, bench/peer_ppo.py says)")
+    p.add_argument("--budget-steps", type=int, default=3072, help="budget: steps of each step-cost measurement")
+    p.add_argument("--budget-repeats", type=int, default=5, help="budget: interleaved repeats of each")
     p.add_argument("--fresh", action="store_true", help="measure again what earlier runs already measured")
     p.add_argument("--out-dir", default=str(OUT), help="results (peer_hopper.jsonl), run dirs and the peer's logs")
     p.add_argument("--doc", default=None, help="write the section to this file (default: the BENCHMARKS section)")
     args = p.parse_args(argv)
     records = load_jsonl(Path(args.out_dir) / "peer_hopper.jsonl")
     hp = peer_hyper_parameters(args.actors)
+    if args.phase == "budget":
+        peer_budget_main(args, hp)
+        return
     if args.phase in ("all", "window"):
         peer_window(args, records, hp)
     if args.phase in ("all", "full"):
@@ -1151,7 +1165,242 @@ def peer_main(argv: list[str] | None = None) -> None:
     print(render_peer(args, records, hp) or "No results yet.")
 
 
-MODES = {"sb3": main, "rllib": rllib_main, "rllib-worker": rllib_worker_main, "peer": peer_main}
+# -- budget: where a Hopper round's time and CPU go, beside its limits ---------------------------------------------
+
+BUDGET_SECTION = "hopper-round-budget"
+BUDGET_FIRST = 3  # rounds up to this one (start-up, the first compilations, cold instances) are left out
+
+
+def _step_costs(steps: int, repeats: int) -> dict[str, float]:
+    """CPU ms an agent step of Hopper-v5 inside one function, this process, BLAS on one thread (as in a function):
+    the physics alone (``mujoco.mj_step`` of the frame skip), Gymnasium's step, Gymnasium's step plus the policy's
+    forward pass, and the rollout function's own loop (:func:`minionsrl.function.rollout.rollout`, episodes
+    carried). ``repeats`` interleaved measurements; the one whose rollout is the median is kept whole, so that its
+    parts' differences are of one moment (CPU time a step moves with a busy sibling core)."""
+    import mujoco
+    import numpy as np
+
+    from minionsrl.function.envs import EnvSpec, env_info, make_env
+    from minionsrl.function.normalization import RunningMeanStd
+    from minionsrl.function.numpy_policy import PolicyArch
+    from minionsrl.function.rollout import rollout  # pins BLAS to one thread, as a function does
+    from minionsrl.learner.networks import init_params, snapshot_of
+
+    spec = EnvSpec(ENV)
+    arch = PolicyArch.of(env_info(spec), (64, 64))
+    snap = snapshot_of(arch, init_params(arch, 1), RunningMeanStd((arch.obs_dim,)), 1, 10.0)
+    policy, env = snap.numpy_policy(), make_env(spec)
+    model, data = env.unwrapped.model, env.unwrapped.data
+    frames = env.unwrapped.frame_skip
+    actions = np.random.default_rng(0).uniform(-1, 1, (steps, arch.action_dim)).astype(np.float32)
+    carry: list[Any] = [None]
+
+    def physics() -> None:
+        for _ in range(steps):
+            mujoco.mj_step(model, data, nstep=frames)
+
+    def gym_step(with_policy: bool) -> None:
+        obs, _ = env.reset(seed=1)
+        for a in actions:
+            if with_policy:
+                policy.forward(np.asarray(obs, dtype=np.float32))
+            obs, _, term, trunc, _ = env.step(a)
+            if term or trunc:
+                obs, _ = env.reset()
+
+    def ours() -> None:
+        for seed in range(steps // 512):
+            carry[0] = rollout(env, snap, policy, 512, seed, 0.99, carry[0]).meta["carry"]
+
+    parts = {"physics": physics, "gymnasium": lambda: gym_step(False), "gymnasium_policy": lambda: gym_step(True),
+             "rollout": ours}
+    measured = []
+    for _ in range(repeats):
+        one = {}
+        for k, fn in parts.items():
+            c0 = time.process_time()
+            fn()
+            one[k] = 1000 * (time.process_time() - c0) / steps
+        measured.append(one)
+    env.close()
+    return sorted(measured, key=lambda m: m["rollout"])[len(measured) // 2]
+
+
+def budget_child_main(argv: list[str]) -> None:
+    """``budget-child JSON``: train ours in this process (mujoco preset) and print one JSON line: each round's wall
+    split, and the CPU seconds between the end of round BUDGET_FIRST and the end of the last round of the learner's
+    thread, this process's other threads (XLA's, the backend's) and its child processes (the function instances),
+    with the CPU the functions spent inside their handler (invocations.csv)."""
+    import csv
+    import threading
+
+    import psutil
+
+    from minionsrl import TrainConfig, train
+    from minionsrl.experiments.training import Callback
+
+    job = json.loads(argv[0])
+    me, marks = psutil.Process(), {}
+
+    def snap(learner_tid: int) -> dict[str, Any]:
+        threads = {t.id: t.user_time + t.system_time for t in me.threads()}
+        kids = {}
+        for kid in me.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                c = kid.cpu_times()
+                kids[kid.pid] = c.user + c.system
+        return {"t": time.perf_counter(), "learner": threads.get(learner_tid, 0.0),
+                "other": sum(v for k, v in threads.items() if k != learner_tid), "kids": kids}
+
+    class Mark(Callback):
+        def on_round(self, row: Any, trainer: Any) -> None:
+            if row.round == BUDGET_FIRST or row.env_steps >= job["steps"]:
+                marks[row.round] = snap(threading.get_native_id())
+
+    summary = train(TrainConfig(env_id=ENV, preset="auto", actors=job["actors"], seed=job["seed"],
+                                total_timesteps=job["steps"], eval_every=0, eval_episodes=1, progress=False,
+                                tensorboard=False, run_dir=job["run_dir"]), callback=Mark(), plots=False)
+    (r0, a), (r1, b) = sorted(marks.items())
+    from minionsrl.loop.metrics import read_metrics
+
+    rows = [{k: float(r[k] or 0.0) for k in ("round", "env_steps", "round_s", "sample_s", "learn_s", "eval_s")}
+            for r in read_metrics(job["run_dir"])]
+    with open(Path(job["run_dir"]) / "invocations.csv") as f:
+        handler = sum(float(r["cpu_s"]) for r in csv.DictReader(f) if r0 < int(r["round"]) <= r1 and r["cpu_s"])
+    steps = next(r["env_steps"] for r in rows if r["round"] == r1) - next(r["env_steps"] for r in rows
+                                                                        if r["round"] == r0)
+    print(json.dumps({
+        "rows": rows, "first": r0, "last": r1, "steps": steps, "wall_s": b["t"] - a["t"],
+        "learner_cpu_s": b["learner"] - a["learner"], "other_threads_cpu_s": b["other"] - a["other"],
+        "instances_cpu_s": sum(v - a["kids"].get(pid, 0.0) for pid, v in b["kids"].items()),
+        "instances_lost": len(set(a["kids"]) - set(b["kids"])), "handler_cpu_s": handler,
+        "final_eval_return": summary.get("final_eval_return")}))
+
+
+def peer_budget(args: argparse.Namespace, hp: dict[str, Any]) -> dict[str, Any]:
+    """One script run, in this order: the function's step costs, the raw rollout rate on every core, ours (in a
+    child process, its rounds and CPU split), the peer at the same steps, then the peer's pool stepping raw."""
+    from sampling import ParallelRaw
+
+    cores, steps, t0 = n_cores(), args.window_steps, time.time()
+    log(f"budget: step costs ({args.budget_steps:,} steps x {args.budget_repeats})")
+    step = _step_costs(args.budget_steps, args.budget_repeats)
+    log(f"budget: the rollout function on {cores} processes at once")
+    raw = ParallelRaw(cores, 512)
+    try:
+        raw.block(1)  # warm-up
+        blocks = [raw.block(args.budget_steps // 512) for _ in range(args.budget_repeats)]
+    finally:
+        raw.close()
+    log(f"budget: ours, {steps:,} steps")
+    run_dir = Path(args.out_dir) / "runs" / f"budget-s{args.seeds[0]}-{int(time.time())}"
+    job = {"seed": args.seeds[0], "steps": steps, "actors": args.actors, "run_dir": str(run_dir)}
+    proc = subprocess.run([sys.executable, __file__, "budget-child", json.dumps(job)], cwd=ROOT, capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"our run failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    ours_run = json.loads(proc.stdout.strip().splitlines()[-1])
+    shutil.rmtree(run_dir, ignore_errors=True)
+    log(f"budget: the peer, {steps:,} steps, then its pool stepping raw")
+    peer = run_peer(args.seeds[0], steps, hp, args.peer_threads, 0)
+    pool = run_peer(args.seeds[0], 0, hp, args.peer_threads, 0, raw_steps=args.raw_steps)
+    rec = {"kind": "budget", "start": t0, "end": time.time(), "cores": cores, "step_ms": step,
+           "raw_rollout_sps": statistics.median(b["sps"] for b in blocks), "ours": ours_run,
+           "peer_sps": peer["steps_per_s"], "pool_sps": pool["steps_per_s"], "steps": steps,
+           "batch": hp["num-envs"] * hp["num-steps"], "load_end": _load1()}
+    append_jsonl(Path(args.out_dir) / "peer_budget.jsonl", rec)
+    return rec
+
+
+def render_budget(rec: dict[str, Any]) -> str:
+    """The section: the round's wall split, the CPU a step by where it runs, the function's step by part, and the
+    limits beside ours and the peer."""
+    o, step, cores, batch = rec["ours"], rec["step_ms"], rec["cores"], rec["batch"]
+    rows = [r for r in o["rows"] if o["first"] < r["round"] <= o["last"]]
+    med = {k: statistics.mean(r[k] for r in rows) for k in ("round_s", "sample_s", "learn_s", "eval_s")}  # they add up
+    rest = med["round_s"] - med["sample_s"] - med["learn_s"] - med["eval_s"]
+    at_raw = batch / rec["raw_rollout_sps"]
+    ours_sps = o["steps"] / o["wall_s"]
+    wall = [["sampling at the raw rollout rate (all cores)", at_raw],
+            ["sampling, the rest (dispatch, gather, decode, the last functions' tail)", med["sample_s"] - at_raw],
+            ["the update (learn_s)", med["learn_s"]], ["evaluation (eval_s)", med["eval_s"]],
+            ["the rest of the round (plan, decide, billing, logging, checkpoint)", rest],
+            ["**round** (round_s)", med["round_s"]]]
+    wall = [[name, 1000 * s, 100 * s / med["round_s"]] for name, s in wall]
+    per = 1000 / o["steps"]
+    cpu = [["the functions, inside their handler", o["handler_cpu_s"]],
+           ["the function instances, outside it (worker loop, wire)", o["instances_cpu_s"] - o["handler_cpu_s"]],
+           ["the learner's thread", o["learner_cpu_s"]],
+           ["the learner process's other threads (XLA's compiled update, the backend's)", o["other_threads_cpu_s"]]]
+    total = sum(c for _, c in cpu)
+    cpu = [[name, per * c, 100 * c / total] for name, c in cpu] + [["**all**", per * total, 100.0]]
+    fn = [["the physics alone (mujoco.mj_step, the frame skip)", step["physics"]],
+          ["Gymnasium's Hopper step around it (obs, reward, health, wrappers)", step["gymnasium"] - step["physics"]],
+          ["the policy's forward pass (NumPy)", step["gymnasium_policy"] - step["gymnasium"]],
+          ["the rollout loop's own work (noise, clip, buffers, carry)", step["rollout"] - step["gymnasium_policy"]],
+          ["**the rollout function's step**", step["rollout"]]]
+    target = PEER_TARGET_RATIO * rec["peer_sps"]
+    limits = [["the physics alone on every core (cores / physics CPU)", cores * 1000 / step["physics"]],
+              ["the rollout function on every core, measured (nothing else running)", rec["raw_rollout_sps"]],
+              ["the synchronous round (batch / (batch at the raw rate + the update))",
+               batch / (at_raw + med["learn_s"])],
+              ["ours' CPU ceiling (cores / all its CPU a step, every core busy)", cores * 1000 / (per * total)],
+              ["**ours**, measured", ours_sps], ["the peer (bench/peer_ppo.py), measured", rec["peer_sps"]],
+              ["the peer's pool stepping random actions (raw EnvPool)", rec["pool_sps"]],
+              [f"the target, {PEER_TARGET_RATIO}× the peer", target]]
+    limits = [[name, sps, 1000 * cores / sps] for name, sps in limits]
+    return f"""## Hopper-v5: where a round's time and CPU go, beside its limits
+<!-- headline: Hopper, 8 actors: ours {fmt(ours_sps, 0)} steps/s, {fmt(ours_sps / rec['peer_sps'], 2)}× the EnvPool \
+peer; 2.2× it ({fmt(target, 0)}) is above raw EnvPool stepping ({fmt(rec['pool_sps'], 0)}) and the rollout function \
+on every core ({fmt(rec['raw_rollout_sps'], 0)}): out of reach on these cores without a cheaper step -->
+
+One script run on {cores} cores, at the peer's equal work (mujoco preset, {rec['batch'] // 512} actors × 512, the
+update of §17): the rollout function's step by part (this process, BLAS on one thread, the median of interleaved
+repeats), the rollout function on every core at once, ours for {rec['steps']:,} steps (rounds after
+{BUDGET_FIRST}: start-up, first compilations and cold instances apart; the means of {len(rows)} rounds), then
+the peer for as many steps and its pool stepping raw. Ours {fmt(ours_sps, 0)} steps/s against the peer's
+{fmt(rec['peer_sps'], 0)}: **{fmt(ours_sps / rec['peer_sps'], 2)}×** (target {PEER_TARGET_RATIO}×:
+{met(ours_sps >= target)}).
+
+**A round's wall time** (means):
+
+{markdown_table(["part", "ms / round", "% of round"], wall, digits=[0, 1, 1])}
+
+**CPU a step, by where it runs** (rounds {o['first'] + 1}–{o['last']}, {o['steps']:,} steps;
+{fmt(total / o['wall_s'], 2)} of {cores} cores busy):
+
+{markdown_table(["where", "CPU ms / step", "% of all"], cpu, digits=[0, 3, 1])}
+
+**The rollout function's step, by part:**
+
+{markdown_table(["part", "CPU ms / step"], fn, digits=[0, 3])}
+
+**Limits, steps/s** (and the CPU a step each leaves on {cores} cores):
+
+{markdown_table(["", "steps/s", f"CPU ms / step on {cores} cores"], limits, digits=[0, 0, 3])}
+
+What it says: on {cores} cores the target leaves {fmt(1000 * cores / target, 3)} CPU ms for each step, all of it:
+env, policy, update and the round's own work. The rollout function's step alone takes {fmt(step['rollout'], 3)} in a
+process of its own and {fmt(1000 * cores / rec['raw_rollout_sps'], 3)} with every core stepping (the cores slow each
+other), and our whole step (functions, instances, learner) {fmt(per * total, 3)}. The target is
+{fmt(target / rec['pool_sps'], 2)}× the peer's own env engine stepping random actions with no policy at all. So
+neither overlap nor hiding the whole update reaches it here (hiding it all would give at most the rollout function
+on every core, {fmt(rec['raw_rollout_sps'], 0)} steps/s): only a step cheaper than Gymnasium's Hopper step and a
+policy call, whose physics alone takes {fmt(step['physics'], 3)}.
+
+{provenance(rec['start'], rec['end'])}
+"""
+
+
+def peer_budget_main(args: argparse.Namespace, hp: dict[str, Any]) -> None:
+    rec = peer_budget(args, hp)
+    text = render_budget(rec)
+    write_section(BUDGET_SECTION, text, Path(args.doc) if args.doc else None)
+    print(text)
+
+
+MODES = {"sb3": main, "rllib": rllib_main, "rllib-worker": rllib_worker_main, "peer": peer_main,
+         "budget-child": budget_child_main}
 
 
 if __name__ == "__main__":

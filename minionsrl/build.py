@@ -8,6 +8,7 @@ learner.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -162,7 +163,8 @@ def scaler_needs(cfg: TrainConfig, info: EnvInfo, arch: PolicyArch) -> Needs:
     from minionsrl.loop.sampler import row_bytes
 
     stepped = env_check_stats(info.step_own_s, info.step_cpu_s, cfg.env.env_step_latency_ms / 1000, row_bytes(arch))
-    return Needs(info.family, lambda: round_forecast(cfg), stepped if info.step_own_s else None)
+    # made once: the first count to prewarm and the scaler built after it read the same model
+    return Needs(info.family, functools.cache(lambda: round_forecast(cfg)), stepped if info.step_own_s else None)
 
 
 def make_scaler(cfg: TrainConfig, family: str = "classic", needs: Needs | None = None) -> Scaler:

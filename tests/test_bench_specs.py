@@ -82,3 +82,29 @@ def test_benchmarks_summary_row_reads_a_sections_headline_date_and_command(tmp_p
     doc = common.render_doc(tmp_path)
     assert "| §1 Sampling | 15,500 steps/s | 2026-11-22 |" in doc and "headline:" not in doc
     assert "## 1. Sampling" in doc
+
+
+def _budget_record(ours_wall_s: float) -> dict:
+    rows = [{"round": float(r), "env_steps": 4096.0 * r, "round_s": 0.5, "sample_s": 0.4, "learn_s": 0.08,
+             "eval_s": 0.0} for r in range(1, 11)]
+    return {"start": 0.0, "end": 1.0, "cores": 2, "batch": 4096, "steps": 40960, "raw_rollout_sps": 11000.0,
+            "peer_sps": 5000.0, "pool_sps": 11000.0,
+            "step_ms": {"physics": 0.075, "gymnasium": 0.113, "gymnasium_policy": 0.133, "rollout": 0.148},
+            "ours": {"rows": rows, "first": 3, "last": 10, "steps": 28672, "wall_s": ours_wall_s,
+                     "learner_cpu_s": 0.2, "other_threads_cpu_s": 0.5, "instances_cpu_s": 5.8, "handler_cpu_s": 5.7}}
+
+
+def test_round_budget_parts_add_up_and_the_verdict_follows_the_target():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import hopper
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    text = hopper.render_budget(_budget_record(ours_wall_s=4.0))  # 7,168 steps/s: 1.43x the peer's 5,000
+    assert "**1.43×** (target 2.2×:\n**no**)" in text
+    assert "| the rest of the round (plan, decide, billing, logging, checkpoint) | 20.0 | 4.0 |" in text
+    assert "| **round** (round_s) | 500.0 | 100.0 |" in text
+    assert "| **all** | 0.227 | 100.0 |" in text  # (5.7 + 0.1 + 0.2 + 0.5) CPU s over 28,672 steps
+    assert "| the target, 2.2× the peer | 11,000 | 0.182 |" in text
+    fast = hopper.render_budget(_budget_record(ours_wall_s=2.0))  # 14,336 steps/s: past 2.2x
+    assert "**2.87×** (target 2.2×:\nyes)" in fast
