@@ -94,4 +94,5 @@ class ObsNormalizer:
             # to be refused in one line that blames the env (fragment.Fragment.from_wire)
             with np.errstate(over="ignore"):
                 return np.asarray(obs, dtype=np.float32)
-        return np.clip((obs - self.mean) * self.inv_std, -self.clip, self.clip).astype(np.float32)
+        z = (obs - self.mean) * self.inv_std
+        return np.minimum(np.maximum(z, -self.clip), self.clip).astype(np.float32)  # np.clip's values, cheaper
