@@ -117,6 +117,7 @@ from common import (
     n_cores,
     provenance,
     ratio,
+    reproduce_command,
     run_minionsrl,
     run_modes,
     run_sb3,
@@ -1176,11 +1177,13 @@ BUDGET_FIRST = 3  # rounds up to this one (start-up, the first compilations, col
 
 
 def _step_costs(steps: int, repeats: int) -> dict[str, float]:
-    """CPU ms an agent step of Hopper-v5 inside one function, this process, BLAS on one thread (as in a function):
-    the physics alone (``mujoco.mj_step`` of the frame skip), Gymnasium's step, Gymnasium's step plus the policy's
-    forward pass, and the rollout function's own loop (:func:`minionsrl.function.rollout.rollout`, episodes
-    carried). ``repeats`` interleaved measurements; the one whose rollout is the median is kept whole, so that its
-    parts' differences are of one moment (CPU time a step moves with a busy sibling core)."""
+    """CPU ms an agent step of Hopper-v5 inside one function, this process, BLAS on one thread (as in a function),
+    the median of ``repeats`` interleaved measurements of each: the function's env and policy without our loop
+    (Gymnasium's step on random actions, the policy's forward pass before each, episodes reset as they end), split
+    into the physics (Gymnasium's own ``mujoco.mj_step`` calls, timed where it makes them), the policy's forward
+    pass and Gymnasium's work around the physics, in proportion to their wall time in that loop; and the rollout
+    function's own loop (:func:`minionsrl.function.rollout.rollout`, episodes carried), whose excess over the first is
+    our loop's work (the median of each repeat's difference)."""
     import mujoco
     import numpy as np
 
@@ -1194,99 +1197,122 @@ def _step_costs(steps: int, repeats: int) -> dict[str, float]:
     arch = PolicyArch.of(env_info(spec), (64, 64))
     snap = snapshot_of(arch, init_params(arch, 1), RunningMeanStd((arch.obs_dim,)), 1, 10.0)
     policy, env = snap.numpy_policy(), make_env(spec)
-    model, data = env.unwrapped.model, env.unwrapped.data
-    frames = env.unwrapped.frame_skip
     actions = np.random.default_rng(0).uniform(-1, 1, (steps, arch.action_dim)).astype(np.float32)
+    mj_step, in_physics = mujoco.mj_step, [0.0]
+
+    def timed_mj_step(*a: Any, **kw: Any) -> None:  # Gymnasium's MujocoEnv calls mujoco.mj_step at each step
+        t = time.perf_counter()
+        mj_step(*a, **kw)
+        in_physics[0] += time.perf_counter() - t
+
+    def env_and_policy() -> dict[str, float]:
+        in_physics[0], in_policy = 0.0, 0.0
+        obs, _ = env.reset(seed=1)
+        mujoco.mj_step = timed_mj_step
+        try:
+            c0, w0 = time.process_time(), time.perf_counter()
+            for a in actions:
+                t = time.perf_counter()
+                policy.forward(np.asarray(obs, dtype=np.float32))
+                in_policy += time.perf_counter() - t
+                obs, _, term, trunc, _ = env.step(a)
+                if term or trunc:
+                    obs, _ = env.reset()
+            cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+        finally:
+            mujoco.mj_step = mj_step
+        per = 1000 * cpu / wall / steps  # CPU ms a step per wall second of this loop
+        return {"physics": in_physics[0] * per, "policy": in_policy * per,
+                "gymnasium": (wall - in_physics[0] - in_policy) * per, "env_policy": 1000 * cpu / steps}
+
     carry: list[Any] = [None]
 
-    def physics() -> None:
-        for _ in range(steps):
-            mujoco.mj_step(model, data, nstep=frames)
-
-    def gym_step(with_policy: bool) -> None:
-        obs, _ = env.reset(seed=1)
-        for a in actions:
-            if with_policy:
-                policy.forward(np.asarray(obs, dtype=np.float32))
-            obs, _, term, trunc, _ = env.step(a)
-            if term or trunc:
-                obs, _ = env.reset()
-
-    def ours() -> None:
+    def ours() -> float:
+        c0 = time.process_time()
         for seed in range(steps // 512):
             carry[0] = rollout(env, snap, policy, 512, seed, 0.99, carry[0]).meta["carry"]
+        return 1000 * (time.process_time() - c0) / steps
 
-    parts = {"physics": physics, "gymnasium": lambda: gym_step(False), "gymnasium_policy": lambda: gym_step(True),
-             "rollout": ours}
     measured = []
     for _ in range(repeats):
-        one = {}
-        for k, fn in parts.items():
-            c0 = time.process_time()
-            fn()
-            one[k] = 1000 * (time.process_time() - c0) / steps
+        one = env_and_policy()
+        one["rollout"] = ours()
+        one["loop"] = one["rollout"] - one["env_policy"]
         measured.append(one)
     env.close()
-    return sorted(measured, key=lambda m: m["rollout"])[len(measured) // 2]
+    return {k: statistics.median(m[k] for m in measured) for k in measured[0]}
 
 
 def budget_child_main(argv: list[str]) -> None:
     """``budget-child JSON``: train ours in this process (mujoco preset) and print one JSON line: each round's wall
-    split, and the CPU seconds between the end of round BUDGET_FIRST and the end of the last round of the learner's
-    thread, this process's other threads (XLA's, the backend's) and its child processes (the function instances),
-    with the CPU the functions spent inside their handler (invocations.csv)."""
-    import csv
+    split, and the CPU seconds between the ends of round BUDGET_FIRST and of the last round of the learner's
+    thread, the rest of this process (XLA's threads, the backend's, the checkpoint writers) and its child processes
+    (the function instances, reaped ones too), with the CPU the functions spent inside their handler
+    (invocations.csv: training and the last round's final evaluation apart)."""
     import threading
 
     import psutil
 
     from minionsrl import TrainConfig, train
     from minionsrl.experiments.training import Callback
+    from minionsrl.loop.metrics import read_metrics, read_rows
 
     job = json.loads(argv[0])
     me, marks = psutil.Process(), {}
 
     def snap(learner_tid: int) -> dict[str, Any]:
-        threads = {t.id: t.user_time + t.system_time for t in me.threads()}
+        process = me.cpu_times()
+        learner = next((t.user_time + t.system_time for t in me.threads() if t.id == learner_tid), 0.0)
         kids = {}
         for kid in me.children(recursive=True):
             with contextlib.suppress(psutil.Error):
                 c = kid.cpu_times()
                 kids[kid.pid] = c.user + c.system
-        return {"t": time.perf_counter(), "learner": threads.get(learner_tid, 0.0),
-                "other": sum(v for k, v in threads.items() if k != learner_tid), "kids": kids}
+        return {"t": time.perf_counter(), "learner": learner, "process": process.user + process.system,
+                "reaped": process.children_user + process.children_system, "kids": kids}
 
     class Mark(Callback):
         def on_round(self, row: Any, trainer: Any) -> None:
             if row.round == BUDGET_FIRST or row.env_steps >= job["steps"]:
                 marks[row.round] = snap(threading.get_native_id())
 
-    summary = train(TrainConfig(env_id=ENV, preset="auto", actors=job["actors"], seed=job["seed"],
-                                total_timesteps=job["steps"], eval_every=0, eval_episodes=1, progress=False,
-                                tensorboard=False, run_dir=job["run_dir"]), callback=Mark(), plots=False)
+    train(TrainConfig(env_id=ENV, preset="auto", actors=job["actors"], seed=job["seed"], total_timesteps=job["steps"],
+                      eval_every=0, eval_episodes=1, progress=False, tensorboard=False, run_dir=job["run_dir"]),
+          callback=Mark(), plots=False)
+    if len(marks) != 2:
+        raise RuntimeError(f"the run did not pass round {BUDGET_FIRST} and end at {job['steps']:,} steps: {marks}")
     (r0, a), (r1, b) = sorted(marks.items())
-    from minionsrl.loop.metrics import read_metrics
-
-    rows = [{k: float(r[k] or 0.0) for k in ("round", "env_steps", "round_s", "sample_s", "learn_s", "eval_s")}
-            for r in read_metrics(job["run_dir"])]
-    with open(Path(job["run_dir"]) / "invocations.csv") as f:
-        handler = sum(float(r["cpu_s"]) for r in csv.DictReader(f) if r0 < int(r["round"]) <= r1 and r["cpu_s"])
-    steps = next(r["env_steps"] for r in rows if r["round"] == r1) - next(r["env_steps"] for r in rows
-                                                                        if r["round"] == r0)
+    every = [{k: float(r[k] or 0.0) for k in ("round", "env_steps", "round_s", "sample_s", "learn_s", "eval_s")}
+             for r in read_metrics(job["run_dir"])]
+    rows = [r for r in every if r0 < r["round"] <= r1]
+    before = next(r["env_steps"] for r in every if r["round"] == r0)
+    handler = {"train": 0.0, "eval": 0.0}
+    for r in read_rows(Path(job["run_dir"]) / "invocations.csv"):
+        if r0 < int(r["round"]) <= r1 and r["cpu_s"]:
+            handler[r["kind"]] = handler.get(r["kind"], 0.0) + float(r["cpu_s"])
+    lived = sum(v - a["kids"].get(pid, 0.0) for pid, v in b["kids"].items())  # one started since: counted from 0
     print(json.dumps({
-        "rows": rows, "first": r0, "last": r1, "steps": steps, "wall_s": b["t"] - a["t"],
-        "learner_cpu_s": b["learner"] - a["learner"], "other_threads_cpu_s": b["other"] - a["other"],
-        "instances_cpu_s": sum(v - a["kids"].get(pid, 0.0) for pid, v in b["kids"].items()),
-        "instances_lost": len(set(a["kids"]) - set(b["kids"])), "handler_cpu_s": handler,
-        "final_eval_return": summary.get("final_eval_return")}))
+        "rows": rows, "first": r0, "last": r1, "steps": int(rows[-1]["env_steps"] - before),
+        "wall_s": b["t"] - a["t"], "final_eval_s": rows[-1]["eval_s"],
+        "learner_cpu_s": b["learner"] - a["learner"],
+        "other_threads_cpu_s": (b["process"] - a["process"]) - (b["learner"] - a["learner"]),
+        "instances_cpu_s": lived + b["reaped"] - a["reaped"],
+        "instances_started": len(set(b["kids"]) - set(a["kids"])),
+        "instances_ended": len(set(a["kids"]) - set(b["kids"])),
+        "handler_cpu_s": handler["train"], "final_eval_cpu_s": handler["eval"]}))
 
 
 def peer_budget(args: argparse.Namespace, hp: dict[str, Any]) -> dict[str, Any]:
-    """One script run, in this order: the function's step costs, the raw rollout rate on every core, ours (in a
-    child process, its rounds and CPU split), the peer at the same steps, then the peer's pool stepping raw."""
+    """One script run, in this order: the function's step costs, the rollout function on every core, ours (in a
+    child process, its rounds and CPU split), the peer for as many steps, then the peer's pool stepping raw."""
     from sampling import ParallelRaw
 
-    cores, steps, t0 = n_cores(), args.window_steps, time.time()
+    cores, steps, t0, batch = n_cores(), args.window_steps, time.time(), hp["num-envs"] * hp["num-steps"]
+    if args.budget_steps < 512 or args.budget_steps % 512:
+        raise SystemExit(f"--budget-steps {args.budget_steps}: give a multiple of 512 (the rollout's fragments)")
+    if steps < (BUDGET_FIRST + 2) * batch:
+        raise SystemExit(f"--window-steps {steps:,}: give at least {(BUDGET_FIRST + 2) * batch:,} (rounds past "
+                         f"round {BUDGET_FIRST} of {batch:,} steps each are the ones measured)")
     log(f"budget: step costs ({args.budget_steps:,} steps x {args.budget_repeats})")
     step = _step_costs(args.budget_steps, args.budget_repeats)
     log(f"budget: the rollout function on {cores} processes at once")
@@ -1309,74 +1335,89 @@ def peer_budget(args: argparse.Namespace, hp: dict[str, Any]) -> dict[str, Any]:
     peer = run_peer(args.seeds[0], steps, hp, args.peer_threads, 0)
     pool = run_peer(args.seeds[0], 0, hp, args.peer_threads, 0, raw_steps=args.raw_steps)
     rec = {"kind": "budget", "start": t0, "end": time.time(), "cores": cores, "step_ms": step,
-           "raw_rollout_sps": statistics.median(b["sps"] for b in blocks), "ours": ours_run,
-           "peer_sps": peer["steps_per_s"], "pool_sps": pool["steps_per_s"], "steps": steps,
-           "batch": hp["num-envs"] * hp["num-steps"], "load_end": _load1()}
+           "raw_rollout_sps": statistics.median(b["sps"] for b in blocks),
+           "raw_rollout_cpu_share": statistics.median(x for b in blocks for x in b["per_process_cpu_over_wall"]),
+           "ours": ours_run, "peer_sps": peer["steps_per_s"], "pool_sps": pool["steps_per_s"], "steps": steps,
+           "batch": batch, "actors": args.actors, "seed": args.seeds[0], "peer_threads": args.peer_threads,
+           "command": reproduce_command(), "load_end": _load1()}
     append_jsonl(Path(args.out_dir) / "peer_budget.jsonl", rec)
     return rec
 
 
 def render_budget(rec: dict[str, Any]) -> str:
     """The section: the round's wall split, the CPU a step by where it runs, the function's step by part, and the
-    limits beside ours and the peer."""
+    limits beside ours and the peer (one run of each)."""
     o, step, cores, batch = rec["ours"], rec["step_ms"], rec["cores"], rec["batch"]
-    rows = [r for r in o["rows"] if o["first"] < r["round"] <= o["last"]]
-    med = {k: statistics.mean(r[k] for r in rows) for k in ("round_s", "sample_s", "learn_s", "eval_s")}  # they add up
-    rest = med["round_s"] - med["sample_s"] - med["learn_s"] - med["eval_s"]
+    rows = [dict(r) for r in o["rows"]]
+    rows[-1]["round_s"] -= rows[-1]["eval_s"]  # the run's final evaluation is not a training round's (§17 times it so)
+    rows[-1]["eval_s"] = 0.0
+    mean = {k: statistics.mean(r[k] for r in rows) for k in ("round_s", "sample_s", "learn_s", "eval_s")}
+    wall_s = o["wall_s"] - o["final_eval_s"]
+    per_round = wall_s / len(rows)
     at_raw = batch / rec["raw_rollout_sps"]
-    ours_sps = o["steps"] / o["wall_s"]
-    wall = [["sampling at the raw rollout rate (all cores)", at_raw],
-            ["sampling, the rest (dispatch, gather, decode, the last functions' tail)", med["sample_s"] - at_raw],
-            ["the update (learn_s)", med["learn_s"]], ["evaluation (eval_s)", med["eval_s"]],
-            ["the rest of the round (plan, decide, billing, logging, checkpoint)", rest],
-            ["**round** (round_s)", med["round_s"]]]
-    wall = [[name, 1000 * s, 100 * s / med["round_s"]] for name, s in wall]
+    ours_sps = o["steps"] / wall_s
+    wall = [["sampling at the rollout function's rate on every core", at_raw],
+            ["the rest of sampling (planning, dispatch, gather, decode, the last functions' tail)",
+             mean["sample_s"] - at_raw],
+            ["the update (learn_s; with the wait for the previous round's checkpoint)", mean["learn_s"]],
+            ["evaluation (eval_s)", mean["eval_s"]],
+            ["the detectors and the stop decision", mean["round_s"] - mean["sample_s"] - mean["learn_s"]
+             - mean["eval_s"]],
+            ["between rounds (billing, logging, the checkpoint's start, callbacks)", per_round - mean["round_s"]],
+            ["**a round** (the window's wall time / its rounds)", per_round]]
+    wall = [[name, 1000 * s, 100 * s / per_round] for name, s in wall]
     per = 1000 / o["steps"]
     cpu = [["the functions, inside their handler", o["handler_cpu_s"]],
-           ["the function instances, outside it (worker loop, wire)", o["instances_cpu_s"] - o["handler_cpu_s"]],
+           ["the function instances, outside it (worker loop, wire, any instance's start)",
+            o["instances_cpu_s"] - o["handler_cpu_s"] - o["final_eval_cpu_s"]],
            ["the learner's thread", o["learner_cpu_s"]],
-           ["the learner process's other threads (XLA's compiled update, the backend's)", o["other_threads_cpu_s"]]]
+           ["the rest of the learner process (XLA's compiled update, the backend's threads, checkpoint writers)",
+            o["other_threads_cpu_s"]]]
     total = sum(c for _, c in cpu)
     cpu = [[name, per * c, 100 * c / total] for name, c in cpu] + [["**all**", per * total, 100.0]]
-    fn = [["the physics alone (mujoco.mj_step, the frame skip)", step["physics"]],
-          ["Gymnasium's Hopper step around it (obs, reward, health, wrappers)", step["gymnasium"] - step["physics"]],
-          ["the policy's forward pass (NumPy)", step["gymnasium_policy"] - step["gymnasium"]],
-          ["the rollout loop's own work (noise, clip, buffers, carry)", step["rollout"] - step["gymnasium_policy"]],
-          ["**the rollout function's step**", step["rollout"]]]
+    fn = [["the physics (Gymnasium's mujoco.mj_step calls)", step["physics"]],
+          ["Gymnasium's step around it (obs, reward, health, mj_rnePostConstraint, wrappers)", step["gymnasium"]],
+          ["the policy's forward pass (NumPy)", step["policy"]],
+          ["the rollout loop's own work (noise, clip, buffers, carry)", step["loop"]],
+          ["**the rollout function's step** (measured)", step["rollout"]]]
     target = PEER_TARGET_RATIO * rec["peer_sps"]
-    limits = [["the physics alone on every core (cores / physics CPU)", cores * 1000 / step["physics"]],
-              ["the rollout function on every core, measured (nothing else running)", rec["raw_rollout_sps"]],
-              ["the synchronous round (batch / (batch at the raw rate + the update))",
-               batch / (at_raw + med["learn_s"])],
+    limits = [["the physics alone on every core (cores / its CPU a step)", cores * 1000 / step["physics"]],
+              ["the rollout function alone, on every core at once", rec["raw_rollout_sps"]],
+              ["the synchronous round (batch / (batch at that rate + the update))", batch / (at_raw + mean["learn_s"])],
               ["ours' CPU ceiling (cores / all its CPU a step, every core busy)", cores * 1000 / (per * total)],
               ["**ours**, measured", ours_sps], ["the peer (bench/peer_ppo.py), measured", rec["peer_sps"]],
               ["the peer's pool stepping random actions (raw EnvPool)", rec["pool_sps"]],
               [f"the target, {PEER_TARGET_RATIO}× the peer", target]]
     limits = [[name, sps, 1000 * cores / sps] for name, sps in limits]
+    changed = (f" {o['instances_started']} function instance(s) started and {o['instances_ended']} ended in it."
+               if o["instances_started"] or o["instances_ended"] else "")
     return f"""## Hopper-v5: where a round's time and CPU go, beside its limits
-<!-- headline: Hopper, 8 actors: ours {fmt(ours_sps, 0)} steps/s, {fmt(ours_sps / rec['peer_sps'], 2)}× the EnvPool \
-peer (target {PEER_TARGET_RATIO}×: {"met" if ours_sps >= target else "not met"}); {PEER_TARGET_RATIO}× it is \
-{fmt(target, 0)}, {"above" if target > rec['raw_rollout_sps'] else "within"} the rollout function alone on every \
-core ({fmt(rec['raw_rollout_sps'], 0)}) -->
+<!-- headline: Hopper, {rec['actors']} actors, one run: ours {fmt(ours_sps, 0)} steps/s, \\
+{fmt(ours_sps / rec['peer_sps'], 2)}× the EnvPool peer (target {PEER_TARGET_RATIO}×: \\
+{"met" if ours_sps >= target else "not met"}); {PEER_TARGET_RATIO}× it is {fmt(target, 0)}, \\
+{"above" if target > rec['raw_rollout_sps'] else "within"} the rollout function alone on every core \\
+({fmt(rec['raw_rollout_sps'], 0)}) -->
 
-One script run on {cores} cores, at the peer's equal work (mujoco preset, {rec['batch'] // 512} actors × 512, the
-update of §17): the rollout function's step by part (this process, BLAS on one thread, the median of interleaved
-repeats), the rollout function on every core at once, ours for {rec['steps']:,} steps (rounds after
-{BUDGET_FIRST}: start-up, first compilations and cold instances apart; the means of {len(rows)} rounds), then
-the peer for as many steps and its pool stepping raw. Ours {fmt(ours_sps, 0)} steps/s against the peer's
-{fmt(rec['peer_sps'], 0)}: **{fmt(ours_sps / rec['peer_sps'], 2)}×** (target {PEER_TARGET_RATIO}×:
-{met(ours_sps >= target)}).
+One script run on {cores} cores, at the peer's equal work (mujoco preset, {rec['actors']} actors ×
+{batch // rec['actors']}, the update of §17), in this order: the rollout function's step by part (one process,
+BLAS on one thread, medians of interleaved repeats), the rollout function alone on every core at once, ours for
+{rec['steps']:,} steps (rounds after {BUDGET_FIRST}: start-up, first compilations and cold instances apart; without
+the final evaluation, as §17 times it; the means of {len(rows)} rounds), then the peer for as many steps and its
+pool stepping raw. One run of each, ours first (§17 has the ratio side by side over 5 seeds): ours
+{fmt(ours_sps, 0)} steps/s against the peer's {fmt(rec['peer_sps'], 0)},
+**{fmt(ours_sps / rec['peer_sps'], 2)}×** (target {PEER_TARGET_RATIO}×: {met(ours_sps >= target)}).
 
 **A round's wall time** (means):
 
-{markdown_table(["part", "ms / round", "% of round"], wall, digits=[0, 1, 1])}
+{markdown_table(["part", "ms / round", "% of a round"], wall, digits=[0, 1, 1])}
 
 **CPU a step, by where it runs** (rounds {o['first'] + 1}–{o['last']}, {o['steps']:,} steps;
-{fmt(total / o['wall_s'], 2)} of {cores} cores busy):
+{fmt(total / wall_s, 2)} of {cores} cores busy).{changed}
 
 {markdown_table(["where", "CPU ms / step", "% of all"], cpu, digits=[0, 3, 1])}
 
-**The rollout function's step, by part:**
+**The rollout function's step, by part** (the first three split the env-and-policy loop's CPU by their wall time in
+it; the loop's own work is what the rollout function takes beyond that loop):
 
 {markdown_table(["part", "CPU ms / step"], fn, digits=[0, 3])}
 
@@ -1386,26 +1427,30 @@ the peer for as many steps and its pool stepping raw. Ours {fmt(ours_sps, 0)} st
 
 {_budget_verdict(rec, step, per * total, target)}
 
-{provenance(rec['start'], rec['end'], command='.venv/bin/python bench/hopper.py peer budget')}
+{provenance(rec['start'], rec['end'], command=rec.get('command', '.venv/bin/python bench/hopper.py peer budget'))}
 """
 
 
 def _budget_verdict(rec: dict[str, Any], step: dict[str, float], ours_ms: float, target: float) -> str:
     """What the limits say of the target, in words, from this run's figures."""
-    cores, raw = rec["cores"], rec["raw_rollout_sps"]
+    cores, raw, physics = rec["cores"], rec["raw_rollout_sps"], rec["cores"] * 1000 / step["physics"]
     text = (f"What it says: on {cores} cores the target leaves {fmt(1000 * cores / target, 3)} CPU ms for each step, "
-            f"all of it: env, policy, update and the round's own work. The rollout function's step alone takes "
-            f"{fmt(step['rollout'], 3)} in a process of its own and {fmt(1000 * cores / raw, 3)} with every core "
-            f"stepping (the cores slow each other); our whole step (functions, instances, learner) takes "
-            f"{fmt(ours_ms, 3)}. The peer's own env engine, stepping random actions with no policy, gives "
-            f"{fmt(rec['pool_sps'], 0)} steps/s, {'less' if rec['pool_sps'] < target else 'more'} than the target. ")
-    if target > raw:
-        return text + (f"Hiding the whole update would give at most the rollout function on every core, {fmt(raw, 0)} "
-                       f"steps/s, {fmt(raw / target, 2)} of the target: neither overlap nor a hidden update reaches "
-                       f"it here, only a step cheaper than Gymnasium's Hopper step and a policy call (the physics "
-                       f"alone: {fmt(step['physics'], 3)}).")
-    return text + (f"The rollout function on every core ({fmt(raw, 0)} steps/s) is past it: what stands between is the "
-                   "update and the round's own work.")
+            f"all of it: env, policy, update and the round's own work. The rollout function's step takes "
+            f"{fmt(step['rollout'], 3)} in one process; run on every core at once it steps at "
+            f"{fmt(1000 * cores / raw, 3)} ms a step per core (each process busy "
+            f"{fmt(100 * rec.get('raw_rollout_cpu_share', float('nan')), 0)}% of its wall time); our whole step "
+            f"(functions, instances, learner) takes {fmt(ours_ms, 3)}. "
+            f"The peer's own env engine, stepping random actions with no policy, gives {fmt(rec['pool_sps'], 0)} "
+            f"steps/s, {'less' if rec['pool_sps'] < target else 'more'} than the target. ")
+    if target <= raw:
+        return text + (f"The rollout function on every core ({fmt(raw, 0)} steps/s) is past it: what stands between "
+                       "is the update and the round's own work.")
+    text += (f"Hiding the whole update would give at most the rollout function on every core, {fmt(raw, 0)} steps/s, "
+             f"{fmt(raw / target, 2)} of the target: neither overlap nor a hidden update reaches it here")
+    if physics <= target:
+        return text + f"; nor would any step on these cores: the physics alone gives {fmt(physics, 0)}."
+    return text + (f", only a step cheaper than Gymnasium's Hopper step and a policy call (the physics alone: "
+                   f"{fmt(step['physics'], 3)} ms, {fmt(physics, 0)} steps/s on every core).")
 
 
 def peer_budget_main(args: argparse.Namespace, hp: dict[str, Any]) -> None:
