@@ -1392,10 +1392,10 @@ def render_budget(rec: dict[str, Any]) -> str:
     changed = (f" {o['instances_started']} function instance(s) started and {o['instances_ended']} ended in it."
                if o["instances_started"] or o["instances_ended"] else "")
     return f"""## Hopper-v5: where a round's time and CPU go, beside its limits
-<!-- headline: Hopper, {rec['actors']} actors, one run: ours {fmt(ours_sps, 0)} steps/s, \\
-{fmt(ours_sps / rec['peer_sps'], 2)}× the EnvPool peer (target {PEER_TARGET_RATIO}×: \\
-{"met" if ours_sps >= target else "not met"}); {PEER_TARGET_RATIO}× it is {fmt(target, 0)}, \\
-{"above" if target > rec['raw_rollout_sps'] else "within"} the rollout function alone on every core \\
+<!-- headline: Hopper, {rec['actors']} actors, one run: ours {fmt(ours_sps, 0)} steps/s, \
+{fmt(ours_sps / rec['peer_sps'], 2)}× the EnvPool peer (target {PEER_TARGET_RATIO}×: \
+{"met" if ours_sps >= target else "not met"}); {PEER_TARGET_RATIO}× it is {fmt(target, 0)}, \
+{"above" if target > rec['raw_rollout_sps'] else "within"} the rollout function alone on every core \
 ({fmt(rec['raw_rollout_sps'], 0)}) -->
 
 One script run on {cores} cores, at the peer's equal work (mujoco preset, {rec['actors']} actors ×

@@ -105,6 +105,9 @@ def test_round_budget_parts_add_up_and_the_verdict_follows_the_target():
         sys.path.remove(str(ROOT / "bench"))
     text = hopper.render_budget(_budget_record(ours_wall_s=4.0))  # 7,168 steps/s: 1.43x the peer's 5,000
     assert "**1.43×** (target 2.2×: **no**)" in text
+    assert text.splitlines()[1] == ("<!-- headline: Hopper, 8 actors, one run: ours 7,168 steps/s, 1.43× the EnvPool "
+                                    "peer (target 2.2×: not met); 2.2× it is 11,000, above the rollout function "
+                                    "alone on every core (10,000) -->")
     # 7 rounds in 4.0 s: 571.4 ms a round, of which 500 ms in round_s (the final evaluation's 0.1 s left out)
     assert "| between rounds (billing, logging, the checkpoint's start, callbacks) | 71.4 | 12.5 |" in text
     assert "| the detectors and the stop decision | 20.0 | 3.5 |" in text
