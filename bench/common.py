@@ -300,10 +300,12 @@ def log(msg: str) -> None:
 # -- timed child processes -----------------------------------------------------------------------
 
 
-def _run_child(mode: str, args: dict[str, Any], timeout_s: float | None) -> dict[str, Any]:
-    """Run ``python bench/common.py MODE JSON`` and return its result plus the process wall time."""
+def run_child(mode: str, args: dict[str, Any], timeout_s: float | None,
+              script: str = __file__) -> dict[str, Any]:
+    """Run ``python SCRIPT MODE JSON`` (default: bench/common.py) and return the last line it printed, as JSON, plus
+    the process wall time."""
     t0 = time.perf_counter()
-    proc = subprocess.run([PYTHON, str(Path(__file__).resolve()), mode, json.dumps(args)], cwd=ROOT,
+    proc = subprocess.run([PYTHON, str(Path(script).resolve()), mode, json.dumps(args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout_s)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -319,7 +321,7 @@ def run_minionsrl(config: dict[str, Any], timeout_s: float | None = None) -> dic
     Returns summary.json's fields (without the config) plus ``process_wall_s`` (launch to exit),
     ``first_target_steps`` (env steps at the first evaluation reaching ``target_return``, if any).
     """
-    return _run_child("minionsrl", config, timeout_s)
+    return run_child("minionsrl", config, timeout_s)
 
 
 def run_sb3(env_id: str, seed: int, steps: int, eval_episodes: int = 0, threads: int | None = 1,
@@ -336,7 +338,7 @@ def run_sb3(env_id: str, seed: int, steps: int, eval_episodes: int = 0, threads:
     if importlib.util.find_spec("stable_baselines3") is None:
         raise SystemExit("Stable-Baselines3 (the baseline) is not installed in this venv: `make .venv/.bench` "
                          "installs it and torch==2.13.0 (`make bench` does too, then runs every benchmark)")
-    return _run_child("sb3", {"env_id": env_id, "seed": seed, "steps": steps, "eval_episodes": eval_episodes,
+    return run_child("sb3", {"env_id": env_id, "seed": seed, "steps": steps, "eval_episodes": eval_episodes,
                               "threads": threads}, timeout_s)
 
 

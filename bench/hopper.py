@@ -118,6 +118,7 @@ from common import (
     provenance,
     ratio,
     reproduce_command,
+    run_child,
     run_minionsrl,
     run_modes,
     run_sb3,
@@ -1186,18 +1187,15 @@ def _step_costs(steps: int, repeats: int) -> dict[str, float]:
     our loop's work (the median of each repeat's difference)."""
     import mujoco
     import numpy as np
+    from sampling import Learner  # the policy the raw steppers run
 
-    from minionsrl.function.envs import EnvSpec, env_info, make_env
-    from minionsrl.function.normalization import RunningMeanStd
-    from minionsrl.function.numpy_policy import PolicyArch
+    from minionsrl.function.envs import make_env
     from minionsrl.function.rollout import rollout  # pins BLAS to one thread, as a function does
-    from minionsrl.learner.networks import init_params, snapshot_of
 
-    spec = EnvSpec(ENV)
-    arch = PolicyArch.of(env_info(spec), (64, 64))
-    snap = snapshot_of(arch, init_params(arch, 1), RunningMeanStd((arch.obs_dim,)), 1, 10.0)
-    policy, env = snap.numpy_policy(), make_env(spec)
-    actions = np.random.default_rng(0).uniform(-1, 1, (steps, arch.action_dim)).astype(np.float32)
+    learner = Learner(512)
+    snap = learner.snapshot()
+    policy, env = snap.numpy_policy(), make_env(learner.spec)
+    actions = np.random.default_rng(0).uniform(-1, 1, (steps, learner.arch.action_dim)).astype(np.float32)
     mj_step, in_physics = mujoco.mj_step, [0.0]
 
     def timed_mj_step(*a: Any, **kw: Any) -> None:  # Gymnasium's MujocoEnv calls mujoco.mj_step at each step
@@ -1325,11 +1323,7 @@ def peer_budget(args: argparse.Namespace, hp: dict[str, Any]) -> dict[str, Any]:
     log(f"budget: ours, {steps:,} steps")
     run_dir = Path(args.out_dir) / "runs" / f"budget-s{args.seeds[0]}-{int(time.time())}"
     job = {"seed": args.seeds[0], "steps": steps, "actors": args.actors, "run_dir": str(run_dir)}
-    proc = subprocess.run([sys.executable, __file__, "budget-child", json.dumps(job)], cwd=ROOT, capture_output=True,
-                          text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"our run failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    ours_run = json.loads(proc.stdout.strip().splitlines()[-1])
+    ours_run = run_child("budget-child", job, None, script=__file__)
     shutil.rmtree(run_dir, ignore_errors=True)
     log(f"budget: the peer, {steps:,} steps, then its pool stepping raw")
     peer = run_peer(args.seeds[0], steps, hp, args.peer_threads, 0)
