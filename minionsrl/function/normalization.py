@@ -69,6 +69,12 @@ class RunningMeanStd:
         self.count = float(state["count"])
 
 
+def clip(x: np.ndarray, low: np.ndarray | float, high: np.ndarray | float) -> np.ndarray:
+    """``np.clip(x, low, high)``'s values (NaN kept) at a third of its cost a call: on the few numbers of one step,
+    np.clip's argument handling is most of its time, and rollout functions call it at every step."""
+    return np.minimum(np.maximum(x, low), high)
+
+
 class ObsNormalizer:
     """Observations as a policy reads them, in rollout functions and in :func:`minionsrl.load_policy`: frozen
     normalisation with the published statistics (float32 identity when disabled); image stacks pass through as
@@ -94,5 +100,4 @@ class ObsNormalizer:
             # to be refused in one line that blames the env (fragment.Fragment.from_wire)
             with np.errstate(over="ignore"):
                 return np.asarray(obs, dtype=np.float32)
-        z = (obs - self.mean) * self.inv_std
-        return np.minimum(np.maximum(z, -self.clip), self.clip).astype(np.float32)  # np.clip's values, cheaper
+        return clip((obs - self.mean) * self.inv_std, -self.clip, self.clip).astype(np.float32)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from minionsrl.function.normalization import clip
+
 if TYPE_CHECKING:
     from minionsrl.function.envs import EnvInfo
 
@@ -187,8 +189,7 @@ def choose_action(head: np.ndarray, noise: np.ndarray | float, discrete: bool, l
         action = np.argmax(head + noise, axis=-1)
         return action, action
     action = head + noise
-    # np.clip's values, at a third of its cost a call (its argument handling is most of it on a few numbers)
-    return action, np.minimum(np.maximum(action, low), high)
+    return action, clip(action, low, high)
 
 
 class NumpyPolicy:
