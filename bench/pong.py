@@ -47,7 +47,7 @@ def main() -> None:
             row = trainer.run_round().to_row()
             record = {k: row.get(k) for k in ("round", "env_steps", "wall_s", "train_return_mean", "episodes",
                                                "sample_s", "learn_s", "round_s", "sps", "entropy", "approx_kl")}
-            record["returns"] = [float(x) for x in list(trainer.progress.recent_returns)[-row["episodes"]:]] \
+            record["returns"] = [float(x) for x in list(trainer.state.recent_returns)[-row["episodes"]:]] \
                 if row["episodes"] else []
             rows.append(record)
             common.append_jsonl(out, record)

@@ -8,8 +8,8 @@
 
 For each actor count n (default 2, 8, 32) a fresh LocalBackend (default concurrency: one instance
 per core) runs one warm-up round (cold starts, reported apart) and then ``--rounds`` measured rounds,
-each exactly as ``Trainer.run_round`` samples: encode the snapshot and ``publish`` it once, ``invoke``
-n train requests built like ``Trainer._request`` (seeds from ``invocation_seed``, episodes carried
+each exactly as a round (``play_round``) samples: encode the snapshot and ``publish`` it once, ``invoke``
+n train requests built like ``Sampler._train_request`` (seeds from ``invocation_seed``, episodes carried
 across rounds), then ``Fragment.from_wire`` on every reply. Steps/s = n·T / (publish + invoke + decode).
 
 The raw limit: this process steps the env with the NumpyPolicy through ``minionsrl.function.rollout.rollout``
@@ -271,9 +271,9 @@ so n > {cores} queue on {cores} warm instances, as the Trainer runs by default).
 (cold starts: the warm-up round's wall time, what it took beyond a warm round — instance start, env
 construction, first policy load — and the mean instance start-up, process start to ready, are in the
 last three columns) is followed by {args.rounds} measured rounds. A round is what
-`Trainer.run_round` does before learning: encode and `publish` the snapshot once (a new version every
+a round (`play_round`) does before learning: encode and `publish` the snapshot once (a new version every
 round, so every instance re-fetches it, as in training), `invoke` n train requests built like
-`Trainer._request` (episodes carried across rounds), `Fragment.from_wire` on each reply. Steps/s =
+`Sampler._train_request` (episodes carried across rounds), `Fragment.from_wire` on each reply. Steps/s =
 n·T / Σ round time. The raw limit is one process calling `minionsrl.function.rollout.rollout` (the function's
 loop: NumpyPolicy + env, episodes carried) back to back for T-step fragments, times the {cores} cores;
 a block of {args.raw_fragments} raw fragments runs right before every measured round, so raw and backend

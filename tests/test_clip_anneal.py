@@ -19,7 +19,7 @@ from minionsrl.learner.engine import SGDEngine, _update_program
 from minionsrl.learner.learners import PPOLearner
 from minionsrl.learner.networks import init_params
 from minionsrl.learner.ppo import ppo_loss
-from minionsrl.loop.session import Remaining
+from minionsrl.loop.state import Remaining
 
 ARCH = PolicyArch(4, 2, True, (8,))
 BASE = {"env_id": "CartPole-v1", "actors": 2, "fragment_length": 64, "eval_episodes": 1, "eval_every": 100,
@@ -107,7 +107,7 @@ def test_a_resume_keeps_the_clip_schedule_with_the_rate_constant():
     cfg = TrainConfig(**BASE, anneal_lr=False, anneal_clip=True, total_timesteps=1024)
     kept = Remaining.resumed(cfg, Remaining([512, None, None], 1.0, [384, 0.0, 0.0]), [512, 0.0, 0.0])
     assert kept.scale == pytest.approx(0.5)
-    fraction = kept.fraction(cfg, [512, 0.0, 0.0])
+    fraction = kept.at([512, 0.0, 0.0]).fraction(cfg)
     params = learner_settings(learning_rate=1e-3, clip_coef=0.2, lr_schedule="constant", anneal_clip=True)
     assert _annealed(params, fraction) == pytest.approx((1e-3, 0.05))
 

@@ -259,7 +259,8 @@ def test_compare_until_target_runs_each_arm_to_the_target_or_its_cap(tmp_path) -
 
 @pytest.mark.integration
 def test_summary_says_why_the_run_stopped_and_is_valid_json(tmp_path) -> None:
-    from minionsrl.loop.session import Progress, Session
+    from minionsrl.loop.session import Session
+    from minionsrl.loop.state import RunState
 
     budget = _steady_round_usd(tmp_path) * 4
     assert _strict_json(tmp_path / "probe" / "summary.json")["stopped_by"] == "max_rounds"
@@ -269,7 +270,7 @@ def test_summary_says_why_the_run_stopped_and_is_valid_json(tmp_path) -> None:
     assert capped["stopped_by"] == "budget_usd" and capped["rounds"] < 50
     # a run that has not evaluated yet: null, not NaN
     session = Session(_cfg(tmp_path, run_dir=str(tmp_path / "fresh")), resume=False)
-    session.write_summary(Progress(), {"serverless": 0.0, "server": 0.0}, 0.0, "aws_lambda_x86 via lithops")
+    session.write_summary(RunState(), {"serverless": 0.0, "server": 0.0}, 0.0, "aws_lambda_x86 via lithops")
     fresh = _strict_json(tmp_path / "fresh" / "summary.json")
     assert fresh["final_eval_return"] is None and fresh["best_eval_return"] is None and fresh["stopped_by"] is None
 

@@ -160,6 +160,7 @@ CONFIG_ERRORS_OUTSIDE_CONFIG = {
     "minionsrl.loop.metrics": "metrics.csv",
     "minionsrl.loop.session": "the run directory: in use, writable, another run's",
     "minionsrl.loop.sampler": "a checkpoint's pipelined wave",
+    "minionsrl.loop.state": "a checkpoint's learning-rate schedule",
     "minionsrl.loop.trainer": "a checkpoint that does not fit the run",
     "minionsrl.loop.tracking": "Weights & Biases starting a run",
     "minionsrl.scaling.minions": "a scheduler file",

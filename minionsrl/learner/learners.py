@@ -75,7 +75,7 @@ class Learner(ABC):
 
     def set_remaining(self, fraction: float) -> None:
         """The fraction of the run left (1 to 0 over whichever limit is nearest its end, kept across resumes:
-        :class:`~minionsrl.loop.session.Remaining`), which sets the round's learning rate and clipping coefficient: the
+        :class:`~minionsrl.loop.state.Remaining`), which sets the round's learning rate and clipping coefficient: the
         configured ones, times ``fraction`` where ``lr_schedule`` is ``anneal`` / ``anneal_clip`` asks. The rate is
         then scaled with the batch (:func:`lr_factor`); the adaptive rate (``desired_kl``) ignores it: the
         update steers its own, kept across rounds. The clip is a traced value of the compiled update: a new one

@@ -1,7 +1,6 @@
 """A run directory over the run's life: opened fresh or resumed, checkpointed, summarised.
 
-:class:`Progress` holds the run's counters (round, steps, wall time, evaluations, recent returns and
-costs, the last metrics row); :class:`Session` owns the directory: ``config.yaml`` (a resumed run must
+:class:`Session` owns the directory: ``config.yaml`` (a resumed run must
 keep every field that changes learning), ``checkpoints/``, ``summary.json``, and ``.lock``, held while
 the session is open so that two learners never share a run dir.
 """
@@ -13,10 +12,7 @@ import json
 import math
 import os
 import threading
-import time
 import weakref
-from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,136 +22,10 @@ from minionsrl import config, files
 from minionsrl.config import TrainConfig
 from minionsrl.errors import ConfigError
 from minionsrl.loop import checkpoint
-from minionsrl.numbers import is_amount
-from minionsrl.stats import RoundStats, RunSummary
+from minionsrl.loop.state import RunState
+from minionsrl.stats import RunSummary
 
 LOCK = ".lock"  # in the run dir: held by the learner using it
-LIMITS = ("total_timesteps", "budget_usd", "time_budget_s")  # what the rate anneals over: steps, dollars, seconds
-
-
-def run_limits(cfg: TrainConfig) -> list[float | None]:
-    """The run's value of each of :data:`LIMITS` (None where it sets none)."""
-    return [cfg.get(name) for name in LIMITS]
-
-
-def fraction_left(spent: list[float], limits: list[float | None]) -> float:
-    """``1 - f``: the fraction of the nearest limit left (1 without limits)."""
-    fractions = [s / lim for s, lim in zip(spent, limits, strict=True) if lim is not None]
-    return max(1.0 - max(fractions), 0.0) if fractions else 1.0
-
-
-@dataclass
-class Remaining:
-    """How much of the run is left, kept across resumes: the fraction the learner anneals its rate and clip by.
-
-    The trainer tells the learner ``1 - f`` each round, ``f`` the spent fraction of whichever limit is nearest its
-    end (:data:`LIMITS`); with ``lr_schedule`` anneal the learner's rate is the config's times it
-    (:meth:`~minionsrl.learner.learners.Learner.set_remaining`), and with ``anneal_clip`` the surrogate's clip too
-    (rl-baselines3-zoo's ``lin_`` rate and clip range). Those limits are stop conditions, which a resumed run may
-    change: raised, ``f`` fell and the rate jumped back up (a run annealed to 3e-5 resumed at 5e-4). A resumed run
-    keeps its schedule instead: with the same limits it is exactly the uninterrupted run's; with changed ones the
-    rate goes on from the last round's and falls linearly to 0 at the new nearest limit. ``scale`` does it, and
-    travels with the checkpoint, so a second resume keeps it too."""
-
-    limits: list[float | None]  # the run's value of each of LIMITS
-    scale: float = 1.0  # multiplies the fraction left
-    spent: list[float] | None = None  # what the run had spent of each of LIMITS when its last round started
-
-    @classmethod
-    def resumed(cls, cfg: TrainConfig, kept: Remaining | None, spent: list[float]) -> Remaining:
-        """What is left of the run, this session: ``kept`` is the checkpoint's (None: a fresh run), ``spent`` what
-        the run has spent so far (steps, serverless dollars, projected seconds)."""
-        now = run_limits(cfg)
-        if kept is None:
-            return cls(now)
-        scale = kept.scale
-        if (cfg.learner.lr_schedule == "anneal" or cfg.learner.anneal_clip) and kept.limits != now \
-                and kept.spent is not None:
-            rate = scale * fraction_left(kept.spent, kept.limits)  # the last round's fraction of the config's rate
-            left = fraction_left(spent, now)
-            if left > 0.0:
-                scale = rate / left  # rate at the next round, falling to 0 at the new nearest limit
-        return cls(now, scale, kept.spent)
-
-    def fraction(self, cfg: TrainConfig, spent: list[float]) -> float:
-        """The fraction of the run left with ``spent`` spent, remembered (checkpointed with the round: where its
-        rate stood)."""
-        self.spent = spent
-        return self.scale * fraction_left(spent, run_limits(cfg))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"limits": self.limits, "scale": self.scale, "spent": self.spent}
-
-    @classmethod
-    def from_json(cls, raw: Any) -> Remaining | None:
-        """A checkpoint's schedule (None when it kept none); a malformed one is a ConfigError."""
-        if raw is None:
-            return None
-        if not isinstance(raw, dict) or not _amounts(raw.get("limits"), True) or not is_amount(raw.get("scale")) \
-                or not (raw.get("spent") is None or _amounts(raw.get("spent"), False)):
-            raise ConfigError("--resume: the checkpoint's learning-rate schedule (anneal) is malformed")
-        return cls(list(raw["limits"]), float(raw["scale"]), raw.get("spent"))
-
-
-def _amounts(value: Any, none_ok: bool) -> bool:
-    return isinstance(value, list) and len(value) == len(LIMITS) and all(
-        (v is None and none_ok) or is_amount(v) for v in value)
-
-
-@dataclass
-class Progress:
-    """The run's counters; all of them go into the checkpoint."""
-
-    round: int = 0
-    env_steps: int = 0
-    wall_offset: float = 0.0  # wall seconds of earlier sessions of a resumed run
-    best_eval: float = float("-inf")
-    best_round: int = 0  # the round whose policy evaluated to best_eval (checkpoints/best.safetensors); 0: none
-    last_eval: float = float("nan")
-    recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
-    recent_rounds: deque[int] = field(default_factory=lambda: deque(maxlen=100))  # the round each of them ended in
-    recent_costs: deque[float] = field(default_factory=lambda: deque(maxlen=10))  # serverless $ of the last rounds
-    recent_projected: deque[float] = field(default_factory=lambda: deque(maxlen=10))  # their projected seconds
-    last_round: RoundStats | None = None  # the last round's row
-    stopped_by: str | None = None  # the stop condition that ends the run (decided in its last round)
-    stop_budget: float | None = None  # the budget in force when a budget (dollars or seconds) stopped the run
-    # (round, actors, episodes): the evaluation of round ``round``'s policy that runs beside the next round's
-    # functions; that round's row (last_round) is written once it returns
-    pending_eval: tuple[int, int, int] | None = None
-    remaining: Remaining | None = None  # the fraction of the run left, across resumes (its checkpoint key: anneal)
-    started: float = field(default_factory=time.perf_counter)
-
-    def wall(self) -> float:
-        return self.wall_offset + time.perf_counter() - self.started
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"round": self.round, "env_steps": self.env_steps, "wall_s": self.wall(), "best_eval": self.best_eval,
-                "best_round": self.best_round, "last_eval": self.last_eval, "recent_returns": list(self.recent_returns),
-                "recent_rounds": list(self.recent_rounds),
-                "recent_costs": list(self.recent_costs), "recent_projected": list(self.recent_projected),
-                "last_row": json.dumps(None if self.last_round is None else self.last_round.to_row()),
-                "stop": json.dumps({"stopped_by": self.stopped_by, "budget": self.stop_budget}),
-                "pending_eval": json.dumps(self.pending_eval),
-                "anneal": json.dumps(None if self.remaining is None else self.remaining.to_json())}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.round, self.env_steps, self.wall_offset = int(state["round"]), int(state["env_steps"]), state["wall_s"]
-        self.best_eval, self.last_eval = float(state["best_eval"]), float(state["last_eval"])
-        self.best_round = int(state["best_round"])
-        self.recent_returns.extend(state["recent_returns"])
-        rounds = state["recent_rounds"]
-        self.recent_rounds.extend(rounds if len(rounds) == len(self.recent_returns) else [])
-        self.recent_costs.extend(state["recent_costs"])
-        self.recent_projected.extend(state["recent_projected"])
-        last = json.loads(state["last_row"])
-        self.last_round = None if last is None else RoundStats.from_row(last)
-        stop = json.loads(state["stop"])
-        self.stopped_by, self.stop_budget = stop["stopped_by"], stop["budget"]
-        pending = json.loads(state["pending_eval"])
-        self.pending_eval = tuple(pending) if pending else None
-        self.remaining = Remaining.from_json(json.loads(state["anneal"]))
-
-
 class Session:
     """The run directory. Opening one checks it (and reads the checkpoint to resume from) before any work;
     :meth:`create` then makes it (a fresh run) and writes ``config.yaml``. ``create=False`` leaves that to
@@ -275,7 +145,7 @@ class Session:
         if error is not None and raise_error:
             raise error
 
-    def write_summary(self, progress: Progress, cost_usd: dict[str, float], projected_cloud_s: float,
+    def write_summary(self, progress: RunState, cost_usd: dict[str, float], projected_cloud_s: float,
                       priced_as: str, learner_host: str | None = None,
                       functions_ran_on: str | None = None) -> RunSummary:
         """``summary.json``: the run's outcome, the stop condition that ended it, what it cost (on the deployment

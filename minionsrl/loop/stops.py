@@ -13,7 +13,7 @@ import math
 from typing import NamedTuple
 
 from minionsrl.config import TrainConfig
-from minionsrl.loop.session import Progress
+from minionsrl.loop.state import RunState
 
 
 class Spent(NamedTuple):
@@ -31,7 +31,7 @@ def budgets(cfg: TrainConfig) -> dict[str, float | None]:
     return {"budget_usd": cfg.cost.budget_usd, "time_budget_s": cfg.cost.time_budget_s}
 
 
-def reached(cfg: TrainConfig, p: Progress) -> str | None:
+def reached(cfg: TrainConfig, p: RunState) -> str | None:
     """The stop condition other than a budget that holds for the run as ``p`` stands, if any: a target return
     met by the last evaluation, the step limit, the round limit."""
     reasons = {
@@ -43,7 +43,7 @@ def reached(cfg: TrainConfig, p: Progress) -> str | None:
     return next((name for name, hit in reasons.items() if hit), None)
 
 
-def over_budget(cfg: TrainConfig, p: Progress, spent: Spent, pending: Spent) -> str | None:
+def over_budget(cfg: TrainConfig, p: RunState, spent: Spent, pending: Spent) -> str | None:
     """The budget the next round would exceed, if any: what the run has ``spent``, plus what the current round has
     cost so far (``pending``, not yet in the ledger), plus the next round estimated as the largest of the last 10
     rounds' (evaluation rounds and cold starts cost more than the rest)."""
@@ -57,7 +57,7 @@ def over_budget(cfg: TrainConfig, p: Progress, spent: Spent, pending: Spent) -> 
     return None
 
 
-def stop_reason(cfg: TrainConfig, p: Progress, spent: Spent, pending: Spent = NOTHING,
+def stop_reason(cfg: TrainConfig, p: RunState, spent: Spent, pending: Spent = NOTHING,
                 check_budget: bool = True) -> str | None:
     """The stop condition that holds, if any (the budgets only with ``check_budget``: an evaluation after the
     round's decision may reach the target, but spends nothing the decision did not weigh)."""
@@ -67,14 +67,14 @@ def stop_reason(cfg: TrainConfig, p: Progress, spent: Spent, pending: Spent = NO
     return reason
 
 
-def last_by_count(cfg: TrainConfig, p: Progress, steps: int) -> bool:
+def last_by_count(cfg: TrainConfig, p: RunState, steps: int) -> bool:
     """Whether the round now learning on ``steps`` samples is the last by a count (steps, rounds) known before
     its update; a budget or a target may still end the run later, and a wave sent ahead is then cancelled."""
     return ((cfg.run.total_timesteps is not None and p.env_steps + steps >= cfg.run.total_timesteps)
             or (cfg.run.max_rounds is not None and p.round >= cfg.run.max_rounds))
 
 
-def resumed_stop(cfg: TrainConfig, p: Progress) -> str | None:
+def resumed_stop(cfg: TrainConfig, p: RunState) -> str | None:
     """Why a resumed run is already over, if it is. A budget is not re-checked here: the run decided that before
     its last round's evaluation (with the round's cost so far), and re-checking with the whole bill could stop
     it a round earlier than the uninterrupted run; the decision is kept unless that budget was raised since."""
@@ -84,7 +84,7 @@ def resumed_stop(cfg: TrainConfig, p: Progress) -> str | None:
     return reached(cfg, p)
 
 
-def nothing_to_do(cfg: TrainConfig, p: Progress, reason: str) -> str:
+def nothing_to_do(cfg: TrainConfig, p: RunState, reason: str) -> str:
     """The line a resumed run that is already over prints before any work: what stopped it, and the flag to raise."""
     limit = {"total_timesteps": (cfg.run.total_timesteps, f"{p.env_steps:,} steps"),
              "max_rounds": (cfg.run.max_rounds, ""),
