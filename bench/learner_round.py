@@ -531,11 +531,15 @@ def gpu_main(argv: list[str] | None = None) -> None:
 
 # -- overhead: the round's own CPU on the learner's thread -----------------------------------------
 
-PHASES = ("_plan", "_collect", "_learn", "_decide", "_record")
+# what a round calls, by phase (play_round's plan, collect, learn, decide and what it tells its observers), and the
+# object that owns each call: the rest of a round's CPU is play_round's own and the trainer's
+CALLS = (("plan: the scaler", "scaler", "next_actors"), ("collect: the sampler", "sampler", "sample"),
+         ("learn: the update (learner.learn)", "learner", "learn"), ("decide: the bill", "ledger", "bill_round"),
+         ("observers: the rows written", "files", "row"), ("observers: the checkpoint", "files", "ended"))
 
 
 def overhead_main(argv: list[str] | None = None) -> None:
-    """The CPU seconds a round costs the learner's thread, phase by phase, besides the update: what the functions lose
+    """The CPU seconds a round costs the learner's thread, call by call, besides the update: what the functions lose
     of the machine they share with the learner (2 cores here). Thread CPU time, so the load of other processes
     changes it little."""
     ap = argparse.ArgumentParser(description=overhead_main.__doc__.split("\n")[0])
@@ -565,31 +569,39 @@ def overhead_main(argv: list[str] | None = None) -> None:
         trainer = make_trainer(TrainConfig(env_id=args.env_id, actors=args.actors, max_rounds=args.rounds + 2,
                                            eval_every=0, tensorboard=False, run_dir=f"{tmp}/run"))
         try:
-            for name in PHASES:
-                setattr(trainer, name, timed(name, getattr(trainer, name)))
-            trainer.learner.learn = timed("update", trainer.learner.learn)
+            for name, owner, method in CALLS:
+                part = trainer.files if owner == "files" else getattr(trainer.parts, owner)
+                setattr(part, method, timed(name, getattr(part, method)))
             for r in range(args.rounds + 2):
                 spent.clear()
                 wall, cpu = time.perf_counter(), time.thread_time()
                 trainer.run_round()
                 if r >= 2:  # compiled, instances warm
-                    per_round.append({**spent, "round": time.thread_time() - cpu, "wall": time.perf_counter() - wall})
+                    per_round.append({name: 0.0 for name, _, _ in CALLS} | spent
+                                     | {"round": time.thread_time() - cpu, "wall": time.perf_counter() - wall})
         finally:
             trainer.close()
     med = {k: float(np.median([r[k] for r in per_round])) for k in per_round[0]}
     append_jsonl(OUT / "round_overhead.jsonl", {"env_id": args.env_id, "actors": args.actors, **med})
-    rows = [[name.strip("_"), med[name] * 1e3] for name in PHASES]
-    rows.insert(3, ["  of learn: the update (learner.learn)", med["update"] * 1e3])
-    rows.append(["round, outside the update", (med["round"] - med["update"]) * 1e3])
-    table = markdown_table(["phase", "learner thread CPU ms / round (median)"], rows, digits=[0, 1])
+    update = "learn: the update (learner.learn)"
+    rest = float(np.median([r["round"] - sum(r[name] for name, _, _ in CALLS) for r in per_round]))
+    rows = [[name, med[name] * 1e3] for name, _, _ in CALLS]
+    rows.append(["the rest (play_round's own, the stop rules, the trainer)", rest * 1e3])
+    rows.append(["round, outside the update", (med["round"] - med[update]) * 1e3])
+    table = markdown_table(["call", "learner thread CPU ms / round (median)"], rows, digits=[0, 1])
+    outside = (med["round"] - med[update]) * 1e3
     section = f"""## The round's own CPU on the learner's thread
+<!-- headline: {args.env_id}, {args.actors} actors: {outside:.1f} ms of learner-thread CPU a round outside the \
+update (a round {med["wall"]:.2f} s) -->
 
 The learner's thread spends CPU on every round besides the update: sending the requests and publishing the policy,
 waiting on and decoding the replies (and, on the local backend, watching its instances' memory and concurrency),
 billing, logging and checkpointing. On one machine that CPU is taken from the rollout functions. {args.env_id},
 {args.actors} actors on the local backend, the family preset, no evaluation; the median of {len(per_round)} rounds
-after two warm-up rounds, in thread CPU time (the update's compiled program runs on XLA's own thread: its share
-here is the host side, the minibatch draw, padding and transfer). A round took {med["wall"]:.2f} s of wall time here.
+after two warm-up rounds, in thread CPU time, by what the round (`play_round`) calls (the update's compiled program
+runs on XLA's own thread: its share here is the host side, the minibatch draw, padding and transfer; the checkpoint
+is written on a thread of its own, this is what it costs the learner's). A round took {med["wall"]:.2f} s of wall
+time here.
 
 {table}
 

@@ -3,11 +3,13 @@ change while the code is reorganised. What a run learned is kept as its metrics 
 float as the CSV writes it, in full) and the digests of its final policy's arrays (weights and observation
 statistics, sorted, so that a renamed key does not count as a change).
 
-    .venv/bin/python tests/golden/learning.py        # record them (only when learning is meant to change)
+    .venv/bin/python tests/golden/learning.py          # record them on this machine's kind (a kind without a record)
+    .venv/bin/python tests/golden/learning.py --only   # ... and drop the other kinds' (learning is meant to change)
 
-The record is exact only on the machine kind it was made on: XLA compiles for the host's vector instructions and
-MuJoCo's wheels dispatch on them too, so the record names that signature (:func:`signature`), and the test
-compares on a machine whose signature matches and says why it skips elsewhere."""
+A record is exact only on the machine kind it was made on: XLA compiles for the host's vector instructions and
+MuJoCo's wheels dispatch on them too, so each record names that signature (:func:`signature`); the file keeps one
+record per kind (recording replaces this machine's kind's only), and the test compares against the record of its
+machine's kind and says why it skips on a kind with none."""
 
 from __future__ import annotations
 
@@ -93,13 +95,26 @@ def run(name: str, folder: Path) -> dict[str, Any]:
     return learned(run_dir)
 
 
-def record() -> None:
+def records() -> list[dict[str, Any]]:
+    """The file's records, one per machine kind: each its ``signature`` and ``runs``."""
+    return json.loads(RECORD.read_text())["records"] if RECORD.exists() else []
+
+
+def matching(signature_: dict[str, Any]) -> dict[str, Any] | None:
+    """The runs recorded on a machine of ``signature_``'s kind, if any were."""
+    return next((r["runs"] for r in records() if r["signature"] == signature_), None)
+
+
+def record(only: bool = False) -> None:
+    """Record the runs on this machine's kind, replacing its record; ``only``: drop the other kinds' records too."""
     with tempfile.TemporaryDirectory(prefix="minionsrl-golden-") as tmp:
         runs = {name: run(name, Path(tmp)) for name in RUNS}
-    RECORD.write_text(json.dumps({"signature": signature(), "runs": runs}, indent=1) + "\n")
-    print(f"recorded {len(runs)} runs in {RECORD}")
+    here = signature()
+    kept = [] if only else [r for r in records() if r["signature"] != here]
+    RECORD.write_text(json.dumps({"records": [*kept, {"signature": here, "runs": runs}]}, indent=1) + "\n")
+    print(f"recorded {len(runs)} runs in {RECORD} for {here}")
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(REPO))
-    record()
+    record(only="--only" in sys.argv[1:])

@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> None:
                            f"round {round_s:.2f} s; return {row.get('train_return_mean')}")
             if trainer.round % 250 == 0:  # rendered by a child: matplotlib in this process would be measured
                 subprocess.run([common.PYTHON, __file__, "--report"], check=False)
-            if row.get("stopped_by") or trainer.progress.stopped_by:
+            if row.get("stopped_by") or trainer.state.stopped_by:
                 break
     finally:
         trainer.close()
@@ -416,7 +416,7 @@ def probe_worker(args: argparse.Namespace) -> None:
     try:  # a few real policies, signed with a real run key
         trainer = make_trainer(config(args).replace(actors=2, max_rounds=4, eval_every=0,
                                                     tensorboard=False, run_dir=str(run_dir / "run")))
-        key, blobs = trainer.publisher.key, []
+        key, blobs = trainer.parts.publisher.key, []
         for v in range(4):
             trainer.run_round()
             blobs.append(trainer.learner.snapshot(v + 1).encode(key))
