@@ -442,7 +442,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         try:
             with TrainingDisplay(trainer.cfg, enabled=trainer.cfg.run.progress, start_steps=trainer.env_steps,
                                  start_round=trainer.round,
-                                 projected_s=lambda: trainer.ledger.total_projected_s,
+                                 projected_s=lambda: trainer.state.billed.projected_s,
                                  priced_as=trainer.ledger.priced_as,
                                  reason=lambda: trainer.scaler.reason) as display:
                 summary = run_trainer(trainer, show=display.update)  # the rounds, the plots (and W&B: --track)

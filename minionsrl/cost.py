@@ -209,6 +209,48 @@ class RoundBill:
     storage_usd: float  # of the serverless cost, the object-storage requests
 
 
+@dataclass(frozen=True)
+class Totals:
+    """What the run has been billed so far, both ways, and the server pool it has started (a started pool stays up
+    until the job ends, billed idle): part of the run's state (:class:`~minionsrl.loop.state.RunState`), checkpointed
+    as ``ledger``."""
+
+    serverless_usd: float = 0.0
+    server_usd: float = 0.0
+    serverless_wall_usd: float = 0.0
+    server_wall_usd: float = 0.0
+    projected_s: float = 0.0
+    actor_hosts: int = 0
+
+    def billed(self, bill: RoundBill) -> Totals:
+        """These totals with ``bill`` added (its pool is the run's from now on)."""
+        return Totals(self.serverless_usd + bill.cost_serverless_usd, self.server_usd + bill.cost_server_usd,
+                      self.serverless_wall_usd + bill.cost_serverless_wall_usd,
+                      self.server_wall_usd + bill.cost_server_wall_usd, self.projected_s + bill.projected_round_s,
+                      bill.actor_hosts)
+
+    def abandoned(self, usd: float) -> Totals:
+        """These totals with ``usd`` of invocations cancelled after the last round added (serverless only: a server
+        pool runs them at no extra cost)."""
+        return Totals(self.serverless_usd + usd, self.server_usd, self.serverless_wall_usd + usd,
+                      self.server_wall_usd, self.projected_s, self.actor_hosts)
+
+    def usd(self) -> dict[str, float]:
+        """The dollars, as ``summary.json``'s ``cost_usd``."""
+        return {"serverless": self.serverless_usd, "server": self.server_usd,
+                "serverless_wall": self.serverless_wall_usd, "server_wall": self.server_wall_usd}
+
+    _KEYS = ("serverless_usd", "server_usd", "serverless_wall_usd", "server_wall_usd", "projected_s")
+
+    def to_state(self) -> dict[str, Any]:
+        """The checkpoint's ``ledger``."""
+        return {"actor_hosts": self.actor_hosts, **{f"total_{k}": getattr(self, k) for k in self._KEYS}}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Totals:
+        return cls(**{k: float(state[f"total_{k}"]) for k in cls._KEYS}, actor_hosts=int(state["actor_hosts"]))
+
+
 @dataclass
 class RoundTimes:
     """What the ledger needs of a round's time: its wall time on this machine, the learner's own-instance part
@@ -276,7 +318,8 @@ class Prices:
 
 
 class CostLedger:
-    """Bills every round both ways and keeps the running totals (checkpointed)."""
+    """Bills every round both ways, on the run's deployment and on servers; the run's state keeps the totals
+    (:class:`Totals`)."""
 
     def __init__(self, prices: Prices, platform: str = "aws_lambda_x86", memory_mb: float = DEFAULT_MEMORY_MB,
                  cold_start_s: float = COLD_START_S, learner_device: str = "cpu",
@@ -294,12 +337,6 @@ class CostLedger:
         self.actor_usd_s = prices.actor_host.usd_per_hour / 3600.0
         self.vcpus_per_host, self.startup_s = prices.actor_host.vcpus, prices.startup_s
         self.host_overhead_usd_s = prices.usd_per_host_month / SECONDS_PER_MONTH
-        self.actor_hosts = 0
-        self.total_serverless_usd = 0.0
-        self.total_server_usd = 0.0
-        self.total_serverless_wall_usd = 0.0
-        self.total_server_wall_usd = 0.0
-        self.total_projected_s = 0.0
 
     # -- one invocation ------------------------------------------------------------------------------
     def function_s(self, record: InvocationRecord) -> tuple[float, float]:
@@ -353,34 +390,26 @@ class CostLedger:
                       for kind, count in self.overhead.storage_requests(ran, wait_s).items())
         return self.learner_usd_s * host_s + sum(self.invocation_usd(r) for r in records) + storage, storage
 
-    def bill_abandoned(self, records: list[InvocationRecord]) -> float:
-        """Bill invocations cancelled after the last round (no round of their own waited for them): their compute
-        and requests, to the serverless totals; a server pool runs them at no extra cost. Returns the dollars."""
-        usd, _ = self.serverless_usd(0.0, records, 0.0)
-        self.total_serverless_usd += usd
-        self.total_serverless_wall_usd += usd
-        return usd
+    def abandoned_usd(self, records: list[InvocationRecord]) -> float:
+        """What invocations cancelled after the last round cost (no round of their own waited for them): their
+        compute and requests."""
+        return self.serverless_usd(0.0, records, 0.0)[0]
 
-    def bill_round(self, times: RoundTimes, records: list[InvocationRecord], n_actors: int) -> RoundBill:
+    def bill_round(self, times: RoundTimes, records: list[InvocationRecord], n_actors: int,
+                   actor_hosts: int = 0) -> RoundBill:
         """Bill one round from its times and every invocation record (training, evaluation, failed attempts,
-        duplicates, stragglers), hosts over the projected round; update the totals."""
+        duplicates, stragglers), hosts over the projected round; ``actor_hosts``: the server pool the run had
+        started before it (a started pool stays up until the job ends, billed idle)."""
         projected, on_servers = self.projected_s(times), self.projected_s(times, self.server_overhead)
         wait_s = projected - times.learner_s
         hosts = hosts_for(n_actors, self.vcpus_per_host)
-        startup = self.startup_s if hosts > self.actor_hosts else 0.0
-        self.actor_hosts = max(self.actor_hosts, hosts)  # a started pool stays up until the job ends, billed idle
-        server_rate = self.server_usd_s(self.actor_hosts)
+        startup = self.startup_s if hosts > actor_hosts else 0.0
+        pool = max(actor_hosts, hosts)
+        server_rate = self.server_usd_s(pool)
         serverless, storage = self.serverless_usd(projected, records, wait_s)
         serverless_wall, _ = self.serverless_usd(times.wall_s, records, wait_s)
-        bill = RoundBill(serverless, server_rate * (on_servers + startup), serverless_wall,
-                         server_rate * (times.wall_s + startup), projected, on_servers + startup, self.actor_hosts,
-                         storage)
-        self.total_serverless_usd += bill.cost_serverless_usd
-        self.total_server_usd += bill.cost_server_usd
-        self.total_serverless_wall_usd += bill.cost_serverless_wall_usd
-        self.total_server_wall_usd += bill.cost_server_wall_usd
-        self.total_projected_s += projected
-        return bill
+        return RoundBill(serverless, server_rate * (on_servers + startup), serverless_wall,
+                         server_rate * (times.wall_s + startup), projected, on_servers + startup, pool, storage)
 
     def server_usd_s(self, hosts: int) -> float:
         """Dollars a second of the server baseline with ``hosts`` actor hosts: them and the learner host, each with
@@ -391,7 +420,7 @@ class CostLedger:
                     slowest: InvocationRecord | None = None) -> ModelledRound:
         """A round of ``n_actors`` functions that do what ``function`` records (own-instance times: a warm
         invocation), the slowest of them what ``slowest`` records (``function`` where not given), and a learner part
-        of ``learner_s``, billed as :meth:`bill_round` bills a measured one, without touching the totals: the
+        of ``learner_s``, billed as :meth:`bill_round` bills a measured one (its pool's start left out): the
         forecast (``minionsrl plan``) is this ledger's own rule, not a copy of it."""
         records = [function] * (n_actors - 1) + [slowest or function]
         times = RoundTimes(0.0, learner_s, [[r] for r in records])
@@ -411,14 +440,3 @@ class CostLedger:
         unit, and the learner host while it waits for one modelled cold start."""
         least = self.pricing.invocation_usd(0.0, 1e-9, self.memory_mb)  # a request and one billing unit
         return n_actors * least + self.learner_usd_s * self.cold_start_s
-
-    _TOTALS = ("total_serverless_usd", "total_server_usd", "total_serverless_wall_usd", "total_server_wall_usd",
-               "total_projected_s")
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"actor_hosts": self.actor_hosts, **{name: getattr(self, name) for name in self._TOTALS}}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.actor_hosts = int(state["actor_hosts"])
-        for name in self._TOTALS:
-            setattr(self, name, float(state[name]))

@@ -10,7 +10,7 @@ import yaml
 
 import minionsrl
 from minionsrl.backends.base import InvocationRecord
-from minionsrl.cost import CostLedger, RoundTimes, load_prices
+from minionsrl.cost import CostLedger, RoundTimes, Totals, load_prices
 from minionsrl.deployments import DEPLOYMENTS
 from minionsrl.errors import ConfigError
 
@@ -68,11 +68,14 @@ def test_round_bill_matches_the_worked_example() -> None:
     assert bill.cost_server_usd == pytest.approx(0.06522039121, rel=1e-8)
     assert bill.cost_serverless_wall_usd == pytest.approx(0.00191763524, rel=1e-8)
     assert bill.cost_server_wall_usd == pytest.approx(0.0652683951, rel=1e-8)
-    again = ledger.bill_round(_times(), _records(), n_actors=3)
+    again = ledger.bill_round(_times(), _records(), n_actors=3, actor_hosts=bill.actor_hosts)
     assert again.cost_server_usd == pytest.approx(0.00205742825, rel=1e-8)  # no host starts this time
-    assert ledger.total_serverless_usd == pytest.approx(2 * 0.00235147524, rel=1e-8)
-    assert ledger.total_server_usd == pytest.approx(0.06522039121 + 0.00205742825, rel=1e-8)
-    assert bill.actor_hosts == 1
+    totals = Totals().billed(bill).billed(again)
+    assert totals.serverless_usd == pytest.approx(2 * 0.00235147524, rel=1e-8)
+    assert totals.server_usd == pytest.approx(0.06522039121 + 0.00205742825, rel=1e-8)
+    assert bill.actor_hosts == totals.actor_hosts == 1
+    assert totals.projected_s == pytest.approx(2 * bill.projected_round_s)
+    assert Totals.from_state(totals.to_state()) == totals  # the checkpoint's ledger
 
 
 def test_the_direct_invoke_what_if_prices_the_same_round_without_storage() -> None:
@@ -127,11 +130,11 @@ def test_a_started_server_pool_stays_up_and_is_billed_idle() -> None:
     """Growing past one host pays the start-up again; shrinking keeps every started host billed until the job
     ends (the old ledger billed only the hosts the round needed)."""
     ledger = CostLedger(load_prices())
-    ledger.bill_round(RoundTimes(1.0, 0.5, []), [], n_actors=16)
-    bigger = ledger.bill_round(RoundTimes(1.0, 0.5, []), [], n_actors=17)
+    first = ledger.bill_round(RoundTimes(1.0, 0.5, []), [], n_actors=16)
+    bigger = ledger.bill_round(RoundTimes(1.0, 0.5, []), [], n_actors=17, actor_hosts=first.actor_hosts)
     assert bigger.actor_hosts == 2
     assert bigger.projected_server_round_s == pytest.approx(0.5 + 60.0)  # the learner's 0.5 s, no function
-    shrink = ledger.bill_round(RoundTimes(1.0, 0.5, []), [], n_actors=4)
+    shrink = ledger.bill_round(RoundTimes(1.0, 0.5, []), [], n_actors=4, actor_hosts=bigger.actor_hosts)
     assert shrink.projected_server_round_s == pytest.approx(0.5) and shrink.actor_hosts == 2
     two_hosts = ledger.learner_usd_s + 2 * ledger.actor_usd_s + 3 * ledger.host_overhead_usd_s
     assert shrink.cost_server_usd == pytest.approx(two_hosts * 0.5)

@@ -13,6 +13,7 @@ import pytest
 
 from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
+from minionsrl.cost import Totals
 from minionsrl.loop.retry import Outcome
 from minionsrl.loop.round import Observer, play_round
 from minionsrl.loop.state import RunState
@@ -81,7 +82,8 @@ def _learning(s: RunState) -> RunState:
     """The state less what timing decides: clocks, dollars, projected seconds (and the last row, which has them)."""
     assert s.remaining is not None and s.remaining.spent is not None
     return replace(s, started=0.0, wall_offset=0.0, last_round=None, recent_costs=(), recent_projected=(),
-                   remaining=replace(s.remaining, spent=s.remaining.spent[:1]))
+                   remaining=replace(s.remaining, spent=s.remaining.spent[:1]), billed=Totals(
+                       actor_hosts=s.billed.actor_hosts))
 
 
 @pytest.mark.integration

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from minionsrl.config import TrainConfig
+from minionsrl.cost import Totals
 from minionsrl.loop import stops
 from minionsrl.loop.state import RunState
 
@@ -22,15 +25,16 @@ def test_a_target_a_step_limit_and_a_round_limit_each_stop_and_the_target_comes_
 
 def test_a_budget_stops_before_the_round_that_would_exceed_it():
     """Spent + this round so far + the largest of the recent rounds (an evaluation round costs more) > budget."""
-    p = RunState(recent_costs=(0.10, 0.30, 0.10), recent_projected=(1.0, 1.0, 1.0))
+    p = RunState(recent_costs=(0.10, 0.30, 0.10), recent_projected=(1.0, 1.0, 1.0), billed=Totals(serverless_usd=0.60))
     cfg = _cfg(budget_usd=1.0, total_timesteps=10_000)
-    assert stops.over_budget(cfg, p, stops.Spent(0.60, 0.0), stops.NOTHING) is None  # 0.60 + 0.30 = 0.90
-    assert stops.over_budget(cfg, p, stops.Spent(0.60, 0.0), stops.Spent(0.15, 0.0)) == "budget_usd"
-    assert stops.over_budget(_cfg(time_budget_s=10.0, total_timesteps=10_000), p, stops.Spent(0.0, 9.5),
-                             stops.NOTHING) == "time_budget_s"
+    assert stops.over_budget(cfg, p, stops.NOTHING) is None  # 0.60 + 0.30 = 0.90
+    assert stops.over_budget(cfg, p, stops.Spent(0.15, 0.0)) == "budget_usd"
+    assert stops.over_budget(_cfg(time_budget_s=10.0, total_timesteps=10_000), replace(p, billed=Totals(
+        projected_s=9.5)), stops.NOTHING) == "time_budget_s"
     # a later evaluation may reach the target; it spends nothing the decision did not weigh
-    assert stops.stop_reason(cfg, p, stops.Spent(0.95, 0.0), check_budget=False) is None
-    assert stops.stop_reason(cfg, p, stops.Spent(0.95, 0.0)) == "budget_usd"
+    spent = replace(p, billed=Totals(serverless_usd=0.95))
+    assert stops.stop_reason(cfg, spent, check_budget=False) is None
+    assert stops.stop_reason(cfg, spent) == "budget_usd"
 
 
 def test_the_last_round_by_a_count_is_known_before_its_update():

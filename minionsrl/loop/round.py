@@ -5,8 +5,9 @@ the next state, the round's :class:`~minionsrl.stats.RoundStats` and every attem
 writes no file: the metrics log, ``invocations.csv``, ``scaler.csv``, the checkpoint and the best policy's copy are
 :class:`Observer`\\ s, told as things happen (a row is written as soon as it is complete, so a round that fails
 loses none), and wired by the trainer (:mod:`minionsrl.loop.trainer`). The parts keep their own state (the
-learner's weights, the sampler's carried episodes and a wave sent ahead, the scaler's history, the ledger's totals)
-and hand it to the checkpoint; what the round itself carries from one round to the next is in the state.
+learner's weights, the sampler's carried episodes and a wave sent ahead, the scaler's history) and hand it to the
+checkpoint; what the round itself carries from one round to the next is in the state, the totals billed among it
+(the ledger only prices).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def play_round(s: RunState, parts: Parts, observe: Observer) -> Played:
     sent = sampler.sent_actors(index)
     n = sent if sent is not None else ask_scaler(parts, s, index, observe)
     assert s.remaining is not None  # set when the trainer starts
-    s = replace(s, round=index, remaining=s.remaining.at(spent(s, ledger)))
+    s = replace(s, round=index, remaining=s.remaining.at(s.spent()))
     learner.set_remaining(s.remaining.fraction(cfg))
     beside = Evaluation(*s.pending_eval) if s.pending_eval else None  # of the policy this round samples with
     previous_s = s.last_round.projected_learner_s if s.last_round else 0.0
@@ -123,7 +124,7 @@ def play_round(s: RunState, parts: Parts, observe: Observer) -> Played:
     outcomes = list(sampled.outcomes)
     so_far = sampled.times(time.perf_counter() - started, runtime.own_s(learning), previous_s)
     pending = stops.Spent(ledger.round_usd(so_far, records(outcomes)), ledger.projected_s(so_far))
-    stopped_by = stops.stop_reason(cfg, s, spent_so_far(ledger), pending)
+    stopped_by = stops.stop_reason(cfg, s, pending)
     if stopped_by:  # abandon what is still in flight, a wave sent ahead too (billed for the time it ran)
         outcomes.append(sampler.finish())
     decided_at, learner_s = time.perf_counter(), runtime.own_s(learning)
@@ -137,11 +138,12 @@ def play_round(s: RunState, parts: Parts, observe: Observer) -> Played:
         s = evaluated(s, parts, observe, index, eval_return)
         outcomes.append(evaluation)
         after.append(evaluation)
-        stopped_by = stopped_by or stops.stop_reason(cfg, s, spent_so_far(ledger), check_budget=False)
+        stopped_by = stopped_by or stops.stop_reason(cfg, s, check_budget=False)
     ended = time.perf_counter()
     # the round's bill and row (held for its evaluation, when that runs beside the next round's functions)
     times = sampled.times(ended - started, learner_s, previous_s, after)
-    bill = ledger.bill_round(times, records(outcomes), n)
+    bill = ledger.bill_round(times, records(outcomes), n, s.billed.actor_hosts)
+    s = replace(s, billed=s.billed.billed(bill))
     clocks = {"round_s": ended - started, "sample_s": learning.wall - started,
               "learn_s": learned_at - learning.wall - learned.detector_s, "eval_s": ended - decided_at}
     stats = round_stats(parts, s, index, n, sampled, learned, bill, times, outcomes, eval_return, clocks)
@@ -218,7 +220,7 @@ def round_stats(parts: Parts, s: RunState, index: int, n: int, sampled: Sampled,
         approx_kl=update.approx_kl, clipfrac=update.clipfrac, explained_variance=update.explained_variance,
         learning_rate=update.learning_rate, sps=len(learned.batch) / clocks["round_s"],
         cost_serverless_usd=bill.cost_serverless_usd, cost_server_usd=bill.cost_server_usd,
-        cum_cost_serverless_usd=parts.ledger.total_serverless_usd, cum_cost_server_usd=parts.ledger.total_server_usd,
+        cum_cost_serverless_usd=s.billed.serverless_usd, cum_cost_server_usd=s.billed.server_usd,
         projected_round_s=bill.projected_round_s, projected_learner_s=times.learner_s,
         cost_storage_usd=bill.storage_usd, cold_starts=sum(a.reply.record.cold for a in attempts),
         **function_columns(parts.cfg, attempts),
@@ -242,13 +244,3 @@ def function_columns(cfg: TrainConfig, attempts: list[Attempt]) -> dict[str, flo
 def records(outcomes: list[Outcome]) -> list[Any]:
     """The invocation records of every attempt in ``outcomes``, for the ledger."""
     return [a.reply.record for g in outcomes for a in g.attempts]
-
-
-def spent(s: RunState, ledger: CostLedger) -> list[float]:
-    """What the learning rate anneals over, spent so far: env steps, serverless dollars, projected seconds."""
-    return [s.env_steps, ledger.total_serverless_usd, ledger.total_projected_s]
-
-
-def spent_so_far(ledger: CostLedger) -> stops.Spent:
-    """What the ledger has billed the run: serverless dollars and projected seconds."""
-    return stops.Spent(ledger.total_serverless_usd, ledger.total_projected_s)

@@ -1,8 +1,8 @@
 """The run's state between rounds, frozen: what :func:`~minionsrl.loop.round.play_round` reads and returns anew.
 
 :class:`RunState` holds the run's counters (round, steps, wall time, evaluations, recent returns and costs, the last
-metrics row, the stop decision, an evaluation still to run, the learning-rate schedule); the checkpoint keeps all of
-it (:meth:`RunState.to_state`). :class:`Remaining` is the schedule's part that a resumed run keeps.
+metrics row, what it has been billed, the stop decision, an evaluation still to run, the learning-rate schedule);
+the checkpoint keeps all of it (:meth:`RunState.to_state`). :class:`Remaining` is the schedule a resumed run keeps.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from minionsrl.config import TrainConfig
+from minionsrl.cost import Totals
 from minionsrl.errors import ConfigError
 from minionsrl.numbers import is_amount
 from minionsrl.stats import RoundStats
@@ -120,10 +121,16 @@ class RunState:
     # functions; that round's row (last_round) is written once it returns
     pending_eval: tuple[int, int, int] | None = None
     remaining: Remaining | None = None  # the fraction of the run left, across resumes (its checkpoint key: anneal)
+    billed: Totals = field(default_factory=Totals)  # what the run has been billed so far (its checkpoint key: ledger)
     started: float = field(default_factory=time.perf_counter)  # this session's start (perf_counter)
 
     def wall(self) -> float:
         return self.wall_offset + time.perf_counter() - self.started
+
+    def spent(self) -> list[float]:
+        """What the learning rate anneals over (:data:`LIMITS`), spent so far: env steps, serverless dollars,
+        projected seconds."""
+        return [self.env_steps, self.billed.serverless_usd, self.billed.projected_s]
 
     def to_state(self) -> dict[str, Any]:
         """The checkpoint's part of the run's counters (plain data)."""
@@ -134,7 +141,8 @@ class RunState:
                 "last_row": json.dumps(None if self.last_round is None else self.last_round.to_row()),
                 "stop": json.dumps({"stopped_by": self.stopped_by, "budget": self.stop_budget}),
                 "pending_eval": json.dumps(self.pending_eval),
-                "anneal": json.dumps(None if self.remaining is None else self.remaining.to_json())}
+                "anneal": json.dumps(None if self.remaining is None else self.remaining.to_json()),
+                "ledger": self.billed.to_state()}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> RunState:
@@ -152,4 +160,5 @@ class RunState:
                    last_round=None if last is None else RoundStats.from_row(last),
                    stopped_by=stop["stopped_by"], stop_budget=stop["budget"],
                    pending_eval=tuple(pending) if pending else None,
-                   remaining=Remaining.from_json(json.loads(state["anneal"])))
+                   remaining=Remaining.from_json(json.loads(state["anneal"])),
+                   billed=Totals.from_state(state["ledger"]))

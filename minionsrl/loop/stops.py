@@ -17,7 +17,7 @@ from minionsrl.loop.state import RunState
 
 
 class Spent(NamedTuple):
-    """What the run has cost: serverless dollars and projected seconds."""
+    """What a round has cost so far: serverless dollars and projected seconds."""
 
     usd: float
     projected_s: float
@@ -43,12 +43,12 @@ def reached(cfg: TrainConfig, p: RunState) -> str | None:
     return next((name for name, hit in reasons.items() if hit), None)
 
 
-def over_budget(cfg: TrainConfig, p: RunState, spent: Spent, pending: Spent) -> str | None:
-    """The budget the next round would exceed, if any: what the run has ``spent``, plus what the current round has
-    cost so far (``pending``, not yet in the ledger), plus the next round estimated as the largest of the last 10
-    rounds' (evaluation rounds and cold starts cost more than the rest)."""
-    spend = {"budget_usd": (spent.usd, pending.usd, p.recent_costs),
-             "time_budget_s": (spent.projected_s, pending.projected_s, p.recent_projected)}
+def over_budget(cfg: TrainConfig, p: RunState, pending: Spent) -> str | None:
+    """The budget the next round would exceed, if any: what the run has been billed (``p.billed``), plus what the
+    current round has cost so far (``pending``, not yet billed), plus the next round estimated as the largest of the
+    last 10 rounds' (evaluation rounds and cold starts cost more than the rest)."""
+    spend = {"budget_usd": (p.billed.serverless_usd, pending.usd, p.recent_costs),
+             "time_budget_s": (p.billed.projected_s, pending.projected_s, p.recent_projected)}
     for reason, budget in budgets(cfg).items():
         total, now, recent = spend[reason]
         estimates = [*recent, *([now] if now else [])]
@@ -57,13 +57,13 @@ def over_budget(cfg: TrainConfig, p: RunState, spent: Spent, pending: Spent) -> 
     return None
 
 
-def stop_reason(cfg: TrainConfig, p: RunState, spent: Spent, pending: Spent = NOTHING,
-                check_budget: bool = True) -> str | None:
-    """The stop condition that holds, if any (the budgets only with ``check_budget``: an evaluation after the
-    round's decision may reach the target, but spends nothing the decision did not weigh)."""
+def stop_reason(cfg: TrainConfig, p: RunState, pending: Spent = NOTHING, check_budget: bool = True) -> str | None:
+    """The stop condition that holds for the run as ``p`` stands, if any, with ``pending`` spent by the current
+    round and not yet billed (the budgets only with ``check_budget``: an evaluation after the round's decision may
+    reach the target, but spends nothing the decision did not weigh)."""
     reason = reached(cfg, p)
     if reason is None and check_budget:
-        reason = over_budget(cfg, p, spent, pending)
+        reason = over_budget(cfg, p, pending)
     return reason
 
 

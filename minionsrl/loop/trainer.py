@@ -27,7 +27,7 @@ from minionsrl.learner.learners import Learner
 from minionsrl.loop import checkpoint, stops
 from minionsrl.loop.metrics import RunLog, invocation_rows
 from minionsrl.loop.retry import Outcome
-from minionsrl.loop.round import Observer, Parts, Played, play_round, spent, spent_so_far
+from minionsrl.loop.round import Observer, Parts, Played, play_round
 from minionsrl.loop.sampler import Publisher, Sampler
 from minionsrl.loop.session import Session
 from minionsrl.loop.state import Remaining, RunState
@@ -82,8 +82,7 @@ class Trainer:
         if session.resume_state is not None:
             self._restore(session.resume_state)
         # a resumed run keeps its learning-rate schedule, whatever limits it was given now
-        self.state = replace(self.state, remaining=Remaining.resumed(cfg, self.state.remaining,
-                                                                     spent(self.state, ledger)))
+        self.state = replace(self.state, remaining=Remaining.resumed(cfg, self.state.remaining, self.state.spent()))
         # a checkpoint taken while its round's evaluation was in flight: that round's row is written again, after
         # the evaluation runs again (metrics.csv may hold it already, if the run stopped later)
         held = self.state.pending_eval is not None
@@ -136,7 +135,7 @@ class Trainer:
                 if stopped_by is not None:  # the checkpoint passed its checks: the run is over, nothing runs
                     print(stops.nothing_to_do(self.cfg, s, stopped_by), file=sys.stderr, flush=True)
             else:
-                stopped_by = stops.stop_reason(self.cfg, s, spent_so_far(self.ledger))
+                stopped_by = stops.stop_reason(self.cfg, s)
             self.state = replace(s, stopped_by=stopped_by)
             if stopped_by is None:
                 self.log.log_config(self.session.cfg.to_dict(), self.env_steps)  # TensorBoard's Text tab
@@ -150,12 +149,9 @@ class Trainer:
                     self._stopped_by_callback(on_round)
             self._abandon_in_flight()  # e.g. stopped by the budget with invocations in flight: none outlives the run
             self.session.wait()
-            ledger = self.ledger
-            return self.session.write_summary(
-                self.state,
-                {"serverless": ledger.total_serverless_usd, "server": ledger.total_server_usd,
-                 "serverless_wall": ledger.total_serverless_wall_usd, "server_wall": ledger.total_server_wall_usd},
-                ledger.total_projected_s, ledger.priced_as, ledger.learner_host.name, self.backend.where())
+            ledger, billed = self.ledger, self.state.billed
+            return self.session.write_summary(self.state, billed.usd(), billed.projected_s, ledger.priced_as,
+                                              ledger.learner_host.name, self.backend.where())
         finally:
             self.close()
 
@@ -190,15 +186,15 @@ class Trainer:
         got = self.sampler.finish()
         if got.attempts:
             self.files.attempts(self.round, [got])
-            self.ledger.bill_abandoned([a.reply.record for a in got.attempts])
+            usd = self.ledger.abandoned_usd([a.reply.record for a in got.attempts])
+            self.state = replace(self.state, billed=self.state.billed.abandoned(usd))
 
     # -- checkpoint ------------------------------------------------------------------------------
     def _state(self, s: RunState) -> dict[str, Any]:
         """Everything a resumed run needs: arrays and plain data (a safetensors checkpoint)."""
         parts = self.parts
         return {"format_version": checkpoint.STATE_VERSION, **s.to_state(), **parts.learner.state_dict(),
-                **parts.sampler.state_dict(), "scaler": parts.scaler.state_dict(),
-                "ledger": parts.ledger.state_dict()}
+                **parts.sampler.state_dict(), "scaler": parts.scaler.state_dict()}
 
     def _restore(self, state: dict[str, Any]) -> None:
         """Resume from ``state``, checked first against the state this run writes itself (as ``load_policy``
@@ -211,7 +207,6 @@ class Trainer:
             parts.learner.load_state_dict(state)
             parts.sampler.load_state_dict(state)
             parts.scaler.load_state_dict(state["scaler"])
-            parts.ledger.load_state_dict(state["ledger"])
         except ConfigError as exc:
             raise ConfigError(f"{exc}; {checkpoint.restore_hint(checkpoint.dir_of(self.run_dir))}") from exc
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # a field its reader refuses
