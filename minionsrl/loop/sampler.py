@@ -14,8 +14,9 @@ How it comes back: :class:`SyncSampler` (PPO) invokes ``n`` functions and waits 
 deadline (:func:`~minionsrl.loop.retry.run_group`); :class:`PipelinedSampler` (``--pipeline``) is that barrier with the
 next round's functions sent while the learner updates. :class:`AsyncSampler` (APPO, IMPALA; DESIGN §1, last
 paragraph) keeps ``n`` invocations in flight and returns once ``k`` fragments have arrived; every function that
-returns is resubmitted at once with the newest published policy, so invocations never wait for the learner and
-fragments lag (each carries the policy version it was sampled with). Both classify replies with one
+returns is resubmitted with the newest published policy as soon as its reply is taken in (one that returns during
+an update waits for the update to end: replies are taken in on the learner's thread), and fragments lag (each
+carries the policy version it was sampled with). Both classify replies with one
 :class:`~minionsrl.loop.retry.Tracker`, retry a failed slot with its seed (one retry engine,
 :class:`~minionsrl.loop.retry.Retries`, counts failures and refusals and times back-offs), and keep every attempt
 for the ledger and ``invocations.csv``.
