@@ -192,9 +192,10 @@ class Trainer:
     # -- checkpoint ------------------------------------------------------------------------------
     def _state(self, s: RunState) -> dict[str, Any]:
         """Everything a resumed run needs: arrays and plain data (a safetensors checkpoint)."""
-        parts = self.parts
-        return {"format_version": checkpoint.STATE_VERSION, **s.to_state(), **parts.learner.state_dict(),
-                **parts.sampler.state_dict(), "scaler": parts.scaler.state_dict()}
+        parts, counters = self.parts, s.to_state()
+        ledger = counters.pop("ledger")  # last, where the file has always had it (a resume checks keys in order)
+        return {"format_version": checkpoint.STATE_VERSION, **counters, **parts.learner.state_dict(),
+                **parts.sampler.state_dict(), "scaler": parts.scaler.state_dict(), "ledger": ledger}
 
     def _restore(self, state: dict[str, Any]) -> None:
         """Resume from ``state``, checked first against the state this run writes itself (as ``load_policy``
