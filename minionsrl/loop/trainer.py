@@ -6,8 +6,8 @@ until a stop condition holds, keeps the run's frozen state between them, and wir
 directory (:class:`RunFiles`: metrics, invocations, the scaler's reasons, the best policy, the checkpoint) and the
 callbacks. The parts are composed, not inherited: a :class:`~minionsrl.loop.sampler.Sampler` runs the round's
 functions (synchronously, or keeping them in flight), a :class:`~minionsrl.learner.learners.Learner` updates the
-policy, a :class:`~minionsrl.scaling.base.Scaler` picks ``n``, a :class:`~minionsrl.cost.CostLedger` bills, and a
-:class:`~minionsrl.loop.session.Session` keeps the run directory. They are built in
+policy, a :class:`~minionsrl.scaling.base.Scaler` picks ``n``, a :class:`~minionsrl.cost.CostLedger` prices (the run's
+state keeps the totals), and a :class:`~minionsrl.loop.session.Session` keeps the run directory. They are built in
 :func:`minionsrl.build.make_trainer`.
 """
 
@@ -66,6 +66,7 @@ class RunFiles(Observer):
             self.checkpoint(s)
 
     def checkpoint(self, s: RunState) -> None:
+        """Checkpoint the run as ``s`` stands, with its parts' state (written in the background)."""
         self.session.save(self.state_of(s), s.round)
 
 
