@@ -12,6 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from minionsrl import files
 from minionsrl.config import TrainConfig
 from minionsrl.cost import load_prices
 from minionsrl.forecast import env_check_stats, model_round
@@ -52,7 +53,7 @@ def _ray(cfg: TrainConfig, key: bytes) -> Backend:
 
     fn = cfg.functions
     return RayBackend(key, address=fn.ray_address, num_cpus=fn.ray_num_cpus, max_concurrency=fn.max_concurrency,
-                      invocation_timeout_s=fn.invocation_timeout_s)
+                      invocation_timeout_s=fn.invocation_timeout_s, resume_flag=files.run_dir_flag(cfg.run.run_dir))
 
 
 def _lithops(cfg: TrainConfig, key: bytes) -> Backend:

@@ -11,7 +11,6 @@ import argparse
 import contextlib
 import json
 import os
-import shlex
 import signal
 import sys
 import threading
@@ -447,12 +446,12 @@ def cmd_train(args: argparse.Namespace) -> int:
                                  reason=lambda: trainer.scaler.reason) as display:
                 summary = run_trainer(trainer, show=display.update)  # the rounds, the plots (and W&B: --track)
         except KeyboardInterrupt as exc:
-            stopped = Interrupted(f"continue with --resume --run-dir {shlex.quote(str(trainer.run_dir))}")
+            stopped = Interrupted(f"continue with --resume {files.run_dir_flag(trainer.run_dir)}")
             if isinstance(exc, Terminated):
                 stopped.what, stopped.code = Terminated.what, Terminated.code
             raise stopped from None
         except Resumable as exc:  # the one line names the run to resume
-            raise type(exc)(f"{exc} --run-dir {shlex.quote(str(trainer.run_dir))}") from None
+            raise type(exc)(f"{exc} {files.run_dir_flag(trainer.run_dir)}") from None
     print_summary(summary, trainer.run_dir)
     return 0
 

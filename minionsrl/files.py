@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shlex
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +39,11 @@ PLOTS = "plots"  # the end-of-run figures
 CHECKPOINTS = "checkpoints"  # a run dir's checkpoints (minionsrl.loop.checkpoint names the files in it)
 TENSORBOARD = "tensorboard"
 RUN_SUBDIRS = (CHECKPOINTS, TENSORBOARD)
+
+
+def run_dir_flag(run_dir: str | Path) -> str:
+    """``--run-dir DIR`` for a command line that continues the run in ``run_dir`` (quoted for a shell)."""
+    return f"--run-dir {shlex.quote(str(Path(run_dir)))}"
 
 
 def config_path(run_dir: str | Path, what: str, fix: str = "check --run-dir") -> Path:

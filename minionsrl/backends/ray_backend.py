@@ -168,8 +168,12 @@ class RayBackend(RemoteBackend):
     name = "ray"
 
     def __init__(self, key: bytes, address: str | None = None, num_cpus: float = 1.0,
-                 max_concurrency: int | None = None, invocation_timeout_s: float | None = None) -> None:
+                 max_concurrency: int | None = None, invocation_timeout_s: float | None = None,
+                 resume_flag: str = "") -> None:
+        """``resume_flag``: what ``--resume`` needs besides itself to continue the run (``--run-dir DIR``), for
+        the line the watchdog writes when this process ends before it can say why itself."""
         super().__init__(key, invocation_timeout_s)
+        self.resume_flag = resume_flag
         try:
             import ray
         except ImportError as exc:
@@ -277,7 +281,8 @@ class RayBackend(RemoteBackend):
         """Send the watchdog the raylet to watch and the line to write should the learner die after it."""
         if self._raylet is not None:
             with contextlib.suppress(Exception):
-                line = f"minionsrl: cluster lost: {self._raylet_message()}"
+                line = f"minionsrl: cluster lost: {self._raylet_message()}" + (
+                    f" {self.resume_flag}" if self.resume_flag else "")  # the learner's own line gets it in the CLI
                 self._send_watchdog({"raylet": [self._raylet.pid, self._raylet.create_time()], "line": line})
 
     def _send_watchdog(self, message: Any) -> None:
