@@ -248,6 +248,7 @@ class Totals:
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Totals:
+        """The totals a checkpoint's ``ledger`` kept (:meth:`to_state`)."""
         return cls(**{k: float(state[f"total_{k}"]) for k in cls._KEYS}, actor_hosts=int(state["actor_hosts"]))
 
 
