@@ -30,8 +30,10 @@ class Callback:
     ``train(cfg, callback=MyCallback())`` (or a list of them). A plain function ``fn(row, trainer)`` works too.
 
     ``trainer`` is the running :class:`~minionsrl.loop.trainer.Trainer`: ``trainer.round``, ``trainer.env_steps``,
-    ``trainer.cfg``, ``trainer.run_dir``, ``trainer.learner`` (the JAX learner); ``minionsrl.current_policy(trainer)``
-    is its policy as it stands, on NumPy (``act``, ``predict``, ``minionsrl.evaluate``)."""
+    ``trainer.cfg``, ``trainer.run_dir``, ``trainer.learner`` (the JAX learner), ``trainer.state`` (the run's frozen
+    :class:`~minionsrl.loop.state.RunState`: best evaluation, recent returns, what it has been billed);
+    ``minionsrl.current_policy(trainer)`` is its policy as it stands, on NumPy (``act``, ``predict``,
+    ``minionsrl.evaluate``)."""
 
     def on_round(self, row: RoundStats, trainer: Trainer) -> bool | None:
         """After each round's metrics row is written, with that round's stats (``row.round``,
