@@ -14,6 +14,7 @@ import pytest
 from minionsrl.build import make_trainer
 from minionsrl.config import TrainConfig
 from minionsrl.cost import Totals
+from minionsrl.errors import Diverged
 from minionsrl.loop.retry import Outcome
 from minionsrl.loop.round import Observer, play_round
 from minionsrl.loop.state import RunState
@@ -70,6 +71,26 @@ def test_a_round_returns_a_new_state_and_a_held_row_reaches_its_observers_a_roun
     assert kinds == ["update", "row", "update", "attempts", "best", "row", "update", "row"], recorder.events
     assert recorder.events[5][:3] == ("row", 2, r3.rows[0].eval_return_mean)
     assert not (tmp_path / "run" / "checkpoints" / "latest.safetensors").exists()  # the trainer checkpoints, not it
+
+
+def test_a_round_that_fails_keeps_the_row_it_had_completed(tmp_path):
+    """Round 3's update diverges after its collect completed round 2's held row: the observers have that row (with
+    its evaluation), and the error names round 3."""
+    trainer = make_trainer(_cfg(tmp_path / "run"))
+    recorder = Recorder()
+    try:
+        s = play_round(play_round(trainer.state, trainer.parts, recorder).state, trainer.parts, recorder).state
+
+        def diverge(*args: Any, **kwargs: Any) -> Any:
+            raise Diverged("the policy loss is nan")
+
+        trainer.parts.learner.learn = diverge  # type: ignore[method-assign]
+        with pytest.raises(Diverged, match=r"^round 3: the policy loss is nan"):
+            play_round(s, trainer.parts, recorder)
+    finally:
+        trainer.close()
+    rows = [e for e in recorder.events if e[0] == "row"]
+    assert [e[1] for e in rows] == [1, 2] and rows[-1][2] is not None  # round 2's row, with its evaluation
 
 
 def _final(run_dir: Path, resume: bool = False, **overrides: Any) -> tuple[RunState, dict[str, Any]]:
