@@ -117,3 +117,27 @@ def test_round_budget_parts_add_up_and_the_verdict_follows_the_target():
     assert "10,000 steps/s, 0.91 of the target" in text and "only a step cheaper than Gymnasium's" in text
     fast = hopper.render_budget(_budget_record(ours_wall_s=2.0))  # 14,336 steps/s: past 2.2x
     assert "**2.87×** (target 2.2×: yes)" in fast
+
+
+def test_the_goals_oracle_names_the_counts_that_would_meet_it_and_how_stable_the_best_is(tmp_path):
+    """bench/autopilot.py --oracle on a synthetic comparison: fixed-16 is the hindsight-best (least mean time),
+    fixed-32 lies within 1.15x its time and 1.1x its dollars on every seed, fixed-8 misses on seed 2."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import autopilot
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    times = {"fixed-8": [10.0, 30.0, 10.0], "fixed-16": [10.0, 10.0, 10.0], "fixed-32": [11.0, 10.5, 10.0]}
+    usd = {"fixed-8": 1.0, "fixed-16": 1.0, "fixed-32": 1.05}
+    columns = ["arm", "backend", "priced_as", "seed", "rounds", "projected_cloud_s", "cost_usd",
+               "projected_time_to_target_s", "usd_to_target"]
+    lines = [",".join(columns)] + [
+        f"{arm},local,aws_lambda_x86 via lithops,{seed + 1},10,{t},{usd[arm]},{t},{usd[arm]}"
+        for arm, ts in times.items() for seed, t in enumerate(ts)]
+    (tmp_path / "compare.csv").write_text("\n".join(lines) + "\n")
+    text = "\n".join(autopilot.oracle("Synthetic", tmp_path, draws=200))
+    assert "hindsight-best's (**fixed-16**)" in text and "Counts other than fixed-16 that meet it: **fixed-32**" in text
+    assert "| fixed-8 | 1.00 / 1.00 | 3.00 / 1.00 | 1.00 / 1.00 | no |" in text
+    assert "| fixed-32 | 1.10 / 1.05 | 1.05 / 1.05 | 1.00 / 1.05 | yes |" in text
+    # a sweep on seeds 1 and 3 finds fixed-8 and fixed-16 tied and picks the first: on seed 2 it takes 3x the time
+    assert "seed 2: fixed-8, 3.00× / 1.00×" in text and "seed 1: fixed-16, 1.00× / 1.00×" in text
