@@ -189,9 +189,9 @@ def main() -> None:
              "Written by `bench/autopilot.py` from comparisons that ran `--actors auto` beside every fixed count "
              f"(its docstring has the commands). The goal (issue 55): on every seed, auto within {TIME_MAX}x the "
              "projected time to the target of the hindsight-best fixed count (the least projected time on average) "
-             f"at no more than {USD_MAX}x its dollars. The sections \"Could a fixed count meet the goal?\" (`--oracle`) "
-             "read the goal's premise from comparisons of every fixed count: which counts meet it against the "
-             "hindsight-best, and how often the seeds, resampled, make each count that best.", ""]
+             f"at no more than {USD_MAX}x its dollars. The sections \"Could a fixed count meet the goal?\" "
+             "(`--oracle`) read the goal's premise from comparisons of every fixed count: which counts meet it "
+             "against the hindsight-best, and how often the seeds, resampled, make each count that best.", ""]
     sections = kept(DOC)
     for item in args.comparisons:
         name, _, out = item.partition("=")

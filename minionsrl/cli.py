@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import signal
 import sys
@@ -208,6 +209,22 @@ def _add_config_flags(parser: argparse.ArgumentParser, roles: tuple[str, ...] = 
                          "set in a YAML file (--config), flat or in sections named as above.")
 
 
+def _whole(text: str) -> int:
+    """An integer flag's value: ``100000``, or a float that is a whole number (``1e5``, as Python's
+    ``TrainConfig(total_timesteps=1e5)`` takes it)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value != int(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    return int(value)
+
+
 def _or_words(parse: Any, words: tuple[str, ...]) -> Any:
     """An argparse type that takes ``words`` as they are and anything else as ``parse`` does."""
 
@@ -216,7 +233,7 @@ def _or_words(parse: Any, words: tuple[str, ...]) -> Any:
             return text
         try:
             return parse(text)
-        except ValueError as exc:
+        except (ValueError, argparse.ArgumentTypeError) as exc:
             raise argparse.ArgumentTypeError(f"{text!r} is neither a number nor {' or '.join(words)}") from exc
 
     return value
@@ -233,8 +250,9 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 _FLAG_KINDS: dict[str, dict[str, Any]] = {
-    "bool": {"action": argparse.BooleanOptionalAction}, "int": {"type": int}, "float": {"type": float},
-    "str": {}, "list": {"nargs": "+", "type": int, "metavar": "N"}, "dict": {"type": _json_object, "metavar": "JSON"},
+    "bool": {"action": argparse.BooleanOptionalAction}, "int": {"type": _whole}, "float": {"type": float},
+    "str": {}, "list": {"nargs": "+", "type": _whole, "metavar": "N"},
+    "dict": {"type": _json_object, "metavar": "JSON"},
 }
 
 

@@ -56,23 +56,38 @@ def _count(n: float) -> str:
     return f"{n // 1000}k" if n >= 10_000 and n % 1000 == 0 else f"{n:,}"
 
 
-def _nearest(cfg: TrainConfig, row: RoundStats, projected_s: float) -> tuple[float, str]:
-    """The spent fraction of the limit nearest its end (steps, rounds, dollar or projected-time budget), and that
-    limit in words (``500k steps``); ``(0.0, "")`` without limits."""
+def _spent(cfg: TrainConfig, row: RoundStats, projected_s: float) -> list[tuple[float, str]]:
+    """The spent fraction of each limit the run has (steps, rounds, dollar or projected-time budget), with the
+    limit in words (``500k steps``), in the same order for every row of a run."""
     spent = [(row.env_steps, cfg.run.total_timesteps, lambda n: f"{_count(n)} steps"),
              (row.round, cfg.run.max_rounds, lambda n: f"round {n}"),
              (row.cum_cost_serverless_usd or 0.0, cfg.cost.budget_usd, lambda n: f"${n:g}"),
              (projected_s, cfg.cost.time_budget_s, lambda n: f"{n:g} projected s")]
-    return max(((used / limit, name(limit)) for used, limit, name in spent if limit), default=(0.0, ""))
+    return [(used / limit, name(limit)) for used, limit, name in spent if limit]
 
 
-def eta_s(cfg: TrainConfig, row: RoundStats, projected_s: float) -> float | None:
+def _nearest(cfg: TrainConfig, row: RoundStats, projected_s: float) -> tuple[float, str]:
+    """The spent fraction of the limit nearest its end, and that limit in words; ``(0.0, "")`` without limits."""
+    return max(_spent(cfg, row, projected_s), default=(0.0, ""))
+
+
+def eta_s(cfg: TrainConfig, row: RoundStats, projected_s: float,
+          since: tuple[RoundStats, float] | None = None) -> float | None:
     """Wall seconds left until the nearest limit the run has (steps, rounds, dollar or projected-time budget),
-    extrapolated from the wall time so far; None when no limit gives one (a target return alone)."""
-    fraction, _ = _nearest(cfg, row, projected_s)
-    if not fraction > 0:
+    extrapolated from the wall time since ``since`` (an earlier row and the projected seconds then: the display's
+    first, as its round compiled the learner and started instances, which later rounds do not repeat), else
+    since the start; None when no limit gives one (a target return alone) or nothing was spent since."""
+    now = _spent(cfg, row, projected_s)
+    then = _spent(cfg, *since) if since is not None else [(0.0, name) for _, name in now]
+    if not now:
         return None
-    return max(row.wall_s * (1.0 - fraction) / fraction, 0.0) if fraction < 1 else 0.0
+    (fraction, _), (before, _) = max(zip(now, then, strict=True), key=lambda pair: pair[0][0])
+    if fraction >= 1:
+        return 0.0
+    if not fraction > before:
+        return None
+    wall = row.wall_s - (since[0].wall_s if since is not None else 0.0)
+    return max(wall * (1.0 - fraction) / (fraction - before), 0.0)
 
 
 def eta_goal(cfg: TrainConfig, row: RoundStats, projected_s: float) -> str:
@@ -147,6 +162,7 @@ class TrainingDisplay:
         self.task = self.progress.add_task(cfg.env.env_id, total=total, stats="starting actors…",
                                            completed=start_steps if self.by_steps else start_round)
         self.last_eval: float | None = None
+        self._first: tuple[RoundStats, float] | None = None  # the first row shown, and the projected seconds then
         self._line_at = -math.inf  # when the last plain line was written (monotonic seconds)
         self._unwritten: str | None = None  # the newest figures not yet written as a line
 
@@ -163,8 +179,9 @@ class TrainingDisplay:
         if row.eval_return_mean is not None:
             self.last_eval = row.eval_return_mean
         projected = self.projected_s()
-        parts = figure_parts(row, self.last_eval, eta_s(self.cfg, row, projected),
-                             eta_goal(self.cfg, row, projected), self.priced_as)
+        eta = eta_s(self.cfg, row, projected, self._first) if self._first is not None else None
+        self._first = self._first or (row, projected)
+        parts = figure_parts(row, self.last_eval, eta, eta_goal(self.cfg, row, projected), self.priced_as)
         stats = fit(parts, None)
         self.progress.update(self.task, completed=row.env_steps if self.by_steps else row.round,
                              stats=fit(parts, self.console.width - self._bar_width))
@@ -210,9 +227,11 @@ def command(name: str) -> str | None:
 
 def next_steps(summary: RunSummary, run_dir: Path) -> list[str]:
     """The commands that use a finished run, runnable as printed: its policy from Python, its evaluation (the
-    ``minionsrl`` script by the path that works here), its TensorBoard events (the viewer where it is installed,
+    ``minionsrl`` script by the path that works here; ``PYTHONPATH`` naming a custom env's folder where only this
+    process found its module, as in the current folder), its TensorBoard events (the viewer where it is installed,
     else how to get it). When the last round's policy evaluated well below the best, the first line says so."""
     from minionsrl.experiments.policy import well_below
+    from minionsrl.function.envs import code_folder
     from minionsrl.function.extras import installed, missing_extra_error
 
     quoted, best_round = shlex.quote(str(run_dir)), summary.get("best_round")
@@ -224,7 +243,9 @@ def next_steps(summary: RunSummary, run_dir: Path) -> list[str]:
         steps.append(f'policy = minionsrl.load_policy("{run_dir}", which="best")  # round {best_round}, '
                      'the best evaluation')
     minionsrl = command("minionsrl") or f"{shlex.quote(sys.executable)} -m minionsrl"
-    steps.append(f"{minionsrl} eval --run-dir {quoted}" + (" --which best" if best_round else ""))
+    folder = code_folder(str(summary["config"].get("env_id", "")))  # a custom env's, found here only
+    env = f"PYTHONPATH={shlex.quote(str(folder))} " if folder else ""
+    steps.append(f"{env}{minionsrl} eval --run-dir {quoted}" + (" --which best" if best_round else ""))
     if summary["config"].get("tensorboard"):
         logdir = shlex.quote(str(run_dir / "tensorboard"))
         viewer = command("tensorboard") if installed("tensorboard") else None

@@ -162,6 +162,15 @@ def test_env_with_missing_dependency_is_one_line_exit_2(tmp_path, capsys, monkey
     assert "box2d" in _error_line(capsys).lower()
 
 
+def test_an_integer_flag_takes_a_whole_float_as_python_does_and_refuses_a_fraction(tmp_path, capsys):
+    """``--total-timesteps 1e5`` is 100,000, as ``TrainConfig(total_timesteps=1e5)`` is; 1.5 is one line."""
+    args = cli.build_parser().parse_args(["train", "--total-timesteps", "1e5", "--hidden-sizes", "6.4e1", "32"])
+    assert (args.total_timesteps, args.hidden_sizes) == (100_000, [64, 32])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["train", *FAST, "--run-dir", str(tmp_path / "run"), "--total-timesteps", "1.5"])
+    assert exit_.value.code == 2 and "--total-timesteps: '1.5' is not a whole number" in _error_line(capsys)
+
+
 def test_yaml_scientific_notation_without_dot():
     values = {"learning_rate": yaml.safe_load("learning_rate: 3e-4")["learning_rate"]}
     assert build(values).learner.learning_rate == pytest.approx(3e-4)

@@ -111,6 +111,51 @@ def test_next_steps_name_the_minionsrl_script_by_a_path_that_works_off_path(run,
     assert any(step.startswith("minionsrl eval --run-dir") for step in next_steps(summary, run_dir))
 
 
+_WALK = """
+import gymnasium as gym
+import numpy as np
+
+class Walk(gym.Env):
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(2, np.float32), float(action), self.t >= 16, False, {}
+"""
+
+
+@pytest.mark.integration
+def test_a_custom_envs_eval_step_runs_as_printed_from_another_folder(tmp_path, monkeypatch, capsys):
+    """Training imports a custom env's module from the current folder; ``minionsrl eval`` imports nothing a run
+    names from there unasked. The printed eval command therefore names the module's folder on PYTHONPATH, and
+    runs as printed from anywhere, with no PYTHONPATH of the user's."""
+    import os
+    import subprocess
+
+    code, elsewhere = tmp_path / "code", tmp_path / "elsewhere"
+    code.mkdir(), elsewhere.mkdir()
+    (code / "walkenv_nu.py").write_text(_WALK)
+    monkeypatch.chdir(code)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the folder training adds goes with the test
+    assert cli.main(["train", "--env-id", "walkenv_nu:Walk", *FAST, "--max-rounds", "1", "--no-progress",
+                     "--no-tensorboard", "--run-dir", str(tmp_path / "run")]) == 0
+    printed = [line.strip() for line in capsys.readouterr().out.splitlines() if " eval --run-dir " in line]
+    assert len(printed) == 1 and printed[0].startswith(f"PYTHONPATH={code.resolve()} "), printed
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(printed[0] + " --episodes 1", shell=True, cwd=elsewhere, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and '"return_mean"' in done.stdout, done.stderr
+    # a registered id needs nothing
+    assert not any(step.startswith("PYTHONPATH=") for step in next_steps(
+        {"config": {"env_id": "CartPole-v1"}, "best_round": None}, tmp_path / "run"))
+
+
 def test_the_tensorboard_step_only_where_the_viewer_is_installed(run, monkeypatch):
     run_dir, summary = run
     on = {**summary, "config": {**summary["config"], "tensorboard": True}}

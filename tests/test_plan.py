@@ -159,6 +159,19 @@ def test_counts_whose_fragments_are_under_64_steps_are_marked_and_never_picked()
         cfg, _probe(0.02), rows)
 
 
+def test_a_fixed_fragment_length_is_never_short_and_a_plan_whose_every_count_is_says_so():
+    """CartPole's preset, 32 steps a function whatever the count: the user's layout, the same at every count, so
+    no row is `short` (plan once marked them all and then picked from them). A plan whose every count splits its
+    constant batch under 64 steps says that its picks come from marked rows only because every count is one."""
+    fixed = TrainConfig(env_id="CartPole-v1", fragment_length=32, total_timesteps=131_072)
+    assert all(r.learns for r in forecast(fixed, PROBE, cap=64))
+    thin = TrainConfig(env_id="Pendulum-v1", train_batch_size=256, total_timesteps=131_072)
+    rows = forecast(thin, _probe(0.02), cap=64, counts=[8, 16, 32])  # 32, 16 and 8 steps a function
+    assert not any(r.learns for r in rows)
+    text = report(thin, _probe(0.02), rows)
+    assert "never picked" not in text and "picked below only because every count is marked" in text
+
+
 def test_to_a_target_from_the_recorded_rounds_times_the_forecast_round():
     """Hopper-v5 to 2,500 at 4,096 samples a round is a recorded job: fixed-8's seeds took 140, none, 70, 110 and 70
     rounds; each is that many forecast rounds, plus the first round's compilation and cold start. An unrecorded job

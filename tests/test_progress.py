@@ -32,6 +32,23 @@ def test_eta_extrapolates_the_nearest_limit(limits, expected):
     assert eta_s(cfg, _row(1, 250, 10.0), projected_s=10.0) == expected
 
 
+def test_the_eta_counts_from_the_first_round_shown_not_its_compiling():
+    """Round 1 took 10 s (compiling, starting instances) for a quarter of the steps, round 2 one more second for
+    the next quarter: two more such rounds, 2 s, not the 10 s the whole wall time would say. The first row has
+    no rate yet."""
+    cfg = TrainConfig(env_id="CartPole-v1", total_timesteps=1000)
+    first, second = _row(1, 250, 10.0), _row(2, 500, 11.0)
+    assert eta_s(cfg, second, 0.0, since=(first, 0.0)) == pytest.approx(2.0)
+    assert eta_s(cfg, second, 0.0) == pytest.approx(11.0)
+    assert eta_s(cfg, first, 0.0, since=(first, 0.0)) is None  # nothing spent since
+    out = io.StringIO()
+    with TrainingDisplay(cfg, out=out, line_every_s=0.0) as display:
+        display.update(first)
+        display.update(second)
+    lines = out.getvalue().splitlines()
+    assert "ETA - to 1,000 steps" in lines[0] and "ETA 0:00:02 to 1,000 steps" in lines[1], lines
+
+
 def test_plain_lines_where_stdout_is_not_a_terminal_at_most_one_per_interval():
     out = io.StringIO()  # not a terminal: as under nohup, SLURM or `> log`
     cfg = TrainConfig(env_id="CartPole-v1", total_timesteps=1000)

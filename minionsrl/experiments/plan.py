@@ -311,7 +311,8 @@ def forecast(cfg: TrainConfig, p: Probe, cap: int = DEFAULT_CAP, prices: Prices 
         samples = batch / n
         learner_s = p.learner_s(batch)
         cuts = not p.carries and p.episode_steps is not None and min(plan.steps(n)) < p.episode_steps
-        short = min(plan.steps(n)) < SHORTEST_FRAGMENT
+        # a count's own split of a constant batch; a fixed fragment length is the user's, the same at every count
+        short = plan.constant_batch and min(plan.steps(n)) < SHORTEST_FRAGMENT
         rounds = math.ceil(total / batch) if total else 1
         for platform, ledger in ledgers.items():
             modelled = model_round(ledger, learner_s, p.function(n), n, samples)
@@ -504,16 +505,18 @@ def report(cfg: TrainConfig, p: Probe, rows: list[Row], targets: list[str] | Non
              + f" a round (+{_duration(p.compile_s)} compiling, once per batch shape); an instance starts here in "
              f"{_duration(p.local_cold_start_s)}.", "", verdict(rows, p), "", auto_text(cfg, rows), "",
              *(targets or [])]
+    never = ("never picked" if any(r.learns for r in rows) else "picked below only because every count is "
+             "marked: raise --train-batch-size (or --fragment-length) for fragments that learn")
     cut = sorted({r.n for r in rows if r.cuts_episodes})
     if cut:
         lines += [f"The env's episodes are not carried across rounds, and at n = {', '.join(map(str, cut))} every "
                   f"fragment is shorter than its {p.episode_steps}-step episodes: no training episode would end. "
-                  "Those rows are marked `cut` and never picked.", ""]
+                  f"Those rows are marked `cut` and {never}.", ""]
     short = sorted({r.n for r in rows if r.short_fragments and not r.cuts_episodes})
     if short:
         lines += [f"At n = {', '.join(map(str, short))} a round's samples leave fragments under {SHORTEST_FRAGMENT} "
                   "steps, under which Hopper and two user envs learned less a round (`--actors auto` weighs no more): "
-                  "those rows are marked `short` and never picked.", ""]
+                  f"those rows are marked `short` and {never}.", ""]
     pick_rows = []
     for platform in PLATFORMS:
         k = picks(rows, platform)

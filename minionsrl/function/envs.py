@@ -154,9 +154,10 @@ def import_env_module(env_id: str, module_name: str) -> ModuleType:
         if exc.name == top and not folders:  # a run dir being loaded: its folder is not searched unasked
             raise ConfigError(
                 f"env_id {env_id!r}: module {module_name!r} is not on the Python path, and a run being loaded "
-                f"names code that is imported only from there (the run dir or the current folder may hold a "
-                f"{top}.py of anyone's); if you trust the run, pass --trust-run-code (load_policy(..., "
-                "trust_run_code=True)) to import it from the run's folder, or set PYTHONPATH") from exc
+                f"names code that is imported only from there; set PYTHONPATH=/folder/holding/{top} (the one "
+                "training imported it from), or, if you trust the run, pass --trust-run-code (load_policy(..., "
+                f"trust_run_code=True)) to import it from the run's folder or the current one (either may hold "
+                f"a {top}.py of anyone's)") from exc
         if exc.name == top:
             raise ConfigError(
                 f"env_id {env_id!r}: cannot import module {module_name!r}: no {top}.py or {top}/ in the current "
@@ -201,23 +202,41 @@ def _add_folder_holding(top: str, folder: str) -> bool:
     return True
 
 
+def _module_folders(top: str) -> list[Path]:
+    """The folders the imported module or package ``top`` was found in (a namespace package may span several;
+    none for one not imported, built in or frozen)."""
+    spec = getattr(sys.modules.get(top), "__spec__", None)
+    if spec is None:
+        return []
+    if spec.submodule_search_locations:
+        return [Path(p).parent.resolve() for p in spec.submodule_search_locations]
+    return [Path(spec.origin).parent.resolve()] if spec.origin and spec.has_location else []
+
+
 def _export_folder(top: str) -> None:
     """Put the folder the module ``top`` was imported from on ``sys.path`` as an absolute path, unless it is
     there already: found through ``""`` or a relative entry, it would not be found by a worker process that
     runs elsewhere (the backends pass on the absolute entries of ``sys.path``)."""
-    spec = getattr(sys.modules.get(top), "__spec__", None)
-    if spec is None:
-        return
-    if spec.submodule_search_locations:  # a package (a namespace package may span several folders)
-        folders = [Path(p).parent for p in spec.submodule_search_locations]
-    elif spec.origin and spec.has_location:
-        folders = [Path(spec.origin).parent]
-    else:  # built in, frozen
-        return
     on_path = {Path(p).resolve() for p in sys.path if p and os.path.isabs(p)}
-    for folder in folders:
-        if folder.resolve() not in on_path:
-            sys.path.append(str(folder.resolve()))
+    for folder in _module_folders(top):
+        if folder not in on_path:
+            sys.path.append(str(folder))
+
+
+# sys.path as this process started, less its first entry (the script's folder, or the current one for -m and
+# -c): where another process of this installation finds modules wherever it runs (installed, PYTHONPATH, .pth)
+_STARTED_ON = frozenset(Path(p).resolve() for p in sys.path[1:] if p and os.path.isabs(p))
+
+
+def code_folder(env_id: str) -> Path | None:
+    """The folder a custom entry point's module was imported from in this process where another process would
+    not find it by itself (not installed, not on ``PYTHONPATH``: imported from the current folder or a script's):
+    what ``PYTHONPATH`` must name for a command that loads the run from anywhere. None for a Gymnasium id or a
+    module found without it."""
+    module, sep, _ = env_id.partition(":")
+    if not sep:
+        return None
+    return next((f for f in _module_folders(module.partition(".")[0]) if f not in _STARTED_ON), None)
 
 
 # Gymnasium's own ids whose entry points need an extra: (entry point prefix, extra)
