@@ -41,7 +41,7 @@ def _write_yaml(path: Path, data: dict | str) -> Path:
     (["--env-id", "custom_env:NoSuchEnv"], ["env_id", "NoSuchEnv"]),
     (["--learning-rate", "-0.1"], ["learning_rate", "> 0"]),
     (["--learning-rate", "nan"], ["learning_rate", "finite"]),
-    (["--actors", "0"], ["actors", ">= 1"]),
+    (["--actors", "0"], ["actors", ">= 1 or auto"]),
     (["--gamma", "1.5"], ["gamma", "<= 1"]),
     (["--fragment-length", "0"], ["fragment_length"]),
     (["--hidden-sizes", "64", "0"], ["hidden_sizes"]),

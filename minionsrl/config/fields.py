@@ -42,7 +42,8 @@ def check_value(name: str, value: Any, rules: Any) -> None:
         if not math.isfinite(value):
             raise ConfigError(f"{name}: {value!r} must be a finite number")
         if "min" in rules and value < rules["min"]:
-            raise ConfigError(f"{name}: {value!r} is too small; use a value >= {rules['min']}")
+            also = "".join(f" or {word}" for word in rules.get("words", ()))  # --actors auto
+            raise ConfigError(f"{name}: {value!r} is too small; use a value >= {rules['min']}{also}")
         if "max" in rules and value > rules["max"]:
             raise ConfigError(f"{name}: {value!r} is too large; use a value <= {rules['max']}")
         if rules.get("positive") and value <= 0:

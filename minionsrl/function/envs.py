@@ -123,8 +123,11 @@ def entry_point_target(env_id: str) -> type[gym.Env] | str:
     if cls is None:
         if attr in gym.registry:  # registered by the module on import (or already before it)
             return attr
+        envs = sorted(n for n, v in vars(module).items()
+                      if isinstance(v, type) and issubclass(v, gym.Env) and v.__module__ == module.__name__)
+        defines = f"the gymnasium.Env subclasses {', '.join(envs)}" if envs else "no gymnasium.Env subclass"
         raise ConfigError(f"env_id {env_id!r}: module {module_name!r} has no attribute {attr!r} and registers no "
-                          f"Gymnasium id {attr!r}")
+                          f"Gymnasium id {attr!r}; it defines {defines}")
     if not (isinstance(cls, type) and issubclass(cls, gym.Env)):
         raise ConfigError(f"env_id {env_id!r}: {attr!r} is not a gymnasium.Env subclass")
     return cls
