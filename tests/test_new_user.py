@@ -156,6 +156,23 @@ def test_a_custom_envs_eval_step_runs_as_printed_from_another_folder(tmp_path, m
         {"config": {"env_id": "CartPole-v1"}, "best_round": None}, tmp_path / "run"))
 
 
+def test_a_custom_envs_folder_is_named_unless_a_fresh_process_finds_it(tmp_path, monkeypatch):
+    """A module imported from a folder a script put on ``sys.path`` needs PYTHONPATH elsewhere; on PYTHONPATH
+    already, or a Gymnasium id, nothing."""
+    import importlib
+
+    from minionsrl.function.envs import code_folder
+
+    (tmp_path / "walkenv_cf.py").write_text(_WALK)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "walkenv_cf", raising=False)
+    importlib.import_module("walkenv_cf")
+    assert code_folder("walkenv_cf:Walk") == tmp_path.resolve()
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert code_folder("walkenv_cf:Walk") is None
+    assert code_folder("CartPole-v1") is None and code_folder("not_imported_at_all:Env") is None
+
+
 def test_the_tensorboard_step_only_where_the_viewer_is_installed(run, monkeypatch):
     run_dir, summary = run
     on = {**summary, "config": {**summary["config"], "tensorboard": True}}

@@ -13,6 +13,7 @@ import importlib
 import json
 import math
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -226,20 +227,23 @@ def _export_folder(top: str) -> None:
             sys.path.append(str(folder))
 
 
-# sys.path as this process started, less its first entry (the script's folder, or the current one for -m and
-# -c): where another process of this installation finds modules wherever it runs (installed, PYTHONPATH, .pth)
-_STARTED_ON = frozenset(Path(p).resolve() for p in sys.path[1:] if p and os.path.isabs(p))
-
-
 def code_folder(env_id: str) -> Path | None:
     """The folder a custom entry point's module was imported from in this process where another process would
-    not find it by itself (not installed, not on ``PYTHONPATH``: imported from the current folder or a script's):
-    what ``PYTHONPATH`` must name for a command that loads the run from anywhere. None for a Gymnasium id or a
-    module found without it."""
+    not find it by itself (not installed, not on ``PYTHONPATH``: imported from the current folder, a script's or
+    one the script put on ``sys.path``): what ``PYTHONPATH`` must name for a command that loads the run from
+    anywhere. None for a Gymnasium id or a module found without it. Asks a fresh interpreter of this installation
+    for its path (its first entry, the current folder, left out)."""
     module, sep, _ = env_id.partition(":")
-    if not sep:
+    folders = _module_folders(module.partition(".")[0]) if sep else []
+    if not folders:
         return None
-    return next((f for f in _module_folders(module.partition(".")[0]) if f not in _STARTED_ON), None)
+    try:
+        listed = subprocess.run([sys.executable, "-c", "import sys; print('\\n'.join(sys.path[1:]))"],
+                                capture_output=True, text=True, timeout=60, check=True).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        listed = []  # then name the folder: harmless where it was not needed
+    fresh = {Path(p).resolve() for p in listed if p and os.path.isabs(p)}
+    return next((f for f in folders if f not in fresh), None)
 
 
 # Gymnasium's own ids whose entry points need an extra: (entry point prefix, extra)
