@@ -13,7 +13,7 @@ over the seeds both reached (the pairs' sum over sum) with a bootstrap 95% inter
 instead: could any count rule meet it? Each fixed count against the hindsight-best, seed by seed; how often the
 seeds, resampled, make each count the hindsight-best; and the count a sweep on the other seeds would have picked,
 tried on the seed left out. Rows billed before ``priced_as`` existed are re-priced on Lithops (``bench/reprice.py``;
-its env is the one of hopper, halfcheetah, latency the name holds).
+its env is the one of hopper, halfcheetah, latency the name starts with).
 
     .venv/bin/python bench/autopilot.py --oracle "Reach, 2026-12-03=docs/results/time-to-target-2026-12-03-reach"
 
@@ -32,7 +32,7 @@ from pathlib import Path
 from common import ROOT, markdown_table
 from reprice import LEARNER_S, on_lithops
 
-from minionsrl.experiments.targets import by_seed, hindsight_best, paired, paired_text
+from minionsrl.experiments.targets import by_seed, fixed_counts, hindsight_best, paired, paired_text
 
 TIME_MAX, USD_MAX = 1.15, 1.10  # the issue's goal, per seed
 TIME, USD = "projected_time_to_target_s", "usd_to_target"
@@ -128,14 +128,16 @@ def meets(cells: dict[int, Cell]) -> bool:
 def oracle(name: str, out: Path, draws: int = 2000) -> list[str]:
     """The goal's premise on one comparison of every fixed count: which counts would meet it against the
     hindsight-best, how stable that best is over the seeds, and what a sweep on the other seeds would pick."""
-    env = next((e for e in LEARNER_S if e in name.lower()), None)
+    env = next((e for e in LEARNER_S if name.lower().startswith(e)), None)
     rows = [on_lithops(r, env) if env else r for r in read(out)]
-    assert all(r.get("priced_as") or r["backend"] != "local" for r in rows) or env, f"{out}: name its env"
-    fixed = sorted({r["arm"] for r in rows if r["arm"].startswith("fixed-") and r["arm"][len("fixed-"):].isdigit()},
-                   key=lambda a: int(a[len("fixed-"):]))
+    assert all(r.get("priced_as") or r["backend"] != "local" for r in rows) or env, f"{out}: name its env first"
+    fixed = fixed_counts(sorted({r["arm"] for r in rows}))
+    assert len(fixed) >= 3, f"{out}: fewer than 3 fixed counts ran"
+    # the seeds every fixed count ran: each column, resample and sweep compares them all
+    seeds = sorted(set.intersection(*({r["seed"] for r in rows if r["arm"] == arm} for arm in fixed)), key=int)
+    rows = [r for r in rows if r["seed"] in seeds]
     best = hindsight_best(rows, fixed)
-    assert best is not None and len(fixed) >= 3, f"{out}: fewer than 3 fixed counts ran"
-    seeds = sorted({r["seed"] for r in rows}, key=int)
+    assert best is not None
     table = []
     for arm in fixed:
         cells = ratios(rows, arm, best)

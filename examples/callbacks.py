@@ -18,7 +18,7 @@ class StopWhenGood(Callback):
         if row.round % 3:  # not trainer.round: a row whose evaluation runs beside the next round comes after it
             return True
         mean, _ = minionsrl.evaluate(minionsrl.current_policy(trainer), "CartPole-v1", n_episodes=3)
-        print(f"round {row.round}: {row.env_steps} steps, return {mean:.0f}")
+        print(f"after round {trainer.round} ({trainer.env_steps} steps): return {mean:.0f}")  # the policy now
         return mean < self.goal  # False stops the run
 
 

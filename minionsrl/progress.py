@@ -66,34 +66,34 @@ def _spent(cfg: TrainConfig, row: RoundStats, projected_s: float) -> list[tuple[
     return [(used / limit, name(limit)) for used, limit, name in spent if limit]
 
 
-def _nearest(cfg: TrainConfig, row: RoundStats, projected_s: float) -> tuple[float, str]:
-    """The spent fraction of the limit nearest its end, and that limit in words; ``(0.0, "")`` without limits."""
-    return max(_spent(cfg, row, projected_s), default=(0.0, ""))
+def _soonest(cfg: TrainConfig, row: RoundStats, projected_s: float,
+             since: tuple[RoundStats, float] | None = None) -> tuple[float | None, str]:
+    """Wall seconds left until the limit the run reaches first (steps, rounds, dollar or projected-time budget),
+    each limit extrapolated from the wall time since ``since`` (an earlier row and the projected seconds then:
+    the display's first, as its round compiled the learner and started instances, which later rounds do not
+    repeat; else since the start), and that limit in words. None seconds where no limit has moved since (the
+    words then name the limit nearest its end); ``(None, "")`` without limits (a target return alone)."""
+    now = _spent(cfg, row, projected_s)
+    then = _spent(cfg, *since) if since is not None else [(0.0, name) for _, name in now]
+    wall = row.wall_s - (since[0].wall_s if since is not None else 0.0)
+    left = [(0.0 if fraction >= 1 else max(wall * (1.0 - fraction) / (fraction - before), 0.0), name)
+            for (fraction, name), (before, _) in zip(now, then, strict=True) if fraction >= 1 or fraction > before]
+    if left:
+        return min(left, key=lambda pair: pair[0])
+    return None, max(now, default=(0.0, ""))[1]
 
 
 def eta_s(cfg: TrainConfig, row: RoundStats, projected_s: float,
           since: tuple[RoundStats, float] | None = None) -> float | None:
-    """Wall seconds left until the nearest limit the run has (steps, rounds, dollar or projected-time budget),
-    extrapolated from the wall time since ``since`` (an earlier row and the projected seconds then: the display's
-    first, as its round compiled the learner and started instances, which later rounds do not repeat), else
-    since the start; None when no limit gives one (a target return alone) or nothing was spent since."""
-    now = _spent(cfg, row, projected_s)
-    then = _spent(cfg, *since) if since is not None else [(0.0, name) for _, name in now]
-    if not now:
-        return None
-    (fraction, _), (before, _) = max(zip(now, then, strict=True), key=lambda pair: pair[0][0])
-    if fraction >= 1:
-        return 0.0
-    if not fraction > before:
-        return None
-    wall = row.wall_s - (since[0].wall_s if since is not None else 0.0)
-    return max(wall * (1.0 - fraction) / (fraction - before), 0.0)
+    """Wall seconds left until the run's first limit (:func:`_soonest`); None when no limit gives one."""
+    return _soonest(cfg, row, projected_s, since)[0]
 
 
-def eta_goal(cfg: TrainConfig, row: RoundStats, projected_s: float) -> str:
-    """What the ETA counts to: the nearest limit (``to 500k steps``), and the target return that may stop the run
-    sooner (``to 500k steps or return 500``; a target alone: ``until return 500``)."""
-    _, limit = _nearest(cfg, row, projected_s)
+def eta_goal(cfg: TrainConfig, row: RoundStats, projected_s: float,
+             since: tuple[RoundStats, float] | None = None) -> str:
+    """What the ETA counts to: the limit it reaches first (``to 500k steps``), and the target return that may stop
+    the run sooner (``to 500k steps or return 500``; a target alone: ``until return 500``)."""
+    limit = _soonest(cfg, row, projected_s, since)[1]
     target = cfg.run.target_return
     if target is None:
         return f"to {limit}" if limit else ""
@@ -180,8 +180,9 @@ class TrainingDisplay:
             self.last_eval = row.eval_return_mean
         projected = self.projected_s()
         eta = eta_s(self.cfg, row, projected, self._first) if self._first is not None else None
+        goal = eta_goal(self.cfg, row, projected, self._first or (row, projected))
         self._first = self._first or (row, projected)
-        parts = figure_parts(row, self.last_eval, eta, eta_goal(self.cfg, row, projected), self.priced_as)
+        parts = figure_parts(row, self.last_eval, eta, goal, self.priced_as)
         stats = fit(parts, None)
         self.progress.update(self.task, completed=row.env_steps if self.by_steps else row.round,
                              stats=fit(parts, self.console.width - self._bar_width))
@@ -231,7 +232,7 @@ def next_steps(summary: RunSummary, run_dir: Path) -> list[str]:
     process found its module, as in the current folder), its TensorBoard events (the viewer where it is installed,
     else how to get it). When the last round's policy evaluated well below the best, the first line says so."""
     from minionsrl.experiments.policy import well_below
-    from minionsrl.function.envs import code_folder
+    from minionsrl.function.envs import code_folders
     from minionsrl.function.extras import installed, missing_extra_error
 
     quoted, best_round = shlex.quote(str(run_dir)), summary.get("best_round")
@@ -243,8 +244,9 @@ def next_steps(summary: RunSummary, run_dir: Path) -> list[str]:
         steps.append(f'policy = minionsrl.load_policy("{run_dir}", which="best")  # round {best_round}, '
                      'the best evaluation')
     minionsrl = command("minionsrl") or f"{shlex.quote(sys.executable)} -m minionsrl"
-    folder = code_folder(str(summary["config"].get("env_id", "")))  # a custom env's, found here only
-    env = f"PYTHONPATH={shlex.quote(str(folder))} " if folder else ""
+    folders = code_folders(str(summary["config"].get("env_id", "")))  # a custom env's, found here only
+    path = os.pathsep.join([*map(str, folders), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
+    env = f"PYTHONPATH={shlex.quote(path)} " if folders else ""
     steps.append(f"{env}{minionsrl} eval --run-dir {quoted}" + (" --which best" if best_round else ""))
     if summary["config"].get("tensorboard"):
         logdir = shlex.quote(str(run_dir / "tensorboard"))

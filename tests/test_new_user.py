@@ -140,6 +140,7 @@ def test_a_custom_envs_eval_step_runs_as_printed_from_another_folder(tmp_path, m
 
     code, elsewhere = tmp_path / "code", tmp_path / "elsewhere"
     code.mkdir(), elsewhere.mkdir()
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     (code / "walkenv_nu.py").write_text(_WALK)
     monkeypatch.chdir(code)
     monkeypatch.setattr(sys, "path", list(sys.path))  # the folder training adds goes with the test
@@ -158,19 +159,23 @@ def test_a_custom_envs_eval_step_runs_as_printed_from_another_folder(tmp_path, m
 
 def test_a_custom_envs_folder_is_named_unless_a_fresh_process_finds_it(tmp_path, monkeypatch):
     """A module imported from a folder a script put on ``sys.path`` needs PYTHONPATH elsewhere; on PYTHONPATH
-    already, or a Gymnasium id, nothing."""
+    already, or a Gymnasium id, nothing. The printed command keeps a PYTHONPATH the user has."""
     import importlib
 
-    from minionsrl.function.envs import code_folder
+    from minionsrl.function.envs import code_folders
 
     (tmp_path / "walkenv_cf.py").write_text(_WALK)
     monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path)])
     monkeypatch.delitem(sys.modules, "walkenv_cf", raising=False)
     importlib.import_module("walkenv_cf")
-    assert code_folder("walkenv_cf:Walk") == tmp_path.resolve()
+    assert code_folders("walkenv_cf:Walk") == [tmp_path.resolve()]
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere/theirs")
+    summary = {"config": {"env_id": "walkenv_cf:Walk"}, "best_round": None}
+    assert any(step.startswith(f"PYTHONPATH={tmp_path.resolve()}:/elsewhere/theirs ")
+               for step in next_steps(summary, tmp_path / "run"))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    assert code_folder("walkenv_cf:Walk") is None
-    assert code_folder("CartPole-v1") is None and code_folder("not_imported_at_all:Env") is None
+    assert code_folders("walkenv_cf:Walk") == []
+    assert code_folders("CartPole-v1") == [] and code_folders("not_imported_at_all:Env") == []
 
 
 def test_the_tensorboard_step_only_where_the_viewer_is_installed(run, monkeypatch):

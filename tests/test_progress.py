@@ -8,7 +8,7 @@ import pytest
 
 from minionsrl import cli
 from minionsrl.config import TrainConfig
-from minionsrl.progress import TrainingDisplay, eta_s, figures
+from minionsrl.progress import TrainingDisplay, eta_goal, eta_s, figures
 from minionsrl.stats import RoundStats
 
 FAST = ["--actors", "1", "--fragment-length", "32", "--eval-episodes", "1", "--hidden-sizes", "8"]
@@ -47,6 +47,12 @@ def test_the_eta_counts_from_the_first_round_shown_not_its_compiling():
         display.update(second)
     lines = out.getvalue().splitlines()
     assert "ETA - to 1,000 steps" in lines[0] and "ETA 0:00:02 to 1,000 steps" in lines[1], lines
+    # two limits: the projected budget was half spent by round 1's compiling, a twentieth more by round 2, so the
+    # steps end the run first (2 s), though the budget's fraction is the larger (its own rate: 9 s)
+    both = TrainConfig(env_id="CartPole-v1", total_timesteps=1000, time_budget_s=10.0)
+    assert eta_s(both, second, 5.5, since=(first, 5.0)) == pytest.approx(2.0)
+    assert eta_goal(both, second, 5.5, since=(first, 5.0)) == "to 1,000 steps"
+    assert eta_goal(both, first, 5.0, since=(first, 5.0)) == "to 10 projected s"  # no rate yet: the nearest limit
 
 
 def test_plain_lines_where_stdout_is_not_a_terminal_at_most_one_per_interval():

@@ -96,11 +96,17 @@ def goal(rows: list[Row], arm: str, base: str, time_col: str, time_max: float, u
     return "yes" if time <= time_max and (usd_max is None or usd <= usd_max) else "no"
 
 
+def fixed_counts(arms: list[str]) -> list[str]:
+    """The arms that run a fixed count on the serverless platform with no other change (``fixed-8``), by count."""
+    return sorted((a for a in arms if a.startswith("fixed-") and a[len("fixed-"):].isdigit()),
+                  key=lambda a: int(a[len("fixed-"):]))
+
+
 def hindsight_best(rows: list[Row], arms: list[str]) -> str | None:
     """The fixed count (on the serverless platform, no other change) whose runs took the least projected time to
     the target on average, a seed that never reached it counted at its whole run: the arm a sweep would have
     found."""
-    fixed = [a for a in arms if a.startswith("fixed-") and a[len("fixed-"):].isdigit()]
+    fixed = fixed_counts(arms)
     column = "projected_time_to_target_s"
 
     def mean_time(arm: str) -> float:

@@ -227,23 +227,24 @@ def _export_folder(top: str) -> None:
             sys.path.append(str(folder))
 
 
-def code_folder(env_id: str) -> Path | None:
-    """The folder a custom entry point's module was imported from in this process where another process would
-    not find it by itself (not installed, not on ``PYTHONPATH``: imported from the current folder, a script's or
-    one the script put on ``sys.path``): what ``PYTHONPATH`` must name for a command that loads the run from
-    anywhere. None for a Gymnasium id or a module found without it. Asks a fresh interpreter of this installation
-    for its path (its first entry, the current folder, left out)."""
+def code_folders(env_id: str) -> list[Path]:
+    """The folders a custom entry point's module was imported from in this process that another process would
+    not find by itself (not installed, not on ``PYTHONPATH``: the current folder, a script's, one the script put
+    on ``sys.path``; a namespace package may need several): what ``PYTHONPATH`` must name for a command that
+    loads the run from anywhere. None for a Gymnasium id or a module found without them. Asks a fresh
+    interpreter of this installation, started in the root folder, for its path."""
     module, sep, _ = env_id.partition(":")
     folders = _module_folders(module.partition(".")[0]) if sep else []
     if not folders:
-        return None
+        return []
     try:
-        listed = subprocess.run([sys.executable, "-c", "import sys; print('\\n'.join(sys.path[1:]))"],
-                                capture_output=True, text=True, timeout=60, check=True).stdout.splitlines()
+        listed = subprocess.run([sys.executable or "python3", "-c", "import sys; print('\\n'.join(sys.path))"],
+                                cwd=os.path.abspath(os.sep), capture_output=True, text=True, timeout=60,
+                                check=True).stdout.splitlines()
     except (OSError, subprocess.SubprocessError):
-        listed = []  # then name the folder: harmless where it was not needed
+        listed = []  # then name them all: harmless where they were not needed
     fresh = {Path(p).resolve() for p in listed if p and os.path.isabs(p)}
-    return next((f for f in folders if f not in fresh), None)
+    return [f for f in folders if f not in fresh]
 
 
 # Gymnasium's own ids whose entry points need an extra: (entry point prefix, extra)
