@@ -188,7 +188,20 @@ def test_to_a_target_from_the_recorded_rounds_times_the_forecast_round():
     assert eight.usd[2] > 140 * lam.usd_per_round  # and 14 evaluations' functions
     assert eight.priced_as == "aws_lambda_x86 via lithops" and got[8, "server"].priced_as == "servers"
     assert to_target(cfg.replace(train_batch_size=2048), PROBE, rows, 2500.0) == []
-    assert "no recorded basis" in target_text(cfg, 3000.0, [])[0]
+    unrecorded = target_text(cfg, 3000.0, [], rows)[0]
+    assert "no recorded basis" in unrecorded
+    # the comparison it suggests runs as printed: this job's env and batch, capped at fixed-64's or fixed-8's
+    # forecast seconds for the step budget (Lambda), whichever is longer
+    import shlex
+
+    from minionsrl import cli
+
+    command = unrecorded.split("`")[1]
+    args = cli.build_parser().parse_args(shlex.split(command)[1:])
+    cap = max(r.run_s for r in rows if r.platform == "lambda" and r.n in (8, 64))
+    assert (args.command, args.env_id, args.train_batch_size, args.until, args.target) == (
+        "compare", "Hopper-v5", 4096, "target", 3000.0)
+    assert args.scalers == "fixed:8,fixed:64" and cap <= args.time_budget_s < cap + 10
 
 
 def test_every_row_names_its_deployment_as_a_run_does():

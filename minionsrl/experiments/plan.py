@@ -50,6 +50,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import tempfile
 import time
 import warnings
@@ -455,13 +456,34 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
-def target_text(cfg: TrainConfig, target: float, rows: list[ToTarget]) -> list[str]:
-    """The forecast to the target as Markdown lines: each recorded count's time and dollars, or why there is none."""
+COMPARED = (8, 64)  # the counts the suggested comparison runs
+
+
+def compare_command(cfg: TrainConfig, target: float, forecast_rows: list[Row]) -> str:
+    """The ``minionsrl compare`` that measures this job's rounds to ``target`` at :data:`COMPARED`, runnable as
+    printed: this job's env and batch, each run capped at the projected seconds its count's step budget takes on
+    Lambda (the slower's, rounded up to 10 s), so that a run that never gets there stops where the budget would."""
+    env = cfg.env
+    flags = [f"--env-id {shlex.quote(env.env_id)}"]
+    if env.env_kwargs:
+        flags.append(f"--env-kwargs {shlex.quote(json.dumps(env.env_kwargs))}")
+    flags.append(f"--train-batch-size {env.train_batch_size}" if env.train_batch_size else
+                 f"--fragment-length {env.fragment_length}" if env.fragment_length else "")
+    if env.env_step_latency_ms:
+        flags.append(f"--env-step-latency-ms {env.env_step_latency_ms:g}")
+    lam = [r.run_s for r in forecast_rows if r.platform == "lambda" and r.n in COMPARED]
+    cap = 10 * math.ceil(max(lam, default=1000.0) / 10)
+    return (f"minionsrl compare {' '.join(f for f in flags if f)} --until target --target {target:g} "
+            f"--time-budget-s {cap} --scalers {','.join(f'fixed:{n}' for n in COMPARED)} --seeds 5")
+
+
+def target_text(cfg: TrainConfig, target: float, rows: list[ToTarget], forecast_rows: list[Row]) -> list[str]:
+    """The forecast to the target as Markdown lines: each recorded count's time and dollars, or why there is none
+    and the comparison that would measure it (``forecast_rows``: the plan's rows, which cap its runs)."""
     if not rows:
         return [f"To return {target:g}: no recorded basis for this job (the env, its step latency, a batch of "
                 f"{cfg.env.train_batch_size or 'fragment_length x n'} a round); only runs can say how many rounds "
-                f"learning takes: `minionsrl compare --until target --target {target:g} --scalers fixed:8,fixed:64 "
-                "--seeds 5`.",
+                f"learning takes: `{compare_command(cfg, target, forecast_rows)}`.",
                 ""]
 
     def span(v: tuple[float, float, float], fmt: Any) -> str:
@@ -575,7 +597,7 @@ def run_plan(cfg: TrainConfig, cap: int = DEFAULT_CAP, out_dir: str | Path | Non
     rows = forecast(cfg, p, cap, prices)
     target = cfg.run.target_return
     goals = [] if target is None else to_target(cfg, p, rows, target, prices)
-    text = report(cfg, p, rows, None if target is None else target_text(cfg, target, goals))
+    text = report(cfg, p, rows, None if target is None else target_text(cfg, target, goals, rows))
     if out_dir is not None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
