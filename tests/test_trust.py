@@ -190,6 +190,26 @@ def test_cloud_lithops_needs_the_function_secret_and_derives_a_fresh_run_key_fro
     assert function_run_key({"file": str(key_file)}) == b"x" * 32
 
 
+def test_a_cloud_lithops_config_lithops_refuses_is_one_line_naming_the_file(monkeypatch, tmp_path):
+    """A config whose backend's section is missing: Lithops raises as its executor starts; the learner says so in
+    one line naming the file, before any round (a missing AWS credential ends the same way)."""
+    pytest.importorskip("lithops")
+    from backend_helpers import KEY
+
+    from minionsrl.backends.lithops_backend import FUNCTION_KEY_ENV, LithopsBackend, lithops_config
+    from minionsrl.errors import ConfigError
+
+    config = tmp_path / "lithops.yaml"
+    config.write_text("lithops: {backend: aws_lambda, storage: aws_s3}\n")
+    monkeypatch.setenv(FUNCTION_KEY_ENV, os.urandom(32).hex())
+    with pytest.raises(ConfigError) as exc:
+        LithopsBackend(KEY, lithops_config(str(config)))
+    message = str(exc.value)
+    assert "\n" not in message and message.startswith(f"--backend lithops: the Lithops config {config} did not "
+                                                      "start its aws_lambda executor ("), message
+    assert "aws_lambda" in message.partition("(")[2]  # what Lithops said: its section is missing
+
+
 # -- a run directory is input: checked as the command line is --------------------------------------
 def test_a_custom_entry_point_that_is_not_an_env_is_refused_before_it_is_called(tmp_path):
     from minionsrl.errors import ConfigError

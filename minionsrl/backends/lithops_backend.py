@@ -56,6 +56,7 @@ from minionsrl.errors import ConfigError
 from minionsrl.function import rollout, wire
 from minionsrl.function.extras import missing_extra_error
 from minionsrl.function.faults import DEFAULT_MEMORY_MB, MEMORY_ENV
+from minionsrl.redact import redact_text
 
 _SYS_PATH_VAR = "MINIONSRL_SYS_PATH"
 _DONE = ".done"
@@ -197,8 +198,11 @@ class LithopsBackend(RemoteBackend):
             self._key_where = {"nonce": nonce}
         _own_lithops_session()
         # the config holds credentials: it goes to Lithops and nowhere else (never logged, never saved)
-        self._executor = FunctionExecutor(config=config)
-        self._storage = Storage(config=config)
+        try:
+            self._executor = FunctionExecutor(config=config)
+            self._storage = Storage(config=config)
+        except Exception as exc:  # Lithops' checks of the config, the cloud's of its credentials, as they start
+            raise self._not_started(exc) from exc
         self._bucket = self._storage.bucket
         self._prefix = f"minionsrl/{self._executor.executor_id}"
         self._policies: list[str] = []  # policy keys in storage, oldest first
@@ -206,6 +210,16 @@ class LithopsBackend(RemoteBackend):
         self._republished: set[str] = set()  # the keys written again already (once each)
         self.republishes = 0
         self._statuses = concurrent.futures.ThreadPoolExecutor(max_workers=16)  # a status read is a GET
+
+    def _not_started(self, exc: Exception) -> ConfigError:
+        """The one line for a Lithops executor or storage that would not start (a section missing, no credentials
+        found): what it said, credentials redacted, and what to check (no ``Name: text`` in it, which the CLI's
+        redaction would read as an assignment to a secret: ``NoCredentialsError: Unable …``)."""
+        said = redact_text(str(exc).strip().splitlines()[0]) if str(exc).strip() else ""
+        source = f"the Lithops config {self.config_file}" if self.config_file else "Lithops' default config"
+        return ConfigError(f"--backend lithops: {source} did not start its {self._compute} executor "
+                           f"({type(exc).__name__}{', ' + said if said else ''}); check its {self._compute} section "
+                           "and the credentials it reads (docs/DEPLOY.md)")
 
     def where(self) -> str:
         """Lithops' compute backend and the config that chose it (``Lithops localhost (no Lithops config found)``)."""
