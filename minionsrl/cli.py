@@ -587,6 +587,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     arms = [Arm.parse(a) for a in args.scalers.split(",") if a.strip()]
     if not arms:
         raise ConfigError("--scalers: name at least one arm")
+    twice = sorted({arm.label for arm in arms if [a.label for a in arms].count(arm.label) > 1})
+    if twice:  # its runs would be one arm's, counted as two
+        raise ConfigError(f"--scalers: {', '.join(twice)} is named more than once; name each arm once")
     if args.seeds < 1 or (args.rounds is not None and args.rounds < 1):
         raise ConfigError("--seeds and --rounds must be >= 1")
     if args.dollar_budget is not None and not args.dollar_budget > 0:

@@ -229,6 +229,17 @@ def test_compare_until_target_bad_input_is_one_line(tmp_path, capsys, flags, mes
     assert not (tmp_path / "cmp").exists()
 
 
+def test_compare_refuses_an_arm_named_twice(tmp_path, capsys) -> None:
+    """``fixed:4,fixed:4`` once ran one arm and tabled it twice, each row over both runs' seeds."""
+    from minionsrl import cli
+
+    rc = cli.main(["compare", "--env-id", "CartPole-v1", "--scalers", "fixed:4,fixed:2,fixed:4", "--seeds", "1",
+                   "--rounds", "2", "--out", str(tmp_path / "cmp")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == ["minionsrl: error: --scalers: fixed-4 is named more than once; name each arm once"]
+    assert not (tmp_path / "cmp").exists()
+
+
 @pytest.mark.integration
 def test_compare_until_target_runs_each_arm_to_the_target_or_its_cap(tmp_path) -> None:
     """Each run goes on until its evaluation reaches the target (CartPole: 40, a few rounds) or the projected-time
