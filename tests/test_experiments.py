@@ -372,3 +372,13 @@ def test_scheduler_training_runs_jobs_and_the_trained_one_drives_a_run(tmp_path)
     out = train_scheduler(_cfg(tmp_path, max_rounds=3), jobs=3, target=500.0, out=out, n_max=8)
     assert [int(r["job"]) for r in csv.DictReader(open(out.with_suffix(".curve.csv")))] == [1, 2, 3]  # noqa: SIM115
     assert load_agent(out)[1]["jobs"] == 3
+
+
+def test_a_compare_cell_over_fewer_seeds_than_its_arm_ran_says_how_many() -> None:
+    """A run with no evaluation by the compared spend (or that never reached the target) has no value: the cell
+    says it is over 1 of 2 seeds, not a value of the arm's."""
+    from minionsrl.experiments.compare import _summary_cell
+
+    assert _summary_cell([None, 173.9]) == "173.9 (1 of 2 seeds)"
+    assert _summary_cell([1.0, 3.0, None]) == "2 (1–3) (2 of 3 seeds)"
+    assert _summary_cell([1.0, 3.0]) == "2 (1–3)" and _summary_cell([None, None]) == "–"

@@ -268,16 +268,18 @@ COLUMNS: dict[str, tuple[str, str]] = {
 
 def _summary_cell(values: list[Any]) -> str:
     """A column's values over an arm's seeds: the mean [bootstrap 95% interval] with enough seeds for one, the mean
-    (lowest–highest) with fewer, a single value as it is, ``–`` for none."""
+    (lowest–highest) with fewer, a single value as it is, ``–`` for none; over fewer seeds than the arm ran, how
+    many (``(1 of 2 seeds)``)."""
     vals = [float(v) for v in values if v is not None]
     if not vals:
         return "–"
+    of = f" ({len(vals)} of {len(values)} seeds)" if len(vals) < len(values) else ""
     if len(vals) == 1:
-        return f"{vals[0]:.4g}"
+        return f"{vals[0]:.4g}{of}"
     if len(vals) < MIN_SEEDS_FOR_INTERVAL:
-        return f"{np.mean(vals):.4g} ({min(vals):.4g}–{max(vals):.4g})"
+        return f"{np.mean(vals):.4g} ({min(vals):.4g}–{max(vals):.4g}){of}"
     lo, hi = bootstrap_ci(vals)
-    return f"{np.mean(vals):.4g} [{lo:.4g}, {hi:.4g}]"
+    return f"{np.mean(vals):.4g} [{lo:.4g}, {hi:.4g}]{of}"
 
 
 def pareto_front(points: dict[str, tuple[float, float]]) -> list[str]:
@@ -344,8 +346,9 @@ def legend(columns: list[str], target: float | None, dollar_budget: float | None
     budget = _dollars(dollar_budget)
     lines = [f"Each cell is over the arm's seeds: with {MIN_SEEDS_FOR_INTERVAL} values or more, the mean [bootstrap "
              f"95% interval]; with 2 to {MIN_SEEDS_FOR_INTERVAL - 1}, the mean (lowest–highest), as a bootstrap over "
-             "so few seeds understates the spread; one value, as it is; –, none. compare.csv has every run's values "
-             "under the names in parentheses below.", ""]
+             "so few seeds understates the spread; one value, as it is; –, none; (k of n seeds) where only k of the "
+             "arm's n seeds have a value (the others never reached the target, or had no evaluation by that spend). "
+             "compare.csv has every run's values under the names in parentheses below.", ""]
     if target is not None:
         lines.append(f"- **reached**: the seeds whose evaluation got to the target {target:g}; the cells to the "
                      "target are over those seeds")
