@@ -509,6 +509,12 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _no_run_dir(args: argparse.Namespace, command: str) -> None:
+    """Refuse ``--run-dir`` where a command writes elsewhere (it takes train's flags, this one too)."""
+    if "run_dir" in vars(args):  # a flag not given is not set (argparse.SUPPRESS)
+        raise ConfigError(f"--run-dir: {command} writes its runs and files under --out; give --out instead")
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     """``minionsrl plan``: a short probe on this machine, then seconds and dollars per actor count; prints the
     forecast (Markdown) and writes it with its frontier plot."""
@@ -516,6 +522,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     if args.cap < 1:
         raise ConfigError(f"--cap: {args.cap} actors; give a cap of at least 1")
+    _no_run_dir(args, "plan")
     cfg, _ = train_config(args)
     out = args.out or f"runs/plan-{cfg.env.env_id.replace('/', '-').replace(':', '-')}"
     text, _ = run_plan(cfg, args.cap, out, args.json, say=lambda line: print(line, file=sys.stderr, flush=True))
@@ -584,6 +591,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from minionsrl.experiments.compare import Arm, run_compare
     from minionsrl.prepare import prepare_config
 
+    _no_run_dir(args, "compare")
     arms = [Arm.parse(a) for a in args.scalers.split(",") if a.strip()]
     if not arms:
         raise ConfigError("--scalers: name at least one arm")

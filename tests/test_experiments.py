@@ -229,6 +229,17 @@ def test_compare_until_target_bad_input_is_one_line(tmp_path, capsys, flags, mes
     assert not (tmp_path / "cmp").exists()
 
 
+@pytest.mark.parametrize("command", [["plan"], ["compare", "--scalers", "fixed:2", "--rounds", "1"]])
+def test_plan_and_compare_refuse_run_dir_for_out(tmp_path, capsys, command) -> None:
+    """They take train's flags; --run-dir was one, accepted and ignored (they write under --out)."""
+    from minionsrl import cli
+
+    assert cli.main([*command, "--run-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"minionsrl: error: --run-dir: {command[0]} writes its runs and files under --out; give --out "
+                   "instead"] and not (tmp_path / "r").exists()
+
+
 def test_compare_refuses_an_arm_named_twice(tmp_path, capsys) -> None:
     """``fixed:4,fixed:4`` once ran one arm and tabled it twice, each row over both runs' seeds."""
     from minionsrl import cli
