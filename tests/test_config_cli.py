@@ -171,6 +171,16 @@ def test_an_integer_flag_takes_a_whole_float_as_python_does_and_refuses_a_fracti
     assert exit_.value.code == 2 and "--total-timesteps: '1.5' is not a whole number" in _error_line(capsys)
 
 
+def test_a_field_reads_by_its_flat_name_as_it_is_written():
+    """``cfg.seed`` as ``TrainConfig(seed=3)`` wrote it (SB3 and CleanRL users read fields flat); a typo is the
+    AttributeError that names the field."""
+    cfg = TrainConfig(env_id="CartPole-v1", seed=3, learning_rate=1e-3)
+    assert (cfg.seed, cfg.learning_rate, cfg.env_id) == (cfg.run.seed, cfg.learner.learning_rate, "CartPole-v1")
+    with pytest.raises(AttributeError, match="did you mean 'seed'"):
+        _ = cfg.sed
+    assert not hasattr(cfg, "__wrapped__")  # a probe for a dunder is not a field lookup
+
+
 def test_yaml_scientific_notation_without_dot():
     values = {"learning_rate": yaml.safe_load("learning_rate: 3e-4")["learning_rate"]}
     assert build(values).learner.learning_rate == pytest.approx(3e-4)

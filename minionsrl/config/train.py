@@ -44,7 +44,7 @@ class TrainConfig:
 
     ``TrainConfig(env_id="Hopper-v5", learning_rate=1e-3)`` takes any field by its flat name, and a whole role by
     the role's name (``TrainConfig(learner=LearnerConfig(...))``); the rest keep their defaults. A field is read
-    through its role (``cfg.learner.learning_rate``), or by its flat name with :meth:`get`.
+    through its role (``cfg.learner.learning_rate``), or by its flat name (``cfg.learning_rate``, :meth:`get`).
     """
 
     env: roles.EnvConfig
@@ -77,6 +77,13 @@ class TrainConfig:
         if name not in ROLE_OF:
             raise AttributeError(f"no config field {name!r}{_did_you_mean(name)}")
         return getattr(getattr(self, ROLE_OF[name]), name)
+
+    def __getattr__(self, name: str) -> Any:
+        """A field read by its flat name, as it is written (``cfg.seed`` is ``cfg.run.seed``); called only for a
+        name that is no attribute (a role is one)."""
+        if name.startswith("__") or name in ROLES:  # copy and pickle probe dunders; a role not yet set
+            raise AttributeError(name)
+        return self.get(name)
 
     def replace(self, **values: Any) -> TrainConfig:
         """A copy with some fields (by flat name) or whole roles replaced."""
