@@ -60,6 +60,12 @@ DEPLOYMENTS: dict[str, Deployment] = {
 BACKEND_DEPLOYMENT = {"local": "lithops", "lithops": "lithops", "ray": "ray", "server": "servers"}
 
 
+def pays_servers(priced_as: str) -> bool:
+    """Whether a run priced as ``priced_as`` (its ``summary.json`` name) pays the server bill: a deployment on
+    servers (servers, a Ray cluster), where the functions' bill is a what-if, as ``plan`` prices it."""
+    return any(d.servers and d.label == priced_as for d in DEPLOYMENTS.values())
+
+
 def deployment_of(path: str | None, backend: str) -> Deployment:
     """The deployment a run prices: ``path`` (``--deployment``), else its backend's own."""
     return DEPLOYMENTS[path or BACKEND_DEPLOYMENT[backend]]

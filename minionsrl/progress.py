@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from minionsrl.config import TrainConfig
+from minionsrl.deployments import pays_servers
 from minionsrl.stats import RoundStats, RunSummary
 
 LINE_EVERY_S = 10.0  # the least seconds between two plain lines (a CartPole round takes a few milliseconds)
@@ -111,8 +112,9 @@ def figures(row: RoundStats, last_eval: float | None, eta: float | None, goal: s
 # beside them already shows the steps done and the clock), keeping the evaluation and the ETA longest
 def figure_parts(row: RoundStats, last_eval: float | None, eta: float | None, goal: str = "",
                  priced_as: str = "") -> list[tuple[int, str]]:
-    """The round's figures (:func:`figures`), each with the rank a narrow terminal keeps it by (higher: kept)."""
-    usd = _usd(row.cum_cost_serverless_usd or 0.0)
+    """The round's figures (:func:`figures`), each with the rank a narrow terminal keeps it by (higher: kept): the
+    dollars are the bill of the deployment ``priced_as`` names (the server bill for servers or a Ray cluster)."""
+    usd = _usd((row.cum_cost_server_usd if pays_servers(priced_as) else row.cum_cost_serverless_usd) or 0.0)
     return [(2, f"round {row.round}"), (0, f"{row.env_steps} steps"), (5, f"{_num(row.sps, '.0f')} steps/s"),
             (1, f"{row.n_actors} actors"), (4, f"train {_num(row.train_return_mean)}"), (7, f"eval {_num(last_eval)}"),
             (3, usd + (f" as {priced_as}" if priced_as else "")),

@@ -110,3 +110,17 @@ def test_a_cli_run_logs_rounds_and_ends_with_its_bills_and_next_steps(tmp_path, 
     for shown in ("cost (serverless)", "cost (server)", "projected_cloud_s", f'minionsrl.load_policy("{run_dir}")',
                   f"minionsrl eval --run-dir {run_dir}", f"tensorboard --logdir {run_dir / 'tensorboard'}"):
         assert shown in out, shown
+
+
+def test_the_line_states_the_bill_of_the_deployment_it_names():
+    """A run priced as a Ray cluster (servers) states the server bill, as plan's ray row does; one priced as
+    Lambda the functions' (the line once said the functions' bill "as ray cluster")."""
+    from minionsrl.experiments.compare import _pays
+
+    row = RoundStats.from_row({"round": 1, "env_steps": 250, "wall_s": 1.0, "sps": 1.0, "n_actors": 2,
+                               "cum_cost_serverless_usd": 0.001, "cum_cost_server_usd": 0.0002}, complete=False)
+    assert "$0.000200 as ray cluster" in figures(row, None, None, priced_as="ray cluster")
+    assert "$0.001000 as aws_lambda_x86 via lithops" in figures(row, None, None,
+                                                                  priced_as="aws_lambda_x86 via lithops")
+    assert (_pays("ray cluster", "ray"), _pays("servers", "local"), _pays("", "server")) == ("server",) * 3
+    assert _pays("aws_lambda_x86 via lithops", "lithops") == "serverless"

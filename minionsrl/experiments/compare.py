@@ -32,6 +32,7 @@ import yaml
 
 from minionsrl import config, files
 from minionsrl.config import TrainConfig
+from minionsrl.deployments import pays_servers
 from minionsrl.errors import ConfigError
 from minionsrl.experiments import tables
 from minionsrl.experiments.plots import forward_fill, line_plot, scatter_plot
@@ -157,20 +158,20 @@ def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: s
         dollar_budget = min(r["cost_usd"] for r in results)
     for row in results:
         row["return_at_budget"] = _return_at(read_metrics(Path(out_dir) / "runs" / f"{row['arm']}__s{row['seed']}"),
-                                             _cost_column(row["backend"]), dollar_budget)
+                                             _cost_column(row["priced_as"], row["backend"]), dollar_budget)
     _write_outputs(results, arms, out_dir, base.env.env_id, target_return, dollar_budget)
     return results
 
 
-def _pays(backend: str) -> str:
-    """What an arm really pays (a key of a run's ``cost_usd``): servers for the server backend, functions
-    otherwise."""
-    return "server" if backend == "server" else "serverless"
+def _pays(priced_as: str, backend: str) -> str:
+    """What an arm really pays (a key of a run's ``cost_usd``): the server bill where its runs priced a deployment
+    on servers (the server backend, a Ray cluster), the functions' otherwise."""
+    return "server" if backend == "server" or pays_servers(priced_as) else "serverless"
 
 
-def _cost_column(backend: str) -> str:
+def _cost_column(priced_as: str, backend: str) -> str:
     """What an arm really pays, cumulated over its rounds (a metrics.csv column)."""
-    return f"cum_cost_{_pays(backend)}_usd"
+    return f"cum_cost_{_pays(priced_as, backend)}_usd"
 
 
 def _return_at(rows: list[dict[str, str]], cost_column: str, dollars: float) -> float | None:
@@ -201,14 +202,15 @@ def run_row(arm: Arm, seed: int, run_dir: Path, target: float | None) -> dict[st
         "best_eval_return": summary["best_eval_return"], "train_return_last100": summary["train_return_last100"],
         "wall_s": summary["wall_s"], "projected_cloud_s": summary["projected_cloud_s"],
         "cost_serverless_usd": cost["serverless"], "cost_server_usd": cost["server"],
-        "cost_usd": cost[_pays(arm.backend)],
+        "cost_usd": cost[_pays(summary.get("priced_as", ""), arm.backend)],
         "mean_actors": float(np.mean([int(r["n_actors"]) for r in rows])),
         # the scaler's detectors against the rounds it ran them in, as the cloud would run them (docs/COST.md)
         "detector_share": (sum(float(r["detector_s"] or 0.0) for r in rows)
                            / sum(float(r["projected_round_s"]) for r in rows)),
         "time_to_target_s": float(rows[first - 1]["wall_s"]) if first else None,
         "projected_time_to_target_s": sum(float(r["projected_round_s"]) for r in rows[:first]) if first else None,
-        "usd_to_target": float(rows[first - 1][_cost_column(arm.backend)]) if first else None,
+        "usd_to_target": (float(rows[first - 1][_cost_column(summary.get("priced_as", ""), arm.backend)]) if first
+                          else None),
         # the round whose policy's evaluation first reached it (evaluations come every ``eval_every`` rounds and
         # after the last)
         "rounds_to_target": first,
@@ -253,7 +255,8 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "projected_cloud_s": ("projected cloud s", "seconds the run would take in the cloud (docs/COST.md)"),
     "cost_serverless_usd": ("$ as functions", "the bill as serverless functions"),
     "cost_server_usd": ("$ on servers", "the bill on servers"),
-    "cost_usd": ("$ paid", "what the arm pays: $ on servers for an @server arm, $ as functions otherwise"),
+    "cost_usd": ("$ paid", "what the arm pays: $ on servers for an arm on servers or a Ray cluster, $ as functions "
+                 "otherwise"),
     "mean_actors": ("actors a round", "the mean actor count over rounds"),
     "detector_share": ("detectors' share", "the share of the projected rounds the scaler's detectors took"),
     "time_to_target_s": ("wall s to target", "seconds on this machine until an evaluation reached the target"),
@@ -398,7 +401,8 @@ def _write_outputs(results: list[dict[str, Any]], arms: list[Arm], out_dir: Path
         rounds = np.arange(1, length + 1)
         returns = np.array([forward_fill([float(x["eval_return_mean"]) if x["eval_return_mean"] else None
                                           for x in m[:length]]) for m in runs])
-        dollars = np.array([[float(x[_cost_column(arm.backend)]) for x in m[:length]] for m in runs])
+        pays = _cost_column(next(r["priced_as"] for r in results if r["arm"] == arm.label), arm.backend)
+        dollars = np.array([[float(x[pays]) for x in m[:length]] for m in runs])
         steps = np.array([[int(x["env_steps"]) for x in m[:length]] for m in runs])
         projected = np.array([np.cumsum([float(x["projected_round_s"]) for x in m[:length]]) for m in runs])
         actors = np.array([[int(x["n_actors"]) for x in m[:length]] for m in runs])
