@@ -403,6 +403,16 @@ def _as_given(name: str, value: Any, source: str | None) -> str:
     return f"{flag} {json.dumps(value) if isinstance(value, dict) else value}"
 
 
+def _repriced(cfg: config.TrainConfig) -> str | None:
+    """Where a resumed run prices another deployment than it did (``--backend ray`` on a local run), what it was
+    priced as and what it is now: a resume may change where the functions run, not what is learned."""
+    from minionsrl.deployments import deployment_of
+
+    saved = config.build(config.load_yaml(files.config_path(cfg.run.run_dir, "--resume"), saved=True))
+    was, now = (deployment_of(c.cost.deployment, c.functions.backend).priced_as(c.cost.platform) for c in (saved, cfg))
+    return None if was == now else f"--resume: this run was priced as {was}; it is priced as {now}"
+
+
 def check_resume_changes(args: argparse.Namespace, cfg: config.TrainConfig) -> None:
     """On --resume, refuse flags (and ``--config`` values) that change what the run learns, naming each flag and
     what it changes (a resumed run keeps the settings it was learning with). A value that differs from the saved
@@ -452,10 +462,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg, resume = train_config(args)
     if resume:
         check_resume_changes(args, cfg)
+        repriced = _repriced(cfg)
     tracking.check(cfg)
     with _sigterm_as_interrupt() as reinstall:
         trainer = make_trainer(cfg, resume=resume)
         reinstall()  # over Ray's, if its driver started
+        if resume and repriced:
+            print(f"minionsrl: {repriced} from round {trainer.round + 1} on; its totals add both", file=sys.stderr)
         try:
             with TrainingDisplay(trainer.cfg, enabled=trainer.cfg.run.progress, start_steps=trainer.env_steps,
                                  start_round=trainer.round,

@@ -178,6 +178,21 @@ def test_a_custom_envs_folder_is_named_unless_a_fresh_process_finds_it(tmp_path,
     assert code_folders("CartPole-v1") == [] and code_folders("not_imported_at_all:Env") == []
 
 
+@pytest.mark.integration
+def test_a_run_resumed_on_another_deployment_says_its_totals_add_both(tmp_path, capsys):
+    """A resume may change where the functions run (and so what the rounds are priced as), not what is learned:
+    the run says so once, naming both and the round it changes at."""
+    run_dir = str(tmp_path / "run")
+    assert cli.main(["train", *FAST, "--max-rounds", "1", "--no-progress", "--run-dir", run_dir]) == 0
+    capsys.readouterr()
+    assert cli.main(["train", "--resume", "--run-dir", run_dir, "--max-rounds", "2", "--no-progress",
+                     "--deployment", "direct"]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if "priced as" in line]
+    assert said == ["minionsrl: --resume: this run was priced as aws_lambda_x86 via lithops; it is priced as "
+                    "aws_lambda_x86 direct invoke (what-if: no backend ships it) from round 2 on; its totals add "
+                    "both"], said
+
+
 def test_the_tensorboard_step_only_where_the_viewer_is_installed(run, monkeypatch):
     run_dir, summary = run
     on = {**summary, "config": {**summary["config"], "tensorboard": True}}
