@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from minionsrl.config import TrainConfig
-from minionsrl.deployments import pays_servers
+from minionsrl.deployments import deployment_of, pays_servers
 from minionsrl.stats import RoundStats, RunSummary
 
 LINE_EVERY_S = 10.0  # the least seconds between two plain lines (a CartPole round takes a few milliseconds)
@@ -57,12 +57,19 @@ def _count(n: float) -> str:
     return f"{n // 1000}k" if n >= 10_000 and n % 1000 == 0 else f"{n:,}"
 
 
+def _budgets_bill(cfg: TrainConfig) -> str:
+    """`` as functions`` where the run's line states the server bill (a Ray cluster, servers) but ``--budget-usd``
+    counts the functions' (docs/COST.md), so that the line says which dollars the budget's ETA counts."""
+    deployment = deployment_of(cfg.cost.deployment, cfg.functions.backend)
+    return " as functions" if deployment.servers else ""
+
+
 def _spent(cfg: TrainConfig, row: RoundStats, projected_s: float) -> list[tuple[float, str]]:
     """The spent fraction of each limit the run has (steps, rounds, dollar or projected-time budget), with the
     limit in words (``500k steps``), in the same order for every row of a run."""
     spent = [(row.env_steps, cfg.run.total_timesteps, lambda n: f"{_count(n)} steps"),
              (row.round, cfg.run.max_rounds, lambda n: f"round {n}"),
-             (row.cum_cost_serverless_usd or 0.0, cfg.cost.budget_usd, lambda n: f"${n:g}"),
+             (row.cum_cost_serverless_usd or 0.0, cfg.cost.budget_usd, lambda n: f"${n:g}{_budgets_bill(cfg)}"),
              (projected_s, cfg.cost.time_budget_s, lambda n: f"{n:g} projected s")]
     return [(used / limit, name(limit)) for used, limit, name in spent if limit]
 
@@ -290,7 +297,8 @@ def print_summary(summary: RunSummary, run_dir: Path) -> None:
     table.add_row("run_dir", str(run_dir))
     if summary.get("stopped_by") == "budget_usd":  # before the table: the next steps stay the last lines
         spent, budget = cost["serverless"], summary["config"]["budget_usd"]
-        Console(stderr=True).print(f"minionsrl: stopped by the budget: ${spent:.4g} of budget_usd ${budget:g} "
+        bill = " as functions" if pays_servers(summary.get("priced_as", "")) else ""  # what the budget counts
+        Console(stderr=True).print(f"minionsrl: stopped by the budget: ${spent:.4g}{bill} of budget_usd ${budget:g} "
                                    "spent, and the next round would have exceeded it")
     console = Console()
     console.print(table)

@@ -201,6 +201,10 @@ class LithopsBackend(RemoteBackend):
         try:
             self._executor = FunctionExecutor(config=config)
             self._storage = Storage(config=config)
+        except ImportError as exc:  # a cloud's SDK missing: boto3 for AWS
+            raise ConfigError(f"--backend lithops: Lithops' {self._compute} backend needs the Python package "
+                              f"{exc.name or 'its SDK'!r}, which is not installed here; install it where the learner "
+                              "runs (docs/DEPLOY.md)") from exc
         except Exception as exc:  # Lithops' checks of the config, the cloud's of its credentials, as they start
             raise self._not_started(exc) from exc
         self._bucket = self._storage.bucket

@@ -535,7 +535,7 @@ def probe_cluster(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
             why = exc.strerror or type(exc).__name__
         how = ("`ray start --head` there (Ray Client listens on port 10001)" if address.startswith("ray://") else
                f"`ray start --head --port={port}` on that machine")
-        resolved = "" if f"{host}:{port}" in address else " (Ray's address for it: this node's for a local one)"
+        resolved = "" if host in address else " (Ray's address for it: this node's for a local one)"
         raise ConfigError(f"ray_address: no Ray cluster at {address!r}: tried a TCP connection to {host}:{port}"
                           f"{resolved} ({why}); start one with {how}, or leave --ray-address empty for a private "
                           "one") from None

@@ -166,7 +166,7 @@ def run_compare(base: TrainConfig, arms: list[Arm], seeds: list[int], out_dir: s
 def _pays(priced_as: str, backend: str) -> str:
     """What an arm really pays (a key of a run's ``cost_usd``): the server bill where its runs priced a deployment
     on servers (the server backend, a Ray cluster), the functions' otherwise."""
-    return "server" if backend == "server" or pays_servers(priced_as) else "serverless"
+    return "server" if pays_servers(priced_as) or backend == "server" else "serverless"  # the backend: older runs
 
 
 def _cost_column(priced_as: str, backend: str) -> str:

@@ -64,7 +64,9 @@ import numpy as np
 
 from minionsrl import files
 from minionsrl.backends.base import OK, InvocationRecord
-from minionsrl.config import TrainConfig
+from minionsrl.config import FIELDS, TrainConfig
+from minionsrl.config.fields import default_of
+from minionsrl.config.presets import cli_value
 from minionsrl.config.roles import SHORTEST_FRAGMENT
 from minionsrl.cost import CostLedger, Prices, load_prices
 from minionsrl.deployments import DEPLOYMENTS
@@ -471,25 +473,32 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
-COMPARED = (8, 64)  # the counts the suggested comparison runs
+COMPARED = (8, 64)  # the counts the suggested comparison runs, where the plan has rows for them
+# what makes the job and its price, beside the learning settings: the suggested comparison repeats those that differ
+# from their defaults (a fragment length whenever the batch is not constant: the preset's may be)
+JOB_FIELDS = ("env_id", "env_kwargs", "train_batch_size", "fragment_length", "env_step_latency_ms", "envs_per_function",
+              "carry_episodes", "platform", "function_memory_mb", "deployment", "prices")
 
 
 def compare_command(cfg: TrainConfig, target: float, forecast_rows: list[Row]) -> str:
-    """The ``minionsrl compare`` that measures this job's rounds to ``target`` at :data:`COMPARED`, runnable as
-    printed: this job's env and batch, each run capped at the projected seconds its count's step budget takes on
-    Lambda (the slower's, rounded up to 10 s), so that a run that never gets there stops where the budget would."""
-    env = cfg.env
-    flags = [f"--env-id {shlex.quote(env.env_id)}"]
-    if env.env_kwargs:
-        flags.append(f"--env-kwargs {shlex.quote(json.dumps(env.env_kwargs))}")
-    flags.append(f"--train-batch-size {env.train_batch_size}" if env.train_batch_size else
-                 f"--fragment-length {env.fragment_length}" if env.fragment_length else "")
-    if env.env_step_latency_ms:
-        flags.append(f"--env-step-latency-ms {env.env_step_latency_ms:g}")
-    lam = [r.run_s for r in forecast_rows if r.platform == "lambda" and r.n in COMPARED]
-    cap = 10 * math.ceil(max(lam, default=1000.0) / 10)
-    return (f"minionsrl compare {' '.join(f for f in flags if f)} --until target --target {target:g} "
-            f"--time-budget-s {cap} --scalers {','.join(f'fixed:{n}' for n in COMPARED)} --seeds 5")
+    """The ``minionsrl compare`` that measures this job's rounds to ``target`` at :data:`COMPARED` (or the least and
+    most counts the plan has rows for), runnable as printed (a POSIX shell's quoting): this job's env, batch,
+    layout and pricing (:data:`JOB_FIELDS`; learning flags given to plan are not repeated), each run capped at the
+    projected seconds the step budget takes on Lambda at the slower of the two (rounded up to 10 s), so that a run
+    that never gets there stops where the budget would."""
+    values = {name: cfg.get(name) for name in JOB_FIELDS}
+    shown = {name: value for name, value in values.items() if value is not None and (
+        name in ("env_id", "fragment_length") or value != default_of(FIELDS[name]))}
+    if cfg.env.train_batch_size:
+        shown.pop("fragment_length", None)
+    flags = [(f"--{name.replace('_', '-')}" if value else f"--no-{name.replace('_', '-')}")
+             if isinstance(value, bool) else f"--{name.replace('_', '-')} {shlex.quote(cli_value(value))}"
+             for name, value in shown.items()]
+    lam = {r.n: r.run_s for r in forecast_rows if r.platform == "lambda"}
+    counts = [n for n in COMPARED if n in lam] or sorted({min(lam), max(lam)})
+    cap = 10 * math.ceil(max(lam[n] for n in counts) / 10)
+    return (f"minionsrl compare {' '.join(flags)} --until target --target {target:.10g} --time-budget-s {cap} "
+            f"--scalers {','.join(f'fixed:{n}' for n in counts)} --seeds 5")
 
 
 def target_text(cfg: TrainConfig, target: float, rows: list[ToTarget], forecast_rows: list[Row]) -> list[str]:
