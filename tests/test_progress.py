@@ -124,3 +124,5 @@ def test_the_line_states_the_bill_of_the_deployment_it_names():
                                                                   priced_as="aws_lambda_x86 via lithops")
     assert (_pays("ray cluster", "ray"), _pays("servers", "local"), _pays("", "server")) == ("server",) * 3
     assert _pays("aws_lambda_x86 via lithops", "lithops") == "serverless"
+    ray = TrainConfig(env_id="CartPole-v1", backend="ray", budget_usd=5.0, max_rounds=None)
+    assert eta_goal(ray, row, 0.0) == "to $5 as functions"  # what --budget-usd counts, beside the server bill
