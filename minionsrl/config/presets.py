@@ -5,6 +5,7 @@ per env (rl-baselines3-zoo's tuned rows), for the papers' learner (``--preset ni
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 PRESET_NAMES = ("auto", "classic", "mujoco", "atari", "nitro")
@@ -98,11 +99,12 @@ def preset_values(name: str) -> tuple[str, str]:
 
 
 def preset_flags(values: dict[str, Any]) -> str:
-    """Preset values as the command-line flags that set them (``--fragment-length 512 --no-anneal-lr``): an
-    ``ENV_PRESETS`` row is ``--preset classic`` plus these flags."""
+    """Config values as the command-line flags that set them (``--fragment-length 512 --no-anneal-lr``), each
+    value quoted for a POSIX shell where it needs it (``--env-kwargs '{"g": 9.8}'``): an ``ENV_PRESETS`` row is
+    ``--preset classic`` plus these flags."""
     return " ".join((f"--{name}" if value else f"--no-{name}") if isinstance(value, bool) else
-                    f"--{name} {cli_value(value)}" for name, value in
-                    ((k.replace("_", "-"), v) for k, v in values.items()))
+                    f"--{name} {cli_value(value) if isinstance(value, list) else shlex.quote(cli_value(value))}"
+                    for name, value in ((k.replace("_", "-"), v) for k, v in values.items()))
 
 
 def cli_value(value: Any) -> str:

@@ -50,7 +50,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shlex
 import tempfile
 import time
 import warnings
@@ -66,7 +65,7 @@ from minionsrl import files
 from minionsrl.backends.base import OK, InvocationRecord
 from minionsrl.config import FIELDS, TrainConfig
 from minionsrl.config.fields import default_of
-from minionsrl.config.presets import cli_value
+from minionsrl.config.presets import preset_flags
 from minionsrl.config.roles import SHORTEST_FRAGMENT
 from minionsrl.cost import CostLedger, Prices, load_prices
 from minionsrl.deployments import DEPLOYMENTS
@@ -491,13 +490,10 @@ def compare_command(cfg: TrainConfig, target: float, forecast_rows: list[Row]) -
         name in ("env_id", "fragment_length") or value != default_of(FIELDS[name]))}
     if cfg.env.train_batch_size:
         shown.pop("fragment_length", None)
-    flags = [(f"--{name.replace('_', '-')}" if value else f"--no-{name.replace('_', '-')}")
-             if isinstance(value, bool) else f"--{name.replace('_', '-')} {shlex.quote(cli_value(value))}"
-             for name, value in shown.items()]
     lam = {r.n: r.run_s for r in forecast_rows if r.platform == "lambda"}
     counts = [n for n in COMPARED if n in lam] or sorted({min(lam), max(lam)})
     cap = 10 * math.ceil(max(lam[n] for n in counts) / 10)
-    return (f"minionsrl compare {' '.join(flags)} --until target --target {target:.10g} --time-budget-s {cap} "
+    return (f"minionsrl compare {preset_flags(shown)} --until target --target {target:.10g} --time-budget-s {cap} "
             f"--scalers {','.join(f'fixed:{n}' for n in counts)} --seeds 5")
 
 
